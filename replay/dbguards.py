@@ -1,0 +1,63 @@
+"""Database-level append-only guards: triggers that refuse UPDATE and DELETE (and TRUNCATE).
+
+Used by migrations of every app that owns an append-only table, so the rule holds even for
+raw SQL that bypasses the ORM. One function per vendor; the SQL is written here only.
+"""
+
+from __future__ import annotations
+
+
+def append_only_sql(vendor: str, table: str) -> list[str]:
+    """Statements that make `table` append-only on `vendor` ("sqlite" or "postgresql")."""
+    if vendor == "sqlite":
+        return [
+            f"""CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table}
+                BEGIN SELECT RAISE(ABORT, '{table} is append-only: UPDATE refused'); END;""",
+            f"""CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
+                BEGIN SELECT RAISE(ABORT, '{table} is append-only: DELETE refused'); END;""",
+        ]
+    if vendor == "postgresql":
+        return [
+            """CREATE OR REPLACE FUNCTION replay_refuse_rewrite() RETURNS trigger AS $$
+               BEGIN
+                 RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+                   USING ERRCODE = 'insufficient_privilege';
+               END; $$ LANGUAGE plpgsql;""",
+            f"DROP TRIGGER IF EXISTS {table}_no_rewrite ON {table};",
+            f"""CREATE TRIGGER {table}_no_rewrite BEFORE UPDATE OR DELETE ON {table}
+                FOR EACH ROW EXECUTE FUNCTION replay_refuse_rewrite();""",
+            f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};",
+            f"""CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+                FOR EACH STATEMENT EXECUTE FUNCTION replay_refuse_rewrite();""",
+        ]
+    raise NotImplementedError(f"no append-only triggers for database vendor {vendor!r}")
+
+
+def drop_append_only_sql(vendor: str, table: str) -> list[str]:
+    """The reverse of append_only_sql (for migrations backwards and tamper tests)."""
+    if vendor == "sqlite":
+        return [
+            f"DROP TRIGGER IF EXISTS {table}_no_update;",
+            f"DROP TRIGGER IF EXISTS {table}_no_delete;",
+        ]
+    if vendor == "postgresql":
+        return [
+            f"DROP TRIGGER IF EXISTS {table}_no_rewrite ON {table};",
+            f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};",
+        ]
+    raise NotImplementedError(f"no append-only triggers for database vendor {vendor!r}")
+
+
+def migration_operation(table: str):
+    """A RunPython operation installing the guards for `table` on whatever vendor migrates."""
+    from django.db import migrations
+
+    def forwards(apps, schema_editor):
+        for sql in append_only_sql(schema_editor.connection.vendor, table):
+            schema_editor.execute(sql, params=None)
+
+    def backwards(apps, schema_editor):
+        for sql in drop_append_only_sql(schema_editor.connection.vendor, table):
+            schema_editor.execute(sql, params=None)
+
+    return migrations.RunPython(forwards, backwards)

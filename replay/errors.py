@@ -1,0 +1,75 @@
+"""Every verdict error code, in one place. The strings are a public contract (contracts.md §3).
+
+Tests, alerts, the API and the CLI compare against these exact strings; never spell one
+anywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MISSING_SNAPSHOT = "MISSING_SNAPSHOT"
+INTEGRITY_FAILURE = "INTEGRITY_FAILURE"
+MISSING_PERSISTED_AGENT_OUTPUT = "MISSING_PERSISTED_AGENT_OUTPUT"
+RESULT_MISMATCH = "RESULT_MISMATCH"
+REPLAY_DIVERGENCE = "REPLAY_DIVERGENCE"
+FORCE_CONTINUE_REQUIRED = "FORCE_CONTINUE_REQUIRED"
+REPLAY_TIMEOUT = "REPLAY_TIMEOUT"
+UNSUPPORTED_SCHEMA_VERSION = "UNSUPPORTED_SCHEMA_VERSION"
+MALFORMED_TRACE = "MALFORMED_TRACE"
+HASH_MISMATCH = "HASH_MISMATCH"
+VERSION_MISMATCH = "VERSION_MISMATCH"
+CAPABILITY_NOT_FOUND = "CAPABILITY_NOT_FOUND"
+INVALID_CONTRACT = "INVALID_CONTRACT"
+INPUT_HASH_MISMATCH = "INPUT_HASH_MISMATCH"
+FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
+
+#: code -> when it is raised (rendered in docs and the API schema; a convention test
+#: checks every code here is documented and used).
+ERROR_CODES: dict[str, str] = {
+    MISSING_SNAPSHOT: "a required snapshot is absent or no longer retained",
+    INTEGRITY_FAILURE: "a signature, snapshot id, event id or chain hash does not verify",
+    MISSING_PERSISTED_AGENT_OUTPUT: (
+        "production replay needs an external output that was not persisted"
+    ),
+    RESULT_MISMATCH: "the recomputed final answer differs from the stored one",
+    REPLAY_DIVERGENCE: "a recomputed intermediate output differs from the recorded one",
+    FORCE_CONTINUE_REQUIRED: (
+        "continuing past a divergence was asked for without an approved force-continue"
+    ),
+    REPLAY_TIMEOUT: "the replay exceeded its time or iteration cap",
+    UNSUPPORTED_SCHEMA_VERSION: "a format's schema version is newer than the console supports",
+    MALFORMED_TRACE: "the input is not a well-formed trace of the detected/declared format",
+    HASH_MISMATCH: "a Paxman artifact's replay_hash does not recompute",
+    VERSION_MISMATCH: "a Paxman artifact's version is not supported by this console",
+    CAPABILITY_NOT_FOUND: "a Paxman artifact pins a capability that is not registered",
+    INVALID_CONTRACT: "the contract supplied for a Paxman replay is invalid",
+    INPUT_HASH_MISMATCH: "a Verist snapshot's input does not hash to its inputHash",
+    FORCE_HALT_ACTIVE: (
+        "the trace or one of its snapshots is halted until a council FORCE_HALT_CLEAR"
+    ),
+}
+
+
+class ReplayError(Exception):
+    """A refusal with one exact code, a message a person can act on, and where it broke."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        broke_at: int | str | None = None,
+        expected: str | None = None,
+        observed: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.broke_at = broke_at
+        self.expected = expected
+        self.observed = observed
+        self.detail = detail or {}

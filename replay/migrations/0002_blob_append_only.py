@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.db import migrations
+
+from replay.dbguards import migration_operation
+
+
+class Migration(migrations.Migration):
+    dependencies = [("replay", "0001_initial")]
+
+    operations = [migration_operation("replay_blob")]

@@ -1,0 +1,173 @@
+"""Stored traces, content-addressed blobs and snapshots, replay runs and verification keys.
+
+Trace blobs are append-only: the model refuses to update or delete them, and a database
+trigger (migration 0002) refuses it too, on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class AppendOnlyError(Exception):
+    """Raised by the model layer when code tries to rewrite an append-only row."""
+
+
+class AppendOnlyModel(models.Model):
+    """A row that may be inserted once and never updated or deleted through the ORM."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
+
+
+class Blob(AppendOnlyModel):
+    """The exact bytes of an uploaded file, stored once under their SHA-256."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.BigIntegerField()
+    storage_name = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"blob {self.sha256[:12]} ({self.size} bytes)"
+
+
+class Snapshot(models.Model):
+    """A snapshot body stored by its content address and shared between traces.
+
+    Not append-only: retention may remove a body, which turns every trace that needs it
+    into MISSING_SNAPSHOT (the trace keeps only the snapshot_id it references).
+    """
+
+    snapshot_id = models.CharField(max_length=71, unique=True)  # "sha256:" + 64 hex
+    kind = models.CharField(max_length=64)
+    schema_version = models.IntegerField()
+    body = models.JSONField()
+    signature = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.snapshot_id[:19]}"
+
+
+class Trace(models.Model):
+    class Status(models.TextChoices):
+        NEW = "new", "not replayed"
+        OK = "ok", "ok"
+        DIVERGED = "diverged", "diverged"
+        TAMPER_DETECTED = "tamper_detected", "tamper detected"
+        REFUSED = "refused", "refused"
+
+    trace_id = models.CharField(max_length=64, unique=True)
+    format = models.CharField(max_length=32, db_index=True)
+    schema_version = models.IntegerField()
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="traces")
+    filename = models.CharField(max_length=255)
+    encoding = models.CharField(max_length=16)  # "json" | "jsonl" (+ ".gz" on the blob)
+    job_id = models.CharField(max_length=255, blank=True, db_index=True)
+    job_seed = models.CharField(max_length=255, blank=True)
+    runtime_name = models.CharField(max_length=255, blank=True)
+    runtime_version = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    event_count = models.IntegerField(default=0)
+    step_count = models.IntegerField(default=0)
+    # what the trace needs besides its own blob; `missing` is recomputed by selectors
+    required_snapshot_ids = models.JSONField(default=list)
+    missing_outputs = models.JSONField(default=list)
+    # the signature verdict at ingest, witnessed by the console (key revocation later
+    # does not un-sign what was verified while the key was valid)
+    ingest_report = models.JSONField(default=dict)
+    last_status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.NEW, db_index=True
+    )
+    last_replayed_at = models.DateTimeField(null=True, blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["-created_at", "-id"], name="trace_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.format} {self.trace_id}"
+
+
+class ReplayRun(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    class Mode(models.TextChoices):
+        AUDIT = "audit", "audit"
+        SANDBOX = "sandbox", "sandbox"
+        PRODUCTION = "production", "production"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="runs")
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    progress_done = models.BigIntegerField(default=0)
+    progress_total = models.BigIntegerField(default=0)
+    status = models.CharField(max_length=20, blank=True)  # the report's verdict
+    error_code = models.CharField(max_length=64, blank=True)
+    authoritative = models.BooleanField(default=True)
+    # step seqs past which a governed force-continue allows the replay to go on
+    continue_past = models.JSONField(default=list)
+    resumed_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="resumptions"
+    )
+    report = models.JSONField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.mode} replay of {self.trace.trace_id}"
+
+
+class VerificationKey(models.Model):
+    """A key that verifies trace signatures: an HMAC secret (encrypted) or an Ed25519 key.
+
+    A key verifies signatures made inside [valid_from, valid_until); revocation ends the
+    window at revoked_at, and signatures the console witnessed before then keep verifying.
+    """
+
+    class Alg(models.TextChoices):
+        HMAC_SHA256 = "hmac-sha256", "HMAC-SHA256"
+        ED25519 = "ed25519", "Ed25519"
+
+    key_id = models.CharField(max_length=128, unique=True)
+    alg = models.CharField(max_length=16, choices=Alg.choices)
+    public_key = models.BinaryField(null=True, blank=True)  # raw 32 bytes for ed25519
+    encrypted_secret = models.BinaryField(null=True, blank=True)  # Fernet token for HMAC
+    valid_from = models.DateTimeField()
+    valid_until = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key_id"]
+
+    def __str__(self) -> str:
+        return f"{self.alg} key {self.key_id}"
