@@ -69,10 +69,12 @@ class Trace(models.Model):
         TAMPER_DETECTED = "tamper_detected", "tamper detected"
         REFUSED = "refused", "refused"
 
-    trace_id = models.CharField(max_length=64, unique=True)
+    # not unique: a tampered or re-encoded copy of a trace is stored too (as evidence);
+    # one stored file is one Trace, so the blob is unique
+    trace_id = models.CharField(max_length=64, db_index=True)
     format = models.CharField(max_length=32, db_index=True)
     schema_version = models.IntegerField()
-    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="traces")
+    blob = models.OneToOneField(Blob, on_delete=models.PROTECT, related_name="trace")
     filename = models.CharField(max_length=255)
     encoding = models.CharField(max_length=16)  # "json" | "jsonl" (+ ".gz" on the blob)
     job_id = models.CharField(max_length=255, blank=True, db_index=True)

@@ -1,0 +1,572 @@
+"""The replay engine: seed 003 §6 over a native trace, in audit, sandbox or production mode.
+
+One streaming pass reads every record (so memory stays bounded), verifying event ids and the
+chain, accumulating the sealed message, materialising state and checking output hashes. Then
+the checks are settled in the contract's order (contracts.md §3), most specific first:
+
+    format -> halts -> required_snapshots -> snapshots -> events -> seal -> outputs
+    -> persisted_outputs (production) -> steps (deterministic re-execution) -> final_answer
+
+and the report names the first that fails, with its exact error code, where it broke, and
+the expected and observed values. A divergence stops the replay unless its step is in
+`continue_past` (a governed, approved force-continue); the result is then non-authoritative.
+
+Pure: no Django, no network; the caller injects the clock, the key ring, the snapshot store
+and the halts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from replay import errors
+from replay.canonical import mace_v1
+from replay.diff import diff
+from replay.errors import ReplayError
+from replay.formats import native
+from replay.registry import Registry, ReplayState
+from replay.rng import DeterministicRNG
+from replay.signatures import KeyRing, verify
+
+AUDIT = "audit"
+SANDBOX = "sandbox"
+PRODUCTION = "production"
+MODES = (AUDIT, SANDBOX, PRODUCTION)
+
+OK = "ok"
+DIVERGED = "diverged"
+TAMPER_DETECTED = "tamper_detected"
+REFUSED = "refused"
+
+CHECK_ORDER = (
+    "format",
+    "halts",
+    "required_snapshots",
+    "snapshots",
+    "events",
+    "seal",
+    "outputs",
+    "persisted_outputs",
+    "steps",
+    "final_answer",
+)
+
+_STATUS_OF = {
+    errors.INTEGRITY_FAILURE: TAMPER_DETECTED,
+    errors.REPLAY_DIVERGENCE: DIVERGED,
+    errors.RESULT_MISMATCH: DIVERGED,
+}
+
+UNPROTECTED_FIELDS = ["meta", "job.started_at"]
+
+
+@dataclass(frozen=True)
+class ReplayLimits:
+    """Caps on one replay; exceeding one ends it with REPLAY_TIMEOUT."""
+
+    max_seconds: float | None = None
+    max_iterations: int | None = None  # deterministic + external steps replayed
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Divergence:
+    step: int | str
+    step_id: str
+    path: str
+    before: Any
+    after: Any
+    force_continued: bool = False
+
+
+@dataclass
+class ReplayReport:
+    trace_id: str | None
+    format: str
+    mode: str
+    status: str = OK
+    error_code: str | None = None
+    authoritative: bool = True
+    checks: list[Check] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
+    broke_at: int | str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    message: str = ""
+    force_continued: bool = False
+    replayable: bool = False
+    missing: list[str] = field(default_factory=list)
+    substituted: list[str] = field(default_factory=list)
+    unprotected_fields: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+    snapshot_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as contracts.md §3 spells it (plus a few extra keys)."""
+        data = asdict(self)
+        data["divergences"] = [
+            {k: v for k, v in d.items() if k != "force_continued" or v} for d in data["divergences"]
+        ]
+        return data
+
+    def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
+        self.error_code = code
+        self.status = _STATUS_OF.get(code, REFUSED)
+        self.message = message
+        self.broke_at = where.get("broke_at")
+        self.expected = where.get("expected")
+        self.observed = where.get("observed")
+        return self
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Clock:
+    def __init__(self, clock: Callable[[], float] | None, limits: ReplayLimits) -> None:
+        self._clock = clock
+        self._deadline = None
+        if clock is not None and limits.max_seconds is not None:
+            self._deadline = clock() + limits.max_seconds
+        self.max_seconds = limits.max_seconds
+
+    def check(self) -> None:
+        if (
+            self._deadline is not None
+            and self._clock is not None
+            and self._clock() > self._deadline
+        ):
+            raise _Timeout(f"the replay ran longer than its cap of {self.max_seconds} s")
+
+
+@dataclass
+class _Scan:
+    """What the streaming pass learnt."""
+
+    events: int = 0
+    chain_error: tuple[str, dict[str, Any]] | None = None
+    outputs: dict[str, str] = field(default_factory=dict)  # ref -> recorded hash
+    output_has_content: dict[str, bool] = field(default_factory=dict)
+    output_error: tuple[str, dict[str, Any]] | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    step_spool: Any = None
+    step_count: int = 0
+    step_error: str | None = None
+
+
+def _first_event_problem(
+    event: dict[str, Any], expected_seq: int, prev: str, job_seed: str
+) -> tuple[str | None, dict[str, Any], str, bytes]:
+    seq = event["seq"]
+    if seq != expected_seq:
+        return (
+            f"event seq {seq} where {expected_seq} was expected: the event stream has a gap, "
+            "a duplicate or a reordering",
+            {"broke_at": seq, "expected": str(expected_seq), "observed": str(seq)},
+            "",
+            b"",
+        )
+    want_id = native.event_id_of(job_seed, seq, event["type"])
+    if event["event_id"] != want_id:
+        return (
+            f"event {seq}: event_id does not derive from job_seed, seq and type",
+            {"broke_at": seq, "expected": want_id, "observed": event["event_id"]},
+            "",
+            b"",
+        )
+    computed, body = native.event_hash(prev, event, f"event {seq}")
+    if computed != event["hash"]:
+        return (
+            f"event {seq}: the chain hash does not verify (the event or one before it changed)",
+            {"broke_at": seq, "expected": computed, "observed": event["hash"]},
+            computed,
+            body,
+        )
+    return None, {}, computed, body
+
+
+def replay(
+    trace: native.NativeTrace,
+    *,
+    mode: str,
+    registry: Registry,
+    keys: KeyRing,
+    stored_snapshot: Callable[[str], Mapping[str, Any] | None] = lambda _sid: None,
+    halted: Mapping[str, str] | None = None,
+    at: datetime | None = None,
+    limits: ReplayLimits = ReplayLimits(),
+    continue_past: frozenset[int] = frozenset(),
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ReplayReport:
+    """Replay a native trace (seed 003 §6) and return its report; never raises ReplayError."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}")
+    header = trace.header
+    report = ReplayReport(trace_id=header["trace_id"], format=native.FORMAT, mode=mode)
+    report.unprotected_fields = list(UNPROTECTED_FIELDS)
+    report.authoritative = mode != SANDBOX
+    report.snapshot_ids = [s["snapshot_id"] for s in header["snapshots"]]
+    timer = _Clock(clock, limits)
+    try:
+        return _replay(
+            trace=trace,
+            report=report,
+            mode=mode,
+            registry=registry,
+            keys=keys,
+            stored_snapshot=stored_snapshot,
+            halted=halted or {},
+            at=at,
+            limits=limits,
+            continue_past=continue_past,
+            timer=timer,
+            progress=progress,
+        )
+    except ReplayError as exc:
+        report.checks.append(Check("format", False, exc.message))
+        return report.fail(exc.code, exc.message, broke_at=exc.broke_at)
+    except _Timeout as exc:
+        report.checks.append(Check("timeout", False, str(exc)))
+        return report.fail(errors.REPLAY_TIMEOUT, str(exc))
+    finally:
+        report.checks.sort(key=lambda c: CHECK_ORDER.index(c.name) if c.name in CHECK_ORDER else 99)
+
+
+def _replay(
+    *,
+    trace: native.NativeTrace,
+    report: ReplayReport,
+    mode: str,
+    registry: Registry,
+    keys: KeyRing,
+    stored_snapshot: Callable[[str], Mapping[str, Any] | None],
+    halted: Mapping[str, str],
+    at: datetime | None,
+    limits: ReplayLimits,
+    continue_past: frozenset[int],
+    timer: _Clock,
+    progress: Callable[[int], None] | None,
+) -> ReplayReport:
+    header = trace.header
+    job = header["job"]
+    checks = report.checks
+
+    # -- snapshots: present, retained, content-addressed, signed --------------------------
+    by_kind = {s["kind"]: s for s in header["snapshots"]}
+    bodies: dict[str, Any] = {}
+    missing_snapshots: list[str] = []
+    for kind in header["required_snapshots"]:
+        snap = by_kind.get(kind)
+        if snap is None:
+            missing_snapshots.append(f"snapshot:{kind} (not referenced by the trace)")
+            continue
+        body = snap.get("body")
+        if body is None:
+            body = stored_snapshot(snap["snapshot_id"])
+        if body is None:
+            missing_snapshots.append(f"snapshot:{kind} {snap['snapshot_id']} (not retained)")
+            continue
+        bodies[kind] = body
+    for kind, snap in by_kind.items():
+        if kind not in bodies:
+            body = snap.get("body") or stored_snapshot(snap["snapshot_id"])
+            if body is not None:
+                bodies[kind] = body
+    snapshot_problem: tuple[str, dict[str, Any]] | None = None
+    for index, snap in enumerate(header["snapshots"]):
+        body = bodies.get(snap["kind"])
+        if body is None:
+            continue
+        message = native.canonical(body, f"snapshots[{index}].body")
+        computed = "sha256:" + hashlib.sha256(message).hexdigest()
+        if computed != snap["snapshot_id"]:
+            snapshot_problem = (
+                f"snapshot {snap['kind']}: its body does not hash to its snapshot_id",
+                {"broke_at": index, "expected": computed, "observed": snap["snapshot_id"]},
+            )
+            break
+        verdict = verify(snap["signature"], message, keys, at=at)
+        if not verdict.ok:
+            snapshot_problem = (
+                f"snapshot {snap['kind']}: {verdict.reason}",
+                {"broke_at": index, "expected": verdict.expected, "observed": verdict.observed},
+            )
+            break
+
+    runtime = registry.runtime(job["runtime"]["name"])
+    rng = DeterministicRNG(job["job_seed"])
+    materialiser = None
+    if runtime is not None and not missing_snapshots and snapshot_problem is None:
+        materialiser = runtime.materialiser(bodies, rng)
+
+    # -- one streaming pass over the records ----------------------------------------------
+    seal = native.SealMessage()
+    scan = _Scan()
+    prev = ""
+    spool_steps = trace.encoding == "jsonl"
+    if spool_steps:
+        scan.step_spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024**2)  # noqa: SIM115
+    seen = 0
+    for record in trace.records():
+        seen += 1
+        if progress is not None and seen % 4096 == 0:
+            progress(seen)
+            timer.check()
+        if record.kind == "event":
+            event = record.body
+            if scan.chain_error is None:
+                problem, where, computed, body = _first_event_problem(
+                    event, scan.events, prev, job["job_seed"]
+                )
+                if problem is not None:
+                    scan.chain_error = (problem, where)
+                    seal.add_event(event, record.where)
+                else:
+                    seal.add_event_bytes(native.sealed_event_bytes(body, computed))
+                    if materialiser is not None:
+                        materialiser.apply(event)
+                prev = event["hash"]
+            else:
+                seal.add_event(event, record.where)
+            scan.events += 1
+        elif record.kind == "step":
+            step = record.body
+            if step["seq"] != scan.step_count and scan.step_error is None:
+                scan.step_error = (
+                    f"{record.where}: step seq {step['seq']} where {scan.step_count} was expected"
+                )
+            scan.step_count += 1
+            seal.add_step(step, record.where)
+            if spool_steps:
+                scan.step_spool.write(json.dumps(step, ensure_ascii=False).encode() + b"\n")
+            else:
+                scan.steps.append(step)
+        else:
+            ref, output = record.ref, record.body
+            if ref in scan.outputs:
+                raise ReplayError(errors.MALFORMED_TRACE, f"{record.where}: output {ref!r} twice")
+            scan.outputs[ref] = output["hash"]
+            seal.add_output(ref, output["hash"])
+            scan.output_has_content[ref] = "content" in output
+            if "content" in output and scan.output_error is None:
+                computed = native.output_hash_of(output["content"], record.where)
+                if computed != output["hash"]:
+                    scan.output_error = (
+                        f"output {ref!r}: its content does not hash to its recorded hash",
+                        {"broke_at": ref, "expected": computed, "observed": output["hash"]},
+                    )
+    if progress is not None:
+        progress(seen)
+    report.stats = {"events": scan.events, "steps": scan.step_count, "outputs": len(scan.outputs)}
+    if scan.step_error:
+        raise ReplayError(errors.MALFORMED_TRACE, scan.step_error)
+    checks.append(
+        Check(
+            "format",
+            True,
+            f"{native.FORMAT} v{header['schema_version']} ({trace.encoding}"
+            f"{', gzip' if trace.compressed else ''}): {scan.events} events, "
+            f"{scan.step_count} steps, {len(scan.outputs)} outputs",
+        )
+    )
+
+    steps = _steps(scan)
+    external_refs = []
+    for step in _steps(scan):
+        if step["kind"] == "external":
+            external_refs.append((step["seq"], step["output_ref"]))
+    missing_outputs = [
+        ref for _seq, ref in external_refs if not scan.output_has_content.get(ref, False)
+    ]
+    report.missing = missing_snapshots + [
+        f"output:{ref} (not persisted)" for ref in missing_outputs
+    ]
+    report.replayable = not report.missing
+
+    # -- settle the checks in the contract's order ------------------------------------------
+    halted_here = [
+        f"{i}: {halted[i]}" for i in [header["trace_id"], *report.snapshot_ids] if i in halted
+    ]
+    if halted_here:
+        checks.append(Check("halts", False, "; ".join(halted_here)))
+        return report.fail(
+            errors.FORCE_HALT_ACTIVE,
+            f"replay is halted until a council FORCE_HALT_CLEAR: {'; '.join(halted_here)}",
+        )
+    checks.append(Check("halts", True, "no active halt on the trace or its snapshots"))
+
+    if missing_snapshots:
+        checks.append(Check("required_snapshots", False, "; ".join(missing_snapshots)))
+        return report.fail(
+            errors.MISSING_SNAPSHOT, f"missing required snapshots: {'; '.join(missing_snapshots)}"
+        )
+    checks.append(
+        Check("required_snapshots", True, f"all of {', '.join(header['required_snapshots'])}")
+    )
+
+    if snapshot_problem is not None:
+        checks.append(Check("snapshots", False, snapshot_problem[0]))
+        return report.fail(errors.INTEGRITY_FAILURE, snapshot_problem[0], **snapshot_problem[1])
+    checks.append(Check("snapshots", True, f"{len(bodies)} snapshot ids and signatures verify"))
+
+    if scan.chain_error is not None:
+        checks.append(Check("events", False, scan.chain_error[0]))
+        return report.fail(errors.INTEGRITY_FAILURE, scan.chain_error[0], **scan.chain_error[1])
+    checks.append(Check("events", True, f"{scan.events} event ids and chain hashes verify"))
+
+    with seal.finish(header) as message_file:
+        verdict = verify(header["seal"], message_file.read(), keys, at=at)
+    if not verdict.ok:
+        checks.append(Check("seal", False, verdict.reason))
+        return report.fail(
+            errors.INTEGRITY_FAILURE,
+            f"seal: {verdict.reason}",
+            broke_at="seal",
+            expected=verdict.expected,
+            observed=verdict.observed,
+        )
+    checks.append(
+        Check("seal", True, f"{verdict.reason}; not covered: {', '.join(UNPROTECTED_FIELDS)}")
+    )
+
+    if scan.output_error is not None:
+        checks.append(Check("outputs", False, scan.output_error[0]))
+        return report.fail(errors.INTEGRITY_FAILURE, scan.output_error[0], **scan.output_error[1])
+    stored = sum(scan.output_has_content.values())
+    checks.append(Check("outputs", True, f"{stored} stored outputs match their hashes"))
+
+    if mode == PRODUCTION:
+        if missing_outputs:
+            seq = next(s for s, ref in external_refs if ref in missing_outputs)
+            detail = f"external output {missing_outputs[0]!r} (step {seq}) was not persisted"
+            checks.append(Check("persisted_outputs", False, detail))
+            return report.fail(
+                errors.MISSING_PERSISTED_AGENT_OUTPUT,
+                f"{detail}; production replay never calls live services",
+                broke_at=seq,
+            )
+        checks.append(Check("persisted_outputs", True, "every external output is persisted"))
+
+    # -- re-execute (seed 003 §6 step 8) --------------------------------------------------
+    if runtime is None:
+        detail = f"runtime {job['runtime']['name']!r} is not registered"
+        checks.append(Check("steps", False, detail))
+        return report.fail(errors.CAPABILITY_NOT_FOUND, detail)
+    assert materialiser is not None
+    state = ReplayState(snapshots=bodies, materialised=materialiser.state())
+    cap = limits.max_iterations
+    governance_cap = bodies.get("governance", {}).get("max_iterations")
+    if isinstance(governance_cap, int) and not isinstance(governance_cap, bool):
+        cap = governance_cap if cap is None else min(cap, governance_cap)
+    last_output: Any = None
+    executed = 0
+    for step in steps:
+        executed += 1
+        if cap is not None and executed > cap:
+            detail = f"more than the iteration cap of {cap} steps"
+            checks.append(Check("steps", False, detail))
+            return report.fail(errors.REPLAY_TIMEOUT, detail, broke_at=step["seq"])
+        if executed % 256 == 0:
+            timer.check()
+        if step["kind"] == "external":
+            ref = step["output_ref"]
+            if mode == SANDBOX and not scan.output_has_content.get(ref, False):
+                mock = registry.mock(step["name"])
+                if mock is not None:
+                    mock(step["input"], rng.fork(f"mock:{step['seq']}"))
+                    report.substituted.append(ref)
+            continue
+        fn = registry.function(step["fn"])
+        if fn is None:
+            detail = (
+                f"step {step['seq']} ({step['step_id']}): function {step['fn']!r} is not registered"
+            )
+            checks.append(Check("steps", False, detail))
+            return report.fail(errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"])
+        recomputed = fn(step["input"], state, rng.fork(f"step:{step['seq']}"))
+        last_output = recomputed
+        recorded_bytes = native.canonical(step["output"], f"step {step['seq']} output")
+        if native.canonical(recomputed, f"step {step['seq']} recomputed") != recorded_bytes:
+            approved = step["seq"] in continue_past
+            for entry in diff(step["output"], recomputed):
+                report.divergences.append(
+                    Divergence(
+                        step["seq"],
+                        step["step_id"],
+                        entry.path,
+                        entry.before,
+                        entry.after,
+                        force_continued=approved,
+                    )
+                )
+            if approved:
+                report.force_continued = True
+                report.authoritative = False
+                continue
+            detail = (
+                f"step {step['seq']} ({step['step_id']}, {step['fn']}): the recomputed output "
+                "differs from the recorded one"
+            )
+            checks.append(Check("steps", False, detail))
+            return report.fail(
+                errors.REPLAY_DIVERGENCE,
+                detail,
+                broke_at=step["seq"],
+                expected=_short(recorded_bytes),
+                observed=_short(mace_v1(recomputed)),
+            )
+    note = f"{executed} steps replayed"
+    if report.force_continued:
+        note += "; force-continued past an approved divergence (non-authoritative)"
+    if report.substituted:
+        note += f"; sandbox mocks stood in for {', '.join(report.substituted)}"
+        report.authoritative = False
+    checks.append(Check("steps", True, note))
+
+    computed_final = runtime.final_answer(last_output, scan.step_count)
+    if native.canonical(computed_final, "final answer") != native.canonical(
+        header["final_answer"], "final_answer"
+    ):
+        for entry in diff(header["final_answer"], computed_final):
+            report.divergences.append(
+                Divergence("final_answer", "final_answer", entry.path, entry.before, entry.after)
+            )
+        detail = "the recomputed final answer differs from the stored final_answer"
+        checks.append(Check("final_answer", False, detail))
+        return report.fail(
+            errors.RESULT_MISMATCH,
+            detail,
+            broke_at="final_answer",
+            expected=_short(mace_v1(header["final_answer"])),
+            observed=_short(mace_v1(computed_final)),
+        )
+    checks.append(Check("final_answer", True, "recomputed final answer equals the stored one"))
+    return report
+
+
+def _steps(scan: _Scan) -> Iterator[dict[str, Any]]:
+    if scan.step_spool is None:
+        yield from scan.steps
+        return
+    scan.step_spool.seek(0)
+    for line in scan.step_spool:
+        yield json.loads(line)
+
+
+def _short(data: bytes, limit: int = 4096) -> str:
+    text = data.decode()
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,129 @@
+"""Strict JSON decoding for untrusted uploads: one exact refusal per kind of bad input.
+
+Refused, each with a message that names where: a byte-order mark, invalid UTF-8, duplicate
+keys (a hash over duplicate keys is ambiguous), NaN/Infinity, nesting deeper than the parser
+can follow, integers too long to convert, truncated or otherwise malformed JSON.
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from replay.errors import MALFORMED_TRACE, ReplayError
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid in a hashed JSON value")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}: a hash over duplicate keys is ambiguous")
+            seen.add(key)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+
+
+def _utf8_error(data: bytes, exc: UnicodeDecodeError, where: str) -> ReplayError:
+    line = data.count(b"\n", 0, exc.start) + 1
+    col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return ReplayError(
+        MALFORMED_TRACE,
+        f"{where}: invalid UTF-8 at line {line} column {col} (byte offset {exc.start}): "
+        f"{exc.reason}",
+    )
+
+
+def loads_strict(data: bytes, *, where: str, line_offset: int = 0) -> Any:
+    """Decode one JSON text from UTF-8 bytes, refusing anything ambiguous or hostile."""
+    if data.startswith(BOM):
+        raise ReplayError(
+            MALFORMED_TRACE,
+            f"{where}: starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM",
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _utf8_error(data, exc, where) from None
+    try:
+        value, end = _DECODER.raw_decode(text, _skip_ws(text, 0))
+    except json.JSONDecodeError as exc:
+        kind = "truncated JSON" if exc.pos >= len(text.rstrip()) else "malformed JSON"
+        raise ReplayError(
+            MALFORMED_TRACE,
+            f"{where}: {kind} at line {exc.lineno + line_offset} column {exc.colno}: {exc.msg}",
+        ) from None
+    except RecursionError:
+        raise ReplayError(
+            MALFORMED_TRACE, f"{where}: nesting is deeper than the parser allows"
+        ) from None
+    except ValueError as exc:  # duplicate keys, NaN/Infinity, over-long integers
+        raise ReplayError(MALFORMED_TRACE, f"{where}: {exc}") from None
+    rest = _skip_ws(text, end)
+    if rest != len(text):
+        line = text.count("\n", 0, rest) + 1 + line_offset
+        raise ReplayError(
+            MALFORMED_TRACE, f"{where}: unexpected data after the JSON value at line {line}"
+        )
+    return value
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in " \t\n\r":
+        pos += 1
+    return pos
+
+
+def check_shape(value: Any, *, where: str, max_depth: int, max_string: int) -> None:
+    """Refuse nesting deeper than `max_depth` and strings longer than `max_string` chars."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > max_depth:
+                raise ReplayError(
+                    MALFORMED_TRACE, f"{where}: nesting deeper than {max_depth} levels"
+                )
+            for key, child in node.items():
+                if len(key) > max_string:
+                    raise ReplayError(
+                        MALFORMED_TRACE, f"{where}: a key is longer than {max_string} characters"
+                    )
+                if isinstance(child, dict | list):
+                    stack.append((child, depth + 1))
+                elif isinstance(child, str) and len(child) > max_string:
+                    raise ReplayError(
+                        MALFORMED_TRACE,
+                        f"{where}: the string at key {key[:40]!r} is {len(child)} characters, "
+                        f"longer than the limit of {max_string}",
+                    )
+        elif isinstance(node, list):
+            if depth > max_depth:
+                raise ReplayError(
+                    MALFORMED_TRACE, f"{where}: nesting deeper than {max_depth} levels"
+                )
+            for child in node:
+                if isinstance(child, dict | list):
+                    stack.append((child, depth + 1))
+                elif isinstance(child, str) and len(child) > max_string:
+                    raise ReplayError(
+                        MALFORMED_TRACE,
+                        f"{where}: a string of {len(child)} characters is longer than the "
+                        f"limit of {max_string}",
+                    )
+        elif isinstance(node, str) and len(node) > max_string:
+            raise ReplayError(
+                MALFORMED_TRACE, f"{where}: a string longer than {max_string} characters"
+            )

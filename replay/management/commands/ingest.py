@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from replay.cli import ProgressBar
+from replay.errors import ReplayError
+from replay.services import trace_ingest
+
+
+class Command(BaseCommand):
+    help = "Store trace files, verified. One line per file; exit 1 if any file was refused."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+")
+        parser.add_argument("--format", dest="declared_format", default=None)
+
+    def handle(self, *args, paths, declared_format, **options):
+        refused = 0
+        for raw in paths:
+            path = Path(raw)
+            try:
+                with path.open("rb") as fh:
+                    bar = ProgressBar(f"ingest {path.name}", path.stat().st_size)
+                    try:
+                        result = trace_ingest(
+                            source=fh,
+                            filename=path.name,
+                            declared_format=declared_format,
+                            progress=bar,
+                        )
+                    finally:
+                        bar.close()
+            except OSError as exc:
+                refused += 1
+                self.stderr.write(f"{raw}: cannot read: {exc.strerror}")
+                continue
+            except ReplayError as exc:
+                refused += 1
+                self.stderr.write(f"{raw}: refused {exc.code}: {exc.message}")
+                continue
+            trace = result.trace
+            replayable = (
+                "replayable"
+                if not trace.missing_outputs and result.report.get("replayable")
+                else "not-replayable"
+            )
+            note = "" if result.created else " (already stored)"
+            self.stdout.write(
+                f"{trace.trace_id} {trace.format} {replayable} {trace.last_status}{note}"
+            )
+        if refused:
+            raise CommandError(f"{refused} of {len(paths)} files refused", returncode=1)

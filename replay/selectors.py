@@ -1,0 +1,34 @@
+"""Reads about traces and runs."""
+
+from __future__ import annotations
+
+from replay.models import ReplayRun, Snapshot, Trace
+
+
+def trace_missing(trace: Trace) -> list[str]:
+    """What production replay of `trace` lacks now (snapshots can be removed by retention)."""
+    refs = trace.required_snapshot_ids or []
+    ids = [r["snapshot_id"] for r in refs if r.get("snapshot_id")]
+    stored = set(Snapshot.objects.filter(snapshot_id__in=ids).values_list("snapshot_id", flat=True))
+    missing = []
+    for ref in refs:
+        sid = ref.get("snapshot_id")
+        if sid is None:
+            missing.append(f"snapshot:{ref['kind']} (not referenced by the trace)")
+        elif sid not in stored:
+            missing.append(f"snapshot:{ref['kind']} {sid} (not retained)")
+    missing += [f"output:{ref} (not persisted)" for ref in trace.missing_outputs]
+    return missing
+
+
+def trace_is_replayable(trace: Trace) -> bool:
+    return not trace_missing(trace)
+
+
+def trace_by_trace_id(trace_id: str) -> Trace | None:
+    """The newest stored file carrying this trace id."""
+    return Trace.objects.filter(trace_id=trace_id).order_by("-created_at", "-id").first()
+
+
+def runs_for_trace(trace: Trace) -> list[ReplayRun]:
+    return list(trace.runs.order_by("-created_at"))

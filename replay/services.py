@@ -1,0 +1,279 @@
+"""Writes: ingesting traces and executing replay runs. Views, API, tasks and commands call
+these; they load rows, call the pure core, and store what it says."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from replay import engine, errors
+from replay.errors import ReplayError
+from replay.formats import native, open_trace
+from replay.keys import DatabaseKeyRing
+from replay.models import Blob, ReplayRun, Snapshot, Trace
+from replay.registry import default_registry
+from replay.storage import Spooled, blob_open, blob_put, spool
+
+#: refusals that mean "not a trace we can store"; anything else is stored with its verdict
+UNSTORABLE = {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION}
+
+
+@dataclass
+class IngestResult:
+    trace: Trace
+    created: bool
+    report: dict[str, Any]
+
+
+def stored_snapshot_body(snapshot_id: str) -> Any:
+    row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body").first()
+    return row.body if row is not None else None
+
+
+def _limits() -> native.Limits:
+    return native.Limits(
+        max_total_bytes=getattr(settings, "REPLAY_MAX_DECOMPRESSED_BYTES", 8 * 1024**3),
+    )
+
+
+def _verify(
+    opened: Callable[[], IO[bytes]],
+    filename: str,
+    *,
+    mode: str,
+    at: Any,
+    halted: Mapping[str, str] | None = None,
+    continue_past: Sequence[int] = (),
+    progress: Callable[[int], None] | None = None,
+) -> tuple[native.NativeTrace | None, engine.ReplayReport]:
+    with opened() as fh:
+        try:
+            trace = open_trace(fh, filename, limits=_limits())
+        except ReplayError as exc:
+            report = engine.ReplayReport(trace_id=None, format=native.FORMAT, mode=mode)
+            report.checks.append(engine.Check("format", False, exc.message))
+            return None, report.fail(exc.code, exc.message)
+        report = engine.replay(
+            trace,
+            mode=mode,
+            registry=default_registry(),
+            keys=DatabaseKeyRing(),
+            stored_snapshot=stored_snapshot_body,
+            halted=halted,
+            at=at,
+            limits=engine.ReplayLimits(
+                max_seconds=getattr(settings, "REPLAY_MAX_SECONDS", 3600.0),
+                max_iterations=getattr(settings, "REPLAY_MAX_ITERATIONS", None),
+            ),
+            continue_past=frozenset(continue_past),
+            clock=time.monotonic,
+            progress=progress,
+        )
+        return trace, report
+
+
+def trace_verify_file(
+    *,
+    source: IO[bytes],
+    filename: str,
+    mode: str = engine.AUDIT,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Verify a file without storing anything (the `verify` command)."""
+    _trace, report = _verify(
+        lambda: source, filename, mode=mode, at=timezone.now(), progress=progress
+    )
+    return report.to_json()
+
+
+def trace_ingest(
+    *,
+    source: IO[bytes],
+    filename: str,
+    uploaded_by: Any = None,
+    declared_format: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Store one trace file, verified. A refused file stores nothing and raises ReplayError."""
+    if declared_format is not None and declared_format != native.FORMAT:
+        raise ReplayError(
+            errors.MALFORMED_TRACE,
+            f"unknown format {declared_format!r}; supported: {native.FORMAT}",
+        )
+    limit = getattr(settings, "REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
+    spooled = spool(source, limit=limit, progress=progress)
+    try:
+        existing = Trace.objects.filter(blob__sha256=spooled.sha256).first()
+        if existing is not None:
+            return IngestResult(existing, False, existing.ingest_report)
+        witnessed = timezone.now()
+        trace, report = _verify(spooled.open, filename, mode=engine.AUDIT, at=witnessed)
+        if report.error_code in UNSTORABLE or trace is None:
+            raise ReplayError(report.error_code or errors.MALFORMED_TRACE, report.message)
+        return _store(spooled, filename, trace, report, uploaded_by)
+    finally:
+        spooled.discard()
+
+
+@transaction.atomic(durable=True)
+def _store(
+    spooled: Spooled,
+    filename: str,
+    trace: native.NativeTrace,
+    report: engine.ReplayReport,
+    uploaded_by: Any,
+) -> IngestResult:
+    header = trace.header
+    job = header["job"]
+    for snap in header["snapshots"]:
+        body = snap.get("body")
+        # the store is content-addressed: only a body that hashes to its id goes in
+        if body is None or native.snapshot_id_of(body) != snap["snapshot_id"]:
+            continue
+        Snapshot.objects.get_or_create(
+            snapshot_id=snap["snapshot_id"],
+            defaults={
+                "kind": snap["kind"],
+                "schema_version": snap["schema_version"],
+                "body": body,
+                "signature": snap["signature"],
+            },
+        )
+    name = blob_put(spooled)
+    try:
+        blob, _ = Blob.objects.get_or_create(
+            sha256=spooled.sha256, defaults={"size": spooled.size, "storage_name": name}
+        )
+    except IntegrityError:  # raced with an identical upload
+        blob = Blob.objects.get(sha256=spooled.sha256)
+    by_kind = {s["kind"]: s["snapshot_id"] for s in header["snapshots"]}
+    data = report.to_json()
+    row = Trace.objects.create(
+        trace_id=header["trace_id"],
+        format=native.FORMAT,
+        schema_version=header["schema_version"],
+        blob=blob,
+        filename=filename[:255],
+        encoding=trace.encoding + (".gz" if trace.compressed else ""),
+        job_id=job["job_id"][:255],
+        job_seed=job["job_seed"][:255],
+        runtime_name=job["runtime"]["name"][:255],
+        runtime_version=job["runtime"]["version"][:64],
+        started_at=_parse_time(job.get("started_at")),
+        event_count=report.stats.get("events", 0),
+        step_count=report.stats.get("steps", 0),
+        required_snapshot_ids=[
+            {"kind": kind, "snapshot_id": by_kind.get(kind)}
+            for kind in header["required_snapshots"]
+        ],
+        missing_outputs=[
+            m.split(" ")[0].removeprefix("output:")
+            for m in report.missing
+            if m.startswith("output:")
+        ],
+        ingest_report=data,
+        last_status=report.status,
+        uploaded_by=uploaded_by,
+    )
+    return IngestResult(row, True, data)
+
+
+def _parse_time(value: str | None):
+    if not value:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@transaction.atomic
+def replay_run_create(
+    *,
+    trace: Trace,
+    mode: str,
+    requested_by: Any = None,
+    continue_past: Sequence[int] = (),
+    resumed_from: ReplayRun | None = None,
+) -> ReplayRun:
+    """The run row, queued; the caller enqueues its execution on commit."""
+    if mode not in engine.MODES:
+        raise ValueError(f"mode must be one of {', '.join(engine.MODES)}")
+    return ReplayRun.objects.create(
+        trace=trace,
+        mode=mode,
+        requested_by=requested_by,
+        continue_past=list(continue_past),
+        resumed_from=resumed_from,
+        progress_total=trace.event_count + trace.step_count + len(trace.missing_outputs),
+    )
+
+
+class _Progress:
+    """Writes progress to the run row at most every half second."""
+
+    def __init__(self, run_id: Any, also: Callable[[int], None] | None) -> None:
+        self._run_id = run_id
+        self._last = 0.0
+        self._also = also
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self._last >= 0.5:
+            self._last = now
+            ReplayRun.objects.filter(id=self._run_id).update(progress_done=done)
+        if self._also is not None:
+            self._also(done)
+
+
+def replay_run_execute(
+    *,
+    run_id: Any,
+    halted: Mapping[str, str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ReplayRun:
+    """Execute a queued run and store its report. Idempotent: a finished run is returned as is.
+
+    Safe to retry after a crash: the report is written in one transaction at the end.
+    """
+    run = ReplayRun.objects.select_related("trace__blob").get(id=run_id)
+    if run.state == ReplayRun.State.DONE:
+        return run
+    ReplayRun.objects.filter(id=run.id).update(
+        state=ReplayRun.State.RUNNING, started_at=timezone.now()
+    )
+    trace = run.trace
+    _t, report = _verify(
+        lambda: blob_open(trace.blob.storage_name),
+        trace.filename,
+        mode=run.mode,
+        at=trace.created_at,
+        halted=halted,
+        continue_past=run.continue_past,
+        progress=_Progress(run.id, progress),
+    )
+    data = report.to_json()
+    with transaction.atomic():
+        run = ReplayRun.objects.select_for_update().get(id=run.id)
+        if run.state == ReplayRun.State.DONE:  # a duplicate delivery finished first
+            return run
+        run.report = data
+        run.status = report.status
+        run.error_code = report.error_code or ""
+        run.authoritative = report.authoritative
+        run.state = ReplayRun.State.DONE
+        run.progress_done = run.progress_total
+        run.finished_at = timezone.now()
+        run.save()
+        Trace.objects.filter(id=trace.id).update(
+            last_status=report.status, last_replayed_at=run.finished_at
+        )
+    return run
