@@ -42,7 +42,10 @@ ERROR_CODES: dict[str, str] = {
     MALFORMED_TRACE: "the input is not a well-formed trace of the detected/declared format",
     HASH_MISMATCH: "a Paxman artifact's replay_hash does not recompute",
     VERSION_MISMATCH: "a Paxman artifact's version is not supported by this console",
-    CAPABILITY_NOT_FOUND: "a Paxman artifact pins a capability that is not registered",
+    CAPABILITY_NOT_FOUND: (
+        "a pinned capability is not registered (a Paxman capability, or a native step's "
+        "function or runtime)"
+    ),
     INVALID_CONTRACT: "the contract supplied for a Paxman replay is invalid",
     INPUT_HASH_MISMATCH: "a Verist snapshot's input does not hash to its inputHash",
     FORCE_HALT_ACTIVE: (
