@@ -277,3 +277,19 @@ def replay_run_execute(
             last_status=report.status, last_replayed_at=run.finished_at
         )
     return run
+
+
+@transaction.atomic(durable=True)
+def snapshot_remove(*, snapshot_id: str) -> int:
+    """Retention: drop a stored snapshot body. Traces that need it become MISSING_SNAPSHOT.
+
+    Returns how many stored traces referenced it.
+    """
+    deleted, _ = Snapshot.objects.filter(snapshot_id=snapshot_id).delete()
+    if not deleted:
+        raise ReplayError(errors.MISSING_SNAPSHOT, f"no stored snapshot {snapshot_id}")
+    return sum(
+        1
+        for refs in Trace.objects.values_list("required_snapshot_ids", flat=True).iterator()
+        if any(r.get("snapshot_id") == snapshot_id for r in refs or [])
+    )
