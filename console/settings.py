@@ -67,15 +67,18 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "console.security.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django_otp.middleware.OTPMiddleware",
+    "console.security.SecondFactorMiddleware",
+    "console.uploads.UploadLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -92,7 +95,10 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.security.csp_nonce",
+                "console.context_processors.console",
             ],
+            "builtins": ["template_partials.templatetags.partials"],
         },
     },
 ]
@@ -181,6 +187,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON only: DRF's browsable API needs inline script, which our CSP refuses; the local
+    # page at /api/docs/ documents the API from the OpenAPI schema instead.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Replay Audit Console API",
@@ -189,6 +200,19 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- security ------------------------------------------------------------------------------
+# sign-in throttle (console.throttle): this many failures per (username, address) per window
+LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
+LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
+OTP_TOTP_ISSUER = "Replay Audit Console"
+# periodic drift sampling (console.tasks.drift_sample): share of stored traces per sweep
+REPLAY_DRIFT_SAMPLE_FRACTION = float(env_str("REPLAY_DRIFT_SAMPLE_FRACTION", "0.01"))
+REPLAY_DRIFT_SAMPLE_MAX = env_int("REPLAY_DRIFT_SAMPLE_MAX", 100)
+CELERY_BEAT_SCHEDULE = {
+    "drift-sample": {
+        "task": "console.tasks.drift_sample",
+        "schedule": float(env_int("REPLAY_DRIFT_SAMPLE_EVERY_SECONDS", 6 * 3600)),
+    },
+}
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from django import forms
+
+from console.selectors import TraceFilters
+from replay.models import Trace
+
+_REPLAYABLE = {"": None, "yes": True, "no": False}
+
+
+class TraceFilterForm(forms.Form):
+    format = forms.CharField(required=False, max_length=32)
+    verdict = forms.ChoiceField(
+        required=False, choices=[("", "any verdict"), *Trace.Status.choices]
+    )
+    replayable = forms.ChoiceField(
+        required=False, choices=[("", "any"), ("yes", "replayable"), ("no", "not replayable")]
+    )
+    date_from = forms.DateField(required=False, label="uploaded from")
+    date_to = forms.DateField(required=False, label="uploaded to")
+    q = forms.CharField(required=False, max_length=255, label="trace or job id")
+    cursor = forms.CharField(required=False, max_length=512)
+
+    def filters(self) -> TraceFilters:
+        data = self.cleaned_data
+        return TraceFilters(
+            format=data.get("format") or "",
+            verdict=data.get("verdict") or "",
+            replayable=_REPLAYABLE[data.get("replayable") or ""],
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+            q=(data.get("q") or "").strip(),
+        )

@@ -1,0 +1,193 @@
+"""The roles and permission matrix: the one place that says who may do what.
+
+Roles are Django Groups named after the constants below; a user may hold several. Every view,
+API endpoint and task entry point asks `can(user, action)` or goes through one of the
+`access_*_by_id` functions at the bottom, never the ORM directly.
+
+Rules that are not a plain "role X may do Y":
+
+* Admin and council are *strong* roles: they count only once the session is verified with a
+  second factor (TOTP, django-otp). A token-authenticated API client or an unverified session
+  acts with its other roles only. Nothing else in the code base needs to know about 2FA.
+* Production replay needs auditor and admin held together, or a council approval for that
+  trace, and then an auditor or an admin may run it (`replay_modes_for(...,
+  council_approved=True)`); `can(user, REPLAY_PRODUCTION)` is the role-only half of the rule.
+* Superuser and staff flags grant nothing here: only roles do.
+
+Missing versus forbidden: the access functions check the role *before* they look anything
+up, so a user without the role gets 403 whether or not the object exists, and a user with the
+role gets 404 for an object that does not exist. Neither answer reveals existence to someone
+who may not see it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+    from replay.models import ReplayRun, Trace
+
+    User = AbstractBaseUser | AnonymousUser
+
+# --- roles (Django Group names) ------------------------------------------------------------
+VIEWER: Final = "viewer"
+AUDITOR: Final = "auditor"
+OPERATOR: Final = "operator"
+ADMIN: Final = "admin"
+COUNCIL: Final = "council"
+LEGAL: Final = "legal"
+
+ROLES: Final = (VIEWER, AUDITOR, OPERATOR, ADMIN, COUNCIL, LEGAL)
+#: roles that count only in a session verified with TOTP
+STRONG_ROLES: Final = frozenset({ADMIN, COUNCIL})
+
+# --- actions -------------------------------------------------------------------------------
+BROWSE: Final = "browse"  # traces, reports (PII redacted), ledger, dashboard
+UPLOAD: Final = "upload"
+REPLAY_AUDIT: Final = "replay_audit"  # audit and sandbox modes
+REPLAY_PRODUCTION: Final = "replay_production"
+FORCE_CONTINUE_REQUEST: Final = "force_continue_request"
+FORCE_CONTINUE_APPROVE_ADMIN: Final = "force_continue_approve_admin"
+FORCE_CONTINUE_APPROVE_COUNCIL: Final = "force_continue_approve_council"
+HALT_CLEAR: Final = "halt_clear"  # a council quorum; each member adds a signed vote
+DSR: Final = "dsr"  # open / export Data Subject Requests
+PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
+MANAGE: Final = "manage"  # users, roles, keys
+SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
+
+ACTIONS: Final = (
+    BROWSE,
+    UPLOAD,
+    REPLAY_AUDIT,
+    REPLAY_PRODUCTION,
+    FORCE_CONTINUE_REQUEST,
+    FORCE_CONTINUE_APPROVE_ADMIN,
+    FORCE_CONTINUE_APPROVE_COUNCIL,
+    HALT_CLEAR,
+    DSR,
+    PII_REVEAL,
+    MANAGE,
+    SIGNING_KEY_REGISTER,
+)
+
+#: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
+MATRIX: Final[dict[str, frozenset[str]]] = {
+    BROWSE: frozenset(ROLES),
+    UPLOAD: frozenset({AUDITOR, OPERATOR, ADMIN}),
+    REPLAY_AUDIT: frozenset({AUDITOR, OPERATOR, ADMIN}),
+    REPLAY_PRODUCTION: frozenset(),  # only the combination below
+    FORCE_CONTINUE_REQUEST: frozenset({AUDITOR, ADMIN}),
+    FORCE_CONTINUE_APPROVE_ADMIN: frozenset({ADMIN}),
+    FORCE_CONTINUE_APPROVE_COUNCIL: frozenset({COUNCIL}),
+    HALT_CLEAR: frozenset({COUNCIL}),
+    DSR: frozenset({ADMIN, LEGAL}),
+    PII_REVEAL: frozenset({ADMIN}),
+    MANAGE: frozenset({ADMIN}),
+    SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
+}
+
+#: action -> sets of roles that grant it only when held together
+COMBINATIONS: Final[dict[str, tuple[frozenset[str], ...]]] = {
+    REPLAY_PRODUCTION: (frozenset({AUDITOR, ADMIN}),),
+}
+
+MODE_AUDIT: Final = "audit"
+MODE_SANDBOX: Final = "sandbox"
+MODE_PRODUCTION: Final = "production"
+
+_CACHE_ATTR = "_console_roles"
+
+
+def held_roles(user: User) -> frozenset[str]:
+    """Every role the user holds through group membership, verified or not."""
+    if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
+        return frozenset()
+    cached = getattr(user, _CACHE_ATTR, None)
+    if cached is None:
+        names = user.groups.filter(name__in=ROLES).values_list("name", flat=True)  # type: ignore[union-attr]
+        cached = frozenset(names)
+        setattr(user, _CACHE_ATTR, cached)
+    return cached
+
+
+def is_verified(user: User) -> bool:
+    """True when the OTP middleware verified this session with a second factor."""
+    check = getattr(user, "is_verified", None)
+    return bool(check and check())
+
+
+def needs_second_factor(user: User) -> bool:
+    """The user holds a strong role that is inert until the session is verified."""
+    return bool(held_roles(user) & STRONG_ROLES) and not is_verified(user)
+
+
+def roles(user: User) -> frozenset[str]:
+    """The roles in effect for this request: strong roles only with a verified session."""
+    held = held_roles(user)
+    if held & STRONG_ROLES and not is_verified(user):
+        return held - STRONG_ROLES
+    return held
+
+
+def can(user: User, action: str) -> bool:
+    if action not in MATRIX:
+        raise ValueError(f"unknown action {action!r}")
+    effective = roles(user)
+    if effective & MATRIX[action]:
+        return True
+    return any(combo <= effective for combo in COMBINATIONS.get(action, ()))
+
+
+def require(user: User, action: str) -> None:
+    if not can(user, action):
+        raise PermissionDenied(f"your roles do not allow {action.replace('_', ' ')}")
+
+
+def replay_modes_for(user: User, *, council_approved: bool = False) -> list[str]:
+    """The replay modes this user may start, in the order the page offers them."""
+    modes: list[str] = []
+    if can(user, REPLAY_AUDIT):
+        modes += [MODE_AUDIT, MODE_SANDBOX]
+    if can(user, REPLAY_PRODUCTION) or (council_approved and roles(user) & {AUDITOR, ADMIN}):
+        modes.append(MODE_PRODUCTION)
+    return modes
+
+
+def forget(user: Any) -> None:
+    """Drop the per-request role cache (after a role change in the same request)."""
+    if hasattr(user, _CACHE_ATTR):
+        delattr(user, _CACHE_ATTR)
+
+
+# --- access functions: one per protected object ------------------------------------------
+# Each checks the role first (403 whether or not the object exists), then looks up (404).
+
+
+def access_trace_by_id(user: User, trace_id: str, action: str = BROWSE) -> Trace:
+    from replay.models import Trace
+
+    require(user, action)
+    trace = Trace.objects.filter(trace_id=str(trace_id)).select_related("blob").first()
+    if trace is None:
+        raise Http404("no such trace")
+    return trace
+
+
+def access_run_by_id(user: User, run_id: uuid.UUID | str, action: str = BROWSE) -> ReplayRun:
+    from replay.models import ReplayRun
+
+    require(user, action)
+    try:
+        key = uuid.UUID(str(run_id))
+    except ValueError:
+        raise Http404("no such replay") from None
+    run = ReplayRun.objects.filter(id=key).select_related("trace").first()
+    if run is None:
+        raise Http404("no such replay")
+    return run

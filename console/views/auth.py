@@ -1,0 +1,153 @@
+"""Sign-in, sign-out and the TOTP second factor (set-up with a QR code, verification)."""
+
+from __future__ import annotations
+
+import base64
+from binascii import unhexlify
+
+import segno
+from django.conf import settings
+from django.contrib.auth import login, logout
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render, resolve_url
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
+from django_otp import devices_for_user, verify_token
+from django_otp import login as otp_login
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from console.throttle import (
+    client_ip,
+    locked_message,
+    login_failure_record,
+    login_success_record,
+    login_throttle_wait,
+)
+
+MESSAGE_BAD_CODE = "That code is not valid. Enter the current 6-digit code from your authenticator."
+MESSAGE_CODE_THROTTLED = "Too many wrong codes. Wait {seconds} seconds before the next try."
+MESSAGE_ALREADY_ENROLLED = "You already have an authenticator; verify with it instead."
+
+
+def _next_url(request: HttpRequest) -> str:
+    candidate = request.POST.get("next") or request.GET.get("next") or ""
+    if candidate and url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return candidate
+    return resolve_url(settings.LOGIN_REDIRECT_URL)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def login_view(request: HttpRequest) -> HttpResponse:
+    form = AuthenticationForm(request, data=request.POST if request.method == "POST" else None)
+    status = 200
+    locked = ""
+    if request.method == "POST":
+        username = request.POST.get("username", "")
+        ip = client_ip(request)
+        wait = login_throttle_wait(username=username, ip=ip)
+        if wait:
+            # Refused before the password is even checked, so a locked pair learns nothing.
+            locked = locked_message(wait)
+            status = 429
+        elif form.is_valid():
+            user = form.get_user()
+            login(request, user)
+            login_success_record(username=username, ip=ip)
+            return HttpResponseRedirect(_next_url(request))
+        else:
+            login_failure_record(username=username, ip=ip)
+            status = 200
+    context = {"form": form, "locked": locked, "next": _next_url(request)}
+    return render(request, "console/login_anyone.html", context, status=status)
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    logout(request)
+    return HttpResponseRedirect(resolve_url(settings.LOGOUT_REDIRECT_URL))
+
+
+def _confirmed_device(user) -> TOTPDevice | None:
+    for device in devices_for_user(user, confirmed=True):
+        if isinstance(device, TOTPDevice):
+            return device
+    return None
+
+
+def _qr_svg(device: TOTPDevice) -> str:
+    # segno's inline SVG uses attributes only (no style=), so the strict CSP holds.
+    return segno.make(device.config_url, error="m").svg_inline(scale=4, dark="#111")
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def otp_setup_view(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    if _confirmed_device(user) is not None:
+        # Enrolling a second device with only a password would bypass the first one.
+        return render(
+            request,
+            "console/otp_setup.html",
+            {"error": MESSAGE_ALREADY_ENROLLED, "next": _next_url(request)},
+            status=409,
+        )
+    device = TOTPDevice.objects.filter(user=user, confirmed=False).first()
+    if device is None:
+        device = TOTPDevice.objects.create(user=user, name="console", confirmed=False)
+    error = ""
+    status = 200
+    if request.method == "POST":
+        token = request.POST.get("token", "").strip()
+        if device.verify_token(token):
+            device.confirmed = True
+            device.save(update_fields=["confirmed"])
+            otp_login(request, device)
+            return HttpResponseRedirect(_next_url(request))
+        error = MESSAGE_BAD_CODE
+        status = 400
+    context = {
+        "qr_svg": _qr_svg(device),
+        "secret": base64.b32encode(unhexlify(device.key)).decode(),
+        "error": error,
+        "next": _next_url(request),
+    }
+    return render(request, "console/otp_setup.html", context, status=status)
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def otp_verify_view(request: HttpRequest) -> HttpResponse:
+    device = _confirmed_device(request.user)
+    if device is None:
+        return HttpResponseRedirect(resolve_url("otp-setup") + "?" + request.GET.urlencode())
+    error = ""
+    status = 200
+    if request.method == "POST":
+        allowed, info = device.verify_is_allowed()
+        if not allowed:
+            wait = (info or {}).get("locked_until")
+            seconds = 1
+            if wait is not None:
+                from django.utils import timezone
+
+                seconds = max(1, int((wait - timezone.now()).total_seconds()) + 1)
+            error = MESSAGE_CODE_THROTTLED.format(seconds=seconds)
+            status = 429
+        else:
+            token = request.POST.get("token", "").strip()
+            verified = verify_token(request.user, device.persistent_id, token)
+            if verified is not None:
+                otp_login(request, verified)
+                return HttpResponseRedirect(_next_url(request))
+            error = MESSAGE_BAD_CODE
+            status = 400
+    context = {"error": error, "next": _next_url(request)}
+    return render(request, "console/otp_verify.html", context, status=status)
