@@ -6,3 +6,6 @@ from django.apps import AppConfig
 class GovernanceConfig(AppConfig):
     name = "governance"
     verbose_name = "Governance"
+
+    def ready(self) -> None:
+        from governance import checks  # noqa: F401 - registers the system checks

@@ -1,0 +1,399 @@
+"""The governance ledger's hash chain: how an event is hashed and signed, and how a sequence
+of stored events is verified. Pure: no Django, no clock, no I/O.
+
+Definitions (the contract every stored event obeys)
+---------------------------------------------------
+
+An event's **body** is the JSON object of every stored field except the three that are derived
+from it (``prev_hash``, ``hash``, ``server_signature``)::
+
+    {"seq": int, "code": int, "type": str, "created_at": "YYYY-MM-DDTHH:MM:SS.ffffffZ",
+     "actor_id": int | null, "actor": str, "payload": {...},
+     "idempotency_key": str | null, "server_key_id": str,
+     "actor_key_id": str | null, "actor_signature": str | null}
+
+* ``hash = "sha256:" + hex(sha256(prev_hash_bytes + jcs(body)))`` where ``prev_hash_bytes`` is
+  the ASCII of the previous event's ``hash`` string, and the empty string for ``seq`` 1
+  (:data:`GENESIS_PREV_HASH`). ``jcs`` is RFC 8785 (``replay.canonical.jcs``).
+* ``server_signature`` is the Ed25519 signature, by the server key ``server_key_id``, of the
+  ASCII bytes of ``hash`` (hex). The key must be effective at ``created_at``:
+  ``valid_from <= created_at``, ``created_at <= valid_until`` (inclusive: the rotation event is
+  the old key's last signature) and ``created_at < revoked_at``.
+* ``actor_signature``, when present, is the Ed25519 signature by the member key
+  ``actor_key_id`` of ``jcs(payload)`` (an approval: the payload *is* the signed approval).
+* ``seq`` runs 1, 2, 3, ... with no gap, and ``prev_hash`` of each event equals the ``hash``
+  of the one before.
+* Server keys are introduced in the chain itself: the first server key announces itself in
+  the ledger's first key event (``KEY_ADDED`` with ``payload.registry == "server"``); every
+  later key is announced (``KEY_ADDED``/``KEY_ROTATED``) in an event signed by an already
+  announced key, and the announced public key must equal the registry's. After
+  ``KEY_ROTATED`` the old key signs nothing more; after ``KEY_REVOKED`` the revoked key
+  signs nothing more. So swapping the registry's key for one of an attacker's fails.
+
+Every stored field is either in the body or derived from it, so changing any single field of
+any event breaks verification at that event's ``seq`` (or, for ``seq`` itself, at the seq
+that went missing).
+
+Verification is split in two so it can run in parallel: :func:`check_row` needs only the row
+and the keys (hash recomputation, key window, signatures); :class:`Linker` walks the rows in
+order (gapless seq, prev_hash links, key announcements). The first broken seq is the smallest
+seq either reports; at one seq the linker's finding is reported first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from governance import codes
+from governance.signing import format_time, verify
+from replay.canonical import jcs
+
+GENESIS_PREV_HASH: Final = ""
+SERVER_REGISTRY: Final = "server"
+
+#: the order of a stored row's fields, as the verifier reads them
+FIELDS: Final = (
+    "seq",
+    "code",
+    "type",
+    "created_at",
+    "actor_id",
+    "actor_label",
+    "payload",
+    "idempotency_key",
+    "server_key_id",
+    "actor_key_id",
+    "actor_signature",
+    "prev_hash",
+    "hash",
+    "server_signature",
+)
+(
+    _SEQ,
+    _CODE,
+    _TYPE,
+    _CREATED,
+    _ACTOR_ID,
+    _ACTOR,
+    _PAYLOAD,
+    _IDEM,
+    _SKEY,
+    _AKEY,
+    _ASIG,
+    _PREV,
+    _HASH,
+    _SSIG,
+) = range(len(FIELDS))
+
+Row = Sequence[Any]
+
+_KEY_ADDED = codes.code_of(codes.KEY_ADDED)
+_KEY_ROTATED = codes.code_of(codes.KEY_ROTATED)
+_KEY_REVOKED = codes.code_of(codes.KEY_REVOKED)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKey:
+    """A server signing key as verification needs it (public half and effective window)."""
+
+    key_id: str
+    public_key: bytes
+    valid_from: datetime
+    valid_until: datetime | None = None
+    revoked_at: datetime | None = None
+
+    def window_problem(self, at: datetime) -> str | None:
+        """Why this key cannot vouch for an event created at ``at``, or None if it can."""
+        if at < self.valid_from:
+            return f"key {self.key_id} is effective only from {format_time(self.valid_from)}"
+        if self.valid_until is not None and at > self.valid_until:
+            return f"key {self.key_id} was retired at {format_time(self.valid_until)}"
+        if self.revoked_at is not None and at >= self.revoked_at:
+            return f"key {self.key_id} was revoked at {format_time(self.revoked_at)}"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """Where and why the chain is broken."""
+
+    seq: int
+    code: str
+    reason: str
+    expected: str | None = None
+    observed: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "broke_at": self.seq,
+            "code": self.code,
+            "reason": self.reason,
+            "expected": self.expected,
+            "observed": self.observed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChainResult:
+    ok: bool
+    size: int
+    head_hash: str
+    genesis_hash: str
+    broken: Break | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ok": self.ok,
+            "size": self.size,
+            "head_hash": self.head_hash,
+            "genesis_hash": self.genesis_hash,
+            "broke_at": None,
+            "code": None,
+            "reason": None,
+            "expected": None,
+            "observed": None,
+        }
+        if self.broken is not None:
+            out.update(self.broken.as_dict())
+        return out
+
+
+def event_body(
+    *,
+    seq: int,
+    code: int,
+    type: str,
+    created_at: datetime,
+    actor_id: int | None,
+    actor_label: str,
+    payload: Mapping[str, Any],
+    idempotency_key: str | None,
+    server_key_id: str,
+    actor_key_id: str | None,
+    actor_signature: str | None,
+) -> dict[str, Any]:
+    """The hashed body of an event (see the module docstring)."""
+    return {
+        "seq": seq,
+        "code": code,
+        "type": type,
+        "created_at": format_time(created_at),
+        "actor_id": actor_id,
+        "actor": actor_label,
+        "payload": payload,
+        "idempotency_key": idempotency_key,
+        "server_key_id": server_key_id,
+        "actor_key_id": actor_key_id,
+        "actor_signature": actor_signature,
+    }
+
+
+def event_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
+    """``"sha256:" + hex(sha256(prev_hash.encode("ascii") + jcs(body)))``."""
+    return "sha256:" + hashlib.sha256(prev_hash.encode("ascii") + jcs(body)).hexdigest()
+
+
+def row_body(row: Row) -> dict[str, Any]:
+    return event_body(
+        seq=row[_SEQ],
+        code=row[_CODE],
+        type=row[_TYPE],
+        created_at=row[_CREATED],
+        actor_id=row[_ACTOR_ID],
+        actor_label=row[_ACTOR],
+        payload=row[_PAYLOAD],
+        idempotency_key=row[_IDEM],
+        server_key_id=row[_SKEY],
+        actor_key_id=row[_AKEY],
+        actor_signature=row[_ASIG],
+    )
+
+
+def check_row(
+    row: Row,
+    server_keys: Mapping[str, ServerKey],
+    actor_keys: Mapping[str, bytes] | None = None,
+) -> Break | None:
+    """The checks one event needs no neighbour for: hash, server key and both signatures.
+
+    ``actor_keys`` maps member key ids to raw public keys; when it is None, actor signatures
+    are not checked (they are still covered by the hash).
+    """
+    seq = row[_SEQ]
+    try:
+        recomputed = event_hash(row[_PREV], row_body(row))
+    except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
+        return Break(seq, codes.CHAIN_MALFORMED, f"event {seq} cannot be hashed: {exc}")
+    stored = row[_HASH]
+    if recomputed != stored:
+        return Break(
+            seq, codes.CHAIN_HASH, f"event {seq}'s hash does not recompute", recomputed, stored
+        )
+    key = server_keys.get(row[_SKEY])
+    if key is None:
+        return Break(
+            seq, codes.CHAIN_KEY_UNKNOWN, f"event {seq} is signed by unknown key {row[_SKEY]!r}"
+        )
+    problem = key.window_problem(row[_CREATED])
+    if problem is not None:
+        return Break(
+            seq,
+            codes.CHAIN_KEY_WINDOW,
+            f"event {seq} created at {format_time(row[_CREATED])}: {problem}",
+        )
+    if not verify(key.public_key, stored.encode("ascii"), row[_SSIG]):
+        return Break(
+            seq,
+            codes.CHAIN_SIGNATURE,
+            f"event {seq}'s server signature does not verify with key {key.key_id}",
+            observed=row[_SSIG],
+        )
+    actor_key_id, actor_signature = row[_AKEY], row[_ASIG]
+    if (actor_key_id is None) != (actor_signature is None):
+        return Break(
+            seq,
+            codes.CHAIN_ACTOR_SIGNATURE,
+            f"event {seq} has an actor key id or an actor signature without the other",
+        )
+    if actor_keys is not None and actor_signature is not None:
+        public = actor_keys.get(actor_key_id)
+        if public is None:
+            return Break(
+                seq,
+                codes.CHAIN_ACTOR_SIGNATURE,
+                f"event {seq} is signed by unknown member key {actor_key_id!r}",
+            )
+        if not verify(public, jcs(row[_PAYLOAD]), actor_signature):
+            return Break(
+                seq,
+                codes.CHAIN_ACTOR_SIGNATURE,
+                f"event {seq}'s actor signature does not verify with key {actor_key_id}",
+                observed=actor_signature,
+            )
+    return None
+
+
+def check_rows(
+    rows: Iterable[Row],
+    server_keys: Mapping[str, ServerKey],
+    actor_keys: Mapping[str, bytes] | None = None,
+) -> Break | None:
+    """The first :func:`check_row` break among ``rows`` (in the order given), or None."""
+    for row in rows:
+        found = check_row(row, server_keys, actor_keys)
+        if found is not None:
+            return found
+    return None
+
+
+@dataclass(slots=True)
+class Linker:
+    """The in-order checks: gapless seq, prev_hash links and server-key announcements."""
+
+    server_keys: Mapping[str, ServerKey]
+    next_seq: int = 1
+    prev_hash: str = GENESIS_PREV_HASH
+    genesis_hash: str = ""
+    announced: dict[str, str] = field(default_factory=dict)
+    retired: dict[str, int] = field(default_factory=dict)
+    broken: Break | None = None
+
+    def feed(self, row: Row) -> Break | None:
+        """Check the next row; the first break is kept and returned (later rows are ignored)."""
+        if self.broken is not None:
+            return self.broken
+        seq = row[_SEQ]
+        if seq != self.next_seq:
+            self.broken = Break(
+                self.next_seq,
+                codes.CHAIN_SEQ,
+                f"event {self.next_seq} is missing: the next stored event has seq {seq}",
+                str(self.next_seq),
+                str(seq),
+            )
+            return self.broken
+        if row[_PREV] != self.prev_hash:
+            self.broken = Break(
+                seq,
+                codes.CHAIN_PREV_HASH,
+                f"event {seq}'s prev_hash is not event {seq - 1}'s hash",
+                self.prev_hash,
+                row[_PREV],
+            )
+            return self.broken
+        self.broken = self._keys(row)
+        if self.broken is not None:
+            return self.broken
+        if seq == 1:
+            self.genesis_hash = row[_HASH]
+        self.prev_hash = row[_HASH]
+        self.next_seq = seq + 1
+        return None
+
+    def _keys(self, row: Row) -> Break | None:
+        seq, signer, code = row[_SEQ], row[_SKEY], row[_CODE]
+        payload = row[_PAYLOAD] if isinstance(row[_PAYLOAD], dict) else {}
+        server_event = payload.get("registry") == SERVER_REGISTRY
+        introduces = payload.get("key_id") if server_event and code == _KEY_ADDED else None
+        if server_event and code == _KEY_ROTATED:
+            introduces = payload.get("new_key_id")
+        if signer in self.retired:
+            return Break(
+                seq,
+                codes.CHAIN_KEY_UNANNOUNCED,
+                f"event {seq} is signed by key {signer}, retired by event {self.retired[signer]}",
+            )
+        if signer not in self.announced and not (not self.announced and introduces == signer):
+            return Break(
+                seq,
+                codes.CHAIN_KEY_UNANNOUNCED,
+                f"event {seq} is signed by key {signer}, which no earlier key event introduced",
+            )
+        if introduces is not None:
+            announced_public = str(payload.get("public_key", ""))
+            registered = self.server_keys.get(str(introduces))
+            if registered is None or registered.public_key.hex() != announced_public:
+                return Break(
+                    seq,
+                    codes.CHAIN_KEY_UNANNOUNCED,
+                    f"event {seq} announces key {introduces} with another public key than the"
+                    " registry's",
+                    registered.public_key.hex() if registered else None,
+                    announced_public,
+                )
+            self.announced[str(introduces)] = announced_public
+        if server_event and code == _KEY_ROTATED:
+            self.retired[str(payload.get("old_key_id"))] = seq
+        if server_event and code == _KEY_REVOKED:
+            self.retired[str(payload.get("key_id"))] = seq
+        return None
+
+    def result(self, first_local: Break | None = None) -> ChainResult:
+        """The verdict, combining this walk with the first break :func:`check_row` found."""
+        broken = self.broken
+        if first_local is not None and (broken is None or first_local.seq < broken.seq):
+            broken = first_local
+        if broken is None:
+            return ChainResult(True, self.next_seq - 1, self.prev_hash, self.genesis_hash)
+        return ChainResult(False, self.next_seq - 1, self.prev_hash, self.genesis_hash, broken)
+
+
+def verify_chain(
+    rows: Iterable[Row],
+    *,
+    server_keys: Mapping[str, ServerKey],
+    actor_keys: Mapping[str, bytes] | None = None,
+) -> ChainResult:
+    """Verify a whole ledger, rows in seq order, in one process; stops at the first break."""
+    linker = Linker(server_keys)
+    for row in rows:
+        if linker.feed(row) is not None:
+            break
+        local = check_row(row, server_keys, actor_keys)
+        if local is not None:
+            return linker.result(local)
+    return linker.result()

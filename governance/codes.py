@@ -1,0 +1,216 @@
+"""Governance codes, in one place: ledger event types and the governance refusal codes.
+
+Pure (no Django). Two tables live here and nowhere else:
+
+* ``EVENT_TYPES``: every ledger event type with its stable numeric code. Codes are grouped in
+  ranges of a hundred, one range per concern, and a code is never reused or renumbered
+  once an event with it has been appended (it is part of every hashed event body).
+
+  ====  ==================================================================================
+  1xx   replay: requests, results, divergences, integrity failures, timeouts
+  2xx   force-continue: requests, signed approvals and denials, quorum decisions
+  3xx   halts: FORCE_HALT_REPLAY, council signatures toward FORCE_HALT_CLEAR, incidents
+  4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked)
+  5xx   personal data: every unredacted PII access
+  6xx   data subject requests (reserved for the DSR workflow)
+  ====  ==================================================================================
+
+* ``REFUSALS``: why a governance action was refused. Verdict error codes of a replay
+  (``FORCE_CONTINUE_REQUIRED``, ``FORCE_HALT_ACTIVE`` ...) are not here: they live in
+  ``replay.errors`` only. The human-readable messages are constants next to the service
+  that raises them (``governance.services``).
+
+To add an event type: append a line to ``EVENT_TYPES`` in its range with the next free code,
+write the service that appends it, and test it; the convention test checks that every type is
+documented here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+
+@dataclass(frozen=True, slots=True)
+class EventType:
+    code: int
+    name: str
+    description: str
+
+
+RANGES: Final[dict[int, str]] = {
+    1: "replay",
+    2: "force-continue",
+    3: "halts",
+    4: "keys",
+    5: "personal-data access",
+    6: "data subject requests (reserved)",
+}
+
+# --- 1xx replay ------------------------------------------------------------------------------
+REPLAY_REQUEST: Final = "REPLAY_REQUEST"
+REPLAY_RESULT: Final = "REPLAY_RESULT"
+REPLAY_DIVERGENCE: Final = "REPLAY_DIVERGENCE"
+INTEGRITY_FAILURE: Final = "INTEGRITY_FAILURE"
+REPLAY_TIMEOUT: Final = "REPLAY_TIMEOUT"
+# --- 2xx force-continue ----------------------------------------------------------------------
+FORCE_CONTINUE_REQUEST: Final = "FORCE_CONTINUE_REQUEST"
+FORCE_CONTINUE_APPROVAL: Final = "FORCE_CONTINUE_APPROVAL"
+FORCE_CONTINUE_APPROVED: Final = "FORCE_CONTINUE_APPROVED"
+FORCE_CONTINUE_REJECTED: Final = "FORCE_CONTINUE_REJECTED"
+FORCE_CONTINUE_REFUSED: Final = "FORCE_CONTINUE_REFUSED"
+# --- 3xx halts -------------------------------------------------------------------------------
+FORCE_HALT_REPLAY: Final = "FORCE_HALT_REPLAY"
+FORCE_HALT_CLEAR: Final = "FORCE_HALT_CLEAR"
+HALT_CLEAR_APPROVAL: Final = "HALT_CLEAR_APPROVAL"
+SECURITY_INCIDENT: Final = "SECURITY_INCIDENT"
+# --- 4xx keys --------------------------------------------------------------------------------
+KEY_ADDED: Final = "KEY_ADDED"
+KEY_ROTATED: Final = "KEY_ROTATED"
+KEY_REVOKED: Final = "KEY_REVOKED"
+KEY_CONFIRMED: Final = "KEY_CONFIRMED"
+# --- 5xx personal data -----------------------------------------------------------------------
+PII_REVEALED: Final = "PII_REVEALED"
+# --- 6xx data subject requests (reserved) ----------------------------------------------------
+DSR_OPENED: Final = "DSR_OPENED"
+DSR_EXPORTED: Final = "DSR_EXPORTED"
+DSR_ERASED: Final = "DSR_ERASED"
+DSR_CLOSED: Final = "DSR_CLOSED"
+
+EVENT_TYPES: Final[tuple[EventType, ...]] = (
+    EventType(100, REPLAY_REQUEST, "a replay was requested (actor, mode, trace, run); signed"),
+    EventType(101, REPLAY_RESULT, "a replay finished: its verdict, error code and report digest"),
+    EventType(
+        102, REPLAY_DIVERGENCE, "a replay diverged: the first divergence and the diff digest"
+    ),
+    EventType(103, INTEGRITY_FAILURE, "a replay found a signature, id or chain hash that fails"),
+    EventType(104, REPLAY_TIMEOUT, "a replay exceeded its time or iteration cap"),
+    EventType(200, FORCE_CONTINUE_REQUEST, "a force-continue past a divergence was requested"),
+    EventType(201, FORCE_CONTINUE_APPROVAL, "one signed approval or denial of a force-continue"),
+    EventType(202, FORCE_CONTINUE_APPROVED, "a force-continue reached quorum; the replay resumes"),
+    EventType(203, FORCE_CONTINUE_REJECTED, "a force-continue reached the deny threshold"),
+    EventType(204, FORCE_CONTINUE_REFUSED, "a continue without an approved force-continue"),
+    EventType(300, FORCE_HALT_REPLAY, "replays of a trace or snapshot are halted"),
+    EventType(301, FORCE_HALT_CLEAR, "a council quorum cleared a halt"),
+    EventType(302, HALT_CLEAR_APPROVAL, "one council member's signature toward clearing a halt"),
+    EventType(303, SECURITY_INCIDENT, "a security incident was declared; it halts its targets"),
+    EventType(400, KEY_ADDED, "a signing key was added (server key or member public key)"),
+    EventType(401, KEY_ROTATED, "the server signing key was rotated; signed by the old key"),
+    EventType(402, KEY_REVOKED, "a key was revoked; what it signed before stays valid"),
+    EventType(403, KEY_CONFIRMED, "an admin confirmed a member's public key"),
+    EventType(500, PII_REVEALED, "unredacted personal data was shown to someone"),
+    EventType(600, DSR_OPENED, "reserved: a data subject request was opened"),
+    EventType(601, DSR_EXPORTED, "reserved: a data subject access export was produced"),
+    EventType(602, DSR_ERASED, "reserved: personal data was erased for a data subject request"),
+    EventType(603, DSR_CLOSED, "reserved: a data subject request was closed"),
+)
+
+BY_NAME: Final[dict[str, EventType]] = {t.name: t for t in EVENT_TYPES}
+BY_CODE: Final[dict[int, EventType]] = {t.code: t for t in EVENT_TYPES}
+
+
+def code_of(name: str) -> int:
+    """The stable numeric code of an event type name (KeyError for an unknown type)."""
+    return BY_NAME[name].code
+
+
+# --- governance refusals -----------------------------------------------------------------------
+APPROVAL_SELF: Final = "APPROVAL_SELF"
+APPROVAL_DUPLICATE_PERSON: Final = "APPROVAL_DUPLICATE_PERSON"
+APPROVAL_DUPLICATE_KEY: Final = "APPROVAL_DUPLICATE_KEY"
+APPROVAL_OTHER_REQUEST: Final = "APPROVAL_OTHER_REQUEST"
+APPROVAL_PAYLOAD_MISMATCH: Final = "APPROVAL_PAYLOAD_MISMATCH"
+APPROVAL_EXPIRED: Final = "APPROVAL_EXPIRED"
+APPROVAL_KEY_REVOKED: Final = "APPROVAL_KEY_REVOKED"
+APPROVAL_KEY_UNKNOWN: Final = "APPROVAL_KEY_UNKNOWN"
+APPROVAL_KEY_UNCONFIRMED: Final = "APPROVAL_KEY_UNCONFIRMED"
+APPROVAL_BAD_SIGNATURE: Final = "APPROVAL_BAD_SIGNATURE"
+APPROVAL_ROLE: Final = "APPROVAL_ROLE"
+APPROVAL_MALFORMED: Final = "APPROVAL_MALFORMED"
+REQUEST_CLOSED: Final = "REQUEST_CLOSED"
+REQUEST_NOT_DIVERGED: Final = "REQUEST_NOT_DIVERGED"
+REQUEST_PENDING: Final = "REQUEST_PENDING"
+REQUEST_INVALID: Final = "REQUEST_INVALID"
+HALT_NOT_ACTIVE: Final = "HALT_NOT_ACTIVE"
+KEY_INVALID: Final = "KEY_INVALID"
+KEY_DUPLICATE: Final = "KEY_DUPLICATE"
+KEY_STATE: Final = "KEY_STATE"
+EVENT_TYPE_UNKNOWN: Final = "EVENT_TYPE_UNKNOWN"
+LEDGER_EMPTY: Final = "LEDGER_EMPTY"
+LEDGER_BROKEN: Final = "LEDGER_BROKEN"
+
+REFUSALS: Final[dict[str, str]] = {
+    APPROVAL_SELF: "the requester tried to approve their own request",
+    APPROVAL_DUPLICATE_PERSON: "this person has already signed this request",
+    APPROVAL_DUPLICATE_KEY: "this key has already signed this request",
+    APPROVAL_OTHER_REQUEST: "the signed payload names another request (a replayed approval)",
+    APPROVAL_PAYLOAD_MISMATCH: "a signed payload field differs from the request's",
+    APPROVAL_EXPIRED: "the request expired before this approval",
+    APPROVAL_KEY_REVOKED: "the signing key was revoked before this signature",
+    APPROVAL_KEY_UNKNOWN: "the signing key is not registered to this person",
+    APPROVAL_KEY_UNCONFIRMED: "the signing key has not been confirmed by an admin",
+    APPROVAL_BAD_SIGNATURE: "the Ed25519 signature does not verify over the payload",
+    APPROVAL_ROLE: "the signer does not hold the role they signed in",
+    APPROVAL_MALFORMED: "the signed approval document is not well formed",
+    REQUEST_CLOSED: "the request is already approved or rejected",
+    REQUEST_NOT_DIVERGED: "force-continue needs a finished replay that diverged",
+    REQUEST_PENDING: "a force-continue request for this replay is already open",
+    REQUEST_INVALID: "the request's reason or expiry is not acceptable",
+    HALT_NOT_ACTIVE: "the halt is not active (unknown or already cleared)",
+    KEY_INVALID: "the public or private key is not a valid Ed25519 key",
+    KEY_DUPLICATE: "the key is already registered",
+    KEY_STATE: "the key cannot make this transition (unknown, revoked, or current)",
+    EVENT_TYPE_UNKNOWN: "the event type is not in governance.codes.EVENT_TYPES",
+    LEDGER_EMPTY: "the ledger has no events (nothing to checkpoint)",
+    LEDGER_BROKEN: "the ledger does not verify (no checkpoint is signed over it)",
+}
+
+# --- ledger verification: why a seq is broken (governance.chain) -------------------------------
+CHAIN_SEQ: Final = "CHAIN_SEQ"
+CHAIN_PREV_HASH: Final = "CHAIN_PREV_HASH"
+CHAIN_HASH: Final = "CHAIN_HASH"
+CHAIN_KEY_UNKNOWN: Final = "CHAIN_KEY_UNKNOWN"
+CHAIN_KEY_WINDOW: Final = "CHAIN_KEY_WINDOW"
+CHAIN_KEY_UNANNOUNCED: Final = "CHAIN_KEY_UNANNOUNCED"
+CHAIN_SIGNATURE: Final = "CHAIN_SIGNATURE"
+CHAIN_ACTOR_SIGNATURE: Final = "CHAIN_ACTOR_SIGNATURE"
+CHAIN_MALFORMED: Final = "CHAIN_MALFORMED"
+
+CHAIN_BREAKS: Final[dict[str, str]] = {
+    CHAIN_SEQ: "a seq is missing, repeated or out of order (the chain must be gapless from 1)",
+    CHAIN_PREV_HASH: "prev_hash differs from the previous event's hash",
+    CHAIN_HASH: "the hash does not recompute from prev_hash and the canonical body",
+    CHAIN_KEY_UNKNOWN: "the server key that signed the event is not in the registry",
+    CHAIN_KEY_WINDOW: "the server key was not effective when the event was created",
+    CHAIN_KEY_UNANNOUNCED: "the server key was not introduced by an earlier key event",
+    CHAIN_SIGNATURE: "the server's Ed25519 signature over the hash does not verify",
+    CHAIN_ACTOR_SIGNATURE: "the actor's Ed25519 signature over the payload does not verify",
+    CHAIN_MALFORMED: "a stored field cannot be read (wrong type or encoding)",
+}
+
+# --- checkpoints -------------------------------------------------------------------------------
+CHECKPOINT_MALFORMED: Final = "CHECKPOINT_MALFORMED"
+CHECKPOINT_SIGNATURE: Final = "CHECKPOINT_SIGNATURE"
+CHECKPOINT_TRUNCATED: Final = "CHECKPOINT_TRUNCATED"
+CHECKPOINT_FORKED: Final = "CHECKPOINT_FORKED"
+CHECKPOINT_LEDGER_BROKEN: Final = "CHECKPOINT_LEDGER_BROKEN"
+
+CHECKPOINT_FAILURES: Final[dict[str, str]] = {
+    CHECKPOINT_MALFORMED: "the checkpoint file is not a checkpoint",
+    CHECKPOINT_SIGNATURE: "the checkpoint's signature does not verify with a registered key",
+    CHECKPOINT_TRUNCATED: "the ledger is shorter than the checkpoint (truncation or rollback)",
+    CHECKPOINT_FORKED: "the ledger's event at the checkpoint's size has another hash",
+    CHECKPOINT_LEDGER_BROKEN: "the current ledger does not verify",
+}
+
+
+class GovernanceError(Exception):
+    """A governance action refused with one code from this module and an exact message."""
+
+    def __init__(self, code: str, message: str, *, detail: dict[str, Any] | None = None) -> None:
+        if code not in REFUSALS:
+            raise ValueError(f"unknown governance refusal code {code!r}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.detail = detail or {}

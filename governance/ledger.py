@@ -1,0 +1,309 @@
+"""The ledger's database machinery: serialised appends, the server key in use, streaming
+(parallel) verification and checkpoints. Services and selectors call this module; the chain
+rules themselves are in the pure ``governance.chain``.
+
+Why appends cannot fork: every append runs inside a transaction that first takes one
+ledger-wide lock and only then reads the head. On PostgreSQL that lock is a transaction-level
+advisory lock (``pg_advisory_xact_lock``), held until commit, so the next writer reads the
+head only after this one's event is visible. On SQLite the settings open every transaction
+with ``BEGIN IMMEDIATE``, which takes the database write lock before the first read (a system
+check refuses any other mode). ``seq`` is the primary key, so even a misconfigured writer
+could only fail with an IntegrityError, never fork the chain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.db import connection
+from django.utils import timezone
+
+from governance import chain, codes, keystore, signing
+from governance.models import GovernanceEvent, MemberKey, SigningKey
+from replay.canonical import jcs
+
+#: an arbitrary constant naming the ledger's advisory lock ("gov-ledg")
+ADVISORY_LOCK_ID: Final = 0x676F762D6C656467
+SYSTEM_ACTOR: Final = "system"
+SERVER_KEY_PREFIX: Final = "server"
+#: below this many events verification stays in one process (spawning costs ~0.3 s)
+PARALLEL_MIN_EVENTS: Final = 20_000
+
+_private_keys: dict[str, bytes] = {}
+
+
+def lock() -> None:
+    """Take the ledger-wide append lock for the current transaction."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("ledger appends must run inside transaction.atomic()")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID])
+
+
+def head() -> GovernanceEvent | None:
+    return GovernanceEvent.objects.order_by("-seq").first()
+
+
+def server_key_current() -> SigningKey | None:
+    return (
+        SigningKey.objects.filter(valid_until__isnull=True, revoked_at__isnull=True)
+        .order_by("-valid_from", "-id")
+        .first()
+    )
+
+
+def private_key_of(key: SigningKey) -> bytes:
+    raw = _private_keys.get(key.key_id)
+    if raw is None:
+        raw = keystore.decrypt_private_key(key.encrypted_private_key)
+        _private_keys[key.key_id] = raw
+    return raw
+
+
+def server_key_create(*, valid_from: datetime) -> tuple[SigningKey, bytes]:
+    """A new server key row (not yet announced in the ledger: the caller appends that)."""
+    private = keystore.generate_private_key()
+    public = signing.public_key_of(private)
+    key = SigningKey.objects.create(
+        key_id=signing.key_id_for(public, SERVER_KEY_PREFIX),
+        public_key=public.hex(),
+        fingerprint=signing.fingerprint(public),
+        encrypted_private_key=keystore.encrypt_private_key(private),
+        valid_from=valid_from,
+    )
+    _private_keys[key.key_id] = private
+    return key, private
+
+
+def server_key_payload(key: SigningKey, **extra: Any) -> dict[str, Any]:
+    return {
+        "registry": chain.SERVER_REGISTRY,
+        "key_id": key.key_id,
+        "public_key": key.public_key,
+        "fingerprint": key.fingerprint,
+        "valid_from": signing.format_time(key.valid_from),
+        **extra,
+    }
+
+
+def insert(
+    *,
+    prev: GovernanceEvent | None,
+    event_type: str,
+    payload: Mapping[str, Any],
+    key: SigningKey,
+    created_at: datetime,
+    actor: Any = None,
+    actor_label: str | None = None,
+    actor_key_id: str | None = None,
+    actor_signature: str | None = None,
+    idempotency_key: str | None = None,
+) -> GovernanceEvent:
+    """Hash, sign and insert the event after ``prev``. Call only with the lock held."""
+    if event_type not in codes.BY_NAME:
+        raise codes.GovernanceError(
+            codes.EVENT_TYPE_UNKNOWN, f"unknown governance event type {event_type!r}"
+        )
+    payload = dict(payload)
+    jcs(payload)  # refuse what the canonical form cannot write before anything is stored
+    seq = prev.seq + 1 if prev else 1
+    prev_hash = prev.hash if prev else chain.GENESIS_PREV_HASH
+    label = actor_label or (actor.get_username() if actor is not None else SYSTEM_ACTOR)
+    code = codes.code_of(event_type)
+    body = chain.event_body(
+        seq=seq,
+        code=code,
+        type=event_type,
+        created_at=created_at,
+        actor_id=actor.pk if actor is not None else None,
+        actor_label=label,
+        payload=payload,
+        idempotency_key=idempotency_key,
+        server_key_id=key.key_id,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+    )
+    digest = chain.event_hash(prev_hash, body)
+    return GovernanceEvent.objects.create(
+        seq=seq,
+        code=code,
+        type=event_type,
+        created_at=created_at,
+        actor=actor,
+        actor_label=label,
+        payload=payload,
+        idempotency_key=idempotency_key,
+        server_key_id=key.key_id,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+        prev_hash=prev_hash,
+        hash=digest,
+        server_signature=signing.sign(private_key_of(key), digest.encode("ascii")),
+    )
+
+
+def append(
+    *,
+    event_type: str,
+    payload: Mapping[str, Any],
+    actor: Any = None,
+    actor_label: str | None = None,
+    actor_key_id: str | None = None,
+    actor_signature: str | None = None,
+    idempotency_key: str | None = None,
+) -> GovernanceEvent:
+    """Append one event inside the caller's transaction (the lock is held until it commits).
+
+    With an ``idempotency_key`` that is already in the ledger, the existing event is returned
+    and nothing is appended: a retried task never appends twice.
+    """
+    lock()
+    if idempotency_key is not None:
+        existing = GovernanceEvent.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing
+    prev = head()
+    now = timezone.now()
+    # timestamps never run backwards along the chain, whatever the writers' clocks say
+    created_at = max(now, prev.created_at) if prev else now
+    key = server_key_current()
+    if key is None:
+        key, _ = server_key_create(valid_from=created_at)
+        prev = insert(
+            prev=prev,
+            event_type=codes.KEY_ADDED,
+            payload=server_key_payload(key),
+            key=key,
+            created_at=created_at,
+        )
+    return insert(
+        prev=prev,
+        event_type=event_type,
+        payload=payload,
+        key=key,
+        created_at=created_at,
+        actor=actor,
+        actor_label=actor_label,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+        idempotency_key=idempotency_key,
+    )
+
+
+# --- verification -----------------------------------------------------------------------------
+
+
+def server_keys() -> dict[str, chain.ServerKey]:
+    return {
+        k.key_id: chain.ServerKey(
+            key_id=k.key_id,
+            public_key=bytes.fromhex(k.public_key),
+            valid_from=k.valid_from,
+            valid_until=k.valid_until,
+            revoked_at=k.revoked_at,
+        )
+        for k in SigningKey.objects.all()
+    }
+
+
+def actor_keys() -> dict[str, bytes]:
+    return {
+        key_id: bytes.fromhex(public)
+        for key_id, public in MemberKey.objects.values_list("key_id", "public_key")
+    }
+
+
+def rows(*, chunk_size: int = 2000, after_seq: int = 0) -> Iterator[tuple[Any, ...]]:
+    """Every stored event as a tuple in ``chain.FIELDS`` order, streamed in seq order."""
+    return (
+        GovernanceEvent.objects.filter(seq__gt=after_seq)
+        .order_by("seq")
+        .values_list(*chain.FIELDS)
+        .iterator(chunk_size=chunk_size)
+    )
+
+
+_worker_keys: tuple[Mapping[str, chain.ServerKey], Mapping[str, bytes]] | None = None
+
+
+def _worker_init(keys: Mapping[str, chain.ServerKey], members: Mapping[str, bytes]) -> None:
+    global _worker_keys  # noqa: PLW0603 - one key set per worker process, set once
+    _worker_keys = (keys, members)
+
+
+def _worker_check(batch: list[tuple[Any, ...]]) -> chain.Break | None:
+    assert _worker_keys is not None
+    return chain.check_rows(batch, _worker_keys[0], _worker_keys[1])
+
+
+def verify(
+    *, workers: int | None = None, chunk_size: int = 2000, count: int | None = None
+) -> chain.ChainResult:
+    """Verify the whole stored ledger with the real rules of ``governance.chain``.
+
+    Rows are streamed from the database; the in-order checks run here while the per-event
+    checks (hash, signatures; the expensive part) run in ``workers`` processes. ``workers``
+    defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1.
+    """
+    keys, members = server_keys(), actor_keys()
+    if workers is None:
+        size = count if count is not None else GovernanceEvent.objects.count()
+        workers = (os.cpu_count() or 1) if size >= PARALLEL_MIN_EVENTS else 1
+    if workers <= 1:
+        return chain.verify_chain(rows(chunk_size=chunk_size), server_keys=keys, actor_keys=members)
+    linker = chain.Linker(keys)
+    first_local: chain.Break | None = None
+    pending: deque[Future[chain.Break | None]] = deque()
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_worker_init, initargs=(keys, members)
+    ) as pool:
+        stream = rows(chunk_size=chunk_size)
+        while first_local is None and linker.broken is None:
+            batch = list(itertools.islice(stream, chunk_size))
+            if not batch:
+                break
+            for row in batch:
+                if linker.feed(row) is not None:
+                    break
+            pending.append(pool.submit(_worker_check, batch))
+            while pending and (len(pending) > 2 * workers or pending[0].done()):
+                found = pending.popleft().result()
+                if found is not None:
+                    first_local = found
+                    break
+        while first_local is None and pending:
+            first_local = pending.popleft().result()
+        for future in pending:
+            future.cancel()
+    return linker.result(first_local)
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointVerdict:
+    ok: bool
+    code: str | None
+    message: str
+    checkpoint_size: int | None = None
+    ledger_size: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "code": self.code,
+            "message": self.message,
+            "checkpoint_size": self.checkpoint_size,
+            "ledger_size": self.ledger_size,
+        }

@@ -1,0 +1,323 @@
+"""``manage.py governance <action>``: verify the ledger, checkpoints, keys, offline signing.
+
+Exit codes: 0 done / verified, 1 verification failed or the action was refused, 2 usage.
+
+Offline signing: ``keygen`` writes a member's private key to a file (mode 0600) and prints
+only the public key; ``sign`` reads that file and writes the signed approval JSON document
+(``{"payload", "key_id", "alg", "signature"}``) that the console and API accept. ``sign`` never
+sends anything anywhere and never records anything: the private key stays on the member's
+machine. It builds the payload from the database (``--request``/``--halt``, when run where
+the database is reachable) or from the payload JSON the console page shows (``--payload``),
+so it works on an offline machine too. On the server, ``record-approval FILE --user U``
+records such a document for user U through the same service as the API (the signature is
+still checked against U's registered, confirmed key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from governance import codes, keystore, selectors, services, signing
+from governance.models import ForceContinueRequest, Halt, MemberKey
+from replay.models import ReplayRun
+
+USER_UNKNOWN_MESSAGE = "no user named {username!r}"
+REQUEST_UNKNOWN_MESSAGE = "no force-continue request {request}"
+RUN_UNKNOWN_MESSAGE = "no replay run {run}"
+HALT_UNKNOWN_MESSAGE = "no halt {halt}"
+KEY_UNKNOWN_MESSAGE = "no member key {key_id}"
+
+
+class Command(BaseCommand):
+    help = "The governance ledger: verify, checkpoints, keys and offline signing."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True, parser_class=CommandParser)
+
+        p = sub.add_parser("verify", help="verify the whole ledger; exit 1 at the first break")
+        p.add_argument("--json", action="store_true", dest="as_json")
+        p.add_argument("--workers", type=int, default=None)
+
+        p = sub.add_parser("checkpoint", help="print (or --out) a signed checkpoint of the head")
+        p.add_argument("--out", default=None)
+        p.add_argument("--workers", type=int, default=None)
+
+        p = sub.add_parser("check-checkpoint", help="prove the ledger extends a checkpoint")
+        p.add_argument("file")
+        p.add_argument("--json", action="store_true", dest="as_json")
+        p.add_argument("--workers", type=int, default=None)
+
+        p = sub.add_parser("keygen", help="write a new member Ed25519 private key to a file")
+        p.add_argument("--out", required=True)
+        p.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+        p = sub.add_parser("sign", help="sign an approval with a private key file (offline)")
+        p.add_argument("--key", required=True, help="the private key file from keygen")
+        what = p.add_mutually_exclusive_group(required=True)
+        what.add_argument("--request", help="a force-continue request id (reads the database)")
+        what.add_argument("--halt", type=int, help="a halt's seq, to sign its clearing")
+        what.add_argument("--payload", help="a payload JSON file as the console shows it")
+        p.add_argument("--deny", action="store_true", help="sign a denial")
+        p.add_argument("--reason", default=None)
+        p.add_argument("--role", choices=signing.SIGNING_ROLES, default=None)
+        p.add_argument("--out", default=None, help="write here instead of stdout")
+
+        p = sub.add_parser("record-approval", help="record a signed approval for a user")
+        p.add_argument("file")
+        p.add_argument("--user", required=True)
+
+        p = sub.add_parser("request-continue", help="file a force-continue request")
+        p.add_argument("run")
+        p.add_argument("--user", required=True)
+        p.add_argument("--reason", required=True)
+        p.add_argument("--hours", type=int, default=None)
+
+        p = sub.add_parser("register-key", help="register a member's public key")
+        p.add_argument("--user", required=True)
+        p.add_argument("--public-key", required=True, help="PEM/hex/base64 file, or keygen's")
+        p.add_argument("--label", default="")
+
+        p = sub.add_parser("confirm-key", help="an admin confirms a member key")
+        p.add_argument("key_id")
+        p.add_argument("--admin", required=True)
+
+        p = sub.add_parser("revoke-key", help="revoke a member key (owner or admin)")
+        p.add_argument("key_id")
+        p.add_argument("--user", required=True)
+        p.add_argument("--reason", required=True)
+
+        p = sub.add_parser("rotate-key", help="rotate the server signing key")
+        p.add_argument("--json", action="store_true", dest="as_json")
+
+        p = sub.add_parser("revoke-server-key", help="revoke a retired server signing key")
+        p.add_argument("key_id")
+        p.add_argument("--reason", required=True)
+
+        sub.add_parser("halts", help="list active halts")
+
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
+        handler = getattr(self, "do_" + action.replace("-", "_"))
+        try:
+            handler(**options)
+        except codes.GovernanceError as exc:
+            self.stderr.write(f"{exc.code}: {exc.message}")
+            sys.exit(1)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _user(self, username: str) -> Any:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(USER_UNKNOWN_MESSAGE.format(username=username), returncode=2)
+        return user
+
+    def _read_json(self, path: str) -> Any:
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"{path}: {exc}", returncode=2) from None
+
+    def _write(self, text: str, out: str | None) -> None:
+        if out:
+            Path(out).write_text(text + "\n", encoding="utf-8")
+        else:
+            self.stdout.write(text)
+
+    # --- actions -------------------------------------------------------------------------------
+
+    def do_verify(self, *, as_json: bool, workers: int | None, **_: Any) -> None:
+        result = selectors.ledger_verify(workers=workers)
+        if as_json:
+            self.stdout.write(json.dumps(result.as_dict()))
+        elif result.ok:
+            self.stdout.write(f"ok: {result.size} events verify; head {result.head_hash}")
+        else:
+            assert result.broken is not None
+            b = result.broken
+            self.stdout.write(f"BROKEN at seq {b.seq} ({b.code}): {b.reason}")
+            if b.expected is not None or b.observed is not None:
+                self.stdout.write(f"  expected: {b.expected}\n  observed: {b.observed}")
+        if not result.ok:
+            sys.exit(1)
+
+    def do_checkpoint(self, *, out: str | None, workers: int | None, **_: Any) -> None:
+        document = selectors.checkpoint_export(workers=workers)
+        self._write(json.dumps(document, indent=2, sort_keys=True), out)
+
+    def do_check_checkpoint(
+        self, *, file: str, as_json: bool, workers: int | None, **_: Any
+    ) -> None:
+        verdict = selectors.checkpoint_check(document=self._read_json(file), workers=workers)
+        if as_json:
+            self.stdout.write(json.dumps(verdict.as_dict()))
+        else:
+            self.stdout.write(
+                ("ok: " if verdict.ok else f"FAILED ({verdict.code}): ") + verdict.message
+            )
+        if not verdict.ok:
+            sys.exit(1)
+
+    def do_keygen(self, *, out: str, force: bool, **_: Any) -> None:
+        path = Path(out)
+        if path.exists() and not force:
+            raise CommandError(f"{out} exists (use --force to overwrite)", returncode=2)
+        private = keystore.generate_private_key()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(signing.private_key_to_pem(private))
+        public = signing.public_key_of(private)
+        self.stdout.write(
+            f"private key written to {out} (keep it there)\n"
+            f"key id:      {signing.key_id_for(public, 'member')}\n"
+            f"fingerprint: {signing.fingerprint(public)}\n"
+            f"public key:  {public.hex()}\n" + signing.public_key_to_pem(public).rstrip()
+        )
+
+    def do_sign(
+        self,
+        *,
+        key: str,
+        request: str | None,
+        halt: int | None,
+        payload: str | None,
+        deny: bool,
+        reason: str | None,
+        role: str | None,
+        out: str | None,
+        **_: Any,
+    ) -> None:
+        try:
+            private = signing.private_key_from_text(Path(key).read_text(encoding="utf-8"))
+        except (OSError, signing.KeyFormatError) as exc:
+            raise CommandError(f"{key}: {exc}", returncode=2) from None
+        decision = signing.DENY if deny else signing.APPROVE
+        if request is not None:
+            found = (
+                ForceContinueRequest.objects.select_related("run__trace").filter(id=request).first()
+                if _is_uuid(request)
+                else None
+            )
+            if found is None:
+                raise CommandError(REQUEST_UNKNOWN_MESSAGE.format(request=request), returncode=2)
+            body = services.force_continue_payload_for(
+                request=found,
+                decision=decision,
+                role=role or signing.ROLE_COUNCIL,
+                reason=reason or "",
+            )
+        elif halt is not None:
+            found_halt = Halt.objects.filter(seq=halt).first()
+            if found_halt is None:
+                raise CommandError(HALT_UNKNOWN_MESSAGE.format(halt=halt), returncode=2)
+            body = services.halt_clear_payload_for(halt=found_halt, reason=reason or "")
+        else:
+            assert payload is not None
+            body = self._read_json(payload)
+            if not isinstance(body, dict):
+                raise CommandError(f"{payload}: not a JSON object", returncode=2)
+            if body.get("type") == signing.FORCE_CONTINUE_APPROVAL_TYPE:
+                body["decision"] = decision
+            if role is not None:
+                body["role"] = role
+            if reason is not None:
+                body["reason"] = reason
+        public = signing.public_key_of(private)
+        document = signing.signed_document(
+            payload=body, key_id=signing.key_id_for(public, "member"), private_raw=private
+        )
+        self._write(json.dumps(document, indent=2, sort_keys=True), out)
+
+    def do_record_approval(self, *, file: str, user: str, **_: Any) -> None:
+        document = self._read_json(file)
+        approver = self._user(user)
+        payload = document.get("payload") if isinstance(document, dict) else None
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if kind == signing.HALT_CLEAR_APPROVAL_TYPE:
+            halt_seq = payload.get("halt_seq") if isinstance(payload, dict) else None
+            services.halt_clear_approval_record(
+                halt_seq=int(halt_seq or 0), approver=approver, document=document
+            )
+            self.stdout.write(f"recorded {user}'s signature on halt {halt_seq}")
+            return
+        request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
+        found = (
+            ForceContinueRequest.objects.filter(id=request_id).first()
+            if _is_uuid(request_id)
+            else None
+        )
+        if found is None:
+            raise CommandError(REQUEST_UNKNOWN_MESSAGE.format(request=request_id), returncode=2)
+        approval = services.approval_record(request=found, approver=approver, document=document)
+        found.refresh_from_db()
+        self.stdout.write(
+            f"recorded {approval.decision} by {user} as {approval.role}; request {found.id} "
+            f"is {found.state}"
+            + (f"; resumed replay {found.resumed_run_id}" if found.resumed_run_id else "")
+        )
+
+    def do_request_continue(
+        self, *, run: str, user: str, reason: str, hours: int | None, **_: Any
+    ) -> None:
+        found = ReplayRun.objects.filter(id=run).first() if _is_uuid(run) else None
+        if found is None:
+            raise CommandError(RUN_UNKNOWN_MESSAGE.format(run=run), returncode=2)
+        expires_at = timezone.now() + timedelta(hours=hours) if hours else None
+        request = services.force_continue_request_file(
+            run=found, actor=self._user(user), reason=reason, expires_at=expires_at
+        )
+        self.stdout.write(str(request.id))
+
+    def do_register_key(self, *, user: str, public_key: str, label: str, **_: Any) -> None:
+        text = Path(public_key).read_text(encoding="utf-8")
+        if "PRIVATE KEY" in text:  # a keygen file: register its public half, send nothing else
+            text = signing.public_key_of(signing.private_key_from_text(text)).hex()
+        key = services.member_key_register(user=self._user(user), public_key=text, label=label)
+        self.stdout.write(key.key_id)
+
+    def do_confirm_key(self, *, key_id: str, admin: str, **_: Any) -> None:
+        key = MemberKey.objects.filter(key_id=key_id).first()
+        if key is None:
+            raise CommandError(KEY_UNKNOWN_MESSAGE.format(key_id=key_id), returncode=2)
+        services.member_key_confirm(key=key, admin=self._user(admin))
+        self.stdout.write(f"confirmed {key_id}")
+
+    def do_revoke_key(self, *, key_id: str, user: str, reason: str, **_: Any) -> None:
+        key = MemberKey.objects.filter(key_id=key_id).first()
+        if key is None:
+            raise CommandError(KEY_UNKNOWN_MESSAGE.format(key_id=key_id), returncode=2)
+        services.member_key_revoke(key=key, actor=self._user(user), reason=reason)
+        self.stdout.write(f"revoked {key_id}")
+
+    def do_rotate_key(self, *, as_json: bool, **_: Any) -> None:
+        key = services.signing_key_rotate(actor_label="cli")
+        if as_json:
+            self.stdout.write(json.dumps({"key_id": key.key_id, "fingerprint": key.fingerprint}))
+        else:
+            self.stdout.write(f"now signing with {key.key_id} ({key.fingerprint})")
+
+    def do_revoke_server_key(self, *, key_id: str, reason: str, **_: Any) -> None:
+        services.signing_key_revoke(key_id=key_id, reason=reason, actor_label="cli")
+        self.stdout.write(f"revoked {key_id}")
+
+    def do_halts(self, **_: Any) -> None:
+        for halt in selectors.halts_active():
+            self.stdout.write(f"{halt.seq}\t{halt.target_kind}\t{halt.target_id}\t{halt.reason}")
+
+
+def _is_uuid(value: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True

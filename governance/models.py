@@ -1,0 +1,289 @@
+"""Governance rows: the append-only ledger, the key registries, force-continue and approvals.
+
+Append-only at two levels: ``GovernanceEvent`` and ``Approval`` refuse update and delete in
+the model layer (instances *and* querysets), and migration 0002 installs database triggers
+that refuse UPDATE, DELETE and TRUNCATE (PostgreSQL) for any SQL whatsoever.
+
+Halts have no table of their own: ``Halt`` is a proxy over the ``FORCE_HALT_REPLAY`` events,
+and a halt is active until a ``FORCE_HALT_CLEAR`` event names it, so the ledger is the only
+source of truth for what is halted.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from governance import codes
+from replay.models import AppendOnlyError, AppendOnlyModel
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    """Bulk rewrites are refused too, not only ``instance.save()``/``delete()``."""
+
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only")
+
+    def delete(self):
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only")
+
+    update.queryset_only = True  # type: ignore[attr-defined]
+    delete.queryset_only = True  # type: ignore[attr-defined]
+
+
+class GovernanceEvent(AppendOnlyModel):
+    """One ledger event. Every field is hashed or derived from the hash (governance.chain)."""
+
+    seq = models.BigIntegerField(primary_key=True)
+    code = models.PositiveSmallIntegerField(db_index=True)
+    type = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    # PROTECT: a person with ledger history is deactivated, never deleted (the row that
+    # names them cannot change)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="governance_events",
+    )
+    actor_label = models.CharField(max_length=150)
+    payload = models.JSONField()
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    server_key_id = models.CharField(max_length=128)
+    # NULL, not "": the hashed body says null when there is no actor signature
+    actor_key_id = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    actor_signature = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    prev_hash = models.CharField(max_length=71, blank=True)
+    hash = models.CharField(max_length=71)
+    server_signature = models.CharField(max_length=128)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"
+
+    @property
+    def description(self) -> str:
+        event_type = codes.BY_CODE.get(self.code)
+        return event_type.description if event_type else ""
+
+
+class HaltQuerySet(AppendOnlyQuerySet):
+    def active(self):
+        cleared = GovernanceEvent.objects.filter(
+            code=codes.code_of(codes.FORCE_HALT_CLEAR)
+        ).values_list("payload__halt_seq", flat=True)
+        return self.exclude(seq__in=[int(s) for s in cleared])
+
+
+class HaltManager(models.Manager.from_queryset(HaltQuerySet)):  # type: ignore[misc]
+    def get_queryset(self):
+        return super().get_queryset().filter(code=codes.code_of(codes.FORCE_HALT_REPLAY))
+
+
+class Halt(GovernanceEvent):
+    """A ``FORCE_HALT_REPLAY`` event, seen as a halt on one trace or snapshot."""
+
+    objects = HaltManager()
+
+    class Meta:
+        proxy = True
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"halt #{self.seq} on {self.target_kind} {self.target_id}"
+
+    @property
+    def target_kind(self) -> str:
+        return str(self.payload.get("target_kind", ""))
+
+    @property
+    def target_id(self) -> str:
+        return str(self.payload.get("target_id", ""))
+
+    @property
+    def reason(self) -> str:
+        return str(self.payload.get("reason", ""))
+
+
+class SigningKey(models.Model):
+    """A server Ed25519 signing key; the private half is Fernet-encrypted at rest.
+
+    Effective from ``valid_from`` to ``valid_until`` (set when rotated: the rotation event is
+    its last signature) unless revoked at ``revoked_at``. Rows are never deleted, so every
+    event the key signed keeps verifying.
+    """
+
+    key_id = models.CharField(max_length=128, unique=True)
+    public_key = models.CharField(max_length=64)  # raw 32 bytes, hex
+    fingerprint = models.CharField(max_length=71, unique=True)
+    encrypted_private_key = models.BinaryField()
+    valid_from = models.DateTimeField()
+    valid_until = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revocation_reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["valid_from", "id"]
+
+    def __str__(self) -> str:
+        return f"server key {self.key_id}"
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("server signing keys are kept forever to verify old events")
+
+
+class MemberKey(models.Model):
+    """An admin's or council member's Ed25519 public key (the private key never comes here).
+
+    Registered by its owner, usable once an admin (not the owner) confirmed it, revocable by
+    its owner or an admin; approvals recorded before revocation keep counting.
+    """
+
+    key_id = models.CharField(max_length=128, unique=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="governance_keys"
+    )
+    public_key = models.CharField(max_length=64)  # raw 32 bytes, hex
+    fingerprint = models.CharField(max_length=71, unique=True)
+    label = models.CharField(max_length=200, blank=True)
+    registered_at = models.DateTimeField()
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    revocation_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["registered_at", "id"]
+
+    def __str__(self) -> str:
+        return f"member key {self.key_id} of {self.user}"
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("member keys are kept forever to verify old approvals")
+
+
+class ForceContinueRequest(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(
+        "replay.ReplayRun", on_delete=models.PROTECT, related_name="force_continue_requests"
+    )
+    step = models.IntegerField()  # seq of the diverged step to continue past
+    divergence_digest = models.CharField(max_length=71)
+    reason = models.TextField()
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    created_at = models.DateTimeField()
+    request_event = models.OneToOneField(
+        GovernanceEvent, on_delete=models.PROTECT, related_name="+"
+    )
+    decision_event = models.OneToOneField(
+        GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    resumed_run = models.OneToOneField(
+        "replay.ReplayRun",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="force_continue_origin",
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"force-continue {self.id} ({self.state})"
+
+
+class Approval(AppendOnlyModel):
+    """One signed vote: on a force-continue request, or toward clearing a halt."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve", "approve"
+        DENY = "deny", "deny"
+
+    request = models.ForeignKey(
+        ForceContinueRequest,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="approvals",
+    )
+    halt = models.ForeignKey(
+        GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="governance_approvals"
+    )
+    role = models.CharField(max_length=16)
+    key = models.ForeignKey(MemberKey, on_delete=models.PROTECT, related_name="approvals")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    payload = models.JSONField()  # exactly what was signed
+    signature = models.CharField(max_length=128)
+    event = models.OneToOneField(GovernanceEvent, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(request__isnull=False, halt__isnull=True)
+                | models.Q(request__isnull=True, halt__isnull=False),
+                name="approval_one_subject",
+            ),
+            models.UniqueConstraint(
+                fields=["request", "approver"],
+                condition=models.Q(request__isnull=False),
+                name="approval_once_per_person",
+            ),
+            models.UniqueConstraint(
+                fields=["request", "key"],
+                condition=models.Q(request__isnull=False),
+                name="approval_once_per_key",
+            ),
+            models.UniqueConstraint(
+                fields=["halt", "approver"],
+                condition=models.Q(halt__isnull=False),
+                name="halt_approval_once_per_person",
+            ),
+            models.UniqueConstraint(
+                fields=["halt", "key"],
+                condition=models.Q(halt__isnull=False),
+                name="halt_approval_once_per_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision} by {self.approver} ({self.role})"

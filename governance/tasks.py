@@ -1,0 +1,22 @@
+"""Celery tasks: thin, take ids, call one service. Enqueued on commit by the services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError
+
+
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def replay_run_governed(run_id: str) -> str:
+    """Run a queued replay under governance (halts, REPLAY_RESULT and friends). Idempotent:
+    a redelivered or retried task finds the run finished and its events appended."""
+    from governance.services import replay_run_govern
+
+    run = replay_run_govern(run_id=run_id)
+    return run.status
