@@ -102,6 +102,10 @@ def es_number_to_string(x: float) -> str:
     if x == 0:
         return "0"
     r = repr(float(x))
+    if "e" not in r:
+        # repr's fixed notation (1e-4 <= |x| < 1e16) lies inside ES's (1e-7 <= |x| < 1e21)
+        # and has the same digits and point; ES just never writes a trailing ".0".
+        return r[:-2] if r.endswith(".0") else r
     neg = r[0] == "-"
     if neg:
         r = r[1:]
@@ -139,7 +143,7 @@ def _pair_surrogates(s: str) -> str:
 
 def _js_quote(s: str) -> str:
     """``JSON.stringify(s)`` (ES2019 well-formed): lone surrogates become ``\\udxxx``."""
-    if _SURROGATE.search(s) is None:
+    if s.isascii() or _SURROGATE.search(s) is None:
         return _quote_plain(s)
     s = _pair_surrogates(s)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", _quote_plain(s))
@@ -147,7 +151,7 @@ def _js_quote(s: str) -> str:
 
 def _jcs_quote(s: str) -> str:
     """RFC 8785 §3.2.2.2 string: as JSON.stringify, but lone surrogates are refused."""
-    if _SURROGATE.search(s) is None:
+    if s.isascii() or _SURROGATE.search(s) is None:
         return _quote_plain(s)
     s = _pair_surrogates(s)
     if _SURROGATE.search(s) is not None:
@@ -217,6 +221,8 @@ def _js_own_key_order(sorted_keys: list[str]) -> list[str]:
 
 def _js_number(v: int | float) -> str:
     """A JSON number as JSON.stringify writes it after JSON.parse read it (NaN/±Inf → null)."""
+    if type(v) is int and -_MAX_SAFE <= v <= _MAX_SAFE:
+        return str(v)
     if isinstance(v, float):
         f = float(v)
     else:
@@ -551,27 +557,102 @@ if _orjson is not None:
     _OPT_SORT_KEYS = _orjson.OPT_SORT_KEYS
     _OrjsonError: type[Exception] = _orjson.JSONEncodeError
 
-    def _mace_prep(o: Any) -> Any:
-        # Same transform as _mace_transform, restricted to exact builtin types, and with
-        # every float pre-formatted by float.__repr__ (what json.dumps writes) as an orjson
-        # Fragment, so orjson never formats a float itself (it writes 1e-7 for 1e-07).
-        t = type(o)
+    def _mace_float(x: float) -> Any:
+        # round(x, 9) and float(f"{x:.9f}") are both CPython's correctly rounded
+        # dtoa(mode 3, 9 digits) + strtod: the same double, bit for bit (tested). The result
+        # goes to orjson pre-rendered by float.__repr__ (what json.dumps writes), so orjson
+        # never formats a float itself (it would write 1e-7 where json writes 1e-07).
+        r = round(x, 9)
+        if not _isfinite(r):
+            raise CanonicalError(f"mace-v1 refuses {x!r} (NaN and Infinity)")
+        return _Fragment(repr(r))
+
+    def _mace_prep_value(v: Any) -> Any:
+        """The transformed value, or ``v`` itself when the transform leaves it unchanged."""
+        t = type(v)
         if t is str:
-            return o if o.isascii() else _normalize("NFKD", o)  # ASCII is NFKD-stable
-        if t is dict:
-            return {k: _mace_prep(v) for k, v in o.items()}
-        if t is int or t is bool or o is None:
-            return o
+            # ASCII is NFKD-stable; normalize() returns its argument when already NFKD.
+            return v if v.isascii() else _normalize("NFKD", v)
+        if t is int or t is bool or v is None:
+            return v
         if t is float:
-            # round(x, 9) and float(f"{x:.9f}") are both CPython's correctly rounded
-            # dtoa(mode 3, 9 digits) + strtod: the same double, bit for bit (tested).
-            r = round(o, 9)
-            if not _isfinite(r):
-                raise CanonicalError(f"mace-v1 refuses {o!r} (NaN and Infinity)")
-            return _Fragment(repr(r).encode())
+            return _mace_float(v)
+        if t is dict:
+            return _mace_prep_dict(v)
         if t is list or t is tuple:
-            return [_mace_prep(v) for v in o]
+            return _mace_prep_list(v)
         raise _NotFast
+
+    def _mace_prep_dict(d: dict[Any, Any]) -> dict[Any, Any]:
+        # Copy-on-write walk; scalars are dispatched inline (no call per leaf).
+        out: dict[Any, Any] | None = None
+        nv: Any
+        for k, v in d.items():
+            t = type(v)
+            if t is str:
+                if v.isascii():
+                    continue
+                nv = _normalize("NFKD", v)
+                if nv is v:
+                    continue
+            elif t is int:
+                continue
+            elif t is float:  # inlined _mace_float (the hot path's commonest change)
+                r = round(v, 9)
+                if r - r != 0.0:  # NaN or ±Infinity
+                    raise CanonicalError(f"mace-v1 refuses {v!r} (NaN and Infinity)")
+                nv = _Fragment(repr(r))
+            elif t is dict:
+                nv = _mace_prep_dict(v)
+                if nv is v:
+                    continue
+            elif t is list or t is tuple:
+                nv = _mace_prep_list(v)
+                if nv is v:
+                    continue
+            elif t is bool or v is None:
+                continue
+            else:
+                raise _NotFast
+            if out is None:
+                out = dict(d)
+            out[k] = nv
+        return d if out is None else out
+
+    def _mace_prep_list(seq: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+        out: list[Any] | None = None
+        nv: Any
+        for i, v in enumerate(seq):
+            t = type(v)
+            if t is str:
+                if v.isascii():
+                    continue
+                nv = _normalize("NFKD", v)
+                if nv is v:
+                    continue
+            elif t is int:
+                continue
+            elif t is float:  # inlined _mace_float (the hot path's commonest change)
+                r = round(v, 9)
+                if r - r != 0.0:  # NaN or ±Infinity
+                    raise CanonicalError(f"mace-v1 refuses {v!r} (NaN and Infinity)")
+                nv = _Fragment(repr(r))
+            elif t is dict:
+                nv = _mace_prep_dict(v)
+                if nv is v:
+                    continue
+            elif t is list or t is tuple:
+                nv = _mace_prep_list(v)
+                if nv is v:
+                    continue
+            elif t is bool or v is None:
+                continue
+            else:
+                raise _NotFast
+            if out is None:
+                out = list(seq)
+            out[i] = nv
+        return seq if out is None else out
 
     def mace_v1(obj: Any) -> bytes:
         """Canonical ``mace-v1`` bytes of ``obj`` — byte-identical to :func:`mace_v1_reference`.
@@ -593,8 +674,7 @@ if _orjson is not None:
         surrogates, deep nesting — makes the fast path bail out to the reference.
         """
         try:
-            prepped = _mace_prep(obj)
-            return _orjson_dumps(prepped, option=_OPT_SORT_KEYS)
+            return _orjson_dumps(_mace_prep_value(obj), option=_OPT_SORT_KEYS)
         except (_NotFast, _OrjsonError, RecursionError):
             return mace_v1_reference(obj)
 
