@@ -18,9 +18,11 @@ and the halts.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,7 +34,7 @@ from replay.errors import ReplayError
 from replay.formats import native
 from replay.registry import Registry, ReplayState
 from replay.rng import DeterministicRNG
-from replay.signatures import KeyRing, verify
+from replay.signatures import HMAC_SHA256, KeyRing, Verdict, verify
 
 AUDIT = "audit"
 SANDBOX = "sandbox"
@@ -198,6 +200,31 @@ def _first_event_problem(
     return None, {}, computed, body
 
 
+def _seal_mac(signature: dict[str, Any], keys: KeyRing, at: datetime | None) -> Any:
+    """A streaming HMAC of the sealed message, when `verify` would get as far as computing it.
+
+    `signatures.verify` needs the whole message in memory; an HMAC does not, so for an
+    HMAC seal whose key is known, of the right algorithm and valid at `at` (everything
+    `verify` checks before it reads the message), the message is fed to the MAC as the
+    records stream past and never stored. Any other seal is left to `verify` itself.
+    """
+    if signature.get("alg") != HMAC_SHA256 or not isinstance(signature.get("value"), str):
+        return None
+    key = keys.lookup(signature["key_id"])
+    if key is None or key.alg != HMAC_SHA256 or key.window_problem(at) is not None:
+        return None
+    return hmac.new(key.secret or b"", digestmod=hashlib.sha256)
+
+
+def _seal_verdict(signature: dict[str, Any], mac: Any) -> Verdict:
+    """`signatures.verify`'s HMAC verdict, worded as it words it, from the streamed MAC."""
+    expected = mac.hexdigest()
+    key_id, value = signature["key_id"], signature["value"]
+    if hmac.compare_digest(expected, value.lower()):
+        return Verdict(True, f"HMAC-SHA256 by {key_id} verifies")
+    return Verdict(False, f"HMAC-SHA256 by {key_id} does not verify", expected, value)
+
+
 def replay(
     trace: native.NativeTrace,
     *,
@@ -222,20 +249,22 @@ def replay(
     report.snapshot_ids = [s["snapshot_id"] for s in header["snapshots"]]
     timer = _Clock(clock, limits)
     try:
-        return _replay(
-            trace=trace,
-            report=report,
-            mode=mode,
-            registry=registry,
-            keys=keys,
-            stored_snapshot=stored_snapshot,
-            halted=halted or {},
-            at=at,
-            limits=limits,
-            continue_past=continue_past,
-            timer=timer,
-            progress=progress,
-        )
+        with ExitStack() as cleanup:
+            return _replay(
+                trace=trace,
+                report=report,
+                mode=mode,
+                registry=registry,
+                keys=keys,
+                stored_snapshot=stored_snapshot,
+                halted=halted or {},
+                at=at,
+                limits=limits,
+                continue_past=continue_past,
+                timer=timer,
+                progress=progress,
+                cleanup=cleanup,
+            )
     except ReplayError as exc:
         report.checks.append(Check("format", False, exc.message))
         return report.fail(exc.code, exc.message, broke_at=exc.broke_at)
@@ -260,6 +289,7 @@ def _replay(
     continue_past: frozenset[int],
     timer: _Clock,
     progress: Callable[[int], None] | None,
+    cleanup: ExitStack,
 ) -> ReplayReport:
     header = trace.header
     job = header["job"]
@@ -314,36 +344,59 @@ def _replay(
         materialiser = runtime.materialiser(bodies, rng)
 
     # -- one streaming pass over the records ----------------------------------------------
-    seal = native.SealMessage()
+    seal_mac = _seal_mac(header["seal"], keys, at)
+    seal = cleanup.enter_context(
+        native.SealMessage(sink=seal_mac.update if seal_mac is not None else None)
+    )
     scan = _Scan()
     prev = ""
+    job_seed = job["job_seed"]
     spool_steps = trace.encoding == "jsonl"
     if spool_steps:
-        scan.step_spool = tempfile.SpooledTemporaryFile(max_size=64 * 1024**2)  # noqa: SIM115
+        spool = tempfile.SpooledTemporaryFile(max_size=16 * 1024**2)  # noqa: SIM115 - closed by cleanup
+        scan.step_spool = cleanup.enter_context(spool)
     seen = 0
+    add_event_bytes = seal.add_event_bytes
+    sealed_event_bytes = native.sealed_event_bytes
+    event_id_of = native.event_id_of
+    event_body_bytes = native.event_body_bytes
+    apply = materialiser.apply if materialiser is not None else None
+    sha256 = hashlib.sha256
     for record in trace.records():
         seen += 1
-        if progress is not None and seen % 4096 == 0:
+        if progress is not None and not seen & 4095:
             progress(seen)
             timer.check()
-        if record.kind == "event":
+        kind = record.kind
+        if kind == "event":
             event = record.body
             if scan.chain_error is None:
-                problem, where, computed, body = _first_event_problem(
-                    event, scan.events, prev, job["job_seed"]
-                )
-                if problem is not None:
+                # the common case inline; _first_event_problem words any failure
+                seq = event["seq"]
+                recorded = event["hash"]
+                if seq == scan.events and event["event_id"] == event_id_of(
+                    job_seed, seq, event["type"]
+                ):
+                    body = event_body_bytes(event, f"event {seq}")
+                    computed = "sha256:" + sha256(prev.encode() + body).hexdigest()
+                else:
+                    computed = ""
+                if computed and computed == recorded:
+                    add_event_bytes(sealed_event_bytes(body, computed))
+                    if apply is not None:
+                        apply(event)
+                else:
+                    problem, where, _computed, _body = _first_event_problem(
+                        event, scan.events, prev, job_seed
+                    )
+                    assert problem is not None
                     scan.chain_error = (problem, where)
                     seal.add_event(event, record.where)
-                else:
-                    seal.add_event_bytes(native.sealed_event_bytes(body, computed))
-                    if materialiser is not None:
-                        materialiser.apply(event)
-                prev = event["hash"]
+                prev = recorded
             else:
                 seal.add_event(event, record.where)
             scan.events += 1
-        elif record.kind == "step":
+        elif kind == "step":
             step = record.body
             if step["seq"] != scan.step_count and scan.step_error is None:
                 scan.step_error = (
@@ -428,8 +481,12 @@ def _replay(
         return report.fail(errors.INTEGRITY_FAILURE, scan.chain_error[0], **scan.chain_error[1])
     checks.append(Check("events", True, f"{scan.events} event ids and chain hashes verify"))
 
-    with seal.finish(header) as message_file:
-        verdict = verify(header["seal"], message_file.read(), keys, at=at)
+    if seal_mac is not None:
+        seal.send_rest(header)
+        verdict = _seal_verdict(header["seal"], seal_mac)
+    else:
+        with seal.finish(header) as message_file:
+            verdict = verify(header["seal"], message_file.read(), keys, at=at)
     if not verdict.ok:
         checks.append(Check("seal", False, verdict.reason))
         return report.fail(

@@ -14,6 +14,11 @@ from typing import Any
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 
+try:  # accelerator for loads_compact; loads_strict alone decides whenever it cannot prove a line
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _orjson = None  # type: ignore[assignment]
+
 BOM = b"\xef\xbb\xbf"
 
 
@@ -77,6 +82,52 @@ def loads_strict(data: bytes, *, where: str, line_offset: int = 0) -> Any:
             MALFORMED_TRACE, f"{where}: unexpected data after the JSON value at line {line}"
         )
     return value
+
+
+if _orjson is not None:
+    _fast_loads = _orjson.loads
+    _fast_dumps = _orjson.dumps
+    _FAST_ERRORS: tuple[type[Exception], ...] = (
+        _orjson.JSONDecodeError,
+        _orjson.JSONEncodeError,
+    )
+
+    def loads_compact(data: bytes, *, where: str) -> Any:
+        """:func:`loads_strict`, fast for the compact lines writers produce (JSON Lines).
+
+        ``orjson`` parses the text, then writes the value back; when that gives exactly the
+        input bytes (a trailing newline aside), the text is proven to be what
+        ``loads_strict`` accepts, with the same value: a value ``orjson`` writes has no
+        duplicate key (its objects are dicts), no NaN or Infinity, no byte-order mark and is
+        valid UTF-8; its numbers are the shortest round-tripping spellings, so every correct
+        decoder reads the same doubles. Anything else (other spacing or escapes, ``1E5``,
+        huge integers, duplicate keys, errors of any kind) goes to ``loads_strict``, which
+        decides and words the refusal exactly as it always does.
+        """
+        try:
+            value = _fast_loads(data)
+            out = _fast_dumps(value)
+        except _FAST_ERRORS:
+            return loads_strict(data, where=where)
+        n = len(out)
+        if (len(data) == n or (len(data) == n + 1 and data[n] == 0x0A)) and data.startswith(out):
+            return value
+        return loads_strict(data, where=where)
+
+else:  # pragma: no cover
+
+    def loads_compact(data: bytes, *, where: str) -> Any:
+        """:func:`loads_strict` (orjson is not installed)."""
+        return loads_strict(data, where=where)
+
+
+def shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:
+    """True when the JSON text `data` cannot break :func:`check_shape`'s limits.
+
+    A string never has more characters than the text has bytes, and every level of nesting
+    needs its own ``{`` or ``[`` byte; so a short text with few brackets needs no walk.
+    """
+    return len(data) <= max_string and data.count(b"{") + data.count(b"[") <= max_depth
 
 
 def _skip_ws(text: str, pos: int) -> int:

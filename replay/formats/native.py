@@ -28,13 +28,17 @@ import io
 import re
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from replay.canonical import CanonicalError, mace_v1
 from replay.errors import MALFORMED_TRACE, UNSUPPORTED_SCHEMA_VERSION, ReplayError
-from replay.formats.jsonstrict import check_shape, loads_strict
+from replay.formats.jsonstrict import (
+    check_shape,
+    loads_compact,
+    loads_strict,
+)
 
 FORMAT = "replay-trace"
 SCHEMA_VERSION = 1
@@ -61,6 +65,7 @@ HEADER_KEYS = {
 }
 DOCUMENT_KEYS = HEADER_KEYS | {"events", "steps", "outputs"}
 GZIP_MAGIC = b"\x1f\x8b"
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() removes
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,11 @@ def snapshot_id_of(body: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(body, "snapshot body")).hexdigest()
 
 
+_sha256 = hashlib.sha256
+
+
 def event_id_of(job_seed: str, seq: int, type_: str) -> str:
-    return hashlib.sha256(f"{job_seed}:{seq}:{type_}".encode()).hexdigest()
+    return _sha256(f"{job_seed}:{seq}:{type_}".encode()).hexdigest()
 
 
 def event_hash(prev: str, event: dict[str, Any], where: str = "event") -> tuple[str, bytes]:
@@ -109,16 +117,51 @@ def event_hash(prev: str, event: dict[str, Any], where: str = "event") -> tuple[
     The body's bytes start with `{"event_id":"<64 hex>",` (79 bytes, keys sorted), which
     `sealed_event_bytes` uses to write the whole event without canonicalising it twice.
     """
-    body = canonical(
-        {
-            "seq": event["seq"],
-            "type": event["type"],
-            "event_id": event["event_id"],
-            "payload": event["payload"],
-        },
-        where,
+    body = event_body_bytes(event, where)
+    return "sha256:" + _sha256(prev.encode() + body).hexdigest(), body
+
+
+_TYPE_BYTES: dict[str, bytes] = {}  # mace_v1 of event types seen (a trace uses a handful)
+_TYPE_CACHE_MAX = 4096
+
+
+def event_body_bytes(event: dict[str, Any], where: str = "event") -> bytes:
+    """`mace_v1({seq, type, event_id, payload})`: the bytes an event's chain hash covers.
+
+    Written from its parts: the four keys sort as event_id < payload < seq < type, and a
+    canonical object is its members' canonical values in that order, so only the payload
+    needs the canonicaliser (an event type's bytes are cached). Whenever a part is not the
+    plain kind this shortcut covers (an int `seq`, an alphanumeric ASCII `event_id`, a
+    `type` and `payload` mace_v1 can write), the whole body goes through `canonical`, which
+    gives the same bytes or words the refusal as it always has.
+    """
+    seq = event["seq"]
+    event_id = event["event_id"]
+    type_ = event["type"]
+    if (
+        type(seq) is int
+        and type(event_id) is str
+        and event_id.isascii()
+        and event_id.isalnum()
+        and type(type_) is str
+    ):
+        try:
+            type_bytes = _TYPE_BYTES.get(type_)
+            if type_bytes is None:
+                type_bytes = mace_v1(type_)
+                if len(_TYPE_BYTES) < _TYPE_CACHE_MAX:
+                    _TYPE_BYTES[type_] = type_bytes
+            return b'{"event_id":"%s","payload":%s,"seq":%d,"type":%s}' % (
+                event_id.encode(),
+                mace_v1(event["payload"]),
+                seq,
+                type_bytes,
+            )
+        except (CanonicalError, RecursionError, ValueError):
+            pass  # canonical() below raises the refusal, worded for the whole body
+    return canonical(
+        {"seq": seq, "type": type_, "event_id": event_id, "payload": event["payload"]}, where
     )
-    return "sha256:" + hashlib.sha256(prev.encode() + body).hexdigest(), body
 
 
 _EVENT_ID_PREFIX = 79  # len('{"event_id":"') + 64 + len('",')
@@ -142,28 +185,53 @@ def output_hash_of(content: Any, where: str = "output") -> str:
 class SealMessage:
     """Builds the sealed message, `mace_v1(document without the unsealed parts)`, in a stream.
 
-    Events go straight into a spooled buffer (they come first in key order); steps are
-    spooled apart because a JSON Lines trace may interleave them with events; outputs keep
-    only their hashes. Memory stays bounded: the spools move to disk past 64 MiB.
+    Events come first in the message's key order, so they go straight out: to `sink` when
+    one is given (e.g. an HMAC's `update`: the message is then never stored), otherwise into
+    a spooled buffer. Steps are spooled apart because a JSON Lines trace may interleave them
+    with events; outputs keep only their hashes. Writes are batched. Memory stays bounded:
+    the spools move to disk past `_SPOOL` bytes.
     """
 
-    _SPOOL = 64 * 1024**2
+    _SPOOL = 32 * 1024**2
+    _BATCH = 256 * 1024
 
-    def __init__(self) -> None:
-        self._events = tempfile.SpooledTemporaryFile(max_size=self._SPOOL)  # noqa: SIM115
+    def __init__(self, sink: Callable[[bytes], object] | None = None) -> None:
+        self._sink = sink
+        self._events = (
+            None if sink is not None else tempfile.SpooledTemporaryFile(max_size=self._SPOOL)  # noqa: SIM115
+        )
         self._steps = tempfile.SpooledTemporaryFile(max_size=self._SPOOL)  # noqa: SIM115
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self._n_events = 0
         self._n_steps = 0
         self.outputs: dict[str, str] = {}
+        if sink is not None:
+            sink(b'{"events":[')
 
     def add_event(self, event: dict[str, Any], where: str) -> None:
         self.add_event_bytes(canonical(event, where))
 
     def add_event_bytes(self, canonical_event: bytes) -> None:
+        self._pending.append(canonical_event)
+        self._pending_bytes += len(canonical_event)
+        if self._pending_bytes >= self._BATCH:
+            self._flush_events()
+
+    def _flush_events(self) -> None:
+        if not self._pending:
+            return
+        chunk = b",".join(self._pending)
         if self._n_events:
-            self._events.write(b",")
-        self._events.write(canonical_event)
-        self._n_events += 1
+            chunk = b"," + chunk
+        self._n_events += len(self._pending)
+        self._pending = []
+        self._pending_bytes = 0
+        if self._sink is not None:
+            self._sink(chunk)
+        else:
+            assert self._events is not None
+            self._events.write(chunk)
 
     def add_step(self, step: dict[str, Any], where: str) -> None:
         if self._n_steps:
@@ -174,8 +242,8 @@ class SealMessage:
     def add_output(self, ref: str, digest: str) -> None:
         self.outputs[ref] = digest
 
-    def finish(self, header: dict[str, Any]) -> IO[bytes]:
-        """The whole sealed message as a readable file positioned at its start."""
+    def _tail(self, header: dict[str, Any]) -> Iterator[bytes]:
+        """Everything after the events, in pieces."""
         job = {k: v for k, v in header["job"].items() if k != "started_at"}
         snapshots = [{k: v for k, v in s.items() if k != "body"} for s in header["snapshots"]]
         tail = {
@@ -186,20 +254,46 @@ class SealMessage:
             "required_snapshots": header["required_snapshots"],
             "schema_version": header["schema_version"],
             "snapshots": snapshots,
-            "trace_id": header["trace_id"],
         }
         # mace_v1 sorts keys: events < final_answer < ... < snapshots < steps < trace_id
+        yield b"],"
+        yield canonical(tail, "trace header")[1:-1]
+        yield b',"steps":['
+        self._steps.seek(0)
+        while chunk := self._steps.read(1 << 20):
+            yield chunk
+        yield b'],"trace_id":'
+        yield canonical(header["trace_id"], "trace_id")
+        yield b"}"
+
+    def send_rest(self, header: dict[str, Any]) -> None:
+        """With a sink: send it the rest of the message (after the last event)."""
+        assert self._sink is not None, "send_rest() is for a SealMessage with a sink"
+        self._flush_events()
+        for chunk in self._tail(header):
+            self._sink(chunk)
+
+    def close(self) -> None:
+        """Drop the spools (a message returned by `finish` stays readable until closed)."""
+        if self._events is not None:
+            self._events.close()
+        self._steps.close()
+
+    def __enter__(self) -> SealMessage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def finish(self, header: dict[str, Any]) -> IO[bytes]:
+        """The whole sealed message as a readable file positioned at its start."""
+        assert self._events is not None, "a SealMessage with a sink has no stored message"
+        self._flush_events()
         out = tempfile.SpooledTemporaryFile(max_size=self._SPOOL)  # noqa: SIM115
         out.write(b'{"events":[')
         _copy(self._events, out)
-        out.write(b"],")
-        middle = canonical({k: v for k, v in tail.items() if k != "trace_id"}, "trace header")
-        out.write(middle[1:-1])
-        out.write(b',"steps":[')
-        _copy(self._steps, out)
-        out.write(b'],"trace_id":')
-        out.write(canonical(tail["trace_id"], "trace_id"))
-        out.write(b"}")
+        for chunk in self._tail(header):
+            out.write(chunk)
         out.seek(0)
         return out
 
@@ -212,14 +306,15 @@ def _copy(src: IO[bytes], dst: IO[bytes]) -> None:
 
 def seal_message_of(document: dict[str, Any]) -> bytes:
     """The sealed message of a whole in-memory document (the recorder and tests use it)."""
-    seal = SealMessage()
-    for i, event in enumerate(document["events"]):
-        seal.add_event(event, f"events[{i}]")
-    for i, step in enumerate(document["steps"]):
-        seal.add_step(step, f"steps[{i}]")
-    for ref in sorted(document["outputs"]):
-        seal.add_output(ref, document["outputs"][ref]["hash"])
-    return seal.finish(document).read()
+    with SealMessage() as seal:
+        for i, event in enumerate(document["events"]):
+            seal.add_event(event, f"events[{i}]")
+        for i, step in enumerate(document["steps"]):
+            seal.add_step(step, f"steps[{i}]")
+        for ref in sorted(document["outputs"]):
+            seal.add_output(ref, document["outputs"][ref]["hash"])
+        with seal.finish(document) as message:
+            return message.read()
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -326,7 +421,38 @@ def validate_header(header: Any, where: str = "trace") -> dict[str, Any]:
     return header
 
 
+_EVENT_KEYS = frozenset({"seq", "type", "event_id", "payload", "hash"})
+_fromhex = bytes.fromhex
+
+
+def _plain_event(event: Any) -> bool:
+    """True for an event every check of `validate_event` passes (decided quickly).
+
+    `bytes.fromhex(s).hex() == s` holds exactly for lower-case hex of even length (spaces,
+    capitals and other characters fail it), at a fraction of a regular expression's cost.
+    """
+    try:
+        return (
+            type(event) is dict
+            and event.keys() == _EVENT_KEYS
+            and type(event["seq"]) is int
+            and type(event["type"]) is str
+            and type(event["payload"]) is dict
+            and type(event_id := event["event_id"]) is str
+            and len(event_id) == 64
+            and _fromhex(event_id).hex() == event_id
+            and type(digest := event["hash"]) is str
+            and len(digest) == 71
+            and digest.startswith("sha256:")
+            and _fromhex(digest[7:]).hex() == digest[7:]
+        )
+    except ValueError:  # not hex at all
+        return False
+
+
 def validate_event(event: Any, where: str) -> dict[str, Any]:
+    if _plain_event(event):  # the common case; anything else gets the worded checks below
+        return event
     if not isinstance(event, dict):
         raise _malformed(f"{where}: expected object, got {_type_name(event)}")
     _no_extra(event, {"seq", "type", "event_id", "payload", "hash"}, where)
@@ -375,7 +501,7 @@ def validate_output(ref: str, output: Any, where: str) -> dict[str, Any]:
 # --- reading ---------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     kind: str  # "event" | "step" | "output"
     body: dict[str, Any]
@@ -556,18 +682,30 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
         lineno = 1
         count = 0
         refs: set[str] = set()
+        max_line, max_depth, max_string = (
+            limits.max_line_bytes,
+            limits.max_depth,
+            limits.max_string,
+        )
+        readline = stream.readline
         while True:
             lineno += 1
-            line = _read_line(stream, limits, lineno)
+            line = readline(max_line + 1)
+            if len(line) > max_line:
+                raise _malformed(
+                    f"line {lineno}: longer than {max_line} bytes; refused before reading it"
+                )
             if not line:
                 return
-            if not line.strip():
+            if line[0] in _WHITESPACE and not line.strip():
                 continue
             where = f"line {lineno}"
-            obj = loads_strict(line, where=where)
-            if not isinstance(obj, dict):
+            obj = loads_compact(line, where=where)
+            if type(obj) is not dict:
                 raise _malformed(f"{where}: expected a JSON object, got {_type_name(obj)}")
-            check_shape(obj, where=where, max_depth=limits.max_depth, max_string=limits.max_string)
+            # shape_is_bounded(), inline: most lines are too short to break the limits
+            if len(line) > max_string or line.count(b"{") + line.count(b"[") > max_depth:
+                check_shape(obj, where=where, max_depth=max_depth, max_string=max_string)
             count += 1
             if count > limits.max_records:
                 raise _malformed(f"{where}: more than {limits.max_records} records")
