@@ -1,0 +1,132 @@
+"""``manage.py replay (TRACE_ID or PATH) [--mode M] [--json]``: a governed replay.
+
+contracts.md §4: ``--json`` prints exactly the report; exit 0 for ``ok``, 1 for any other
+status, 2 for usage errors. A file is ingested first. Every replay goes through
+``governance.services.replay_request`` (a signed REPLAY_REQUEST before, REPLAY_RESULT and
+friends after) and runs in this process.
+
+``--resume RUN_ID`` continues a diverged run past its divergence. That needs an approved
+force-continue (one admin and a council quorum, signed); without one the replay is refused
+with FORCE_CONTINUE_REQUIRED (seed 003 REPLAY-06) and the attempt is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from governance.services import force_continue_resume, replay_request, replay_run_govern
+from replay import engine
+from replay.cli import ProgressBar, summarise
+from replay.errors import ReplayError
+from replay.models import ReplayRun
+from replay.selectors import trace_by_trace_id
+from replay.services import trace_ingest
+
+CLI_ACTOR = "cli"
+
+
+def refused_report(*, trace: Any, mode: str, error: ReplayError) -> dict[str, Any]:
+    """The report of a replay refused before it ran (same keys as the engine's)."""
+    return {
+        "trace_id": trace.trace_id if trace is not None else None,
+        "format": trace.format if trace is not None else None,
+        "mode": mode,
+        "status": "refused",
+        "error_code": error.code,
+        "authoritative": True,
+        "checks": [],
+        "divergences": [],
+        "broke_at": error.broke_at,
+        "expected": error.expected,
+        "observed": error.observed,
+        "message": error.message,
+    }
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay a stored trace (by trace id) or a file (ingested first), under governance. "
+        "Exit 0 for ok, 1 for any other status, 2 for usage errors."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("target", help="a stored trace id, or a path to a trace file")
+        parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
+        parser.add_argument("--json", action="store_true", dest="as_json")
+        parser.add_argument(
+            "--resume",
+            metavar="RUN_ID",
+            default=None,
+            help="continue this diverged run past its divergence (needs an approved "
+            "force-continue)",
+        )
+        parser.add_argument("--user", default=None, help="who asks (default: the CLI)")
+
+    def handle(self, *args, target, mode, as_json, resume, user, **options):
+        actor = None
+        if user is not None:
+            actor = get_user_model().objects.filter(username=user).first()
+            if actor is None:
+                raise CommandError(f"no user named {user!r}", returncode=2)
+        if resume is not None:
+            self._resume(target, resume, actor, as_json)
+            return
+        trace = None
+        if re.fullmatch(r"[0-9a-f]{32}", target):
+            trace = trace_by_trace_id(target)
+        if trace is None:
+            path = Path(target)
+            if not path.is_file():
+                raise CommandError(f"{target}: neither a stored trace id nor a file", returncode=2)
+            try:
+                with path.open("rb") as fh:
+                    trace = trace_ingest(source=fh, filename=path.name, uploaded_by=actor).trace
+            except ReplayError as exc:
+                self._emit(refused_report(trace=None, mode=mode, error=exc), as_json)
+                sys.exit(1)
+        run = replay_request(
+            trace=trace, mode=mode, actor=actor, actor_label=CLI_ACTOR, enqueue=False
+        )
+        self._execute(run, as_json)
+
+    def _resume(self, target: str, run_id: str, actor: Any, as_json: bool) -> None:
+        try:
+            run = ReplayRun.objects.select_related("trace").filter(id=uuid.UUID(run_id)).first()
+        except ValueError:
+            run = None
+        if run is None:
+            raise CommandError(f"{run_id}: no such replay run", returncode=2)
+        if target not in (run.trace.trace_id, str(run.id)):
+            raise CommandError(
+                f"replay {run.id} is of trace {run.trace.trace_id}, not {target}", returncode=2
+            )
+        try:
+            resumed = force_continue_resume(run=run, actor=actor)
+        except ReplayError as exc:
+            self._emit(refused_report(trace=run.trace, mode=run.mode, error=exc), as_json)
+            sys.exit(1)
+        self._execute(resumed, as_json)
+
+    def _execute(self, run: ReplayRun, as_json: bool) -> None:
+        bar = ProgressBar(f"replay {run.trace.trace_id[:12]}", run.progress_total)
+        try:
+            run = replay_run_govern(run_id=run.id, progress=bar)
+        finally:
+            bar.close()
+        self._emit(run.report, as_json)
+        if run.status != engine.OK:
+            sys.exit(1)
+
+    def _emit(self, report, as_json):
+        if as_json:
+            self.stdout.write(json.dumps(report, ensure_ascii=False))
+        else:
+            self.stdout.write(summarise(report))

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import functools
+import io
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from governance import ledger
+
+
+@pytest.fixture(autouse=True)
+def _fresh_key_cache():
+    # server private keys are cached per process; each test database starts without keys
+    ledger._private_keys.clear()
+    yield
+    ledger._private_keys.clear()
+
+
+TRACE_KEY_ID = "governance-tests"
+#: a test vector, not a secret: signs the traces these tests record
+TRACE_SECRET = b"governance tests trace key, a test vector"
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@functools.cache
+def trace_bytes(name: str) -> bytes:
+    """One of replay.demo's variants (ok, diverged, tampered_snapshot, ...), recorded by the
+    real recorder and signed with the tests' HMAC key."""
+    from replay.demo import variants
+    from replay.formats import native
+    from replay.recorder import signer_for
+    from replay.signatures import HMAC_SHA256
+
+    documents = variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))
+    return native.dumps_document(documents[name])
+
+
+@pytest.fixture
+def stored_traces(db, settings, tmp_path):
+    """A private blob store and the trace key registered, so tests can ingest traces."""
+    from replay.keys import key_add_hmac
+
+    settings.VAR_DIR = tmp_path / "var"
+    settings.VAR_DIR.mkdir()
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "blobs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "blobs")},
+        },
+    }
+    key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
+    return tmp_path
+
+
+def trace_file(directory: Path, name: str) -> Path:
+    path = directory / f"{name}.trace.json"
+    path.write_bytes(trace_bytes(name))
+    return path
+
+
+def ingest(name: str):
+    from replay.services import trace_ingest
+
+    return trace_ingest(source=io.BytesIO(trace_bytes(name)), filename=f"{name}.trace.json").trace
