@@ -3,9 +3,11 @@ these; they load rows, call the pure core, and store what it says."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
@@ -14,7 +16,7 @@ from django.utils import timezone
 
 from replay import engine, errors
 from replay.errors import ReplayError
-from replay.formats import native, open_trace
+from replay.formats import AHD, PAXMAN, native, open_trace, sniff
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
@@ -84,10 +86,33 @@ def trace_verify_file(
     filename: str,
     mode: str = engine.AUDIT,
     progress: Callable[[int], None] | None = None,
+    path: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Verify a file without storing anything (the `verify` command)."""
+    """Verify a file without storing anything (the `verify` command).
+
+    The format is detected (`replay.formats.detect_format`): a native trace, a Paxman
+    artifact, or an AHD sidecar / report. AHD inputs are checked against the AHD checkout
+    on disk, so they need `path` (and take `root`); `ahd.AhdRootNotFound` is a usage error.
+    """
+    fmt, stream = sniff(source, filename)
+    if fmt == PAXMAN:
+        from replay.formats import paxman
+
+        return paxman.verify_stream(stream, mode=mode).to_json()
+    if fmt == AHD:
+        from replay.formats import ahd
+
+        if path is None:
+            report = engine.ReplayReport(trace_id=None, format=ahd.FORMAT, mode=mode)
+            message = f"{filename}: an AHD sidecar is verified against its checkout on disk"
+            report.checks.append(engine.Check("format", False, message))
+            return report.fail(errors.MALFORMED_TRACE, message).to_json()
+        return ahd.verify_path(
+            Path(path), root=Path(root) if root is not None else None, mode=mode
+        ).to_json()
     _trace, report = _verify(
-        lambda: source, filename, mode=mode, at=timezone.now(), progress=progress
+        lambda: stream, filename, mode=mode, at=timezone.now(), progress=progress
     )
     return report.to_json()
 

@@ -8,11 +8,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from replay import engine
 from replay.cli import ProgressBar, summarise
+from replay.formats import ahd
 from replay.services import trace_verify_file
 
 
 class Command(BaseCommand):
-    help = "Verify a trace file offline without storing it; exit 0 for ok, 1 otherwise."
+    help = (
+        "Verify a file offline without storing it (a native trace, a Paxman artifact, an AHD "
+        "replay sidecar or report); exit 0 for ok, 1 otherwise, 2 for usage errors."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("path")
@@ -24,14 +28,22 @@ class Command(BaseCommand):
         file = Path(path)
         if not file.exists():
             raise CommandError(f"{path}: no such file", returncode=2)
+        if not file.is_file():
+            raise CommandError(f"{path}: not a file", returncode=2)
         bar = ProgressBar(f"verify {file.name}", None)
         with file.open("rb") as fh:
             try:
-                report = trace_verify_file(source=fh, filename=file.name, mode=mode, progress=bar)
+                report = trace_verify_file(
+                    source=fh, filename=file.name, mode=mode, progress=bar, path=file, root=root
+                )
+            except ahd.AhdRootNotFound as exc:
+                raise CommandError(str(exc), returncode=2) from None
             finally:
                 bar.close()
         if as_json:
             self.stdout.write(json.dumps(report, ensure_ascii=False))
+        elif report["format"] == ahd.FORMAT:  # AHD's per-field ok / FAIL list and verdict
+            self.stdout.write(summarise(report) + "\n" + ahd.verdict_line(report))
         else:
             self.stdout.write(summarise(report))
         if report["status"] != engine.OK:
