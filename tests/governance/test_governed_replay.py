@@ -1,0 +1,190 @@
+"""Every replay is on the record (REPLAY_REQUEST before, REPLAY_RESULT after, once); an
+integrity failure halts the trace and its snapshot until a council quorum clears it."""
+
+from __future__ import annotations
+
+import pytest
+
+from governance import codes, ledger, selectors, services
+from governance.models import GovernanceEvent, Halt
+from governance.tasks import replay_run_governed
+from replay import errors
+from replay.models import ReplayRun
+from tests.governance.conftest import ingest
+from tests.governance.factories import enrol, person
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("stored_traces")]
+
+
+def _events(*types):
+    return list(GovernanceEvent.objects.filter(type__in=types).order_by("seq"))
+
+
+def _run_queued(run: ReplayRun) -> ReplayRun:
+    replay_run_governed.apply(args=[str(run.id)])
+    run.refresh_from_db()
+    return run
+
+
+def test_a_replay_request_is_signed_queued_on_commit_and_its_result_recorded_once(
+    django_capture_on_commit_callbacks,
+):
+    alice = person("alice")
+    trace = ingest("ok")
+    with django_capture_on_commit_callbacks() as callbacks:
+        run = services.replay_request(trace=trace, mode="production", actor=alice)
+    assert len(callbacks) == 1
+    assert run.state == ReplayRun.State.QUEUED
+    (request,) = _events(codes.REPLAY_REQUEST)
+    assert (request.actor_id, request.actor_label) == (alice.pk, "alice")
+    assert request.payload == {
+        "run_id": str(run.id),
+        "trace_id": trace.trace_id,
+        "trace_sha256": trace.blob.sha256,
+        "mode": "production",
+        "continue_past": [],
+        "resumed_from": None,
+    }
+
+    run = _run_queued(run)
+    _run_queued(run)  # a redelivered task appends nothing twice
+
+    assert run.status == "ok"
+    (result,) = _events(codes.REPLAY_RESULT)
+    assert result.payload["run_id"] == str(run.id)
+    assert (result.payload["status"], result.payload["error_code"]) == ("ok", None)
+    assert result.payload["authoritative"] is True
+    assert result.idempotency_key == f"replay-result:{run.id}"
+    assert ledger.verify().ok
+
+
+def test_a_divergence_is_recorded_with_its_digest():
+    run = services.replay_request(trace=ingest("diverged"), mode="audit", enqueue=False)
+    run = _run_queued(run)
+    assert run.error_code == errors.REPLAY_DIVERGENCE
+    (divergence,) = _events(codes.REPLAY_DIVERGENCE)
+    assert divergence.payload["step"] == 3
+    assert divergence.payload["path"] == "/route"
+    assert divergence.payload["divergences"] == 1
+    assert [e.type for e in GovernanceEvent.objects.order_by("-seq")[:2]] == [
+        codes.REPLAY_RESULT,
+        codes.REPLAY_DIVERGENCE,
+    ]
+
+
+class TestHalts:
+    @pytest.fixture
+    def halted(self):
+        """A tampered snapshot was replayed: the trace and the snapshot are halted."""
+        trace = ingest("tampered_snapshot")
+        run = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
+        assert run.error_code == errors.INTEGRITY_FAILURE
+        assert run.report["checks"][-1]["name"] == "snapshots"
+        return trace, run
+
+    def test_an_integrity_failure_halts_the_trace_and_the_snapshot(self, halted):
+        trace, run = halted
+        (failure,) = _events(codes.INTEGRITY_FAILURE)
+        assert failure.payload["run_id"] == str(run.id)
+        # the snapshot whose body no longer hashes to its id
+        tampered = run.report["snapshot_ids"][run.report["broke_at"]]
+        assert tampered == run.report["observed"]
+        assert failure.payload["snapshot_id"] == tampered
+        halts = list(Halt.objects.active())
+        assert [(h.target_kind, h.target_id) for h in halts] == [
+            ("trace", trace.trace_id),
+            ("snapshot", tampered),
+        ]
+        assert all(h.payload["cause_seq"] == failure.seq for h in halts)
+        assert set(selectors.halts_active_map()) == {trace.trace_id, tampered}
+
+    def test_any_later_replay_of_the_trace_or_the_snapshot_is_refused(self, halted):
+        trace, run = halted
+        again = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
+        assert (again.status, again.error_code) == ("refused", errors.FORCE_HALT_ACTIVE)
+        # another trace that uses the halted snapshot is refused too
+        sharing = _run_queued(
+            services.replay_request(trace=ingest("ok"), mode="audit", enqueue=False)
+        )
+        assert sharing.error_code == errors.FORCE_HALT_ACTIVE
+        assert run.report["observed"] in sharing.report["message"]
+
+    def test_a_council_quorum_clears_a_halt(self, halted):
+        carol, dave, bob = enrol("carol"), enrol("dave"), enrol("bob")
+        _trace, run = halted
+        snapshot_halt = Halt.objects.active().get(payload__target_kind="snapshot")
+        payload = services.halt_clear_payload_for(halt=snapshot_halt, reason="body restored")
+
+        with pytest.raises(codes.GovernanceError) as caught:
+            services.halt_clear_approval_record(
+                halt_seq=snapshot_halt.seq, approver=bob.user, document=bob.sign(payload)
+            )
+        assert caught.value.message == services.APPROVAL_ROLE_MESSAGE.format(
+            user="bob", role="council"
+        )
+
+        trace_halt = Halt.objects.active().get(payload__target_kind="trace")
+        with pytest.raises(codes.GovernanceError) as caught:
+            services.halt_clear_approval_record(
+                halt_seq=snapshot_halt.seq,
+                approver=carol.user,
+                document=carol.sign(services.halt_clear_payload_for(halt=trace_halt)),
+            )
+        assert caught.value.code == codes.APPROVAL_OTHER_REQUEST
+        assert caught.value.message == services.APPROVAL_OTHER_REQUEST_MESSAGE.format(
+            signed=f"halt {trace_halt.seq}", subject=f"halt {snapshot_halt.seq}"
+        )
+
+        services.halt_clear_approval_record(
+            halt_seq=snapshot_halt.seq, approver=carol.user, document=carol.sign(payload)
+        )
+        assert Halt.objects.active().filter(seq=snapshot_halt.seq).exists()
+        services.halt_clear_approval_record(
+            halt_seq=snapshot_halt.seq, approver=dave.user, document=dave.sign(payload)
+        )
+        assert not Halt.objects.active().filter(seq=snapshot_halt.seq).exists()
+        (cleared,) = _events(codes.FORCE_HALT_CLEAR)
+        assert cleared.payload["halt_seq"] == snapshot_halt.seq
+        assert cleared.payload["target_id"] == run.report["observed"]
+
+        with pytest.raises(codes.GovernanceError) as caught:
+            services.halt_clear_approval_record(
+                halt_seq=snapshot_halt.seq, approver=dave.user, document=dave.sign(payload)
+            )
+        assert (caught.value.code, caught.value.message) == (
+            codes.HALT_NOT_ACTIVE,
+            services.HALT_NOT_ACTIVE_MESSAGE.format(halt=snapshot_halt.seq),
+        )
+        # the trace stays halted: the untampered copy (same trace id) is still refused ...
+        ok = ingest("ok")
+        assert ok.trace_id == trace_halt.target_id
+        refused = _run_queued(services.replay_request(trace=ok, mode="audit", enqueue=False))
+        assert refused.error_code == errors.FORCE_HALT_ACTIVE
+        assert run.report["observed"] not in refused.report["message"]
+        # ... until the council clears that halt too
+        payload = services.halt_clear_payload_for(halt=trace_halt)
+        for signer in (carol, dave):
+            services.halt_clear_approval_record(
+                halt_seq=trace_halt.seq, approver=signer.user, document=signer.sign(payload)
+            )
+        assert selectors.halts_active_map() == {}
+        again = _run_queued(services.replay_request(trace=ok, mode="audit", enqueue=False))
+        assert (again.status, again.error_code) == ("ok", "")
+        assert ledger.verify().ok
+
+
+def test_a_security_incident_halts_its_targets():
+    trace = ingest("ok")
+    incident = services.security_incident_record(
+        actor=person("bob"), targets=[("trace", trace.trace_id)], reason="key leaked"
+    )
+    (halt,) = Halt.objects.active()
+    assert halt.payload == {
+        "target_kind": "trace",
+        "target_id": trace.trace_id,
+        "reason": "SECURITY_INCIDENT: key leaked",
+        "cause_seq": incident.seq,
+        "cause_type": codes.SECURITY_INCIDENT,
+    }
+    run = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
+    assert run.error_code == errors.FORCE_HALT_ACTIVE
