@@ -169,11 +169,21 @@ def forget(user: Any) -> None:
 # Each checks the role first (403 whether or not the object exists), then looks up (404).
 
 
-def access_trace_by_id(user: User, trace_id: str, action: str = BROWSE) -> Trace:
+def access_trace_by_id(user: User, trace_ref: str, action: str = BROWSE) -> Trace:
+    """A stored trace by the sha256 of its file (exact), or by trace id (the newest copy).
+
+    Several files may carry one trace id (a tampered copy is evidence in its own right), so
+    pages link to a stored trace by its content address.
+    """
     from replay.models import Trace
 
     require(user, action)
-    trace = Trace.objects.filter(trace_id=str(trace_id)).select_related("blob").first()
+    ref = str(trace_ref).strip().lower()
+    found = Trace.objects.select_related("blob", "uploaded_by")
+    if len(ref) == 64:
+        trace = found.filter(blob__sha256=ref).first()
+    else:
+        trace = found.filter(trace_id=ref).order_by("-created_at", "-id").first()
     if trace is None:
         raise Http404("no such trace")
     return trace
@@ -187,7 +197,59 @@ def access_run_by_id(user: User, run_id: uuid.UUID | str, action: str = BROWSE) 
         key = uuid.UUID(str(run_id))
     except ValueError:
         raise Http404("no such replay") from None
-    run = ReplayRun.objects.filter(id=key).select_related("trace").first()
+    run = ReplayRun.objects.filter(id=key).select_related("trace__blob").first()
     if run is None:
         raise Http404("no such replay")
     return run
+
+
+def access_force_continue_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
+    from governance.models import ForceContinueRequest
+
+    require(user, action)
+    try:
+        key = uuid.UUID(str(request_id))
+    except ValueError:
+        raise Http404("no such force-continue request") from None
+    found = (
+        ForceContinueRequest.objects.filter(id=key)
+        .select_related("run__trace", "requested_by", "resumed_run")
+        .first()
+    )
+    if found is None:
+        raise Http404("no such force-continue request")
+    return found
+
+
+def access_halt_by_seq(user: User, halt_seq: int, action: str = BROWSE):
+    from governance.models import Halt
+
+    require(user, action)
+    found = Halt.objects.filter(seq=int(halt_seq)).first()
+    if found is None:
+        raise Http404("no such halt")
+    return found
+
+
+def access_member_key_by_id(user: User, key_id: str, action: str = MANAGE):
+    from governance.models import MemberKey
+
+    require(user, action)
+    found = MemberKey.objects.filter(key_id=str(key_id)).select_related("user").first()
+    if found is None:
+        raise Http404("no such key")
+    return found
+
+
+def access_user_by_id(user: User, user_id: int | str, action: str = MANAGE):
+    from django.contrib.auth import get_user_model
+
+    require(user, action)
+    try:
+        pk = int(user_id)
+    except (TypeError, ValueError):
+        raise Http404("no such user") from None
+    found = get_user_model().objects.filter(pk=pk).first()
+    if found is None:
+        raise Http404("no such user")
+    return found

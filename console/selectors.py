@@ -11,13 +11,17 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from replay.models import Trace
+from replay.errors import ReplayError
+from replay.formats import SUPPORTED, open_trace
+from replay.models import Snapshot, Trace
+from replay.storage import blob_open
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -61,18 +65,23 @@ def cursor_decode(cursor: str) -> tuple[str, datetime, int]:
     return direction, when, pk
 
 
-# Replayable: no missing external output, and no element of required_snapshot_ids lacks a
-# Snapshot row. JSON arrays are unnested per vendor; the SQL is constant (no user input).
+# Replayable: no missing external output, and every required snapshot is referenced and has a
+# Snapshot row (required_snapshot_ids holds {"kind", "snapshot_id"} objects; see
+# replay.selectors.trace_missing, which says the same for one trace). JSON arrays are
+# unnested per vendor; the SQL is constant (no user input).
 _REPLAYABLE_SQL = {
     "sqlite": (
         "(json_array_length(replay_trace.missing_outputs) = 0 AND NOT EXISTS ("
         "SELECT 1 FROM json_each(replay_trace.required_snapshot_ids) j "
-        "WHERE NOT EXISTS (SELECT 1 FROM replay_snapshot s WHERE s.snapshot_id = j.value)))"
+        "WHERE json_extract(j.value, '$.snapshot_id') IS NULL OR NOT EXISTS ("
+        "SELECT 1 FROM replay_snapshot s "
+        "WHERE s.snapshot_id = json_extract(j.value, '$.snapshot_id'))))"
     ),
     "postgresql": (
         "(jsonb_array_length(replay_trace.missing_outputs) = 0 AND NOT EXISTS ("
-        "SELECT 1 FROM jsonb_array_elements_text(replay_trace.required_snapshot_ids) j(v) "
-        "WHERE NOT EXISTS (SELECT 1 FROM replay_snapshot s WHERE s.snapshot_id = j.v)))"
+        "SELECT 1 FROM jsonb_array_elements(replay_trace.required_snapshot_ids) j(v) "
+        "WHERE j.v->>'snapshot_id' IS NULL OR NOT EXISTS ("
+        "SELECT 1 FROM replay_snapshot s WHERE s.snapshot_id = j.v->>'snapshot_id')))"
     ),
 }
 
@@ -87,7 +96,7 @@ def _day_start(day: date) -> datetime:
 
 
 def trace_queryset(filters: TraceFilters) -> QuerySet[Trace]:
-    qs = Trace.objects.all()
+    qs = Trace.objects.select_related("blob")
     if filters.format:
         qs = qs.filter(format=filters.format)
     if filters.verdict:
@@ -139,23 +148,190 @@ def trace_page(
 
 
 def trace_formats() -> list[str]:
-    """Formats offered by the filter: the registered ones if the registry says, else stored."""
-    try:
-        from replay.formats import FORMATS  # type: ignore[attr-defined]
-
-        return sorted(FORMATS)
-    except ImportError:
-        return sorted(Trace.objects.values_list("format", flat=True).distinct()[:50])
+    """The formats the filter offers: every format this console reads."""
+    return sorted(SUPPORTED)
 
 
 def traces_mark_replayable(traces: list[Trace]) -> None:
     """Set `trace.replayable` on each trace of a page with one query for all snapshots."""
-    from replay.models import Snapshot
-
-    wanted = {sid for t in traces for sid in (t.required_snapshot_ids or [])}
+    wanted = {
+        ref.get("snapshot_id")
+        for t in traces
+        for ref in (t.required_snapshot_ids or [])
+        if ref.get("snapshot_id")
+    }
     stored = set(
         Snapshot.objects.filter(snapshot_id__in=wanted).values_list("snapshot_id", flat=True)
     )
     for trace in traces:
-        required = set(trace.required_snapshot_ids or [])
-        trace.replayable = not trace.missing_outputs and required <= stored  # type: ignore[attr-defined]
+        refs = trace.required_snapshot_ids or []
+        trace.replayable = not trace.missing_outputs and all(  # type: ignore[attr-defined]
+            ref.get("snapshot_id") in stored for ref in refs
+        )
+
+
+# --- one trace, for its page ----------------------------------------------------------------
+
+OUTLINE_EVENTS = 80  # events read from the start of the stream
+OUTLINE_WINDOW = 20  # events either side of a chain break
+OUTLINE_STEPS = 200
+
+
+@dataclass
+class SnapshotLine:
+    kind: str
+    snapshot_id: str
+    alg: str
+    key_id: str
+    in_file: bool
+    stored: bool
+    status: str  # "verified" | "failed" | "not checked" | "not retained"
+    detail: str = ""
+
+
+@dataclass
+class Outline:
+    header: dict[str, Any]
+    events: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    steps_total: int
+    snapshots: list[SnapshotLine]
+    broke_at: int | None
+    break_detail: str
+    unreadable: str = ""
+
+
+def failed_check(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    for check in (report or {}).get("checks", []):
+        if not check.get("ok"):
+            return check
+    return None
+
+
+def _chain_break(report: dict[str, Any] | None) -> tuple[int | None, str]:
+    check = failed_check(report)
+    broke_at = (report or {}).get("broke_at")
+    if check and check.get("name") == "events" and isinstance(broke_at, int):
+        return broke_at, str(check.get("detail", ""))
+    return None, ""
+
+
+def _snapshot_lines(header: dict[str, Any], report: dict[str, Any] | None) -> list[SnapshotLine]:
+    snaps = header.get("snapshots", [])
+    stored = set(
+        Snapshot.objects.filter(snapshot_id__in=[s.get("snapshot_id") for s in snaps]).values_list(
+            "snapshot_id", flat=True
+        )
+    )
+    check_names = {c.get("name"): c for c in (report or {}).get("checks", [])}
+    failing = failed_check(report)
+    bad_index = (
+        report.get("broke_at")
+        if report and failing and failing.get("name") == "snapshots"
+        else None
+    )
+    verified_all = bool(check_names.get("snapshots", {}).get("ok"))
+    lines = []
+    for index, snap in enumerate(snaps):
+        sig = snap.get("signature") or {}
+        in_file = "body" in snap
+        is_stored = snap.get("snapshot_id") in stored
+        if not in_file and not is_stored:
+            status, detail = "not retained", "no body in the file or in the store"
+        elif bad_index == index:
+            status, detail = "failed", str(failing.get("detail", "")) if failing else ""
+        elif verified_all or (isinstance(bad_index, int) and index < bad_index):
+            status, detail = "verified", ""
+        else:
+            status, detail = "not checked", "the verification stopped before this snapshot"
+        lines.append(
+            SnapshotLine(
+                kind=str(snap.get("kind", "")),
+                snapshot_id=str(snap.get("snapshot_id", "")),
+                alg=str(sig.get("alg", "")),
+                key_id=str(sig.get("key_id", "")),
+                in_file=in_file,
+                stored=is_stored,
+                status=status,
+                detail=detail,
+            )
+        )
+    return lines
+
+
+def _brief_step(step: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "seq": step.get("seq"),
+        "step_id": step.get("step_id"),
+        "kind": step.get("kind"),
+        "fn": step.get("fn") or step.get("name") or "",
+        "output_ref": step.get("output_ref", ""),
+    }
+
+
+def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
+    """What the trace page shows of the file itself, read in one pass that stops early.
+
+    It keeps the first OUTLINE_EVENTS events, a window around a chain break the report
+    names, and the first OUTLINE_STEPS steps; payloads are left out (they may hold personal
+    data, and the page does not need them to show where a chain broke).
+    """
+    broke_at, break_detail = _chain_break(report)
+    events: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    steps_total = trace.step_count
+    try:
+        with blob_open(trace.blob.storage_name) as fh:
+            opened = open_trace(fh, trace.filename)
+            header = opened.header
+            for record in opened.records():
+                if record.kind == "event":
+                    seq = record.body.get("seq", -1)
+                    near = broke_at is not None and abs(seq - broke_at) <= OUTLINE_WINDOW
+                    if len(events) < OUTLINE_EVENTS or near:
+                        body = record.body
+                        events.append({"seq": seq, "type": body.get("type", "")})
+                elif record.kind == "step" and len(steps) < OUTLINE_STEPS:
+                    steps.append(_brief_step(record.body))
+                events_done = len(events) >= OUTLINE_EVENTS and (
+                    broke_at is None or (events and events[-1]["seq"] > broke_at + OUTLINE_WINDOW)
+                )
+                if events_done and len(steps) >= min(OUTLINE_STEPS, steps_total):
+                    break
+    except (ReplayError, OSError) as exc:
+        return Outline({}, [], [], steps_total, [], broke_at, break_detail, unreadable=str(exc))
+    header = {k: v for k, v in header.items() if k not in ("events", "steps", "outputs")}
+    return Outline(
+        header=header,
+        events=events,
+        steps=steps,
+        steps_total=steps_total,
+        snapshots=_snapshot_lines(header, report),
+        broke_at=broke_at,
+        break_detail=break_detail,
+    )
+
+
+def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | str, Any]:
+    """The recorded output of each named step (or "final_answer"), read from the stored file.
+
+    The diff page shows these as the unchanged context around a divergence.
+    """
+    found: dict[int | str, Any] = {}
+    wanted = {s for s in steps if isinstance(s, int)}
+    try:
+        with blob_open(trace.blob.storage_name) as fh:
+            opened = open_trace(fh, trace.filename)
+            if "final_answer" in steps:
+                found["final_answer"] = opened.header.get("final_answer")
+            if wanted:
+                for record in opened.records():
+                    seq = record.body.get("seq")
+                    if record.kind == "step" and seq in wanted:
+                        found[seq] = record.body.get("output")
+                        wanted.discard(seq)
+                        if not wanted:
+                            break
+    except (ReplayError, OSError):
+        return found
+    return found

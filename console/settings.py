@@ -181,9 +181,10 @@ CELERY_TASK_IGNORE_RESULT = True
 
 # --- REST API ------------------------------------------------------------------------------
 REST_FRAMEWORK = {
+    # Token first, so an anonymous client gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from console.views import auth, traces
+from console.views import auth, governance, ops, runs, traces
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
@@ -15,5 +15,56 @@ urlpatterns = [
     path("accounts/2fa/verify/", auth.otp_verify_view, name="otp-verify"),
     # traces
     path("traces/", traces.trace_list_view, name="trace-list"),
+    path("traces/upload/", traces.trace_upload_view, name="trace-upload"),
+    path("traces/<str:trace_ref>/", traces.trace_detail_view, name="trace-detail"),
+    path("traces/<str:trace_ref>/replay/", runs.run_start_view, name="run-start"),
+    # replays
+    path("runs/<str:run_id>/", runs.run_detail_view, name="run-detail"),
+    path("runs/<str:run_id>/status/", runs.run_status_view, name="run-status"),
+    path("runs/<str:run_id>/value/", runs.run_value_view, name="run-value"),
+    path("runs/<str:run_id>/report.json", runs.run_report_json_view, name="run-report-json"),
+    path(
+        "runs/<str:run_id>/force-continue/",
+        governance.force_continue_request_view,
+        name="force-continue-request",
+    ),
+    # governance
+    path("force-continue/", governance.force_continue_list_view, name="force-continue-list"),
+    path(
+        "force-continue/<str:request_id>/",
+        governance.force_continue_detail_view,
+        name="force-continue-detail",
+    ),
+    path("governance/", governance.ledger_view, name="ledger"),
+    path(
+        "governance/checkpoint.json",
+        governance.checkpoint_export_view,
+        name="checkpoint-export",
+    ),
+    path(
+        "governance/checkpoint/check/",
+        governance.checkpoint_check_view,
+        name="checkpoint-check",
+    ),
+    path("governance/halts/", governance.halt_list_view, name="halt-list"),
+    path("governance/halts/<int:halt_seq>/", governance.halt_detail_view, name="halt-detail"),
+    path("governance/keys/", governance.key_list_view, name="key-list"),
+    path("governance/keys/register/", governance.key_register_view, name="key-register"),
+    path("governance/keys/rotate/", governance.server_key_rotate_view, name="server-key-rotate"),
+    path(
+        "governance/keys/<str:key_id>/confirm/",
+        governance.key_confirm_view,
+        name="key-confirm",
+    ),
+    path(
+        "governance/keys/<str:key_id>/revoke/",
+        governance.key_revoke_view,
+        name="key-revoke",
+    ),
+    path("governance/users/", governance.user_list_view, name="user-list"),
+    path("ops/", ops.dashboard_view, name="ops-dashboard"),
+    # API
+    path("api/", include("console.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", ops.api_docs_view, name="api-docs"),
 ]

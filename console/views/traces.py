@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlencode
 
+from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
-from console import roles
+from console import charts, roles
 from console.forms import TraceFilterForm
-from console.selectors import CursorError, trace_formats, trace_page
+from console.selectors import (
+    CursorError,
+    trace_formats,
+    trace_outline,
+    trace_page,
+    traces_mark_replayable,
+)
+from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
+from governance.selectors import halts_active_map
+from replay.errors import ReplayError
+from replay.models import Trace
+from replay.selectors import runs_for_trace, trace_missing
+from replay.services import trace_ingest
 
 MESSAGE_NO_FILE = "Choose at least one trace file to upload."
+NO_FILE = "NO_FILE"
 
 
 @require_GET
@@ -43,3 +60,102 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
         "newer_url": link(page.prev_cursor) if page else None,
     }
     return partial_or_page(request, "console/trace_list.html", "trace-table", context, status)
+
+
+@dataclass
+class UploadOutcome:
+    filename: str
+    trace: Trace | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+    created: bool = True
+    code: str = ""
+    message: str = ""
+    where: str = ""
+
+
+def _where(broke_at: int | str | None) -> str:
+    if broke_at is None or broke_at == "":
+        return ""
+    return f"line {broke_at}" if isinstance(broke_at, int) else str(broke_at)
+
+
+def _ingest_one(request: HttpRequest, upload: UploadedFile) -> UploadOutcome:
+    filename = os.path.basename(upload.name or "upload")
+    if upload.size is not None and upload.size > upload_limit():
+        return UploadOutcome(filename, code=UPLOAD_TOO_LARGE, message=too_large_message())
+    try:
+        result = trace_ingest(source=upload, filename=filename, uploaded_by=request.user)
+    except ReplayError as exc:
+        return UploadOutcome(
+            filename, code=exc.code, message=exc.message, where=_where(exc.broke_at)
+        )
+    return UploadOutcome(filename, trace=result.trace, report=result.report, created=result.created)
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def trace_upload_view(request: HttpRequest) -> HttpResponse:
+    """Several files per request (the plain form) or one per request (upload.js, via XHR).
+
+    A refusal is per file: one corrupt file does not stop the others, and stores nothing.
+    """
+    roles.require(request.user, roles.UPLOAD)
+    outcomes: list[UploadOutcome] = []
+    status = 200
+    if request.method == "POST":
+        files = request.FILES.getlist("files")
+        if not files:
+            status = 400
+            outcomes.append(UploadOutcome("", code=NO_FILE, message=MESSAGE_NO_FILE))
+        outcomes += [_ingest_one(request, upload) for upload in files]
+        traces_mark_replayable([o.trace for o in outcomes if o.trace is not None])
+        if getattr(request, "htmx", False) and len(outcomes) == 1 and outcomes[0].code:
+            status = {UPLOAD_TOO_LARGE: 413, NO_FILE: 400}.get(outcomes[0].code, 422)
+    context = {
+        "outcomes": outcomes,
+        "limit": human_bytes(upload_limit()),
+        "limit_bytes": upload_limit(),
+    }
+    return partial_or_page(request, "console/trace_upload.html", "upload-results", context, status)
+
+
+def latest_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
+    """The newest finished replay's report, else the verification done at upload."""
+    for run in runs:
+        if run.report:
+            return run.report
+    return trace.ingest_report or {}
+
+
+@require_GET
+@signed_in
+def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    runs = runs_for_trace(trace)
+    report = latest_report(trace, runs)
+    outline = trace_outline(trace, report)
+    halts = halts_active_map()
+    halted = {
+        target: why
+        for target, why in halts.items()
+        if target == trace.trace_id or target in {s.snapshot_id for s in outline.snapshots}
+    }
+    context = {
+        "trace": trace,
+        "outline": outline,
+        "report": report,
+        "timeline": charts.timeline(
+            outline.events, total=trace.event_count, broke_at=outline.broke_at
+        ),
+        "missing": trace_missing(trace),
+        "runs": runs,
+        "halted": halted,
+        "modes": roles.replay_modes_for(request.user),
+        "copies": list(
+            Trace.objects.filter(trace_id=trace.trace_id)
+            .exclude(pk=trace.pk)
+            .select_related("blob")
+            .order_by("-created_at")[:20]
+        ),
+    }
+    return partial_or_page(request, "console/trace_detail.html", "trace-runs", context)

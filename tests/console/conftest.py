@@ -1,9 +1,42 @@
 from __future__ import annotations
 
+import functools
+import io
+from datetime import UTC, datetime
+
 import pytest
 from django.test import Client
 
-from tests.console.personas import client_for
+from tests.console.personas import client_for, persona
+
+TRACE_KEY_ID = "console-tests"
+#: a test vector, not a secret: signs the traces these tests record
+TRACE_SECRET = b"console tests trace key, a test vector"
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_server_key_cache():
+    # governance caches server private keys per process; each test database starts without
+    from governance import ledger
+
+    ledger._private_keys.clear()
+    yield
+    ledger._private_keys.clear()
+
+
+@pytest.fixture(autouse=True)
+def _private_storage(settings, tmp_path):
+    """Every test gets its own blob store and spool directory."""
+    settings.VAR_DIR = tmp_path / "var"
+    settings.VAR_DIR.mkdir()
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "blobs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "blobs")},
+        },
+    }
 
 
 @pytest.fixture
@@ -12,6 +45,71 @@ def as_persona(db):
 
     def make(name: str, **extra: str) -> Client:
         return client_for(name, **extra)
+
+    return make
+
+
+@functools.cache
+def trace_bytes(name: str) -> bytes:
+    """One of replay.demo's variants (ok, diverged, broken_chain, ...), signed with the tests'
+    HMAC key, as the bytes of a native .trace.json file."""
+    from replay.demo import variants
+    from replay.formats import native
+    from replay.recorder import signer_for
+    from replay.signatures import HMAC_SHA256
+
+    documents = variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))
+    return native.dumps_document(documents[name])
+
+
+@pytest.fixture
+def trace_key(db):
+    from replay.keys import key_add_hmac
+
+    return key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
+
+
+@pytest.fixture
+def ingest(trace_key):
+    """`ingest("diverged")` stores that variant and returns its Trace."""
+    from replay.services import trace_ingest
+
+    def make(name: str):
+        return trace_ingest(
+            source=io.BytesIO(trace_bytes(name)), filename=f"{name}.trace.json"
+        ).trace
+
+    return make
+
+
+@pytest.fixture
+def replayed(ingest):
+    """`replayed("diverged", by="alice")`: a finished, governed audit replay of that variant."""
+    from governance.services import replay_request, replay_run_govern
+
+    def make(name: str, by: str = "alice", mode: str = "audit"):
+        trace = ingest(name)
+        run = replay_request(trace=trace, mode=mode, actor=persona(by), enqueue=False)
+        return replay_run_govern(run_id=run.id)
+
+    return make
+
+
+@pytest.fixture
+def member_key():
+    """`member_key("cora")`: registers a fresh Ed25519 key for her, confirmed by adam, and
+    returns (MemberKey, private key bytes)."""
+    from governance import keystore
+    from governance.services import member_key_confirm, member_key_register
+    from governance.signing import public_key_of
+
+    def make(name: str, confirm: bool = True):
+        private = keystore.generate_private_key()
+        key = member_key_register(user=persona(name), public_key=public_key_of(private).hex())
+        if confirm:
+            confirmer = persona("sam" if name == "adam" else "adam")
+            key = member_key_confirm(key=key, admin=confirmer)
+        return key, private
 
     return make
 

@@ -14,6 +14,9 @@ from tests.console.personas import EVERYONE
 
 pytestmark = pytest.mark.django_db
 
+ONE = "sha256:" + "1" * 64
+TWO = "sha256:" + "2" * 64
+
 
 def ids(page):
     return [t.trace_id for t in page.traces]
@@ -63,14 +66,24 @@ class TestFilters:
         assert ids(page) == [inside.trace_id]
 
     def test_by_replayable_needs_every_snapshot_stored_and_no_missing_output(self):
-        snapshot_row("sha256:" + "1" * 64)
-        complete = trace_row(required_snapshot_ids=["sha256:" + "1" * 64])
-        lacks_snapshot = trace_row(required_snapshot_ids=["sha256:" + "2" * 64])
+        snapshot_row(ONE)
+        complete = trace_row(required_snapshot_ids=[{"kind": "selfrep", "snapshot_id": ONE}])
+        lacks_snapshot = trace_row(required_snapshot_ids=[{"kind": "router", "snapshot_id": TWO}])
+        unreferenced = trace_row(required_snapshot_ids=[{"kind": "router", "snapshot_id": None}])
         lacks_output = trace_row(missing_outputs=["llm-1"])
         yes = ids(trace_page(filters=TraceFilters(replayable=True)))
         no = ids(trace_page(filters=TraceFilters(replayable=False)))
         assert yes == [complete.trace_id]
-        assert sorted(no) == sorted([lacks_snapshot.trace_id, lacks_output.trace_id])
+        assert sorted(no) == sorted(
+            [lacks_snapshot.trace_id, unreferenced.trace_id, lacks_output.trace_id]
+        )
+        page = trace_page(filters=TraceFilters())
+        assert {t.trace_id: t.replayable for t in page.traces} == {
+            complete.trace_id: True,
+            lacks_snapshot.trace_id: False,
+            unreferenced.trace_id: False,
+            lacks_output.trace_id: False,
+        }
 
     def test_through_the_page_the_form_filters_and_keeps_the_choice(self, as_persona):
         trace_row(status="ok")

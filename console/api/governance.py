@@ -1,0 +1,376 @@
+"""Governance over the API: force-continue requests and signed approvals, halts, keys, and the
+read-only ledger with its verification status."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console import roles
+from console.api.common import ErrorOutput
+from governance import codes, conf, signing
+from governance import selectors as gov
+from governance import services as gov_services
+from governance.models import ForceContinueRequest, Halt
+from replay.canonical import jcs
+
+ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput, 409: ErrorOutput}
+
+
+class ForceContinueOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    run_id = serializers.UUIDField()
+    trace_id = serializers.CharField(source="run.trace.trace_id")
+    step = serializers.IntegerField()
+    divergence_digest = serializers.CharField()
+    reason = serializers.CharField()
+    requested_by = serializers.CharField(source="requested_by.username")
+    state = serializers.CharField()
+    expires_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    resumed_run = serializers.UUIDField(source="resumed_run_id", allow_null=True)
+    remaining = serializers.SerializerMethodField()
+    expired = serializers.SerializerMethodField()
+
+    def get_remaining(self, fc: ForceContinueRequest) -> str:
+        return gov.force_continue_tally(request=fc).missing
+
+    def get_expired(self, fc: ForceContinueRequest) -> bool:
+        return gov.force_continue_is_expired(request=fc)
+
+
+class SignedApprovalInput(serializers.Serializer):
+    """What `governance sign` or the browser produces: the exact payload and its signature."""
+
+    payload = serializers.JSONField()
+    key_id = serializers.CharField(max_length=128)
+    alg = serializers.ChoiceField(choices=[signing.ALG], default=signing.ALG)
+    signature = serializers.CharField(max_length=256)
+
+
+class ApprovalOutput(serializers.Serializer):
+    seq = serializers.IntegerField(source="event_id")
+    approver = serializers.CharField(source="approver.username")
+    role = serializers.CharField()
+    key_id = serializers.CharField(source="key.key_id")
+    decision = serializers.CharField()
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ForceContinueRequestCreateApi(APIView):
+    """File a force-continue request for a replay that stopped at a divergence."""
+
+    @extend_schema_serializer(component_name="ForceContinueRequestCreateInput")
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(max_length=5000)
+        expires_in_hours = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+
+    @extend_schema(
+        operation_id="force_continue_create",
+        request=InputSerializer,
+        responses={201: ForceContinueOutput, **ERRORS},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = roles.access_run_by_id(request.user, run_id, roles.FORCE_CONTINUE_REQUEST)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        hours = data.validated_data.get("expires_in_hours", conf.force_continue_hours())
+        fc = gov_services.force_continue_request_file(
+            run=run,
+            actor=request.user,
+            reason=data.validated_data["reason"],
+            expires_at=timezone.now() + timedelta(hours=hours),
+        )
+        return Response(ForceContinueOutput(fc).data, status=status.HTTP_201_CREATED)
+
+
+class ForceContinueListApi(APIView):
+    @extend_schema_serializer(component_name="ForceContinueListFilter")
+    class FilterSerializer(serializers.Serializer):
+        state = serializers.ChoiceField(choices=ForceContinueRequest.State.values, required=False)
+
+    @extend_schema(
+        operation_id="force_continue_list",
+        parameters=[FilterSerializer],
+        responses={200: ForceContinueOutput(many=True), **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        found = gov.force_continue_requests()
+        if "state" in params.validated_data:
+            found = found.filter(state=params.validated_data["state"])
+        return Response(ForceContinueOutput(found[:200], many=True).data)
+
+
+class ForceContinueDetailApi(APIView):
+    """A request, its approvals, and the exact payload to sign for a decision and role."""
+
+    @extend_schema_serializer(component_name="ForceContinueDetailOutput")
+    class OutputSerializer(ForceContinueOutput):
+        approvals = ApprovalOutput(many=True, source="approval_list")
+        payload = serializers.JSONField()
+        payload_jcs = serializers.CharField()
+
+    @extend_schema(
+        operation_id="force_continue_retrieve",
+        parameters=[
+            OpenApiParameter("decision", OpenApiTypes.STR, enum=list(signing.DECISIONS)),
+            OpenApiParameter("role", OpenApiTypes.STR, enum=list(signing.SIGNING_ROLES)),
+            OpenApiParameter("reason", OpenApiTypes.STR),
+        ],
+        responses={200: OutputSerializer, **ERRORS},
+    )
+    def get(self, request: Request, request_id: str) -> Response:
+        fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
+        decision = request.query_params.get("decision", signing.APPROVE)
+        role = request.query_params.get("role", signing.ROLE_COUNCIL)
+        if decision not in signing.DECISIONS or role not in signing.SIGNING_ROLES:
+            raise serializers.ValidationError(
+                {
+                    "decision": [f"one of {', '.join(signing.DECISIONS)}"],
+                    "role": [f"one of {', '.join(signing.SIGNING_ROLES)}"],
+                }
+            )
+        payload = gov_services.force_continue_payload_for(
+            request=fc, decision=decision, role=role, reason=request.query_params.get("reason", "")
+        )
+        fc.approval_list = list(fc.approvals.select_related("approver", "key"))  # type: ignore[attr-defined]
+        fc.payload = payload  # type: ignore[attr-defined]
+        fc.payload_jcs = jcs(payload).decode()  # type: ignore[attr-defined]
+        return Response(self.OutputSerializer(fc).data)
+
+
+def _require_signer(user: Any, payload: Any) -> None:
+    role = payload.get("role") if isinstance(payload, dict) else None
+    if role == signing.ROLE_ADMIN:
+        roles.require(user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
+    elif role == signing.ROLE_COUNCIL:
+        roles.require(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
+    elif not (
+        roles.can(user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
+        or roles.can(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
+    ):
+        raise PermissionDenied("your roles do not allow signing a force-continue")
+
+
+class ApprovalCreateApi(APIView):
+    """Record one signed approval or denial; the body carries the Ed25519 signature."""
+
+    @extend_schema(
+        operation_id="force_continue_approve",
+        request=SignedApprovalInput,
+        responses={201: ApprovalOutput, **ERRORS},
+    )
+    def post(self, request: Request, request_id: str) -> Response:
+        if not (
+            roles.can(request.user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
+            or roles.can(request.user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
+        ):
+            raise PermissionDenied("your roles do not allow signing a force-continue")
+        fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
+        data = SignedApprovalInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        _require_signer(request.user, data.validated_data["payload"])
+        approval = gov_services.approval_record(
+            request=fc, approver=request.user, document=dict(data.validated_data)
+        )
+        return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
+
+
+class HaltOutput(serializers.Serializer):
+    seq = serializers.IntegerField()
+    target_kind = serializers.CharField()
+    target_id = serializers.CharField()
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    active = serializers.BooleanField()
+    signatures = serializers.IntegerField()
+    clear_payload = serializers.JSONField()
+
+
+class HaltListApi(APIView):
+    @extend_schema(operation_id="halts_list", responses={200: HaltOutput(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        active = {h.seq for h in gov.halts_active()}
+        halts = list(Halt.objects.order_by("-seq")[:200])
+        for halt in halts:
+            halt.active = halt.seq in active  # type: ignore[attr-defined]
+            halt.signatures = gov.halt_approvals(halt_seq=halt.seq).count()  # type: ignore[attr-defined]
+            halt.clear_payload = gov_services.halt_clear_payload_for(halt=halt)  # type: ignore[attr-defined]
+        return Response(HaltOutput(halts, many=True).data)
+
+
+class HaltClearApprovalApi(APIView):
+    """One council signature toward clearing a halt (FORCE_HALT_CLEAR on quorum)."""
+
+    @extend_schema(
+        operation_id="halts_clear_approve",
+        request=SignedApprovalInput,
+        responses={201: ApprovalOutput, **ERRORS},
+    )
+    def post(self, request: Request, halt_seq: int) -> Response:
+        halt = roles.access_halt_by_seq(request.user, halt_seq, roles.HALT_CLEAR)
+        data = SignedApprovalInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        approval = gov_services.halt_clear_approval_record(
+            halt_seq=halt.seq, approver=request.user, document=dict(data.validated_data)
+        )
+        return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
+
+
+class MemberKeyOutput(serializers.Serializer):
+    key_id = serializers.CharField()
+    owner = serializers.CharField(source="user.username")
+    public_key = serializers.CharField()
+    fingerprint = serializers.CharField()
+    label = serializers.CharField()
+    registered_at = serializers.DateTimeField()
+    confirmed_at = serializers.DateTimeField(allow_null=True)
+    confirmed_by = serializers.CharField(source="confirmed_by.username", default=None)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class ServerKeyOutput(serializers.Serializer):
+    key_id = serializers.CharField()
+    public_key = serializers.CharField()
+    fingerprint = serializers.CharField()
+    valid_from = serializers.DateTimeField()
+    valid_until = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class KeyListApi(APIView):
+    @extend_schema_serializer(component_name="KeyListOutput")
+    class OutputSerializer(serializers.Serializer):
+        member_keys = MemberKeyOutput(many=True)
+        server_keys = ServerKeyOutput(many=True)
+
+    @extend_schema(operation_id="keys_list", responses={200: OutputSerializer, **ERRORS})
+    def get(self, request: Request) -> Response:
+        from governance.models import SigningKey
+
+        roles.require(request.user, roles.BROWSE)
+        body = {"member_keys": gov.member_keys(), "server_keys": SigningKey.objects.all()}
+        return Response(self.OutputSerializer(body).data)
+
+
+class KeyRegisterApi(APIView):
+    """Register your own Ed25519 public key; an admin confirms it before it can sign."""
+
+    @extend_schema_serializer(component_name="KeyRegisterInput")
+    class InputSerializer(serializers.Serializer):
+        public_key = serializers.CharField(max_length=4096)
+        label = serializers.CharField(max_length=200, required=False, default="")
+
+    @extend_schema(
+        operation_id="keys_register",
+        request=InputSerializer,
+        responses={201: MemberKeyOutput, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        roles.require(request.user, roles.SIGNING_KEY_REGISTER)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = gov_services.member_key_register(
+            user=request.user,
+            public_key=data.validated_data["public_key"],
+            label=data.validated_data["label"],
+        )
+        return Response(MemberKeyOutput(key).data, status=status.HTTP_201_CREATED)
+
+
+class KeyConfirmApi(APIView):
+    @extend_schema(
+        operation_id="keys_confirm", request=None, responses={200: MemberKeyOutput, **ERRORS}
+    )
+    def post(self, request: Request, key_id: str) -> Response:
+        key = roles.access_member_key_by_id(request.user, key_id, roles.MANAGE)
+        key = gov_services.member_key_confirm(key=key, admin=request.user)
+        return Response(MemberKeyOutput(key).data)
+
+
+class EventOutput(serializers.Serializer):
+    seq = serializers.IntegerField()
+    code = serializers.IntegerField()
+    type = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    actor = serializers.SerializerMethodField()
+    payload = serializers.JSONField()
+    prev_hash = serializers.CharField()
+    hash = serializers.CharField()
+    server_key_id = serializers.CharField()
+    server_signature = serializers.CharField()
+    actor_key_id = serializers.CharField(allow_null=True)
+    actor_signature = serializers.CharField(allow_null=True)
+
+    def get_actor(self, event: Any) -> str:
+        return event.actor_label or (event.actor.username if event.actor_id else "")
+
+
+class EventListApi(APIView):
+    """The ledger, newest first, read-only; page with `before` (a seq)."""
+
+    @extend_schema_serializer(component_name="EventListFilter")
+    class FilterSerializer(serializers.Serializer):
+        range = serializers.ChoiceField(choices=sorted(codes.RANGES), required=False)
+        before = serializers.IntegerField(required=False, min_value=1)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+
+    @extend_schema_serializer(component_name="EventListOutput")
+    class OutputSerializer(serializers.Serializer):
+        results = EventOutput(many=True)
+        next_before = serializers.IntegerField(allow_null=True)
+
+    @extend_schema(
+        operation_id="governance_events_list",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        found = gov.events(code_range=data.get("range")).select_related("actor")
+        if "before" in data:
+            found = found.filter(seq__lt=data["before"])
+        limit = data["limit"]
+        rows = list(found[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        body = {"results": rows, "next_before": rows[-1].seq if more and rows else None}
+        return Response(self.OutputSerializer(body).data)
+
+
+class LedgerVerificationApi(APIView):
+    @extend_schema_serializer(component_name="LedgerVerificationOutput")
+    class OutputSerializer(serializers.Serializer):
+        ok = serializers.BooleanField()
+        size = serializers.IntegerField()
+        head_hash = serializers.CharField()
+        genesis_hash = serializers.CharField()
+        broke_at = serializers.IntegerField(allow_null=True)
+        code = serializers.CharField(allow_null=True)
+        reason = serializers.CharField(allow_null=True)
+
+    @extend_schema(
+        operation_id="governance_verification", responses={200: OutputSerializer, **ERRORS}
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        result = gov.ledger_verify().as_dict()
+        return Response(self.OutputSerializer(result).data)

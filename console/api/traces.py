@@ -1,0 +1,160 @@
+"""Traces over the API: upload (multipart or raw body), list with filters and cursor, detail."""
+
+from __future__ import annotations
+
+import os
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import UnsupportedMediaType, ValidationError
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console import roles
+from console.api.common import ErrorOutput, OctetStreamParser, RunOutput, TraceOutput
+from console.api.errors import INVALID_INPUT, ApiError
+from console.selectors import (
+    MAX_PAGE_SIZE,
+    CursorError,
+    TraceFilters,
+    trace_page,
+    traces_mark_replayable,
+)
+from replay.models import Trace
+from replay.selectors import runs_for_trace, trace_missing
+from replay.services import trace_ingest
+
+ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
+
+
+class TraceUploadApi(APIView):
+    """Upload one trace: multipart `file`, or the raw bytes with `?filename=`."""
+
+    parser_classes = (MultiPartParser, OctetStreamParser)
+
+    @extend_schema_serializer(component_name="TraceUploadOutput")
+    class OutputSerializer(TraceOutput):
+        created = serializers.BooleanField()
+        report = serializers.JSONField(source="ingest_report")
+
+    @extend_schema(
+        operation_id="traces_upload",
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            },
+            "application/octet-stream": {"type": "string", "format": "binary"},
+        },
+        parameters=[
+            OpenApiParameter(
+                "filename",
+                OpenApiTypes.STR,
+                description="the file name (raw body uploads): its suffix tells the spelling",
+            )
+        ],
+        responses={201: OutputSerializer, 200: OutputSerializer, 413: ErrorOutput, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        roles.require(request.user, roles.UPLOAD)
+        content_type = (request.content_type or "").split(";")[0].strip().lower()
+        if content_type == "multipart/form-data":
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise ValidationError({"file": ["No file was submitted."]})
+            source, filename = upload, os.path.basename(upload.name or "upload")
+        elif content_type == "application/octet-stream":
+            filename = os.path.basename(request.query_params.get("filename", "").strip())
+            if not filename:
+                raise ValidationError({"filename": ["Name the file (?filename=...)."]})
+            source = request._request  # streamed by the service, never read whole here
+        else:
+            raise UnsupportedMediaType(content_type or "(none)")
+        result = trace_ingest(source=source, filename=filename, uploaded_by=request.user)
+        trace = result.trace
+        traces_mark_replayable([trace])
+        trace.created = result.created  # type: ignore[attr-defined]
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(self.OutputSerializer(trace).data, status=code)
+
+
+class TraceListApi(APIView):
+    """Traces newest first, with filters and cursor pagination."""
+
+    @extend_schema_serializer(component_name="TraceListFilter")
+    class FilterSerializer(serializers.Serializer):
+        format = serializers.CharField(required=False, max_length=32)
+        verdict = serializers.ChoiceField(choices=Trace.Status.values, required=False)
+        replayable = serializers.BooleanField(required=False, allow_null=True, default=None)
+        date_from = serializers.DateField(required=False)
+        date_to = serializers.DateField(required=False)
+        q = serializers.CharField(required=False, max_length=255, help_text="trace or job id")
+        cursor = serializers.CharField(required=False, max_length=512)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
+
+    @extend_schema_serializer(component_name="TraceListOutput")
+    class OutputSerializer(serializers.Serializer):
+        results = TraceOutput(many=True)
+        next = serializers.CharField(allow_null=True)
+        previous = serializers.CharField(allow_null=True)
+
+    @extend_schema(
+        operation_id="traces_list",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        filters = TraceFilters(
+            format=data.get("format", ""),
+            verdict=data.get("verdict", ""),
+            replayable=data.get("replayable"),
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+            q=data.get("q", "").strip(),
+        )
+        try:
+            page = trace_page(filters=filters, cursor=data.get("cursor"), limit=data.get("limit"))
+        except CursorError:
+            raise ApiError(
+                INVALID_INPUT, "invalid cursor", 400, fields={"cursor": ["invalid"]}
+            ) from None
+
+        def link(cursor: str | None) -> str | None:
+            if cursor is None:
+                return None
+            query = request.query_params.copy()
+            query["cursor"] = cursor
+            return request.build_absolute_uri("?" + query.urlencode())
+
+        body = {
+            "results": TraceOutput(page.traces, many=True).data,
+            "next": link(page.next_cursor),
+            "previous": link(page.prev_cursor),
+        }
+        return Response(body)
+
+
+class TraceDetailApi(APIView):
+    @extend_schema_serializer(component_name="TraceDetailOutput")
+    class OutputSerializer(TraceOutput):
+        missing = serializers.ListField(child=serializers.CharField())
+        ingest_report = serializers.JSONField()
+        required_snapshots = serializers.JSONField(source="required_snapshot_ids")
+        runs = RunOutput(many=True, source="recent_runs")
+
+    @extend_schema(operation_id="traces_retrieve", responses={200: OutputSerializer, **ERRORS})
+    def get(self, request: Request, trace_ref: str) -> Response:
+        """A stored trace by the sha256 of its file, or by trace id (the newest copy)."""
+        trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+        traces_mark_replayable([trace])
+        trace.missing = trace_missing(trace)  # type: ignore[attr-defined]
+        trace.recent_runs = runs_for_trace(trace)[:50]  # type: ignore[attr-defined]
+        return Response(self.OutputSerializer(trace).data)

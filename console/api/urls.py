@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from console.api import governance, replays, traces
+
+urlpatterns = [
+    path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
+    path("traces/upload/", traces.TraceUploadApi.as_view(), name="api-trace-upload"),
+    path("traces/<str:trace_ref>/", traces.TraceDetailApi.as_view(), name="api-trace-detail"),
+    path("replays/", replays.ReplayCreateApi.as_view(), name="api-replay-create"),
+    path("replays/<str:run_id>/", replays.ReplayStatusApi.as_view(), name="api-replay-status"),
+    path(
+        "replays/<str:run_id>/report/",
+        replays.ReplayReportApi.as_view(),
+        name="api-replay-report",
+    ),
+    path(
+        "replays/<str:run_id>/force-continue/",
+        governance.ForceContinueRequestCreateApi.as_view(),
+        name="api-force-continue-create",
+    ),
+    path(
+        "force-continue/", governance.ForceContinueListApi.as_view(), name="api-force-continue-list"
+    ),
+    path(
+        "force-continue/<str:request_id>/",
+        governance.ForceContinueDetailApi.as_view(),
+        name="api-force-continue-detail",
+    ),
+    path(
+        "force-continue/<str:request_id>/approvals/",
+        governance.ApprovalCreateApi.as_view(),
+        name="api-approval-create",
+    ),
+    path("halts/", governance.HaltListApi.as_view(), name="api-halt-list"),
+    path(
+        "halts/<int:halt_seq>/approvals/",
+        governance.HaltClearApprovalApi.as_view(),
+        name="api-halt-clear",
+    ),
+    path("keys/", governance.KeyListApi.as_view(), name="api-key-list"),
+    path("keys/register/", governance.KeyRegisterApi.as_view(), name="api-key-register"),
+    path("keys/<str:key_id>/confirm/", governance.KeyConfirmApi.as_view(), name="api-key-confirm"),
+    path("governance/events/", governance.EventListApi.as_view(), name="api-event-list"),
+    path(
+        "governance/verification/",
+        governance.LedgerVerificationApi.as_view(),
+        name="api-ledger-verification",
+    ),
+]

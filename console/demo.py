@@ -1,0 +1,118 @@
+"""Demo data for `make run`: one user per role and demo traces covering every verdict.
+
+Passwords are derived from this machine's SECRET_KEY (HMAC), so running the command again
+prints the same ones and changes nothing; nothing secret is in the repository. Admins and
+council members get a confirmed TOTP device, created once; its secret is printed every time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import io
+from binascii import unhexlify
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from console import roles
+
+#: username -> roles (two council members: the default quorum is 2)
+DEMO_USERS: dict[str, tuple[str, ...]] = {
+    "vera": (roles.VIEWER,),
+    "alice": (roles.AUDITOR,),
+    "oscar": (roles.OPERATOR,),
+    "adam": (roles.ADMIN,),
+    "sam": (roles.AUDITOR, roles.ADMIN),
+    "cora": (roles.COUNCIL,),
+    "colin": (roles.COUNCIL,),
+    "lena": (roles.LEGAL,),
+}
+
+
+@dataclass
+class DemoUser:
+    username: str
+    roles: tuple[str, ...]
+    password: str
+    totp_secret: str = ""
+    totp_uri: str = ""
+    created: bool = False
+
+
+def demo_password(username: str) -> str:
+    digest = hmac.new(settings.SECRET_KEY.encode(), f"demo:{username}".encode(), hashlib.sha256)
+    return "demo-" + base64.urlsafe_b64encode(digest.digest()).decode()[:16]
+
+
+def demo_users_ensure() -> list[DemoUser]:
+    user_model = get_user_model()
+    out = []
+    for username, user_roles in DEMO_USERS.items():
+        password = demo_password(username)
+        user = user_model.objects.filter(username=username).first()
+        created = user is None
+        if user is None:
+            user = user_model.objects.create_user(username, f"{username}@example.org", password)
+        for role in user_roles:
+            user.groups.add(Group.objects.get_or_create(name=role)[0])
+        demo = DemoUser(username, user_roles, password, created=created)
+        if set(user_roles) & roles.STRONG_ROLES:
+            device = TOTPDevice.objects.filter(user=user, confirmed=True).first()
+            if device is None:
+                device = TOTPDevice.objects.create(user=user, name="demo", confirmed=True)
+            demo.totp_secret = base64.b32encode(unhexlify(device.key)).decode()
+            demo.totp_uri = device.config_url
+        out.append(demo)
+    return out
+
+
+@dataclass
+class DemoTrace:
+    filename: str
+    trace_id: str = ""
+    verdict: str = ""
+    error_code: str = ""
+    refused: str = ""
+
+
+def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
+    """Ingest the lead's demo traces (idempotent: same bytes, same row) and replay each once."""
+    from governance.services import replay_request, replay_run_govern
+    from replay.demo import demo_traces
+    from replay.errors import ReplayError
+    from replay.keys import key_demo_ensure
+    from replay.recorder import signer_for
+    from replay.services import trace_ingest
+    from replay.signatures import HMAC_SHA256
+
+    key, secret = key_demo_ensure()
+    signer = signer_for(key.key_id, HMAC_SHA256, secret)
+    out = []
+    for filename, data in demo_traces(signer):
+        line = DemoTrace(filename)
+        try:
+            result = trace_ingest(source=io.BytesIO(data), filename=filename)
+        except ReplayError as exc:
+            line.refused = f"{exc.code}: {exc.message}"
+            out.append(line)
+            continue
+        trace = result.trace
+        if replay and not trace.runs.exists():
+            run = replay_request(
+                trace=trace, mode="audit", actor=None, actor_label="demo", enqueue=False
+            )
+            replay_run_govern(run_id=run.id)
+            trace.refresh_from_db()
+        line.trace_id = trace.trace_id
+        line.verdict = trace.last_status
+        last = trace.runs.order_by("-created_at").first()
+        line.error_code = (
+            last.error_code if last else (trace.ingest_report or {}).get("error_code") or ""
+        )
+        out.append(line)
+    return out

@@ -1,0 +1,32 @@
+"""How a refusal from a service reads over HTTP: its status code, for the pages and the API.
+
+Replay verdict codes (replay.errors) and governance refusals (governance.codes) keep their
+exact strings; this module only decides the status that carries them.
+"""
+
+from __future__ import annotations
+
+from governance import codes
+
+_FORBIDDEN = {codes.APPROVAL_SELF, codes.APPROVAL_ROLE}
+_CONFLICT = {
+    codes.REQUEST_CLOSED,
+    codes.REQUEST_PENDING,
+    codes.REQUEST_NOT_DIVERGED,
+    codes.APPROVAL_DUPLICATE_PERSON,
+    codes.APPROVAL_DUPLICATE_KEY,
+    codes.APPROVAL_EXPIRED,
+    codes.KEY_DUPLICATE,
+    codes.KEY_STATE,
+    codes.HALT_NOT_ACTIVE,
+    codes.LEDGER_EMPTY,
+    codes.LEDGER_BROKEN,
+}
+
+
+def governance_status(code: str) -> int:
+    if code in _FORBIDDEN:
+        return 403
+    if code in _CONFLICT:
+        return 409
+    return 400

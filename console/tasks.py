@@ -1,0 +1,14 @@
+"""Console tasks: thin, call one service. Replays themselves run as governance.tasks."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError
+
+
+@shared_task(acks_late=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3)
+def drift_sample(fraction: float | None = None) -> str:
+    """The periodic drift sampling (CELERY_BEAT_SCHEDULE in settings)."""
+    from console.services import drift_sample_run
+
+    return str(drift_sample_run(fraction=fraction))

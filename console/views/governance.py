@@ -1,0 +1,510 @@
+"""Governance pages: force-continue requests and signed approvals, the ledger, halts, keys,
+users and roles. Signing happens in the browser (static/js/sign.js); the server only ever
+sees public keys and signatures."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from console import roles
+from console.refusals import governance_status
+from console.views.common import partial_or_page, signed_in
+from governance import codes, conf, signing
+from governance import selectors as gov
+from governance import services as gov_services
+from governance.codes import GovernanceError
+from governance.models import Approval, ForceContinueRequest, GovernanceEvent, Halt, SigningKey
+from replay.canonical import jcs
+from replay.models import VerificationKey
+
+MESSAGE_OWN_REQUEST = "You filed this request: someone else must approve it."
+MESSAGE_NO_DOCUMENT = "Sign the payload in this browser, or paste a signed approval document."
+MESSAGE_BAD_DOCUMENT = "The signed approval document is not JSON: {problem}"
+MESSAGE_SELF_DEMOTION = "You cannot take the admin role from yourself; ask another admin."
+EXPIRY_CHOICES = (4, 24, 72, 168)
+LEDGER_PAGE = 50
+
+
+def _refused(request: HttpRequest, exc: GovernanceError, template: str, context: dict[str, Any]):
+    context = {**context, "error_code": exc.code, "error_message": exc.message}
+    return render(request, template, context, status=governance_status(exc.code))
+
+
+# --- force-continue ------------------------------------------------------------------------
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def force_continue_request_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = roles.access_run_by_id(request.user, run_id, roles.FORCE_CONTINUE_REQUEST)
+    context: dict[str, Any] = {
+        "run": run,
+        "trace": run.trace,
+        "report": run.report or {},
+        "expiry_choices": EXPIRY_CHOICES,
+        "default_hours": conf.force_continue_hours(),
+        "reason": "",
+    }
+    if request.method == "POST":
+        reason = request.POST.get("reason", "")
+        context["reason"] = reason
+        try:
+            hours = int(request.POST.get("hours", conf.force_continue_hours()))
+        except ValueError:
+            hours = -1
+        try:
+            filed = gov_services.force_continue_request_file(
+                run=run,
+                actor=request.user,
+                reason=reason,
+                expires_at=timezone.now() + timedelta(hours=hours),
+            )
+        except GovernanceError as exc:
+            return _refused(request, exc, "console/forcecontinue_request.html", context)
+        messages.success(request, "Force-continue requested. Approvers can now sign it.")
+        return HttpResponseRedirect(reverse("force-continue-detail", args=[filed.id]), status=303)
+    return render(request, "console/forcecontinue_request.html", context)
+
+
+def _signer_roles(user: Any) -> list[str]:
+    found = []
+    if roles.can(user, roles.FORCE_CONTINUE_APPROVE_ADMIN):
+        found.append(signing.ROLE_ADMIN)
+    if roles.can(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL):
+        found.append(signing.ROLE_COUNCIL)
+    return found
+
+
+def _awaits(user: Any, fc: ForceContinueRequest, signed_by: set[int]) -> bool:
+    return (
+        fc.state == ForceContinueRequest.State.PENDING
+        and fc.expires_at > timezone.now()
+        and fc.requested_by_id != user.pk
+        and user.pk not in signed_by
+        and bool(_signer_roles(user))
+    )
+
+
+@require_GET
+@signed_in
+def force_continue_list_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    requests = list(gov.force_continue_requests()[:200])
+    signed = {
+        (a.request_id, a.approver_id)
+        for a in Approval.objects.filter(request__in=requests).only("request_id", "approver_id")
+    }
+    rows = []
+    for fc in requests:
+        signers = {approver for (rid, approver) in signed if rid == fc.id}
+        rows.append(
+            {
+                "fc": fc,
+                "tally": gov.force_continue_tally(request=fc),
+                "expired": gov.force_continue_is_expired(request=fc),
+                "awaits_me": _awaits(request.user, fc, signers),
+            }
+        )
+    rows.sort(key=lambda r: not r["awaits_me"])
+    return render(request, "console/forcecontinue_list.html", {"rows": rows})
+
+
+def _payload_text(payload: dict[str, Any]) -> str:
+    return jcs(payload).decode("utf-8")
+
+
+def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[str, Any]:
+    user = request.user
+    signer_roles = _signer_roles(user)
+    decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
+    if decision not in signing.DECISIONS:
+        decision = signing.APPROVE
+    role = request.GET.get("role") or request.POST.get("role") or ""
+    if role not in signer_roles:
+        role = signer_roles[0] if signer_roles else signing.ROLE_COUNCIL
+    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
+    payload = gov_services.force_continue_payload_for(
+        request=fc, decision=decision, role=role, reason=reason
+    )
+    approvals = list(fc.approvals.select_related("approver", "key").order_by("created_at"))
+    expired = gov.force_continue_is_expired(request=fc)
+    blocker = ""
+    if fc.state != ForceContinueRequest.State.PENDING:
+        blocker = f"This request is {fc.state}: it can no longer be signed."
+    elif expired:
+        blocker = f"This request expired at {signing.format_time(fc.expires_at)}."
+    elif fc.requested_by_id == user.pk:
+        blocker = MESSAGE_OWN_REQUEST
+    elif any(a.approver_id == user.pk for a in approvals):
+        blocker = "You have already signed this request."
+    report = fc.run.report or {}
+    first = next((d for d in report.get("divergences", []) if d.get("step") == fc.step), None)
+    return {
+        "fc": fc,
+        "run": fc.run,
+        "trace": fc.run.trace,
+        "tally": gov.force_continue_tally(request=fc),
+        "approvals": approvals,
+        "expired": expired,
+        "signer_roles": signer_roles,
+        "decision": decision,
+        "role": role,
+        "reason": reason,
+        "payload_text": _payload_text(payload),
+        "keys": list(gov.member_keys(user=user, usable=True)),
+        "blocker": blocker,
+        "first_divergence": first,
+        "divergence_count": len(report.get("divergences", [])),
+        "decisions": signing.DECISIONS,
+    }
+
+
+def signed_document(request: HttpRequest) -> dict[str, Any]:
+    """The signed approval a form carries: pasted whole, or as the fields sign.js fills in."""
+    pasted = request.POST.get("document", "").strip()
+    if pasted:
+        try:
+            document = json.loads(pasted)
+        except ValueError as exc:
+            raise GovernanceError(
+                codes.APPROVAL_MALFORMED, MESSAGE_BAD_DOCUMENT.format(problem=exc)
+            ) from None
+        return document if isinstance(document, dict) else {"payload": document}
+    signature = request.POST.get("signature", "").strip()
+    if not signature:
+        raise GovernanceError(codes.APPROVAL_MALFORMED, MESSAGE_NO_DOCUMENT)
+    try:
+        payload = json.loads(request.POST.get("payload", ""))
+    except ValueError as exc:
+        raise GovernanceError(
+            codes.APPROVAL_MALFORMED, MESSAGE_BAD_DOCUMENT.format(problem=exc)
+        ) from None
+    return {
+        "payload": payload,
+        "key_id": request.POST.get("key_id", ""),
+        "alg": signing.ALG,
+        "signature": signature,
+    }
+
+
+def _require_signing_role(user: Any, document: dict[str, Any], halt: bool = False) -> None:
+    if halt:
+        roles.require(user, roles.HALT_CLEAR)
+        return
+    payload = document.get("payload")
+    role = payload.get("role") if isinstance(payload, dict) else None
+    if role == signing.ROLE_ADMIN:
+        roles.require(user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
+    elif role == signing.ROLE_COUNCIL:
+        roles.require(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
+    elif not _signer_roles(user):
+        raise PermissionDenied("your roles do not allow signing a force-continue")
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
+    template = "console/forcecontinue_approve.html"
+    if request.method == "POST":
+        if not _signer_roles(request.user):
+            raise PermissionDenied("your roles do not allow signing a force-continue")
+        context = _approval_context(request, fc)
+        try:
+            document = signed_document(request)
+            _require_signing_role(request.user, document)
+            gov_services.approval_record(request=fc, approver=request.user, document=document)
+        except GovernanceError as exc:
+            return _refused(request, exc, template, context)
+        messages.success(request, "Your signed decision is recorded in the ledger.")
+        return HttpResponseRedirect(reverse("force-continue-detail", args=[fc.id]), status=303)
+    return partial_or_page(request, template, "signing-payload", _approval_context(request, fc))
+
+
+# --- the ledger ----------------------------------------------------------------------------
+
+
+def _ledger_rows(events: list[GovernanceEvent], result: Any) -> list[dict[str, Any]]:
+    rows = []
+    broken = result.broken.seq if result is not None and result.broken else None
+    for event in events:
+        if result is None:
+            status = ""
+        elif broken is None or event.seq < broken:
+            status = "verified"
+        elif event.seq == broken:
+            status = "broken"
+        else:
+            status = "after the break"
+        rows.append({"event": event, "status": status})
+    return rows
+
+
+@require_GET
+@signed_in
+def ledger_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    try:
+        code_range = int(request.GET["range"]) if request.GET.get("range") else None
+        before = int(request.GET["before"]) if request.GET.get("before") else None
+    except ValueError:
+        code_range, before = None, None
+    events_qs = gov.events(code_range=code_range if code_range in codes.RANGES else None)
+    if before is not None:
+        events_qs = events_qs.filter(seq__lt=before)
+    events = list(events_qs.select_related("actor")[: LEDGER_PAGE + 1])
+    older = events[LEDGER_PAGE - 1].seq if len(events) > LEDGER_PAGE else None
+    events = events[:LEDGER_PAGE]
+    verify = bool(request.GET.get("verify"))
+    result = gov.ledger_verify() if verify else None
+    query = {k: v for k, v in request.GET.items() if k in ("range",) and v}
+    context = {
+        "rows": _ledger_rows(events, result),
+        "result": result,
+        "verify": verify,
+        "ranges": sorted(codes.RANGES.items()),
+        "code_range": code_range,
+        "older": older,
+        "query": query,
+        "verify_url": "?" + _qs({**request.GET.dict(), "verify": "1"}),
+        "older_url": "?" + _qs({**query, "before": str(older)}) if older else None,
+    }
+    return partial_or_page(request, "console/ledger_browse.html", "ledger-table", context)
+
+
+def _qs(params: dict[str, str]) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({k: v for k, v in params.items() if v})
+
+
+@require_GET
+@signed_in
+def checkpoint_export_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    try:
+        document = gov.checkpoint_export()
+    except GovernanceError as exc:
+        context = {"title": "No checkpoint", "message": exc.message, "code": exc.code}
+        return render(request, "console/error_page.html", context, status=409)
+    response = JsonResponse(document, json_dumps_params={"indent": 2})
+    size = document["checkpoint"]["size"]
+    response["Content-Disposition"] = f'attachment; filename="ledger-checkpoint-{size}.json"'
+    return response
+
+
+@signed_in
+@require_POST
+def checkpoint_check_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    upload = request.FILES.get("checkpoint")
+    raw = upload.read(1024 * 1024) if upload else request.POST.get("checkpoint_text", "")
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        document = None
+    verdict = gov.checkpoint_check(document=document)
+    context = {"verdict": verdict}
+    return render(
+        request, "console/checkpoint_check.html", context, status=200 if verdict.ok else 409
+    )
+
+
+# --- halts ---------------------------------------------------------------------------------
+
+
+@require_GET
+@signed_in
+def halt_list_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    active = {h.seq for h in gov.halts_active()}
+    halts = list(Halt.objects.order_by("-seq")[:200])
+    counts: dict[int, int] = {}
+    for approval in Approval.objects.filter(halt__in=[h.seq for h in halts]).only("halt_id"):
+        counts[approval.halt_id] = counts.get(approval.halt_id, 0) + 1
+    rows = [
+        {"halt": h, "active": h.seq in active, "signatures": counts.get(h.seq, 0)} for h in halts
+    ]
+    context = {"rows": rows, "quorum": conf.council_quorum()}
+    return render(request, "console/halts_manage.html", context)
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
+    halt = roles.access_halt_by_seq(request.user, halt_seq, roles.BROWSE)
+    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
+    active = gov.halts_active().filter(seq=halt.seq).exists()
+    approvals = list(gov.halt_approvals(halt_seq=halt.seq))
+    context = {
+        "halt": halt,
+        "active": active,
+        "approvals": approvals,
+        "quorum": conf.council_quorum(),
+        "reason": reason,
+        "payload_text": _payload_text(
+            gov_services.halt_clear_payload_for(halt=halt, reason=reason)
+        ),
+        "keys": list(gov.member_keys(user=request.user, usable=True)),
+        "can_sign": roles.can(request.user, roles.HALT_CLEAR)
+        and active
+        and not any(a.approver_id == request.user.pk for a in approvals),
+    }
+    template = "console/halt_clear.html"
+    if request.method == "POST":
+        roles.require(request.user, roles.HALT_CLEAR)
+        try:
+            document = signed_document(request)
+            gov_services.halt_clear_approval_record(
+                halt_seq=halt.seq, approver=request.user, document=document
+            )
+        except GovernanceError as exc:
+            return _refused(request, exc, template, context)
+        messages.success(request, "Your signature toward clearing this halt is recorded.")
+        return HttpResponseRedirect(reverse("halt-detail", args=[halt.seq]), status=303)
+    return partial_or_page(request, template, "signing-payload", context)
+
+
+# --- keys ----------------------------------------------------------------------------------
+
+
+def _keys_context(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "my_keys": list(gov.member_keys(user=request.user)),
+        "member_keys": list(gov.member_keys()),
+        "server_keys": list(SigningKey.objects.all()),
+        "verification_keys": list(VerificationKey.objects.all()),
+        "current_server_key": SigningKey.objects.filter(
+            valid_until__isnull=True, revoked_at__isnull=True
+        )
+        .order_by("-valid_from")
+        .first(),
+    }
+
+
+@require_GET
+@signed_in
+def key_list_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    return render(request, "console/keys_manage.html", _keys_context(request))
+
+
+def _key_action(request: HttpRequest, action: Any) -> HttpResponse:
+    try:
+        action()
+    except GovernanceError as exc:
+        context = {**_keys_context(request), "error_code": exc.code, "error_message": exc.message}
+        return render(
+            request, "console/keys_manage.html", context, status=governance_status(exc.code)
+        )
+    return HttpResponseRedirect(reverse("key-list"), status=303)
+
+
+@signed_in
+@require_POST
+def key_register_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.SIGNING_KEY_REGISTER)
+
+    def register() -> None:
+        gov_services.member_key_register(
+            user=request.user,
+            public_key=request.POST.get("public_key", ""),
+            label=request.POST.get("label", "")[:200],
+        )
+        messages.success(request, "Key registered. An admin must confirm it before you sign.")
+
+    return _key_action(request, register)
+
+
+@signed_in
+@require_POST
+def key_confirm_view(request: HttpRequest, key_id: str) -> HttpResponse:
+    key = roles.access_member_key_by_id(request.user, key_id, roles.MANAGE)
+
+    def confirm() -> None:
+        gov_services.member_key_confirm(key=key, admin=request.user)
+        messages.success(request, f"Key {key.key_id} of {key.user.get_username()} confirmed.")
+
+    return _key_action(request, confirm)
+
+
+@signed_in
+@require_POST
+def key_revoke_view(request: HttpRequest, key_id: str) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    from governance.models import MemberKey
+
+    key = MemberKey.objects.filter(key_id=key_id, user=request.user).first()
+    if key is None:  # not one's own: only an admin may revoke it
+        key = roles.access_member_key_by_id(request.user, key_id, roles.MANAGE)
+
+    def revoke() -> None:
+        gov_services.member_key_revoke(
+            key=key, actor=request.user, reason=request.POST.get("reason", "")[:500]
+        )
+        messages.success(request, f"Key {key.key_id} revoked.")
+
+    return _key_action(request, revoke)
+
+
+@signed_in
+@require_POST
+def server_key_rotate_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.MANAGE)
+
+    def rotate() -> None:
+        new = gov_services.signing_key_rotate(actor=request.user)
+        messages.success(request, f"The server now signs with {new.key_id}.")
+
+    return _key_action(request, rotate)
+
+
+# --- users and roles -----------------------------------------------------------------------
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def user_list_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.MANAGE)
+    status = 200
+    error = ""
+    if request.method == "POST":
+        target = roles.access_user_by_id(request.user, request.POST.get("user_id"), roles.MANAGE)
+        wanted = {r for r in request.POST.getlist("roles") if r in roles.ROLES}
+        if target.pk == request.user.pk and roles.ADMIN not in wanted:
+            error, status = MESSAGE_SELF_DEMOTION, 409
+        else:
+            _roles_set(target, wanted)
+            messages.success(
+                request, f"Roles of {target.get_username()}: {', '.join(sorted(wanted)) or 'none'}."
+            )
+            return HttpResponseRedirect(reverse("user-list"), status=303)
+    users = list(get_user_model().objects.order_by("username").prefetch_related("groups")[:500])
+    rows = [
+        {"user": u, "roles": {g.name for g in u.groups.all()} & set(roles.ROLES)} for u in users
+    ]
+    context = {"rows": rows, "all_roles": roles.ROLES, "error": error}
+    return render(request, "console/users_manage.html", context, status=status)
+
+
+@transaction.atomic
+def _roles_set(user: Any, wanted: set[str]) -> None:
+    groups = {g.name: g for g in Group.objects.filter(name__in=roles.ROLES)}
+    for name in roles.ROLES:
+        if name not in groups:
+            groups[name] = Group.objects.create(name=name)
+    user.groups.remove(*[groups[n] for n in roles.ROLES if n not in wanted])
+    user.groups.add(*[groups[n] for n in wanted])

@@ -1,0 +1,101 @@
+"""The operations dashboard and the local API documentation page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count
+from django.db.models.functions import TruncDate
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from console import charts, roles
+from console.models import DriftSample
+from console.selectors import TraceFilters, trace_queryset
+from console.views.common import signed_in
+from replay.models import ReplayRun
+from replay.selectors import trace_missing
+
+CHART_DAYS = 30
+NOT_REPLAYABLE_SHOWN = 50
+
+
+def _verdicts_by_day(days: int) -> list[tuple[str, dict[str, int]]]:
+    today = timezone.now().date()
+    start = today - timedelta(days=days - 1)
+    rows = (
+        ReplayRun.objects.filter(state=ReplayRun.State.DONE, finished_at__date__gte=start)
+        .annotate(day=TruncDate("finished_at"))
+        .values("day", "status")
+        .annotate(n=Count("id"))
+    )
+    counts: dict[Any, dict[str, int]] = {}
+    for row in rows:
+        counts.setdefault(row["day"], {})[row["status"]] = row["n"]
+    return [
+        ((start + timedelta(days=i)).strftime("%m-%d"), counts.get(start + timedelta(days=i), {}))
+        for i in range(days)
+    ]
+
+
+@require_GET
+@signed_in
+def dashboard_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    not_replayable = list(
+        trace_queryset(TraceFilters(replayable=False)).order_by("-created_at", "-id")[
+            :NOT_REPLAYABLE_SHOWN
+        ]
+    )
+    days = _verdicts_by_day(CHART_DAYS)
+    latest = DriftSample.objects.order_by("-created_at", "-id").first()
+    drift = (
+        list(
+            DriftSample.objects.filter(sweep=latest.sweep)
+            .select_related("trace", "run")
+            .order_by("-drifted", "id")
+        )
+        if latest
+        else []
+    )
+    context = {
+        "not_replayable": [(t, trace_missing(t)) for t in not_replayable],
+        "chart": charts.verdict_chart(days),
+        "chart_days": CHART_DAYS,
+        "chart_total": sum(sum(c.values()) for _, c in days),
+        "drift": drift,
+        "drift_at": latest.created_at if latest else None,
+        "drifted": sum(1 for d in drift if d.drifted),
+    }
+    return render(request, "console/ops_dashboard.html", context)
+
+
+@require_GET
+@signed_in
+def api_docs_view(request: HttpRequest) -> HttpResponse:
+    """The API reference, rendered here from the OpenAPI schema (no CDN, no script)."""
+    roles.require(request.user, roles.BROWSE)
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operations = []
+    for path, methods in schema.get("paths", {}).items():
+        for method, op in methods.items():
+            body = (op.get("requestBody") or {}).get("content", {})
+            operations.append(
+                {
+                    "path": path,
+                    "method": method.upper(),
+                    "summary": op.get("summary") or "",
+                    "description": op.get("description") or "",
+                    "parameters": op.get("parameters", []),
+                    "body": sorted(body),
+                    "responses": sorted(op.get("responses", {}).items()),
+                    "tags": op.get("tags", []),
+                }
+            )
+    context = {"operations": operations, "info": schema.get("info", {})}
+    return render(request, "console/api_docs.html", context)

@@ -1,0 +1,127 @@
+"""Replays: start one, watch it, read its report (with the divergence diff), download it."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from console import roles
+from console.diffview import render_json, step_diffs
+from console.selectors import trace_recorded_outputs
+from console.views.common import partial_or_page, signed_in
+from governance.selectors import force_continue_requests, force_continue_tally
+from governance.services import replay_request
+from replay.diff import PointerError, pointer_get
+from replay.models import ReplayRun
+
+MESSAGE_BAD_MODE = "Choose one of the modes offered: {modes}."
+MESSAGE_MODE_NOT_ALLOWED = "your roles do not allow a {mode} replay"
+
+
+@require_POST
+@signed_in
+def run_start_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.REPLAY_AUDIT)
+    mode = request.POST.get("mode", "")
+    offered = roles.replay_modes_for(request.user)
+    if mode not in (roles.MODE_AUDIT, roles.MODE_SANDBOX, roles.MODE_PRODUCTION):
+        message = MESSAGE_BAD_MODE.format(modes=", ".join(offered))
+        context = {"title": "Unknown replay mode", "message": message, "code": ""}
+        return render(request, "console/error_page.html", context, status=400)
+    if mode not in offered:
+        raise PermissionDenied(MESSAGE_MODE_NOT_ALLOWED.format(mode=mode))
+    run = replay_request(trace=trace, mode=mode, actor=request.user)
+    return HttpResponseRedirect(reverse("run-detail", args=[run.id]), status=303)
+
+
+def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
+    report = run.report or {}
+    diffs = []
+    if report.get("divergences"):
+        steps = {d.get("step") for d in report["divergences"]}
+        diffs = step_diffs(report, trace_recorded_outputs(run.trace, steps))
+    requests = list(force_continue_requests(run_id=run.id))
+    pending = [r for r in requests if r.state == "pending"]
+    can_request = (
+        roles.can(request.user, roles.FORCE_CONTINUE_REQUEST)
+        and run.error_code == "REPLAY_DIVERGENCE"
+        and not pending
+    )
+    return {
+        "run": run,
+        "trace": run.trace,
+        "report": report,
+        "diffs": diffs,
+        "fc_requests": [(r, force_continue_tally(request=r)) for r in requests],
+        "can_request": can_request,
+        "resumptions": list(run.resumptions.order_by("created_at")),
+        "done": run.state in (ReplayRun.State.DONE, ReplayRun.State.FAILED),
+        "percent": _percent(run),
+    }
+
+
+def _percent(run: ReplayRun) -> int:
+    if run.state == ReplayRun.State.DONE:
+        return 100
+    if not run.progress_total:
+        return 0
+    return min(99, int(100 * run.progress_done / run.progress_total))
+
+
+@require_GET
+@signed_in
+def run_detail_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
+    return partial_or_page(
+        request, "console/run_report.html", "run-status", _run_context(request, run)
+    )
+
+
+@require_GET
+@signed_in
+def run_status_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The polled progress region; once the run is done, htmx reloads the page for the report."""
+    run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
+    context = _run_context(request, run)
+    response = partial_or_page(request, "console/run_report.html", "run-status", context)
+    if getattr(request, "htmx", False) and context["done"]:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@require_GET
+@signed_in
+def run_value_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    """One value of the report in full, by its JSON Pointer (a large diff side, on demand)."""
+    run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
+    pointer = request.GET.get("pointer", "")
+    try:
+        value = pointer_get(run.report or {}, pointer)
+    except PointerError as exc:
+        context = {"title": "No such value", "message": str(exc), "code": ""}
+        return render(request, "console/error_page.html", context, status=404)
+    context = {"run": run, "pointer": pointer, "value": render_json(value)}
+    return partial_or_page(request, "console/run_value.html", "value-full", context)
+
+
+@require_GET
+@signed_in
+def run_report_json_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
+    if run.report is None:
+        return JsonResponse(
+            {"error_code": "REPORT_NOT_READY", "message": f"replay {run.id} is {run.state}"},
+            status=409,
+        )
+    response = HttpResponse(
+        json.dumps(run.report, indent=2, ensure_ascii=False), content_type="application/json"
+    )
+    if request.GET.get("download"):
+        name = f"replay-{run.trace.trace_id}-{run.id}.json"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

@@ -1,0 +1,109 @@
+// In-browser Ed25519 signing (WebCrypto). The private key is generated non-extractable and
+// kept in this browser's IndexedDB; only its public key is ever sent to the server.
+// Without JavaScript (or WebCrypto) the pages offer the offline `governance sign` path.
+(function () {
+  "use strict";
+  const DB = "replay-audit-console";
+  const STORE = "signing-keys";
+
+  function hex(buffer) {
+    return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  function openDb() {
+    return new Promise(function (resolve, reject) {
+      const request = indexedDB.open(DB, 1);
+      request.onupgradeneeded = function () {
+        request.result.createObjectStore(STORE);
+      };
+      request.onsuccess = function () { resolve(request.result); };
+      request.onerror = function () { reject(request.error); };
+    });
+  }
+
+  async function stored(signer) {
+    const db = await openDb();
+    return new Promise(function (resolve, reject) {
+      const get = db.transaction(STORE, "readonly").objectStore(STORE).get(signer);
+      get.onsuccess = function () { resolve(get.result || null); };
+      get.onerror = function () { reject(get.error); };
+    });
+  }
+
+  async function keep(signer, record) {
+    const db = await openDb();
+    return new Promise(function (resolve, reject) {
+      const tx = db.transaction(STORE, "readwrite");
+      tx.objectStore(STORE).put(record, signer);
+      tx.oncomplete = function () { resolve(); };
+      tx.onerror = function () { reject(tx.error); };
+    });
+  }
+
+  function supported() {
+    return window.crypto && crypto.subtle && window.indexedDB;
+  }
+
+  // --- the Keys page: generate and register -------------------------------------------------
+  const registerForm = document.getElementById("key-register-form");
+  const generate = document.getElementById("generate-key");
+  if (registerForm && generate && supported()) {
+    const status = document.getElementById("key-status");
+    generate.parentElement.classList.remove("hidden");
+    generate.addEventListener("click", async function () {
+      const signer = registerForm.dataset.signer;
+      try {
+        const existing = await stored(signer);
+        if (existing && !confirm("This browser already holds a key for " + signer + ". Replace it?")) return;
+        const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, false, ["sign", "verify"]);
+        const publicHex = hex(await crypto.subtle.exportKey("raw", pair.publicKey));
+        await keep(signer, { privateKey: pair.privateKey, publicKey: pair.publicKey, publicHex: publicHex });
+        registerForm.querySelector("[name=public_key]").value = publicHex;
+        registerForm.querySelector("[name=label]").value = "browser: " + navigator.userAgent.slice(0, 60);
+        status.textContent = "Key generated; registering…";
+        registerForm.submit();
+      } catch (err) {
+        status.textContent = "This browser cannot make an Ed25519 key (" + err + "). Use the offline command instead.";
+      }
+    });
+  }
+
+  // --- approval and halt pages: sign the exact payload shown --------------------------------
+  function wireSignForm() {
+    const form = document.getElementById("sign-form");
+    if (!form || form.dataset.wired || !supported()) return;
+    form.dataset.wired = "1";
+    const button = document.getElementById("sign-button");
+    const status = document.getElementById("sign-status");
+    button.classList.remove("hidden");
+    form.addEventListener("submit", async function (event) {
+      const pasted = form.querySelector("[name=document]");
+      if (event.submitter && event.submitter.name === "offline" && pasted && pasted.value.trim()) return;
+      event.preventDefault();
+      try {
+        const record = await stored(form.dataset.signer);
+        if (!record) {
+          status.textContent = "This browser holds no signing key for you: generate and register one on the Keys page.";
+          return;
+        }
+        const select = form.querySelector("[name=key_id]");
+        const option = Array.from(select.options).find((o) => o.dataset.publicKey === record.publicHex);
+        if (!option) {
+          status.textContent = "The key in this browser is not registered and confirmed for you yet.";
+          return;
+        }
+        select.value = option.value;
+        const payload = form.querySelector("[name=payload]").value;
+        const signature = await crypto.subtle.sign({ name: "Ed25519" }, record.privateKey, new TextEncoder().encode(payload));
+        form.querySelector("[name=signature]").value = hex(signature);
+        status.textContent = "Signed; submitting…";
+        form.submit();
+      } catch (err) {
+        status.textContent = "Signing failed: " + err;
+      }
+    });
+  }
+  wireSignForm();
+  // the payload region is replaced by htmx when the decision or reason changes
+  document.body.addEventListener("htmx:afterSwap", wireSignForm);
+})();

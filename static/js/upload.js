@@ -1,0 +1,98 @@
+// Upload several trace files, one XHR each, with a progress bar per file.
+// Without JavaScript the same form posts all files at once and the page lists the outcomes.
+(function () {
+  "use strict";
+  const form = document.getElementById("upload-form");
+  if (!form) return;
+  const input = document.getElementById("upload-input");
+  const zone = document.getElementById("dropzone");
+  const list = document.getElementById("upload-progress");
+  const csrf = document.body.dataset.csrfToken;
+  const limit = Number(form.dataset.limitBytes || "0");
+
+  function outcomeFrom(html) {
+    const t = document.createElement("template");
+    t.innerHTML = html;
+    return t.content.querySelector(".upload-outcome") || t.content.querySelector(".error");
+  }
+
+  function refuse(li, text) {
+    const p = document.createElement("p");
+    p.className = "refusal";
+    p.setAttribute("role", "alert");
+    p.textContent = text;
+    li.querySelector(".result").replaceChildren(p);
+    li.classList.add("failed");
+  }
+
+  function send(file) {
+    const li = document.createElement("li");
+    li.className = "upload-file";
+    const name = document.createElement("span");
+    name.className = "filename";
+    name.textContent = file.name;
+    const bar = document.createElement("progress");
+    bar.max = 100;
+    bar.value = 0;
+    bar.setAttribute("aria-label", "upload progress of " + file.name);
+    const result = document.createElement("div");
+    result.className = "result";
+    li.append(name, bar, result);
+    list.append(li);
+    if (limit && file.size > limit) {
+      bar.value = 100;
+      refuse(li, "Refused: UPLOAD_TOO_LARGE The file is larger than the limit of " + limit + " bytes.");
+      return;
+    }
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    xhr.setRequestHeader("X-CSRFToken", csrf);
+    xhr.setRequestHeader("HX-Request", "true");
+    xhr.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 100);
+    });
+    xhr.addEventListener("load", function () {
+      bar.value = 100;
+      const outcome = outcomeFrom(xhr.responseText);
+      if (outcome) {
+        result.replaceChildren(outcome);
+        li.classList.add(outcome.classList.contains("accepted") ? "done" : "failed");
+      } else {
+        refuse(li, "Refused: HTTP " + xhr.status + " " + xhr.statusText);
+      }
+    });
+    xhr.addEventListener("error", function () {
+      refuse(li, "The upload failed (network error). Try again.");
+    });
+    const data = new FormData();
+    data.append("files", file, file.name);
+    xhr.send(data);
+  }
+
+  function sendAll(files) {
+    for (const file of files) send(file);
+  }
+
+  form.addEventListener("submit", function (e) {
+    e.preventDefault();
+    sendAll(input.files);
+    input.value = "";
+  });
+  input.addEventListener("change", function () {
+    sendAll(input.files);
+    input.value = "";
+  });
+  zone.addEventListener("dragover", function (e) {
+    e.preventDefault();
+    zone.classList.add("dragging");
+  });
+  zone.addEventListener("dragleave", function () {
+    zone.classList.remove("dragging");
+  });
+  zone.addEventListener("drop", function (e) {
+    e.preventDefault();
+    zone.classList.remove("dragging");
+    sendAll(e.dataTransfer.files);
+  });
+  form.classList.add("enhanced");
+})();

@@ -1,0 +1,187 @@
+"""Every page, for every role, with and without HX-Request: allowed or a 403 that says
+nothing about whether the object exists; a missing object is 404 only to those allowed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from console import roles
+from tests.console.personas import BY_ROLE, EVERYONE, PERSONAS
+
+pytestmark = pytest.mark.django_db
+
+V, AU, OP, AD, CO, LE = "viewer", "auditor", "operator", "admin", "council", "legal"
+ANYONE = {V, AU, OP, AD, CO, LE}
+
+
+@dataclass
+class World:
+    sha: str
+    run: str
+    fc: str
+    halt: int
+
+
+@pytest.fixture
+def world(replayed):
+    from governance.models import Halt
+    from governance.services import force_continue_request_file
+    from tests.console.personas import persona
+
+    diverged = replayed("diverged")
+    replayed("broken_chain")  # an integrity failure halts its trace
+    fc = force_continue_request_file(run=diverged, actor=persona("alice"), reason="known drift")
+    return World(
+        sha=diverged.trace.blob.sha256,
+        run=str(diverged.id),
+        fc=str(fc.id),
+        halt=Halt.objects.order_by("seq").first().seq,
+    )
+
+
+#: pages with no htmx partial: htmx gets the whole page (a JSON file, a form page)
+FULL_PAGES = {
+    "upload",
+    "force-continue form",
+    "force-continue list",
+    "halts",
+    "keys",
+    "users",
+    "operations",
+    "api docs",
+    "report json",
+}
+
+MISSING_SHA = "f" * 64
+MISSING_UUID = "7b0b7a0e-0000-4000-8000-000000000000"
+
+# (name, url given the world, url of a missing object or None, roles allowed)
+PAGES = [
+    ("trace list", lambda w: "/traces/", None, ANYONE),
+    ("upload", lambda w: "/traces/upload/", None, {AU, OP, AD}),
+    ("trace", lambda w: f"/traces/{w.sha}/", f"/traces/{MISSING_SHA}/", ANYONE),
+    ("run", lambda w: f"/runs/{w.run}/", f"/runs/{MISSING_UUID}/", ANYONE),
+    ("run status", lambda w: f"/runs/{w.run}/status/", f"/runs/{MISSING_UUID}/status/", ANYONE),
+    (
+        "run value",
+        lambda w: f"/runs/{w.run}/value/?pointer=/status",
+        f"/runs/{MISSING_UUID}/value/?pointer=/status",
+        ANYONE,
+    ),
+    (
+        "report json",
+        lambda w: f"/runs/{w.run}/report.json",
+        f"/runs/{MISSING_UUID}/report.json",
+        ANYONE,
+    ),
+    (
+        "force-continue form",
+        lambda w: f"/runs/{w.run}/force-continue/",
+        f"/runs/{MISSING_UUID}/force-continue/",
+        {AU, AD},
+    ),
+    ("force-continue list", lambda w: "/force-continue/", None, ANYONE),
+    (
+        "force-continue request",
+        lambda w: f"/force-continue/{w.fc}/",
+        f"/force-continue/{MISSING_UUID}/",
+        ANYONE,
+    ),
+    ("ledger", lambda w: "/governance/", None, ANYONE),
+    ("halts", lambda w: "/governance/halts/", None, ANYONE),
+    ("halt", lambda w: f"/governance/halts/{w.halt}/", "/governance/halts/999999/", ANYONE),
+    ("keys", lambda w: "/governance/keys/", None, ANYONE),
+    ("users", lambda w: "/governance/users/", None, {AD}),
+    ("operations", lambda w: "/ops/", None, ANYONE),
+    ("api docs", lambda w: "/api/docs/", None, ANYONE),
+]
+
+
+@pytest.mark.parametrize("name", [*BY_ROLE.values(), "nora"])
+def test_each_page_for_each_role_with_and_without_htmx(world, as_persona, name):
+    """One client per persona walks every page; each answer is checked and named."""
+    client = as_persona(name)
+    held = set(PERSONAS[name])
+    for page, url, missing, allowed_roles in PAGES:
+        allowed = bool(held & allowed_roles)
+        for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+            where = f"{page} as {name}{' (htmx)' if headers else ''}"
+            response = client.get(url(world), **headers)
+            assert response.status_code == (200 if allowed else 403), where
+            if headers and allowed:
+                assert "<html" not in response.content.decode() or page in FULL_PAGES, where
+            if missing is None:
+                continue
+            gone = client.get(missing, **headers)
+            assert gone.status_code == (404 if allowed else 403), f"missing {where}"
+            if not allowed:  # the refusal of a missing object reads like that of a real one
+                assert _refusal(gone) == _refusal(response) != "", where
+
+
+def _refusal(response) -> str:
+    body = response.content.decode()
+    start = body.find('role="alert"')
+    return body[start : body.find("</p>", start)]
+
+
+def test_the_matrix_above_covers_every_page_route():
+    from django.urls import get_resolver
+
+    names = {
+        p.name
+        for p in get_resolver().url_patterns
+        if getattr(p, "name", None) and p.pattern.regex.pattern.startswith("^")
+    }
+    gets = {
+        "trace-list",
+        "trace-upload",
+        "trace-detail",
+        "run-detail",
+        "run-status",
+        "run-value",
+        "run-report-json",
+        "force-continue-request",
+        "force-continue-list",
+        "force-continue-detail",
+        "ledger",
+        "halt-list",
+        "halt-detail",
+        "key-list",
+        "user-list",
+        "ops-dashboard",
+        "api-docs",
+    }
+    posts_tested_elsewhere = {
+        "run-start",
+        "checkpoint-check",
+        "key-register",
+        "key-confirm",
+        "key-revoke",
+        "server-key-rotate",
+        "logout",
+        "login",
+        "otp-setup",
+        "otp-verify",
+        "checkpoint-export",
+        "schema",
+    }
+    assert names - gets - posts_tested_elsewhere == set()
+    assert len(PAGES) == len(gets)
+
+
+@pytest.mark.parametrize("name", EVERYONE)
+def test_strong_roles_unverified_are_sent_to_the_second_factor_on_every_page(world, name):
+    from django.test import Client
+
+    from tests.console.personas import persona, sign_in
+
+    user = persona(name)
+    client = sign_in(Client(), user, verified=False)
+    response = client.get(f"/traces/{world.sha}/")
+    if roles.held_roles(user) & roles.STRONG_ROLES:
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/2fa/verify/")
+    else:
+        assert response.status_code == (403 if name == "nora" else 200)
