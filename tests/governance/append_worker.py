@@ -1,0 +1,36 @@
+"""A separate process that appends governance events (the concurrency test's writers).
+
+    python -m tests.governance.append_worker COUNT LABEL START_FILE
+
+Waits until START_FILE exists so every writer starts at once, then appends COUNT events
+through the real service, each in its own durable transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    count, label, start = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings_test")
+    import django
+
+    django.setup()
+    from governance import codes, services
+
+    while not start.exists():
+        time.sleep(0.005)
+    for n in range(count):
+        services.event_append(
+            event_type=codes.PII_REVEALED,
+            payload={"writer": label, "n": n},
+            actor_label=label,
+        )
+
+
+if __name__ == "__main__":
+    main()
