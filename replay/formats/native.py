@@ -326,6 +326,13 @@ def _type_name(value: Any) -> str:
     )
 
 
+def _kind_name(kind: type) -> str:
+    # an int field given 1.5 must not read "expected number, got number"
+    if kind is int:
+        return "integer"
+    return "null" if kind is type(None) else _type_name(kind())
+
+
 def _expect(obj: dict[str, Any], key: str, kinds: tuple[type, ...], where: str) -> Any:
     if key not in obj:
         raise _malformed(f"{where}: missing required field {key!r}")
@@ -333,7 +340,7 @@ def _expect(obj: dict[str, Any], key: str, kinds: tuple[type, ...], where: str) 
     # bool is an int subclass in Python; JSON keeps them apart
     ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
     if not ok:
-        wanted = " or ".join(_type_name(k()) if k is not type(None) else "null" for k in kinds)
+        wanted = " or ".join(_kind_name(k) for k in kinds)
         raise _malformed(f"{where}.{key}: expected {wanted}, got {_type_name(value)}")
     return value
 
