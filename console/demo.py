@@ -86,6 +86,7 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
     from replay.demo import demo_traces
     from replay.errors import ReplayError
     from replay.keys import key_demo_ensure
+    from replay.models import Trace
     from replay.recorder import signer_for
     from replay.services import trace_ingest
     from replay.signatures import HMAC_SHA256
@@ -95,14 +96,21 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
     out = []
     for filename, data in demo_traces(signer):
         line = DemoTrace(filename)
-        try:
-            result = trace_ingest(source=io.BytesIO(data), filename=filename)
-        except ReplayError as exc:
-            line.refused = f"{exc.code}: {exc.message}"
-            out.append(line)
-            continue
-        trace = result.trace
-        if replay and not trace.runs.exists():
+        # Idempotent by name: a demo file already stored is kept as it is (a re-recorded
+        # file may differ in bytes, e.g. a gzip header's timestamp).
+        trace = Trace.objects.filter(filename=filename, uploaded_by=None).first()
+        if trace is None:
+            try:
+                trace = trace_ingest(source=io.BytesIO(data), filename=filename).trace
+            except ReplayError as exc:
+                line.refused = f"{exc.code}: {exc.message}"
+                out.append(line)
+                continue
+        # A governed replay of a tampered trace halts its trace id and snapshots, which the
+        # demo variants share; replaying those would halt every demo trace. Their verdict at
+        # upload already says tamper_detected; replaying one is left to a person (a halt).
+        tampered = trace.last_status == Trace.Status.TAMPER_DETECTED
+        if replay and not tampered and not trace.runs.exists():
             run = replay_request(
                 trace=trace, mode="audit", actor=None, actor_label="demo", enqueue=False
             )

@@ -106,7 +106,7 @@ def run_value_view(request: HttpRequest, run_id: str) -> HttpResponse:
         context = {"title": "No such value", "message": str(exc), "code": ""}
         return render(request, "console/error_page.html", context, status=404)
     context = {"run": run, "pointer": pointer, "value": render_json(value)}
-    return partial_or_page(request, "console/run_value.html", "value-full", context)
+    return partial_or_page(request, "console/run_value.html", "value", context)
 
 
 @require_GET

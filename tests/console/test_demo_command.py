@@ -1,0 +1,64 @@
+"""`manage.py demo`: one user per role with printed passwords, and demo traces of every verdict."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import CommandError, call_command
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from console.demo import DEMO_USERS
+from replay.models import Trace
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command("demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_it_prints_a_working_password_for_each_role_and_totp_secrets(settings):
+    settings.DEBUG = True
+    output = run("--no-traces")
+    for username, roles in DEMO_USERS.items():
+        line = re.search(rf"^  {username}\s+.*password: (\S+)$", output, re.MULTILINE)
+        assert line, username
+        assert authenticate(username=username, password=line[1]) is not None
+        assert set(roles) == set(
+            authenticate(username=username, password=line[1]).groups.values_list("name", flat=True)
+        )
+    assert output.count("TOTP secret: ") == 4  # adam, sam, cora, colin
+    assert TOTPDevice.objects.filter(confirmed=True).count() == 4
+
+
+def test_it_is_idempotent(settings):
+    settings.DEBUG = True
+    first = run("--no-traces")
+    second = run("--no-traces")
+    assert first == second
+    assert TOTPDevice.objects.count() == 4
+
+
+def test_it_ingests_and_replays_demo_traces_covering_every_verdict(settings):
+    settings.DEBUG = True
+    output = run()
+    verdicts = set(Trace.objects.values_list("last_status", flat=True))
+    assert {"ok", "diverged", "tamper_detected"} <= verdicts
+    assert "REPLAY_DIVERGENCE" in output
+    assert "INTEGRITY_FAILURE" in output
+    assert "RESULT_MISMATCH" in output
+    assert "FORCE_HALT_ACTIVE" not in output  # no demo replay is halted by another
+    stored = Trace.objects.count()
+    assert run() == output
+    assert Trace.objects.count() == stored
+
+
+def test_it_refuses_with_debug_off(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="refusing to create demo users with DEBUG off"):
+        run("--no-traces")

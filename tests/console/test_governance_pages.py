@@ -1,0 +1,246 @@
+"""The ledger browser with its verification banner, checkpoints, halts and their clearing,
+keys, and users and roles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+
+from governance import services as gov_services
+from governance.models import GovernanceEvent, Halt, MemberKey, SigningKey
+from governance.signing import sign
+from replay.canonical import jcs
+from replay.dbguards import drop_append_only_sql
+from tests.console.personas import persona
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def halted(replayed):
+    replayed("broken_chain")
+    return Halt.objects.get(payload__target_kind="trace")
+
+
+class TestLedger:
+    def test_the_page_asks_htmx_to_verify_on_load_with_a_link_for_no_js(self, as_persona, halted):
+        body = as_persona("vera").get("/governance/").content.decode()
+        assert (
+            '<a href="?verify=1" hx-get="?verify=1" hx-trigger="load, click" '
+            'hx-target="#ledger-table" hx-swap="outerHTML">Verify the whole chain</a>'
+        ) in body
+        for event in GovernanceEvent.objects.all():
+            assert f"<code>{event.code} {event.type}</code>" in body
+
+    def test_verification_says_the_chain_holds_and_marks_each_event(
+        self, as_persona, halted, htmx_headers
+    ):
+        response = as_persona("vera").get("/governance/?verify=1", **htmx_headers)
+        body = response.content.decode()
+        size = GovernanceEvent.objects.count()
+        assert (
+            f'<p class="banner ok" id="ledger-banner">The whole chain verifies: {size} events'
+            in body
+        )
+        assert body.count(">verified</span>") == size
+
+    def test_a_rewritten_event_turns_the_banner_red_at_its_seq(self, as_persona, halted):
+        event = GovernanceEvent.objects.order_by("seq")[1]
+        with connection.cursor() as cur:
+            for sql in drop_append_only_sql(connection.vendor, "governance_governanceevent"):
+                cur.execute(sql)
+            cur.execute(
+                "UPDATE governance_governanceevent SET actor_label = %s WHERE seq = %s",
+                ["mallory", event.seq],
+            )
+        body = as_persona("vera").get("/governance/?verify=1").content.decode()
+        assert f'id="ledger-banner" role="alert">The chain is broken at seq {event.seq}:' in body
+        assert body.count(">broken</span>") == 1
+
+    def test_filter_by_range(self, as_persona, halted):
+        body = as_persona("vera").get("/governance/?range=3").content.decode()
+        assert "FORCE_HALT_REPLAY" in body
+        assert "REPLAY_REQUEST" not in body.split('id="ledger-table"')[1]
+
+    def test_a_checkpoint_exports_and_checks(self, as_persona, halted):
+        client = as_persona("vera")
+        exported = client.get("/governance/checkpoint.json")
+        assert exported.status_code == 200
+        assert exported["Content-Disposition"].startswith(
+            'attachment; filename="ledger-checkpoint-'
+        )
+        document = exported.json()
+        checked = client.post(
+            "/governance/checkpoint/check/",
+            {"checkpoint": SimpleUploadedFile("c.json", json.dumps(document).encode())},
+        )
+        assert checked.status_code == 200
+        size = GovernanceEvent.objects.count()
+        assert (
+            f"the ledger ({size} events) extends the checkpoint ({size} events)"
+            in checked.content.decode()
+        )
+
+    def test_a_forged_checkpoint_is_refused_with_its_code(self, as_persona, halted):
+        client = as_persona("vera")
+        document = client.get("/governance/checkpoint.json").json()
+        document["checkpoint"]["size"] += 5
+        checked = client.post(
+            "/governance/checkpoint/check/",
+            {"checkpoint": SimpleUploadedFile("c.json", json.dumps(document).encode())},
+        )
+        assert checked.status_code == 409
+        assert "<code>CHECKPOINT_SIGNATURE</code>" in checked.content.decode()
+
+    def test_an_empty_ledger_has_no_checkpoint(self, as_persona):
+        response = as_persona("vera").get("/governance/checkpoint.json")
+        assert response.status_code == 409
+        assert "LEDGER_EMPTY" in response.content.decode()
+
+
+class TestHalts:
+    def test_the_list_shows_active_halts_and_the_quorum(self, as_persona, halted):
+        body = as_persona("vera").get("/governance/halts/").content.decode()
+        assert f'href="/governance/halts/{halted.seq}/"' in body
+        assert '<span class="badge no">active</span>' in body
+        assert "<td>0 / 2</td>" in body
+
+    def test_two_council_signatures_clear_a_halt(self, as_persona, halted, member_key):
+        for name in ("cora", "colin"):
+            key, private = member_key(name)
+            page = as_persona(name).get(f"/governance/halts/{halted.seq}/").content.decode()
+            assert 'id="sign-form"' in page
+            text = jcs(gov_services.halt_clear_payload_for(halt=halted)).decode()
+            response = as_persona(name).post(
+                f"/governance/halts/{halted.seq}/",
+                {"payload": text, "key_id": key.key_id, "signature": sign(private, text.encode())},
+            )
+            assert response.status_code == 303
+        assert not Halt.objects.active().filter(seq=halted.seq).exists()
+        body = as_persona("vera").get(f"/governance/halts/{halted.seq}/").content.decode()
+        assert '<span class="badge yes">cleared</span>' in body
+
+    @pytest.mark.parametrize("name", ["vera", "alice", "adam", "lena", "nora"])
+    def test_only_the_council_may_sign_a_clear(self, as_persona, halted, name):
+        response = as_persona(name).post(
+            f"/governance/halts/{halted.seq}/", {"payload": "{}", "signature": "x"}
+        )
+        assert response.status_code == 403
+
+    def test_a_bad_signature_is_refused_precisely(self, as_persona, halted, member_key):
+        key, _ = member_key("cora")
+        text = jcs(gov_services.halt_clear_payload_for(halt=halted)).decode()
+        response = as_persona("cora").post(
+            f"/governance/halts/{halted.seq}/",
+            {"payload": text, "key_id": key.key_id, "signature": "00" * 64},
+        )
+        assert response.status_code == 400
+        assert "APPROVAL_BAD_SIGNATURE" in response.content.decode()
+
+
+class TestKeys:
+    def test_cora_registers_a_public_key_and_it_awaits_confirmation(self, as_persona):
+        from governance import keystore
+        from governance.signing import public_key_of
+
+        public = public_key_of(keystore.generate_private_key()).hex()
+        response = as_persona("cora").post(
+            "/governance/keys/register/", {"public_key": public, "label": "laptop"}
+        )
+        assert response.status_code == 303
+        key = MemberKey.objects.get()
+        assert (key.user.username, key.label, key.confirmed_at) == ("cora", "laptop", None)
+        page = as_persona("cora").get("/governance/keys/").content.decode()
+        assert "awaiting an admin's confirmation" in page
+        assert 'id="generate-key"' in page
+
+    def test_adam_confirms_it_but_not_his_own(self, as_persona, member_key):
+        key, _ = member_key("cora", confirm=False)
+        own, _ = member_key("adam", confirm=False)
+        page = as_persona("adam").get("/governance/keys/").content.decode()
+        assert f'id="confirm-{key.key_id}"' in page
+        assert f'id="confirm-{own.key_id}"' not in page
+        assert as_persona("adam").post(f"/governance/keys/{key.key_id}/confirm/").status_code == 303
+        key.refresh_from_db()
+        assert key.confirmed_by.username == "adam"
+        refused = as_persona("adam").post(f"/governance/keys/{own.key_id}/confirm/")
+        assert refused.status_code == 403
+        assert "APPROVAL_SELF" in refused.content.decode()
+
+    def test_an_invalid_key_is_refused_with_its_code(self, as_persona):
+        response = as_persona("cora").post("/governance/keys/register/", {"public_key": "nope"})
+        assert response.status_code == 400
+        assert '<code class="code">KEY_INVALID</code> not an Ed25519 public key:' in (
+            response.content.decode()
+        )
+
+    def test_an_owner_revokes_their_key_and_others_may_not(self, as_persona, member_key):
+        key, _ = member_key("cora")
+        assert (
+            as_persona("colin")
+            .post(f"/governance/keys/{key.key_id}/revoke/", {"reason": "x"})
+            .status_code
+            == 403
+        )
+        assert (
+            as_persona("cora")
+            .post(f"/governance/keys/{key.key_id}/revoke/", {"reason": "lost laptop"})
+            .status_code
+            == 303
+        )
+        key.refresh_from_db()
+        assert key.revocation_reason == "lost laptop"
+
+    def test_adam_rotates_the_server_key(self, as_persona, halted):
+        before = SigningKey.objects.count()
+        assert as_persona("adam").post("/governance/keys/rotate/").status_code == 303
+        assert SigningKey.objects.count() == before + 1
+        assert GovernanceEvent.objects.order_by("-seq").first().type == "KEY_ROTATED"
+
+    @pytest.mark.parametrize("name", ["vera", "alice", "cora", "lena", "nora"])
+    def test_only_admins_confirm_and_rotate(self, as_persona, member_key, name):
+        key, _ = member_key("colin", confirm=False)
+        client = as_persona(name)
+        assert client.post(f"/governance/keys/{key.key_id}/confirm/").status_code == 403
+        assert client.post("/governance/keys/rotate/").status_code == 403
+
+    @pytest.mark.parametrize("name", ["vera", "alice", "oscar", "lena", "nora"])
+    def test_only_admins_and_council_register_keys(self, as_persona, name):
+        assert (
+            as_persona(name)
+            .post("/governance/keys/register/", {"public_key": "00" * 32})
+            .status_code
+            == 403
+        )
+
+
+class TestUsers:
+    def test_adam_gives_vera_the_auditor_role(self, as_persona):
+        vera = persona("vera")
+        response = as_persona("adam").post(
+            "/governance/users/", {"user_id": vera.pk, "roles": ["viewer", "auditor"]}
+        )
+        assert response.status_code == 303
+        assert set(vera.groups.values_list("name", flat=True)) == {"viewer", "auditor"}
+
+    def test_adam_cannot_take_admin_from_himself(self, as_persona):
+        adam = persona("adam")
+        response = as_persona("adam").post("/governance/users/", {"user_id": adam.pk})
+        assert response.status_code == 409
+        assert "You cannot take the admin role from yourself" in response.content.decode()
+        assert adam.groups.filter(name="admin").exists()
+
+    def test_an_unknown_user_is_404_to_admins_and_403_to_others(self, as_persona):
+        assert as_persona("adam").post("/governance/users/", {"user_id": 999999}).status_code == 404
+        assert (
+            as_persona("alice").post("/governance/users/", {"user_id": 999999}).status_code == 403
+        )
+
+    def test_unknown_role_names_are_ignored(self, as_persona):
+        vera = persona("vera")
+        as_persona("adam").post("/governance/users/", {"user_id": vera.pk, "roles": ["root"]})
+        assert not User.objects.get(pk=vera.pk).groups.exists()

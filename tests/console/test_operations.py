@@ -1,0 +1,94 @@
+"""The operations dashboard and the periodic drift sampling."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from console.models import DriftSample
+from console.services import drift_sample_pick, drift_sample_run
+from console.tasks import drift_sample
+from governance.models import GovernanceEvent
+from replay.models import ReplayRun, Trace
+from replay.selectors import trace_missing
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_dashboard_lists_what_each_non_replayable_trace_misses(as_persona, ingest):
+    ingest("ok")
+    lacking = ingest("unpersisted")
+    body = as_persona("oscar").get("/ops/").content.decode()
+    section = body[body.index('id="not-replayable"') : body.index('id="drift"')]
+    assert f'href="/traces/{lacking.blob.sha256}/"' in section
+    for item in trace_missing(lacking):
+        assert f"<li><code>{item}</code></li>" in section
+    assert section.count("<tr>") == 2  # header + the one trace
+
+
+def test_the_chart_stacks_todays_verdicts(as_persona, replayed):
+    replayed("ok")
+    replayed("diverged")
+    replayed("broken_chain")
+    body = as_persona("oscar").get("/ops/").content.decode()
+    svg = body[body.index('<svg class="chart"') : body.index("</svg>")]
+    assert re.search(r'<rect class="bar-ok"[^>]*><title>\d\d-\d\d: 1 ok</title>', svg)
+    assert re.search(r'<rect class="bar-diverged"[^>]*><title>\d\d-\d\d: 1 diverged</title>', svg)
+    assert re.search(r"<title>\d\d-\d\d: 1 tamper_detected</title>", svg)
+    assert "Replays per day by verdict: 3 in 30 days" in svg
+
+
+def test_drift_sampling_replays_a_fraction_and_records_what_moved(ingest):
+    for name in ("ok", "diverged", "unpersisted"):
+        ingest(name)
+    # make one trace look as if it used to pass: its verdict now "drifts"
+    diverged = Trace.objects.get(filename="diverged.trace.json")
+    Trace.objects.filter(pk=diverged.pk).update(last_status="ok")
+    sweep = drift_sample_run(fraction=1.0, max_count=10)
+    samples = DriftSample.objects.filter(sweep=sweep)
+    assert samples.count() == 3
+    drifted = samples.get(drifted=True)
+    assert drifted.trace_id == diverged.pk
+    assert (drifted.previous_status, drifted.status) == ("ok", "diverged")
+    assert drifted.error_code == "REPLAY_DIVERGENCE"
+    assert ReplayRun.objects.filter(mode="audit").count() == 3
+    requests = GovernanceEvent.objects.filter(type="REPLAY_REQUEST")
+    assert {e.actor_label for e in requests} == {"drift-sampling"}
+
+
+def test_the_fraction_bounds_the_sample(ingest):
+    for name in ("ok", "diverged", "unpersisted", "broken_chain"):
+        ingest(name)
+    assert len(drift_sample_pick(fraction=0.25, max_count=100)) == 1
+    assert len(drift_sample_pick(fraction=1.0, max_count=2)) == 2
+    assert drift_sample_pick(fraction=0.5, max_count=0) == []
+
+
+def test_no_traces_no_sample(db):
+    assert drift_sample_pick(fraction=1.0, max_count=10) == []
+
+
+def test_the_task_uses_the_configured_fraction(ingest, settings):
+    ingest("ok")
+    settings.REPLAY_DRIFT_SAMPLE_FRACTION = 1.0
+    sweep = drift_sample.delay().get()
+    assert DriftSample.objects.filter(sweep=sweep).count() == 1
+
+
+def test_the_dashboard_shows_the_latest_sweep_and_links_the_report(as_persona, ingest):
+    trace = ingest("diverged")
+    Trace.objects.filter(pk=trace.pk).update(last_status="ok")
+    drift_sample_run(fraction=1.0, max_count=10)
+    sample = DriftSample.objects.get()
+    body = as_persona("oscar").get("/ops/").content.decode()
+    section = body[body.index('id="drift"') :]
+    assert "1 traces replayed on the current runtime, <strong>1 drifted</strong>" in section
+    assert f'href="/runs/{sample.run_id}/">report</a>' in section
+
+
+def test_the_beat_schedule_names_the_task():
+    from django.conf import settings
+
+    assert settings.CELERY_BEAT_SCHEDULE["drift-sample"]["task"] == "console.tasks.drift_sample"
+    assert drift_sample.name == "console.tasks.drift_sample"
