@@ -364,9 +364,10 @@ def _replay(
     sha256 = hashlib.sha256
     for record in trace.records():
         seen += 1
-        if progress is not None and not seen & 4095:
-            progress(seen)
-            timer.check()
+        if not seen & 4095:
+            if progress is not None:
+                progress(seen)
+            timer.check()  # with or without a progress callback (ingest passes none)
         kind = record.kind
         if kind == "event":
             event = record.body
