@@ -15,6 +15,7 @@ Pure: no Django, no clock (the caller passes `started_at`), no network.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +81,10 @@ def _num(payload: Mapping[str, Any], key: str) -> float:
     value = payload.get(key, 0.0)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond every float: saturate (clamped by the caller)
+        return math.inf if value > 0 else -math.inf
 
 
 # --- deterministic step functions (seed 003 §6 step 8) -------------------------------------
