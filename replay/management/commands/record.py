@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management.base import BaseCommand, CommandError
 
 from replay.formats import native
@@ -35,8 +36,10 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         try:
             if o["private_key_file"]:
-                raw = Path(o["private_key_file"]).read_bytes().strip()
-                secret = bytes.fromhex(raw.decode()) if len(raw) == 64 else raw
+                raw = Path(o["private_key_file"]).read_bytes()
+                # 32 bytes are the raw key, whatever they are (never strip them); else hex
+                secret = raw if len(raw) == 32 else bytes.fromhex(raw.strip().decode())
+                Ed25519PrivateKey.from_private_bytes(secret)  # refuse a bad key here, not midway
                 signer = signer_for(o["key_id"], ED25519, secret)
             elif o["key_id"] == DEMO_KEY_ID:
                 signer = signer_for(DEMO_KEY_ID, HMAC_SHA256, key_demo_ensure()[1])
