@@ -10,6 +10,7 @@ Pure: no Django.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from replay.errors import MALFORMED_TRACE, ReplayError
@@ -81,7 +82,40 @@ def loads_strict(data: bytes, *, where: str, line_offset: int = 0) -> Any:
         raise ReplayError(
             MALFORMED_TRACE, f"{where}: unexpected data after the JSON value at line {line}"
         )
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        _refuse_lone_surrogates(value, where)
     return value
+
+
+# Only a `\u` escape can put a lone UTF-16 surrogate into a decoded string (valid UTF-8 cannot).
+# Such a string is not Unicode text: hashing, signing or storing it fails far from here.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_lone_surrogates(value: Any, where: str) -> None:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            strings: Any = node.keys()
+        elif isinstance(node, list):
+            stack.extend(node)
+            continue
+        elif isinstance(node, str):
+            strings = (node,)
+        else:
+            continue
+        for string in strings:
+            lone = _LONE_SURROGATE.search(string)
+            if lone:
+                raise ReplayError(
+                    MALFORMED_TRACE,
+                    f"{where}: the string {string[:40]!r} holds a lone UTF-16 surrogate "
+                    f"\\u{ord(lone.group()):04x}, which is not Unicode text; escape a "
+                    "character outside the BMP as a surrogate pair, or write it as UTF-8",
+                )
 
 
 if _orjson is not None:
