@@ -424,3 +424,34 @@ def test_it_refuses_an_unknown_field(refuse, tmp_path):
     message = refuse(path, MALFORMED_TRACE)
 
     assert message == "events[2]: unknown field 'extra'"
+
+
+@pytest.mark.parametrize("field", ["type", "payload"])
+def test_it_refuses_a_lone_surrogate_escape(refuse, tmp_path, field):
+    doc = ok_document()
+    if field == "type":
+        doc["events"][3]["type"] = "brain\ud800tick"
+    else:
+        doc["events"][3]["payload"]["note"] = "\udfff"
+    path = write(tmp_path / "surrogate.trace.json", json.dumps(doc).encode())  # \u escapes
+
+    message = refuse(path, MALFORMED_TRACE)
+
+    shown = "'brain\\ud800tick'" if field == "type" else "'\\udfff'"
+    lone = "ud800" if field == "type" else "udfff"
+    assert message == (
+        f"trace: the string {shown} holds a lone UTF-16 surrogate \\{lone}, which is not "
+        "Unicode text; escape a character outside the BMP as a surrogate pair, or write it "
+        "as UTF-8"
+    )
+
+
+def test_it_accepts_a_surrogate_pair_escape(var_dirs, tmp_path):
+    doc = ok_document()
+    doc["meta"] = {"note": "\U0001f600"}  # json.dumps writes it as \ud83d\ude00
+    path = write(tmp_path / "pair.trace.json", json.dumps(doc).encode())
+
+    with path.open("rb") as fh:
+        trace = trace_ingest(source=fh, filename=path.name).trace
+
+    assert trace.last_status == "ok"
