@@ -1,0 +1,224 @@
+"""Conventions that keep the code and its docs from drifting (STYLE.md, "Conventions we keep").
+
+- the pure core imports no Django, DRF or Celery, directly or through any project module;
+- `replay` never imports `governance` or `console`;
+- every error code is documented, and the docs list no code that does not exist.
+
+Imports are read from the source (AST), not executed, so a lazy import inside a function
+counts as much as one at the top (only `if TYPE_CHECKING:` blocks are skipped).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from replay import engine
+from replay.errors import ERROR_CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT_PACKAGES = ("replay", "governance", "console")
+FRAMEWORKS = (
+    "django",
+    "rest_framework",
+    "celery",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "django_otp",
+    "storages",
+)
+
+PURE_CORE = [
+    "replay/canonical.py",
+    "replay/engine.py",
+    "replay/diff.py",
+    "replay/rng.py",
+    "replay/registry.py",
+    "replay/runtime.py",
+    "replay/recorder.py",
+    "replay/signatures.py",
+    "replay/demo.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").glob("*.py")),
+    "governance/chain.py",
+    "governance/signing.py",
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _file_of(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+@cache
+def imports_of(path: Path) -> tuple[str, ...]:
+    """Every module `path` imports (absolute names), wherever the import statement is."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path.parent)
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            found.append(base)
+            # `from package import submodule` imports the submodule too
+            found.extend(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return tuple(found)
+
+
+def _project_files_of(module: str) -> list[Path]:
+    """The files importing `module` executes: every package `__init__` on the way, then it."""
+    parts = module.split(".")
+    if parts[0] not in PROJECT_PACKAGES:
+        return []
+    files = []
+    for i in range(1, len(parts) + 1):
+        file = _file_of(".".join(parts[:i]))
+        if file is not None:
+            files.append(file)
+    return files
+
+
+def import_chains(start: Path) -> dict[str, list[str]]:
+    """Every module reachable from `start` through project modules, with the chain of files
+    that leads to it."""
+    chains: dict[str, list[str]] = {}
+    seen: set[Path] = set()
+    queue = [(start, [str(start.relative_to(ROOT))])]
+    while queue:
+        path, chain = queue.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for module in imports_of(path):
+            chains.setdefault(module, chain)
+            for file in _project_files_of(module):
+                if file not in seen:
+                    queue.append((file, [*chain, str(file.relative_to(ROOT))]))
+    return chains
+
+
+def _offenders(chains: dict[str, list[str]], roots: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{' -> '.join(chain)} imports {module}"
+        for module, chain in chains.items()
+        if module.split(".")[0] in roots
+    )
+
+
+@pytest.mark.parametrize("relative", PURE_CORE)
+def test_it_keeps_the_pure_core_free_of_django_drf_and_celery(relative):
+    path = ROOT / relative
+    if not path.exists():
+        pytest.skip(f"{relative} does not exist (yet)")
+
+    assert _offenders(import_chains(path), FRAMEWORKS) == []
+
+
+def test_it_sees_an_import_hidden_in_a_function_and_through_a_package():
+    # the checker itself: a lazy import two modules away is still found
+    assert "django.conf" in imports_of(ROOT / "replay" / "services.py")
+    chains = import_chains(ROOT / "replay" / "management" / "commands" / "ingest.py")
+    assert any(m.startswith("django") for m in chains)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "replay").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_it_never_imports_governance_or_console_from_replay(path):
+    offenders = sorted(
+        module for module in imports_of(path) if module.split(".")[0] in ("governance", "console")
+    )
+
+    assert offenders == []
+
+
+# --- error codes are documented --------------------------------------------------------------
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+ERROR_CODES_DOC = ROOT / "docs" / "error-codes.md"
+
+
+def _table_rows(markdown: str, header: str) -> list[list[str]]:
+    """The body rows of the first Markdown table whose header row starts with `header`."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} "))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _codes(cell: str) -> list[str]:
+    return re.findall(r"`([A-Z_]+)`", cell)
+
+
+@pytest.mark.parametrize("code", sorted(ERROR_CODES))
+def test_it_documents_every_error_code(code):
+    documented_in = [doc.name for doc in DOCS if f"`{code}`" in doc.read_text(encoding="utf-8")]
+
+    assert documented_in, f"{code} is in replay/errors.ERROR_CODES but in no doc"
+
+
+def test_it_lists_exactly_the_error_codes_that_exist():
+    rows = _table_rows(ERROR_CODES_DOC.read_text(encoding="utf-8"), "code")
+    listed = [code for row in rows for code in _codes(row[0])]
+
+    assert sorted(listed) == sorted(ERROR_CODES)
+    assert len(listed) == len(set(listed)), "a code is listed twice"
+    assert all(row[1] for row in rows), "every code says when it is raised"
+
+
+def test_it_documents_the_verdict_of_every_error_code():
+    rows = _table_rows(ERROR_CODES_DOC.read_text(encoding="utf-8"), "status")
+    by_status = {re.findall(r"`([a-z_]+)`", row[0])[0]: row[1] for row in rows}
+
+    assert sorted(by_status) == sorted(
+        [engine.OK, engine.DIVERGED, engine.TAMPER_DETECTED, engine.REFUSED]
+    )
+    assert by_status[engine.OK] == "none"
+    for code in ERROR_CODES:
+        status = engine._STATUS_OF.get(code, engine.REFUSED)
+        if status != engine.REFUSED:
+            assert code in _codes(by_status[status]), f"{code} is {status}"
+    assert by_status[engine.REFUSED] == "every other code"
