@@ -266,6 +266,10 @@ def test_REPLAY_04_missing_persisted_agent_output():
     assert "steps" not in [c["name"] for c in report["checks"]]
     assert canonical_report(report) == golden_report("missing_output", engine.PRODUCTION)
 
+    code, out = replay_command(trace.trace_id, engine.PRODUCTION, "--json")
+    assert code == 1
+    assert canonical_report(json.loads(out)) == golden_report("missing_output", engine.PRODUCTION)
+
     # audit replay re-executes the deterministic steps only, so it needs no agent output
     assert replay_stored(trace, engine.AUDIT).report["status"] == "ok"
 
