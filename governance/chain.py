@@ -43,6 +43,7 @@ seq either reports; at one seq the linker's finding is reported first.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -94,6 +95,7 @@ Row = Sequence[Any]
 _KEY_ADDED = codes.code_of(codes.KEY_ADDED)
 _KEY_ROTATED = codes.code_of(codes.KEY_ROTATED)
 _KEY_REVOKED = codes.code_of(codes.KEY_REVOKED)
+_KEY_CODES = frozenset((_KEY_ADDED, _KEY_ROTATED, _KEY_REVOKED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,11 @@ def check_row(
     are not checked (they are still covered by the hash).
     """
     seq = row[_SEQ]
+    if isinstance(row[_PAYLOAD], str):  # streamed as JSON text (parallel verification)
+        try:
+            row = (*row[:_PAYLOAD], json.loads(row[_PAYLOAD]), *row[_PAYLOAD + 1 :])
+        except ValueError as exc:
+            return Break(seq, codes.CHAIN_MALFORMED, f"event {seq}'s payload is not JSON: {exc}")
     try:
         recomputed = event_hash(row[_PREV], row_body(row))
     except (TypeError, ValueError, AttributeError, UnicodeError) as exc:
@@ -290,6 +297,24 @@ def check_rows(
     return None
 
 
+# A verification worker process holds one key set, set once by the pool's initializer: the
+# functions below are what ``governance.ledger.verify`` runs in its worker processes (they
+# live here, in the pure core, so a spawned worker never imports Django).
+_pool_keys: tuple[Mapping[str, ServerKey], Mapping[str, bytes] | None] | None = None
+
+
+def pool_init(server_keys: Mapping[str, ServerKey], actor_keys: Mapping[str, bytes] | None) -> None:
+    global _pool_keys  # noqa: PLW0603 - one key set per worker process, set once
+    _pool_keys = (server_keys, actor_keys)
+
+
+def pool_check(rows: Iterable[Row]) -> Break | None:
+    """:func:`check_rows` with the keys :func:`pool_init` set in this worker process."""
+    if _pool_keys is None:
+        raise RuntimeError("pool_check runs only in a process set up by pool_init")
+    return check_rows(rows, _pool_keys[0], _pool_keys[1])
+
+
 @dataclass(slots=True)
 class Linker:
     """The in-order checks: gapless seq, prev_hash links and server-key announcements."""
@@ -336,7 +361,14 @@ class Linker:
 
     def _keys(self, row: Row) -> Break | None:
         seq, signer, code = row[_SEQ], row[_SKEY], row[_CODE]
-        payload = row[_PAYLOAD] if isinstance(row[_PAYLOAD], dict) else {}
+        payload = row[_PAYLOAD]
+        if isinstance(payload, str) and code in _KEY_CODES:
+            try:
+                payload = json.loads(payload)
+            except ValueError:
+                payload = {}  # check_row reports the malformed payload at this seq
+        if not isinstance(payload, dict):
+            payload = {}
         server_event = payload.get("registry") == SERVER_REGISTRY
         introduces = payload.get("key_id") if server_event and code == _KEY_ADDED else None
         if server_event and code == _KEY_ROTATED:

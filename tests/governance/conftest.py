@@ -12,10 +12,12 @@ from governance import ledger
 
 @pytest.fixture(autouse=True)
 def _fresh_key_cache():
-    # server private keys are cached per process; each test database starts without keys
+    # server keys are cached per process; each test database starts without keys
     ledger._private_keys.clear()
+    ledger._keys_by_id.clear()
     yield
     ledger._private_keys.clear()
+    ledger._keys_by_id.clear()
 
 
 TRACE_KEY_ID = "governance-tests"

@@ -115,3 +115,23 @@ def test_a_deleted_event_is_named_as_the_missing_seq(ledger_with_an_approval):
     assert (result["broke_at"], result["code"]) == (event.seq, "CHAIN_SEQ")
     assert result["expected"] == str(event.seq)
     assert result["observed"] == str(event.seq + 1)
+
+
+def test_the_parallel_verifier_names_the_same_seq(ledger_with_an_approval):
+    """Worker processes check hashes and signatures; the first break is still the first."""
+    from governance import ledger
+
+    event = ledger_with_an_approval
+    assert ledger.verify(workers=2, chunk_size=3).ok
+    column = GovernanceEvent._meta.get_field("payload")
+    with connection.cursor() as cur:
+        for drop in drop_append_only_sql(connection.vendor, TABLE):
+            cur.execute(drop)
+        cur.execute(
+            f"UPDATE {TABLE} SET payload = %s WHERE seq = %s",  # noqa: S608
+            [column.get_db_prep_save({**event.payload, "decision": "deny"}, connection), event.seq],
+        )
+    parallel = ledger.verify(workers=2, chunk_size=3)
+    assert parallel.broken is not None
+    assert parallel.broken.seq == event.seq
+    assert parallel.broken == ledger.verify(workers=1).broken

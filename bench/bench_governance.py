@@ -1,0 +1,418 @@
+"""Governance ledger figures on PostgreSQL: appends per second with concurrent writers, and full
+verification of a large ledger beside its SHA-256 + Ed25519 ceiling.
+
+Run: ``.venv/bin/python bench/bench_governance.py [--events 1000000] [--writers 8]
+[--appends 250] [--workers N] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+[--quick] [--keep]``
+
+Everything happens in two scratch databases created on that server (and dropped at the end
+unless ``--keep``), each migrated with ``manage.py migrate`` (triggers included):
+
+1. APPENDS: ``--writers`` processes each append ``--appends`` events through the real
+   service (``governance.services.event_append``: advisory lock, head read, jcs, SHA-256,
+   Ed25519 signature, insert, commit), all released at once. Reported: appends per second
+   over the wall time, then the resulting chain is verified (gapless, one chain).
+2. VERIFY: a ledger of ``--events`` events is built in bulk, bypassing the service for
+   speed but with the real definitions (``governance.chain.event_body``/``event_hash``,
+   ``governance.signing.sign``, a real server key announced in event 1), written with
+   ``COPY``. Then the real verifier (``governance.ledger.verify``: streamed rows, in-order
+   linking here, hash + signature checks in ``--workers`` processes) walks all of it.
+   Reported: events per second, and the ratio to the CEILING measured in the same run:
+   one core doing only what any verifier must do per event (SHA-256 of prev hash + body
+   bytes and one Ed25519 verify), over pre-built bytes, no database, no JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CHUNK = 20_000
+
+
+# --- the append writers (a subprocess mode of this script) -----------------------------------
+
+
+def append_worker(count: int, label: str, start: str) -> None:
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from governance import codes, services
+
+    connection.ensure_connection()
+    Path(f"{start}.{label}.ready").touch()
+    while not os.path.exists(start):
+        time.sleep(0.002)
+    for n in range(count):
+        services.event_append(
+            event_type=codes.REPLAY_REQUEST,
+            payload={"writer": label, "n": n, "mode": "audit"},
+            actor_label=label,
+        )
+
+
+# --- building a big ledger in bulk ----------------------------------------------------------
+
+
+def _payload(n: int) -> dict[str, Any]:
+    digest = hashlib.sha256(n.to_bytes(8, "big")).hexdigest()
+    return {
+        "run_id": str(uuid.UUID(digest[:32])),
+        "trace_id": digest[32:],
+        "mode": "audit",
+        "state": "done",
+        "status": "ok",
+        "error_code": None,
+        "authoritative": True,
+        "force_continued": False,
+        "resumed_from": None,
+        "report_digest": "sha256:" + digest,
+    }
+
+
+def _bodies(args: tuple[int, int, str]) -> list[tuple[int, datetime, str, str, bytes]]:
+    """Events start..stop-1 (REPLAY_RESULT-like): (seq, created_at, payload, idem, jcs body)."""
+    from governance import chain
+    from replay.canonical import jcs
+
+    start, stop, key_id = args
+    out = []
+    for seq in range(start, stop):
+        payload = _payload(seq)
+        created = T0 + timedelta(milliseconds=seq)
+        idem = f"replay-result:{payload['run_id']}"
+        body = chain.event_body(
+            seq=seq,
+            code=101,
+            type="REPLAY_RESULT",
+            created_at=created,
+            actor_id=None,
+            actor_label="system",
+            payload=payload,
+            idempotency_key=idem,
+            server_key_id=key_id,
+            actor_key_id=None,
+            actor_signature=None,
+        )
+        out.append((seq, created, json.dumps(payload), idem, jcs(body)))
+    return out
+
+
+_SIGNING_KEY: bytes = b""
+
+
+def _init_signer(private: bytes) -> None:
+    global _SIGNING_KEY  # noqa: PLW0603 - set once per pool process
+    _SIGNING_KEY = private
+
+
+def _sign(hashes: list[str]) -> list[str]:
+    from governance import signing
+
+    return [signing.sign(_SIGNING_KEY, h.encode("ascii")) for h in hashes]
+
+
+def build_ledger(events: int, workers: int, log) -> tuple[int, list[tuple[bytes, str, str]]]:
+    """Write ``events`` valid events (1 key announcement + REPLAY_RESULTs) with COPY.
+
+    Returns (events written, a sample of (message, signature, hash) for the ceiling).
+    """
+    from django.db import connection, transaction
+
+    from governance import chain, codes, ledger
+
+    with transaction.atomic():
+        key, private = ledger.server_key_create(valid_from=T0)
+        ledger.lock()
+        genesis = ledger.insert(
+            prev=None,
+            event_type=codes.KEY_ADDED,
+            payload=ledger.server_key_payload(key),
+            key=key,
+            created_at=T0,
+        )
+    prev = genesis.hash
+    sample: list[tuple[bytes, str, str]] = []
+    context = multiprocessing.get_context("spawn")
+    columns = ", ".join(chain.FIELDS)
+    written = 1
+    started = time.perf_counter()
+    with context.Pool(workers, initializer=_init_signer, initargs=(private,)) as pool:
+        step = max(1000, CHUNK // workers)
+        for chunk_start in range(2, events + 1, CHUNK):
+            chunk_stop = min(events + 1, chunk_start + CHUNK)
+            parts = [
+                (s, min(chunk_stop, s + step), key.key_id)
+                for s in range(chunk_start, chunk_stop, step)
+            ]
+            rows = [r for part in pool.map(_bodies, parts) for r in part]
+            hashes, prevs = [], []
+            for _seq, _created, _payload_json, _idem, body in rows:
+                digest = "sha256:" + hashlib.sha256(prev.encode("ascii") + body).hexdigest()
+                prevs.append(prev)
+                hashes.append(digest)
+                prev = digest
+            batches = [hashes[i : i + step] for i in range(0, len(hashes), step)]
+            signatures = [s for part in pool.map(_sign, batches) for s in part]
+            if len(sample) < 20_000:
+                for i in range(min(len(rows), 20_000 - len(sample))):
+                    message = prevs[i].encode("ascii") + rows[i][4]
+                    sample.append((message, signatures[i], hashes[i]))
+            with connection.cursor() as cur:
+                copy_sql = f"COPY governance_governanceevent ({columns}) FROM STDIN"
+                with cur.cursor.copy(copy_sql) as copy:
+                    for (seq, created, payload_json, idem, _body), p, h, s in zip(
+                        rows, prevs, hashes, signatures, strict=True
+                    ):
+                        copy.write_row(
+                            (
+                                seq,
+                                101,
+                                "REPLAY_RESULT",
+                                created,
+                                None,
+                                "system",
+                                payload_json,
+                                idem,
+                                key.key_id,
+                                None,
+                                None,
+                                p,
+                                h,
+                                s,
+                            )
+                        )
+            written += len(rows)
+            rate = (written - 1) / (time.perf_counter() - started)
+            log(f"  built {written:,} / {events:,} events ({rate:,.0f}/s)")
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE governance_governanceevent")
+    return written, sample
+
+
+def ceiling(sample: list[tuple[bytes, str, str]], public: bytes) -> float:
+    """Events per CPU-second for SHA-256(prev + body) + one Ed25519 verify, on one core."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    key = Ed25519PublicKey.from_public_bytes(public)
+    prepared = [(m, bytes.fromhex(s)) for m, s, _h in sample]
+    started = time.process_time()
+    for message, signature in prepared:
+        digest = "sha256:" + hashlib.sha256(message).hexdigest()
+        key.verify(signature, digest.encode("ascii"))
+    return len(prepared) / (time.process_time() - started)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (the verifier's worker processes)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+# --- scratch databases ------------------------------------------------------------------------
+
+
+def _with_name(url: str, name: str) -> str:
+    base, _, _old = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def create_database(admin_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return _with_name(admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrate(env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"migrate failed: {done.stderr}")
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--appends", type=int, default=250, help="appends per writer")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL server URL whose user may create databases",
+    )
+    parser.add_argument("--quick", action="store_true", help="20,000 events, 50 appends each")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
+    parser.add_argument("--append-worker", nargs=3, metavar=("COUNT", "LABEL", "START"))
+    args = parser.parse_args()
+
+    if args.append_worker:
+        count, label, start = args.append_worker
+        append_worker(int(count), label, start)
+        return 0
+    if args.quick:
+        args.events, args.appends = 20_000, 50
+
+    def log(message: str) -> None:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+    tag = uuid.uuid4().hex[:8]
+    small, big = f"governance_bench_appends_{tag}", f"governance_bench_ledger_{tag}"
+    var = tempfile.mkdtemp(prefix="governance-bench-")
+    base_env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "REPLAY_VAR_DIR": var,
+        "PYTHONPATH": str(ROOT),
+    }
+    small_url = create_database(args.database_url, small)
+    big_url = create_database(args.database_url, big)
+    try:
+        log(f"migrating scratch databases {small} and {big}")
+        migrate({**base_env, "DATABASE_URL": small_url})
+        migrate({**base_env, "DATABASE_URL": big_url})
+
+        # 1. concurrent appends through the service
+        start = os.path.join(var, "go")
+        env = {**base_env, "DATABASE_URL": small_url}
+        writers = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--append-worker", str(args.appends), f"w{i}", start],
+                cwd=ROOT,
+                env=env,
+            )
+            for i in range(args.writers)
+        ]
+        # every writer imports Django and connects before the start line
+        while sum(Path(f"{start}.w{i}.ready").exists() for i in range(args.writers)) < len(writers):
+            if any(w.poll() not in (None, 0) for w in writers):
+                raise SystemExit("an append writer failed to start")
+            time.sleep(0.05)
+        began = time.perf_counter()
+        Path(start).touch()
+        failed = [w for w in writers if w.wait() != 0]
+        append_seconds = time.perf_counter() - began
+        if failed:
+            raise SystemExit("an append writer failed")
+        appended = args.writers * args.appends
+        checked = subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "governance", "verify", "--json"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        append_result = json.loads(checked.stdout)
+        log(f"appends: {appended} in {append_seconds:.2f} s; chain ok={append_result['ok']}")
+
+        # 2. a big ledger, verified by the real verifier
+        os.environ.update({**base_env, "DATABASE_URL": big_url})
+        import django
+
+        django.setup()
+        from governance import ledger
+        from governance.models import SigningKey
+
+        log(f"building a {args.events:,}-event ledger")
+        built_at = time.perf_counter()
+        written, sample = build_ledger(args.events, args.workers, log)
+        build_seconds = time.perf_counter() - built_at
+        public = bytes.fromhex(SigningKey.objects.get().public_key)
+        ceiling_rate = ceiling(sample, public)
+        log(f"verifying with {args.workers} worker process(es)")
+        cpu_before = cpu_seconds()
+        began = time.perf_counter()
+        result = ledger.verify(workers=args.workers, chunk_size=5000, count=written)
+        verify_seconds = time.perf_counter() - began
+        verify_cpu = cpu_seconds() - cpu_before
+        if not result.ok or result.size != written:
+            raise SystemExit(f"verification failed: {result.as_dict()}")
+        verify_rate = written / verify_seconds
+
+        rows = [
+            (
+                "machine",
+                f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+            ),
+            (
+                "appends (service, PostgreSQL)",
+                f"{appended:,} by {args.writers} writers in {append_seconds:.2f} s = "
+                f"{appended / append_seconds:,.0f} appends/s; chain gapless and verified: "
+                f"{append_result['ok'] and append_result['size'] == appended + 1}",
+            ),
+            ("ledger built (bulk, COPY)", f"{written:,} events in {build_seconds:.1f} s"),
+            (
+                "full verification",
+                f"{written:,} events in {verify_seconds:.1f} s wall = {verify_rate:,.0f} "
+                f"events/s ({args.workers} worker processes); {verify_cpu:.1f} CPU-s = "
+                f"{written / verify_cpu:,.0f} events per CPU-second",
+            ),
+            (
+                "ceiling, 1 core",
+                f"SHA-256 + Ed25519 verify = {ceiling_rate:,.0f} events per CPU-second",
+            ),
+            (
+                "verification / ceiling",
+                f"{verify_rate / ceiling_rate:.2f}x in wall time; "
+                f"{written / verify_cpu / ceiling_rate:.2f}x per CPU-second (work efficiency)",
+            ),
+            ("load average (1, 5, 15 min)", " ".join(f"{x:.1f}" for x in os.getloadavg())),
+        ]
+        width = max(len(k) for k, _ in rows)
+        print("governance ledger bench")
+        for key, value in rows:
+            print(f"  {key:<{width}}  {value}")
+    finally:
+        if not args.keep:
+            from django.db import connections
+
+            connections.close_all()
+            drop_database(args.database_url, small)
+            drop_database(args.database_url, big)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
