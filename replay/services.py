@@ -53,6 +53,7 @@ def _verify(
     halted: Mapping[str, str] | None = None,
     continue_past: Sequence[int] = (),
     progress: Callable[[int], None] | None = None,
+    retained_only: bool = False,
 ) -> tuple[native.NativeTrace | None, engine.ReplayReport]:
     with opened() as fh:
         try:
@@ -61,6 +62,8 @@ def _verify(
             report = engine.ReplayReport(trace_id=None, format=native.FORMAT, mode=mode)
             report.checks.append(engine.Check("format", False, exc.message))
             return None, report.fail(exc.code, exc.message)
+        if retained_only:
+            _use_retained_snapshots(trace)
         report = engine.replay(
             trace,
             mode=mode,
@@ -78,6 +81,20 @@ def _verify(
             progress=progress,
         )
         return trace, report
+
+
+def _use_retained_snapshots(trace: native.NativeTrace) -> None:
+    """For a stored trace, snapshot bodies come from the retained store, not from the file.
+
+    Retention decides: once a body is removed from the store, every stored trace that needs
+    it is MISSING_SNAPSHOT, even one whose original file still carries a copy. A body in the
+    file that does not hash to its snapshot_id is kept, so the replay reports the tampering.
+    (The seal never covers bodies, so dropping them changes no other check.)
+    """
+    for snap in trace.header["snapshots"]:
+        body = snap.get("body")
+        if body is not None and native.snapshot_id_of(body) == snap["snapshot_id"]:
+            del snap["body"]
 
 
 def trace_verify_file(
@@ -284,6 +301,7 @@ def replay_run_execute(
         halted=halted,
         continue_past=run.continue_past,
         progress=_Progress(run.id, progress),
+        retained_only=True,
     )
     data = report.to_json()
     with transaction.atomic():

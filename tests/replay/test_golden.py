@@ -158,8 +158,9 @@ def test_REPLAY_02_missing_snapshot_fails():
     assert code == 1
     assert canonical_report(json.loads(out)) == golden_report("missing_snapshot", engine.AUDIT)
 
-    # the copy that carries its own body still replays: its blob holds the bytes
-    assert replay_stored(retained, engine.AUDIT).report["status"] == "ok"
+    # retention decides for every stored trace, even one whose file carries the body
+    assert trace_missing(retained) == [expected_missing]
+    assert replay_stored(retained, engine.AUDIT).error_code == MISSING_SNAPSHOT
 
 
 def test_it_refuses_the_bodiless_golden_trace_when_no_store_has_its_snapshot():

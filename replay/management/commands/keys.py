@@ -26,7 +26,8 @@ class Command(BaseCommand):
     def handle(self, *args, action, **options):
         try:
             if action == "add-hmac":
-                secret = _read(options["secret_file"]).strip()
+                # a text secret file ends with a newline; only line endings are removed
+                secret = _read(options["secret_file"]).rstrip(b"\r\n")
                 key = key_add_hmac(key_id=options["key_id"], secret=secret)
                 self.stdout.write(f"added {key.alg} key {key.key_id}")
             elif action == "add-ed25519":
