@@ -234,3 +234,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "WARNING")},
 }
+
+# --- governance (issue 3; governance/conf.py documents each) ------------------------------
+GOVERNANCE_COUNCIL_QUORUM = env_int("GOVERNANCE_COUNCIL_QUORUM", 2)
+GOVERNANCE_DENY_THRESHOLD = env_int("GOVERNANCE_DENY_THRESHOLD", 1)
+GOVERNANCE_FORCE_CONTINUE_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_HOURS", 24)
+GOVERNANCE_FORCE_CONTINUE_MAX_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_MAX_HOURS", 168)
