@@ -1,1 +1,120 @@
 from __future__ import annotations
+
+# === console: Celery in tests (owner: the console engineer; keep other blocks apart) =========
+# Tasks run in-process (eager) in every test, even when CELERY_BROKER_URL is set for the CI run
+# on Redis, so a test's outcome never depends on which run it is. Tests marked
+# `celery_worker` opt out and use the session's real worker (`celery_worker` fixture below):
+# it is started only when CELERY_BROKER_URL is set and the database is PostgreSQL (a worker
+# process cannot share SQLite's in-memory test database), pointed at pytest-django's test
+# database, and stopped at the end of the session.
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _celery_eager_unless_marked(request):
+    from console.celery import app
+
+    if request.node.get_closest_marker("celery_worker"):
+        yield
+        return
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = previous
+
+
+@dataclass
+class CeleryWorker:
+    process: subprocess.Popen
+    name: str
+    var_dir: Path
+    log: Path
+
+    def pool_children(self) -> list[int]:
+        """Pids of the prefork pool processes that execute tasks."""
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _database_url(db: dict) -> str:
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    from django.conf import settings
+
+    from console.celery import app
+
+    if not os.environ.get("CELERY_BROKER_URL"):
+        pytest.skip("needs a broker: set CELERY_BROKER_URL (CI uses redis://127.0.0.1:6379/15)")
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("needs DATABASE_URL=postgres://...: a worker cannot share SQLite's test db")
+    var_dir = tmp_path_factory.mktemp("celery-worker-var")
+    log = var_dir / "worker.log"
+    name = f"pytest-{uuid.uuid4().hex[:8]}@%h"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings_test",
+        "DATABASE_URL": _database_url(db),  # NAME is the test database's by now
+        "REPLAY_VAR_DIR": str(var_dir),
+        # the same keys as this process, or the worker could not read what tests store
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        "REPLAY_KEY_ENCRYPTION_KEY": settings.REPLAY_KEY_ENCRYPTION_KEY,
+    }
+    app.control.purge()  # leftovers of an earlier, interrupted run
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--loglevel=INFO",
+                "--pool=prefork",
+                "--concurrency=1",
+                "-n",
+                name,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=_ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    worker = CeleryWorker(process, name.replace("%h", os.uname().nodename), var_dir, log)
+    deadline = time.monotonic() + 60
+    while " ready." not in worker.output():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the Celery worker did not start:\n{worker.output()}")
+        time.sleep(0.2)
+    yield worker
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+# === end of the console block =================================================================

@@ -1,0 +1,162 @@
+"""Replays on a real Celery worker (Redis broker, PostgreSQL): the run row exists before the
+task is queued, and killing the worker process mid-replay loses nothing and appends no event
+twice. Runs in CI's second pass (DATABASE_URL=postgres..., CELERY_BROKER_URL=redis...)."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+
+import pytest
+from django.db import connection
+
+from governance.models import GovernanceEvent
+from replay.dbguards import append_only_sql, drop_append_only_sql
+from replay.models import ReplayRun
+from tests.console.personas import persona
+
+pytestmark = [pytest.mark.celery_worker, pytest.mark.postgres]
+
+#: events in the trace the kill test replays: long enough to kill the worker in the middle
+KILL_TEST_EVENTS = 200_000
+
+
+@pytest.fixture(autouse=True)
+def _private_storage(settings, celery_worker):
+    """The worker's blob store, instead of a private one: both processes read the same files."""
+    settings.VAR_DIR = celery_worker.var_dir
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "blobs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(celery_worker.var_dir / "blobs")},
+        },
+    }
+
+
+def _guarded_tables() -> list[str]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT DISTINCT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE NOT t.tgisinternal AND t.tgname LIKE '%%\\_no\\_rewrite'"
+        )
+        return sorted(row[0] for row in cur.fetchall())
+
+
+@pytest.fixture
+def _append_only_restored(django_db_blocker):
+    """Puts the append-only triggers back after the transactional test's flush."""
+    yield
+    with django_db_blocker.unblock(), connection.cursor() as cur:
+        for table in _LIFTED:
+            for sql in append_only_sql(connection.vendor, table):
+                cur.execute(sql)
+    _LIFTED.clear()
+
+
+_LIFTED: list[str] = []
+
+
+@pytest.fixture
+def _append_only_lifted(transactional_db):
+    """A transactional test ends with a TRUNCATE of every table, which the append-only
+    triggers refuse (rightly); they are lifted for that flush only."""
+    yield
+    _LIFTED[:] = _guarded_tables()
+    with connection.cursor() as cur:
+        for table in _LIFTED:
+            for sql in drop_append_only_sql(connection.vendor, table):
+                cur.execute(sql)
+
+
+def _wait_for(predicate, timeout: float, what: str, worker) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; worker log:\n{worker.output()[-4000:]}")
+        time.sleep(0.1)
+
+
+def _idle(worker) -> bool:
+    from console.celery import app
+
+    inspect = app.control.inspect(destination=[worker.name], timeout=2)
+    active, reserved = inspect.active() or {}, inspect.reserved() or {}
+    return not any(active.values()) and not any(reserved.values()) and bool(active)
+
+
+def _run_state(run_id) -> ReplayRun:
+    return ReplayRun.objects.get(id=run_id)
+
+
+@pytest.mark.usefixtures("_append_only_restored", "_append_only_lifted")
+def test_a_replay_started_in_the_page_runs_on_the_worker(celery_worker, ingest, as_persona):
+    trace = ingest("diverged")
+    response = as_persona("alice").post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
+    run = ReplayRun.objects.get(trace=trace)
+    assert response.status_code == 303
+    _wait_for(lambda: _run_state(run.id).state == "done", 60, "the replay", celery_worker)
+    run.refresh_from_db()
+    assert run.error_code == "REPLAY_DIVERGENCE"
+    assert (
+        GovernanceEvent.objects.filter(type="REPLAY_RESULT", payload__run_id=str(run.id)).count()
+        == 1
+    )
+
+
+def _long_trace(trace_key):
+    from replay.formats import native
+    from replay.recorder import record, signer_for
+    from replay.registry import default_registry
+    from replay.runtime import RecordOptions
+    from replay.services import trace_ingest
+    from replay.signatures import HMAC_SHA256
+    from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET
+
+    document = record(
+        RecordOptions(seed="kill-me", iterations=12, filler_events=KILL_TEST_EVENTS),
+        default_registry(),
+        signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET),
+    )
+    data = b"".join(native.iter_jsonl(document))
+    return trace_ingest(source=io.BytesIO(data), filename="long.trace.jsonl").trace
+
+
+@pytest.mark.usefixtures("_append_only_restored", "_append_only_lifted")
+def test_killing_the_worker_mid_replay_loses_nothing_and_duplicates_no_event(
+    celery_worker, trace_key
+):
+    from governance.services import replay_request
+
+    trace = _long_trace(trace_key)
+    # the run row is committed before its task reaches the broker (on_commit)
+    run = replay_request(trace=trace, mode="audit", actor=persona("alice"))
+    _wait_for(
+        lambda: _run_state(run.id).state == "running" and _run_state(run.id).progress_done > 0,
+        60,
+        "the replay to be under way",
+        celery_worker,
+    )
+    children = celery_worker.pool_children()
+    assert len(children) == 1, children
+    os.kill(children[0], signal.SIGKILL)  # the process executing the replay dies mid-way
+    assert _run_state(run.id).state == "running"
+    results = GovernanceEvent.objects.filter(type="REPLAY_RESULT", payload__run_id=str(run.id))
+    _wait_for(results.exists, 120, "the redelivered replay's REPLAY_RESULT", celery_worker)
+    _wait_for(lambda: _idle(celery_worker), 60, "the worker to be idle", celery_worker)
+    run.refresh_from_db()
+    assert run.status == "ok"
+    assert run.report["stats"]["events"] == trace.event_count
+    assert run.progress_done == run.progress_total
+    log = celery_worker.output()
+    assert "WorkerLostError" in log or "signal 9" in log
+    for event_type in ("REPLAY_REQUEST", "REPLAY_RESULT"):
+        assert (
+            GovernanceEvent.objects.filter(type=event_type, payload__run_id=str(run.id)).count()
+            == 1
+        ), event_type
+    from governance.selectors import ledger_verify
+
+    assert ledger_verify().ok
