@@ -20,9 +20,26 @@ Pure (no Django). Two tables live here and nowhere else:
   ``replay.errors`` only. The human-readable messages are constants next to the service
   that raises them (``governance.services``).
 
-To add an event type: append a line to ``EVENT_TYPES`` in its range with the next free code,
-write the service that appends it, and test it; the convention test checks that every type is
-documented here.
+Every event type (``EVENT_TYPES`` below carries the same list with a description each):
+
+  ====  ======================================================================
+  100   REPLAY_REQUEST           101  REPLAY_RESULT         102  REPLAY_DIVERGENCE
+  103   INTEGRITY_FAILURE        104  REPLAY_TIMEOUT
+  200   FORCE_CONTINUE_REQUEST   201  FORCE_CONTINUE_APPROVAL
+  202   FORCE_CONTINUE_APPROVED  203  FORCE_CONTINUE_REJECTED
+  204   FORCE_CONTINUE_REFUSED
+  300   FORCE_HALT_REPLAY        301  FORCE_HALT_CLEAR      302  HALT_CLEAR_APPROVAL
+  303   SECURITY_INCIDENT
+  400   KEY_ADDED                401  KEY_ROTATED           402  KEY_REVOKED
+  403   KEY_CONFIRMED
+  500   PII_REVEALED
+  600   DSR_OPENED               601  DSR_EXPORTED          602  DSR_ERASED
+  603   DSR_CLOSED
+  ====  ======================================================================
+
+To add an event type: append a line to ``EVENT_TYPES`` in its range with the next free code
+and to the table above, write the service that appends it, and test it
+(``tests/governance/test_codes.py`` checks the table and the ranges).
 """
 
 from __future__ import annotations
