@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -10,8 +11,15 @@ from django.core.checks import Error, Tags, register
 
 @register(Tags.database)
 def ledger_serialisable(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    return problems(
+        databases=settings.DATABASES,
+        quorum=getattr(settings, "GOVERNANCE_COUNCIL_QUORUM", 2),
+    )
+
+
+def problems(*, databases: Mapping[str, Mapping[str, Any]], quorum: Any) -> list[Error]:
     errors: list[Error] = []
-    for alias, db in settings.DATABASES.items():
+    for alias, db in databases.items():
         engine = db.get("ENGINE", "")
         if engine == "django.db.backends.sqlite3":
             mode = (db.get("OPTIONS") or {}).get("transaction_mode")
@@ -31,7 +39,6 @@ def ledger_serialisable(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                     id="governance.E002",
                 )
             )
-    quorum = getattr(settings, "GOVERNANCE_COUNCIL_QUORUM", 2)
     if not isinstance(quorum, int) or quorum < 1:
         errors.append(
             Error("GOVERNANCE_COUNCIL_QUORUM must be an integer >= 1", id="governance.E003")

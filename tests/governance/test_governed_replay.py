@@ -188,3 +188,32 @@ def test_a_security_incident_halts_its_targets():
     }
     run = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
     assert run.error_code == errors.FORCE_HALT_ACTIVE
+
+
+def test_a_replay_over_its_iteration_cap_is_recorded_as_a_timeout(settings):
+    trace = ingest("ok")
+    settings.REPLAY_MAX_ITERATIONS = 1
+    run = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
+    assert run.error_code == errors.REPLAY_TIMEOUT
+    (timeout,) = _events(codes.REPLAY_TIMEOUT)
+    assert timeout.payload == {
+        "run_id": str(run.id),
+        "trace_id": trace.trace_id,
+        "mode": "audit",
+        "message": run.report["message"],
+    }
+    assert GovernanceEvent.objects.order_by("-seq").first().type == codes.REPLAY_RESULT
+
+
+def test_a_personal_data_access_is_on_the_record():
+    bob = person("bob")
+    event = services.pii_access_record(
+        actor=bob, trace_id="t1", fields=["/steps/2/input/email"], reason="DSR 17", context="page"
+    )
+    assert (event.type, event.code, event.actor_id) == (codes.PII_REVEALED, 500, bob.pk)
+    assert event.payload == {
+        "trace_id": "t1",
+        "fields": ["/steps/2/input/email"],
+        "reason": "DSR 17",
+        "context": "page",
+    }
