@@ -306,7 +306,11 @@ def main() -> int:
         "REPLAY_VAR_DIR": var,
         "PYTHONPATH": str(ROOT),
     }
-    small_url = create_database(args.database_url, small)
+    try:
+        small_url = create_database(args.database_url, small)
+    except Exception as exc:  # any reason the server is unusable ends the run
+        print(f"governance ledger bench: needs PostgreSQL at {args.database_url}: {exc}")
+        return 2
     big_url = create_database(args.database_url, big)
     try:
         log(f"migrating scratch databases {small} and {big}")
