@@ -200,6 +200,10 @@ def _first_event_problem(
     return None, {}, computed, body
 
 
+#: `pre` of a row nobody worked out in advance: (derived id, body, previous hash, chain hash)
+_NO_PRE: tuple[str | None, bytes | None, str | None, str | None] = (None, None, None, None)
+
+
 def _seal_mac(signature: dict[str, Any], keys: KeyRing, at: datetime | None) -> Any:
     """A streaming HMAC of the sealed message, when `verify` would get as far as computing it.
 
@@ -238,8 +242,14 @@ def replay(
     continue_past: frozenset[int] = frozenset(),
     clock: Callable[[], float] | None = None,
     progress: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> ReplayReport:
-    """Replay a native trace (seed 003 §6) and return its report; never raises ReplayError."""
+    """Replay a native trace (seed 003 §6) and return its report; never raises ReplayError.
+
+    `workers` > 1 parses, validates and hashes a JSON Lines trace in that many worker
+    processes (`NativeTrace.rows`); the chain, the seal and the state are still settled
+    here, in order, so the report is the one a single process gives.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
     header = trace.header
@@ -264,6 +274,7 @@ def replay(
                 timer=timer,
                 progress=progress,
                 cleanup=cleanup,
+                workers=workers,
             )
     except ReplayError as exc:
         report.checks.append(Check("format", False, exc.message))
@@ -290,6 +301,7 @@ def _replay(
     timer: _Clock,
     progress: Callable[[int], None] | None,
     cleanup: ExitStack,
+    workers: int,
 ) -> ReplayReport:
     header = trace.header
     job = header["job"]
@@ -356,73 +368,86 @@ def _replay(
         spool = tempfile.SpooledTemporaryFile(max_size=16 * 1024**2)  # noqa: SIM115 - closed by cleanup
         scan.step_spool = cleanup.enter_context(spool)
     seen = 0
-    add_event_bytes = seal.add_event_bytes
-    sealed_event_bytes = native.sealed_event_bytes
-    event_id_of = native.event_id_of
+    n_events = 0
+    chain_error: tuple[str, dict[str, Any]] | None = None
+    add_hashed_event = seal.add_hashed_event
+    event_id_of = native.event_id_deriver(job_seed)
     event_body_bytes = native.event_body_bytes
     apply = materialiser.apply if materialiser is not None else None
     sha256 = hashlib.sha256
-    for record in trace.records():
+    rows = trace.rows(workers)
+    cleanup.callback(getattr(rows, "close", lambda: None))  # stops a parallel reader's workers
+    for kind, item, where, ref, pre in rows:
         seen += 1
         if not seen & 4095:
             if progress is not None:
                 progress(seen)
             timer.check()  # with or without a progress callback (ingest passes none)
-        kind = record.kind
         if kind == "event":
-            event = record.body
-            if scan.chain_error is None:
-                # the common case inline; _first_event_problem words any failure
+            event = item
+            if chain_error is None:
+                # the common case inline; _first_event_problem words any failure. `pre`
+                # holds what a parallel reader worked out (see native.Row).
                 seq = event["seq"]
                 recorded = event["hash"]
-                if seq == scan.events and event["event_id"] == event_id_of(
-                    job_seed, seq, event["type"]
+                derived, body, pre_prev, chained = pre or _NO_PRE
+                if seq == n_events and event["event_id"] == (
+                    derived or event_id_of(seq, event["type"])
                 ):
-                    body = event_body_bytes(event, f"event {seq}")
-                    computed = "sha256:" + sha256(prev.encode() + body).hexdigest()
+                    if body is None:
+                        body = event_body_bytes(event, f"event {seq}", id_is_hex=True)
+                    if chained is None or pre_prev != prev:
+                        if len(body) < 1 << 16:
+                            chained = "sha256:" + sha256(prev.encode() + body).hexdigest()
+                        else:  # no copy of a large body
+                            digest = sha256(prev.encode())
+                            digest.update(body)
+                            chained = "sha256:" + digest.hexdigest()
                 else:
-                    computed = ""
-                if computed and computed == recorded:
-                    add_event_bytes(sealed_event_bytes(body, computed))
+                    chained = None
+                if chained is not None and chained == recorded:
+                    add_hashed_event(body, chained)
                     if apply is not None:
                         apply(event)
                 else:
-                    problem, where, _computed, _body = _first_event_problem(
-                        event, scan.events, prev, job_seed
+                    problem, broke, _computed, _body = _first_event_problem(
+                        event, n_events, prev, job_seed
                     )
                     assert problem is not None
-                    scan.chain_error = (problem, where)
-                    seal.add_event(event, record.where)
+                    chain_error = (problem, broke)
+                    seal.add_event(event, where)
                 prev = recorded
             else:
-                seal.add_event(event, record.where)
-            scan.events += 1
+                seal.add_event(event, where)
+            n_events += 1
         elif kind == "step":
-            step = record.body
+            step = item
             if step["seq"] != scan.step_count and scan.step_error is None:
                 scan.step_error = (
-                    f"{record.where}: step seq {step['seq']} where {scan.step_count} was expected"
+                    f"{where}: step seq {step['seq']} where {scan.step_count} was expected"
                 )
             scan.step_count += 1
-            seal.add_step(step, record.where)
+            seal.add_step(step, where)
             if spool_steps:
                 scan.step_spool.write(json.dumps(step, ensure_ascii=False).encode() + b"\n")
             else:
                 scan.steps.append(step)
         else:
-            ref, output = record.ref, record.body
+            output = item
             if ref in scan.outputs:
-                raise ReplayError(errors.MALFORMED_TRACE, f"{record.where}: output {ref!r} twice")
+                raise ReplayError(errors.MALFORMED_TRACE, f"{where}: output {ref!r} twice")
             scan.outputs[ref] = output["hash"]
             seal.add_output(ref, output["hash"])
             scan.output_has_content[ref] = "content" in output
             if "content" in output and scan.output_error is None:
-                computed = native.output_hash_of(output["content"], record.where)
-                if computed != output["hash"]:
+                content_hash = pre or native.output_hash_of(output["content"], where)
+                if content_hash != output["hash"]:
                     scan.output_error = (
                         f"output {ref!r}: its content does not hash to its recorded hash",
-                        {"broke_at": ref, "expected": computed, "observed": output["hash"]},
+                        {"broke_at": ref, "expected": content_hash, "observed": output["hash"]},
                     )
+    scan.events = n_events
+    scan.chain_error = chain_error
     if progress is not None:
         progress(seen)
     report.stats = {"events": scan.events, "steps": scan.step_count, "outputs": len(scan.outputs)}

@@ -118,6 +118,9 @@ def _refuse_lone_surrogates(value: Any, where: str) -> None:
                 )
 
 
+#: what :func:`parse_compact` returns when it cannot prove a text (then ask loads_strict)
+NOT_PROVEN: Any = object()
+
 if _orjson is not None:
     _fast_loads = _orjson.loads
     _fast_dumps = _orjson.dumps
@@ -126,33 +129,43 @@ if _orjson is not None:
         _orjson.JSONEncodeError,
     )
 
-    def loads_compact(data: bytes, *, where: str) -> Any:
-        """:func:`loads_strict`, fast for the compact lines writers produce (JSON Lines).
+    def parse_compact(data: bytes) -> Any:
+        """The value of a compact JSON text, when that is quick to prove; else `NOT_PROVEN`.
 
         ``orjson`` parses the text, then writes the value back; when that gives exactly the
-        input bytes (a trailing newline aside), the text is proven to be what
-        ``loads_strict`` accepts, with the same value: a value ``orjson`` writes has no
+        input bytes (one trailing newline aside), the text is proven to be one that
+        :func:`loads_strict` accepts, with the same value: a text ``orjson`` writes has no
         duplicate key (its objects are dicts), no NaN or Infinity, no byte-order mark and is
         valid UTF-8; its numbers are the shortest round-tripping spellings, so every correct
-        decoder reads the same doubles. Anything else (other spacing or escapes, ``1E5``,
-        huge integers, duplicate keys, errors of any kind) goes to ``loads_strict``, which
-        decides and words the refusal exactly as it always does.
+        decoder reads the same doubles; and ``orjson.loads`` of these bytes gives this value
+        again, wherever it runs. Anything else (other spacing or escapes, ``1E5``, huge
+        integers, duplicate keys, errors of any kind) is `NOT_PROVEN`.
         """
         try:
             value = _fast_loads(data)
             out = _fast_dumps(value)
         except _FAST_ERRORS:
-            return loads_strict(data, where=where)
+            return NOT_PROVEN
         n = len(out)
         if (len(data) == n or (len(data) == n + 1 and data[n] == 0x0A)) and data.startswith(out):
             return value
-        return loads_strict(data, where=where)
+        return NOT_PROVEN
 
 else:  # pragma: no cover
 
-    def loads_compact(data: bytes, *, where: str) -> Any:
-        """:func:`loads_strict` (orjson is not installed)."""
-        return loads_strict(data, where=where)
+    def parse_compact(data: bytes) -> Any:
+        """Always `NOT_PROVEN` (orjson is not installed)."""
+        return NOT_PROVEN
+
+
+def loads_compact(data: bytes, *, where: str) -> Any:
+    """:func:`loads_strict`, fast for the compact lines writers produce (JSON Lines).
+
+    Same value, same refusals: :func:`parse_compact` answers when it can prove the text,
+    :func:`loads_strict` decides (and words any refusal) otherwise.
+    """
+    value = parse_compact(data)
+    return loads_strict(data, where=where) if value is NOT_PROVEN else value
 
 
 def shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:

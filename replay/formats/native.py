@@ -22,6 +22,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import binascii
 import gzip
 import hashlib
 import io
@@ -33,11 +34,17 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from replay.canonical import CanonicalError, mace_v1
+
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover - parse_compact proves nothing without orjson
+    _orjson_loads = None  # type: ignore[assignment]
 from replay.errors import MALFORMED_TRACE, UNSUPPORTED_SCHEMA_VERSION, ReplayError
 from replay.formats.jsonstrict import (
+    NOT_PROVEN,
     check_shape,
-    loads_compact,
     loads_strict,
+    parse_compact,
 )
 
 FORMAT = "replay-trace"
@@ -111,6 +118,30 @@ def event_id_of(job_seed: str, seq: int, type_: str) -> str:
     return _sha256(f"{job_seed}:{seq}:{type_}".encode()).hexdigest()
 
 
+def event_id_deriver(job_seed: str) -> Callable[[int, str], str]:
+    """`event_id_of` with `job_seed` fixed: the same ids, for a fraction of the cost.
+
+    The seed's bytes are encoded once and each event type's once (a trace has a handful).
+    """
+    try:
+        prefix = job_seed.encode() + b":"
+    except UnicodeEncodeError:  # let event_id_of fail as it does, event by event
+        return lambda seq, type_: event_id_of(job_seed, seq, type_)
+    types: dict[str, bytes] = {}
+
+    def derive(seq: int, type_: str) -> str:
+        type_bytes = types.get(type_)
+        if type_bytes is None:
+            type_bytes = type_.encode()
+            if len(types) < _TYPE_CACHE_MAX:
+                types[type_] = type_bytes
+        if type(seq) is not int:  # "%d" would not write what f"{seq}" writes
+            return event_id_of(job_seed, seq, type_)
+        return _sha256(b"%s%d:%s" % (prefix, seq, type_bytes)).hexdigest()
+
+    return derive
+
+
 def event_hash(prev: str, event: dict[str, Any], where: str = "event") -> tuple[str, bytes]:
     """The chain hash of `event` after `prev`, and the hashed body's canonical bytes.
 
@@ -125,7 +156,9 @@ _TYPE_BYTES: dict[str, bytes] = {}  # mace_v1 of event types seen (a trace uses 
 _TYPE_CACHE_MAX = 4096
 
 
-def event_body_bytes(event: dict[str, Any], where: str = "event") -> bytes:
+def event_body_bytes(
+    event: dict[str, Any], where: str = "event", *, id_is_hex: bool = False
+) -> bytes:
     """`mace_v1({seq, type, event_id, payload})`: the bytes an event's chain hash covers.
 
     Written from its parts: the four keys sort as event_id < payload < seq < type, and a
@@ -133,7 +166,9 @@ def event_body_bytes(event: dict[str, Any], where: str = "event") -> bytes:
     needs the canonicaliser (an event type's bytes are cached). Whenever a part is not the
     plain kind this shortcut covers (an int `seq`, an alphanumeric ASCII `event_id`, a
     `type` and `payload` mace_v1 can write), the whole body goes through `canonical`, which
-    gives the same bytes or words the refusal as it always has.
+    gives the same bytes or words the refusal as it always has. `id_is_hex`: the caller
+    has checked that `event_id` is lower-case hex (the engine compares it with the id it
+    derives), which spares the check here.
     """
     seq = event["seq"]
     event_id = event["event_id"]
@@ -141,8 +176,7 @@ def event_body_bytes(event: dict[str, Any], where: str = "event") -> bytes:
     if (
         type(seq) is int
         and type(event_id) is str
-        and event_id.isascii()
-        and event_id.isalnum()
+        and (id_is_hex or (event_id.isascii() and event_id.isalnum()))
         and type(type_) is str
     ):
         try:
@@ -215,6 +249,34 @@ class SealMessage:
     def add_event_bytes(self, canonical_event: bytes) -> None:
         self._pending.append(canonical_event)
         self._pending_bytes += len(canonical_event)
+        if self._pending_bytes >= self._BATCH:
+            self._flush_events()
+
+    def add_hashed_event(self, body: bytes, event_hash_value: str) -> None:
+        """`add_event_bytes(sealed_event_bytes(body, event_hash_value))`, in one call.
+
+        A large body is written in place, in pieces, rather than copied into a new event.
+        """
+        if len(body) >= self._BATCH:
+            self._flush_events()
+            out: Callable[[Any], object] = (
+                self._sink if self._sink is not None else self._events.write  # type: ignore[union-attr]
+            )
+            if self._n_events:
+                out(b",")
+            view = memoryview(body)
+            out(view[:_EVENT_ID_PREFIX])
+            out(b'"hash":"%s",' % event_hash_value.encode())
+            out(view[_EVENT_ID_PREFIX:])
+            self._n_events += 1
+            return
+        event = b'%s"hash":"%s",%s' % (
+            body[:_EVENT_ID_PREFIX],
+            event_hash_value.encode(),
+            body[_EVENT_ID_PREFIX:],
+        )
+        self._pending.append(event)
+        self._pending_bytes += len(event)
         if self._pending_bytes >= self._BATCH:
             self._flush_events()
 
@@ -428,32 +490,34 @@ def validate_header(header: Any, where: str = "trace") -> dict[str, Any]:
     return header
 
 
-_EVENT_KEYS = frozenset({"seq", "type", "event_id", "payload", "hash"})
-_fromhex = bytes.fromhex
+_unhexlify = binascii.unhexlify
 
 
 def _plain_event(event: Any) -> bool:
     """True for an event every check of `validate_event` passes (decided quickly).
 
-    `bytes.fromhex(s).hex() == s` holds exactly for lower-case hex of even length (spaces,
-    capitals and other characters fail it), at a fraction of a regular expression's cost.
+    `unhexlify(s)` succeeds exactly for hex of even length (no spaces, signs or prefixes)
+    and `s.lower() == s` rules out capitals: together, a fraction of a regular expression's
+    cost. Five keys that are all the expected ones leave no room for an unknown one.
     """
     try:
         return (
             type(event) is dict
-            and event.keys() == _EVENT_KEYS
+            and len(event) == 5
             and type(event["seq"]) is int
             and type(event["type"]) is str
             and type(event["payload"]) is dict
             and type(event_id := event["event_id"]) is str
             and len(event_id) == 64
-            and _fromhex(event_id).hex() == event_id
+            and _unhexlify(event_id) is not None
+            and event_id.lower() == event_id
             and type(digest := event["hash"]) is str
             and len(digest) == 71
             and digest.startswith("sha256:")
-            and _fromhex(digest[7:]).hex() == digest[7:]
+            and _unhexlify(digest[7:]) is not None
+            and digest.lower() == digest
         )
-    except ValueError:  # not hex at all
+    except (KeyError, ValueError):  # a key missing, or not hex at all (binascii.Error)
         return False
 
 
@@ -516,6 +580,13 @@ class Record:
     ref: str = ""  # the output_ref of an output record
 
 
+#: A record as `NativeTrace.rows` yields it: `(kind, body, where, ref, pre)`. `pre` is None
+#: or what a parallel reader worked out already: for an event `(derived event_id, hashed
+#: body bytes or None, previous event's hash or None, chain hash after it or None)`, for an
+#: output the hash of its content (or None).
+Row = tuple[str, dict[str, Any], str, str, Any]
+
+
 @dataclass
 class NativeTrace:
     """A parsed header and a one-pass stream of its records, in file order."""
@@ -523,10 +594,21 @@ class NativeTrace:
     header: dict[str, Any]
     encoding: str  # "json" | "jsonl"
     compressed: bool
-    _records: Iterator[Record] = field(repr=False, default_factory=lambda: iter(()))
+    _rows: Callable[[int], Iterator[Row]] = field(repr=False, default=lambda _workers: iter(()))
 
     def records(self) -> Iterator[Record]:
-        return self._records
+        """The records, validated, in file order (one pass: call this or `rows` once)."""
+        return (Record(kind, body, where, ref) for kind, body, where, ref, _pre in self._rows(1))
+
+    def rows(self, workers: int = 1) -> Iterator[Row]:
+        """The records as plain tuples (the engine's fast path; one pass).
+
+        With `workers` > 1, a JSON Lines trace is parsed, validated and hashed by that many
+        worker processes, chunk by chunk; the rows still come in file order, with the same
+        refusals at the same place as a single process gives. A JSON document is already in
+        memory and always read here.
+        """
+        return self._rows(workers)
 
     @property
     def format(self) -> str:
@@ -536,7 +618,9 @@ class NativeTrace:
 class _BoundedReader(io.RawIOBase):
     """Reads a (decompressed) stream and refuses to deliver more than `limit` bytes."""
 
-    def __init__(self, raw: IO[bytes], limit: int, what: str) -> None:
+    def __init__(
+        self, raw: IO[bytes] | io.RawIOBase | gzip.GzipFile, limit: int, what: str
+    ) -> None:
         self._raw = raw
         self._left = limit
         self._limit = limit
@@ -646,18 +730,18 @@ def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> Nativ
     if total > limits.max_records:
         raise _malformed(f"trace: {total} records, more than the limit of {limits.max_records}")
 
-    def records() -> Iterator[Record]:
+    def rows(_workers: int) -> Iterator[Row]:
         for i, event in enumerate(events):
             w = f"events[{i}]"
-            yield Record("event", validate_event(event, w), w)
+            yield ("event", validate_event(event, w), w, "", None)
         for i, step in enumerate(steps):
             w = f"steps[{i}]"
-            yield Record("step", validate_step(step, w), w)
+            yield ("step", validate_step(step, w), w, "", None)
         for ref in sorted(outputs):
             w = f"outputs[{ref!r}]"
-            yield Record("output", validate_output(ref, outputs[ref], w), w, ref)
+            yield ("output", validate_output(ref, outputs[ref], w), w, ref, None)
 
-    return NativeTrace(header, "json", compressed, records())
+    return NativeTrace(header, "json", compressed, rows)
 
 
 def _read_line(stream: IO[bytes], limits: Limits, lineno: int) -> bytes:
@@ -685,55 +769,240 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
         )
     validate_header(header, "line 1")
 
-    def records() -> Iterator[Record]:
-        lineno = 1
-        count = 0
-        refs: set[str] = set()
-        max_line, max_depth, max_string = (
-            limits.max_line_bytes,
-            limits.max_depth,
-            limits.max_string,
-        )
-        readline = stream.readline
-        while True:
-            lineno += 1
-            line = readline(max_line + 1)
-            if len(line) > max_line:
-                raise _malformed(
-                    f"line {lineno}: longer than {max_line} bytes; refused before reading it"
-                )
-            if not line:
-                return
-            if line[0] in _WHITESPACE and not line.strip():
-                continue
-            where = f"line {lineno}"
-            obj = loads_compact(line, where=where)
-            if type(obj) is not dict:
-                raise _malformed(f"{where}: expected a JSON object, got {_type_name(obj)}")
-            # shape_is_bounded(), inline: most lines are too short to break the limits
-            if len(line) > max_string or line.count(b"{") + line.count(b"[") > max_depth:
-                check_shape(obj, where=where, max_depth=max_depth, max_string=max_string)
-            count += 1
-            if count > limits.max_records:
-                raise _malformed(f"{where}: more than {limits.max_records} records")
+    def rows(workers: int) -> Iterator[Row]:
+        if workers > 1:
+            return _parallel_rows(stream, limits, header["job"]["job_seed"], workers)
+        return _serial_rows(stream, limits)
+
+    return NativeTrace(header, "jsonl", compressed, rows)
+
+
+def _parse_line(line: bytes, where: str, limits: Limits) -> tuple[dict[str, Any], bool]:
+    """One JSON Lines record: strictly parsed, an object, within the shape limits; and
+    whether `parse_compact` proved it (so ``orjson.loads`` of the line gives it again)."""
+    obj = parse_compact(line)
+    proven = obj is not NOT_PROVEN
+    if not proven:
+        obj = loads_strict(line, where=where)
+    if type(obj) is not dict:
+        raise _malformed(f"{where}: expected a JSON object, got {_type_name(obj)}")
+    # jsonstrict.shape_is_bounded, inline: most lines are too short to break the limits
+    if len(line) > limits.max_string or line.count(b"{") + line.count(b"[") > limits.max_depth:
+        check_shape(obj, where=where, max_depth=limits.max_depth, max_string=limits.max_string)
+    return obj, proven
+
+
+def _bad_kind(kind: Any, where: str) -> ReplayError:
+    return _malformed(f"{where}.record: expected 'event', 'step' or 'output', got {kind!r}")
+
+
+def _serial_rows(stream: IO[bytes], limits: Limits) -> Iterator[Row]:
+    lineno = 1
+    count = 0
+    refs: set[str] = set()
+    max_line = limits.max_line_bytes
+    max_records = limits.max_records
+    readline = stream.readline
+    while True:
+        lineno += 1
+        line = readline(max_line + 1)
+        if len(line) > max_line:
+            raise _malformed(
+                f"line {lineno}: longer than {max_line} bytes; refused before reading it"
+            )
+        if not line:
+            return
+        if line[0] in _WHITESPACE and not line.strip():
+            continue
+        where = f"line {lineno}"
+        obj, _proven = _parse_line(line, where, limits)
+        count += 1
+        if count > max_records:
+            raise _malformed(f"{where}: more than {max_records} records")
+        kind = obj.pop("record", None)
+        if kind == "event":
+            yield ("event", validate_event(obj, where), where, "", None)
+        elif kind == "step":
+            yield ("step", validate_step(obj, where), where, "", None)
+        elif kind == "output":
+            ref = _expect(obj, "output_ref", (str,), where)
+            if ref in refs:
+                raise _malformed(f"{where}: output_ref {ref!r} appears twice")
+            refs.add(ref)
+            del obj["output_ref"]
+            yield ("output", validate_output(ref, obj, where), where, ref, None)
+        else:
+            raise _bad_kind(kind, where)
+
+
+# --- reading JSON Lines in worker processes ---------------------------------------------------
+#
+# The main process reads lines and hands them out in chunks; a worker parses, validates and
+# hashes each line exactly as `_serial_rows` would, and stops at the first refusal, which it
+# sends back as (code, message) in its place. The main process keeps what depends on order
+# (the record count, duplicate output refs, the chain itself) and raises each refusal when
+# the rows before it have been consumed, so the result is the single-process one.
+
+_CHUNK_LINES = 2048
+_CHUNK_BYTES = 1 << 20
+_worker_state: dict[str, Any] = {}
+
+
+def _worker_init(job_seed: str, limits: Limits) -> None:
+    _worker_state["derive_id"] = event_id_deriver(job_seed)
+    _worker_state["limits"] = limits
+
+
+def _prepare_chunk(chunk: list[tuple[int, bytes]]) -> list[tuple[Any, ...]]:
+    """In a worker: the rows of `chunk` ((line number, line) pairs), precomputed.
+
+    An event parsed by `parse_compact` is sent back without its body: the main process gets
+    the same value from ``orjson.loads`` of the line faster than from a pickle. Every row
+    is a 5-tuple with `where` fourth; a refusal, ``("!", counted, (code, message), where,
+    None)``, ends the chunk.
+    """
+    derive_id: Callable[[int, str], str] = _worker_state["derive_id"]
+    limits: Limits = _worker_state["limits"]
+    out: list[tuple[Any, ...]] = []
+    prev: str | None = None  # the previous event's recorded hash, within this chunk
+    for index, (lineno, line) in enumerate(chunk):
+        where = f"line {lineno}"
+        try:
+            obj, proven = _parse_line(line, where, limits)
+        except ReplayError as exc:
+            out.append(("!", False, (exc.code, exc.message), where, None))
+            return out
+        try:
             kind = obj.pop("record", None)
             if kind == "event":
-                yield Record("event", validate_event(obj, where), where)
+                event = validate_event(obj, where)
+                seq = event["seq"]
+                derived = derive_id(seq, event["type"])
+                try:
+                    body: bytes | None = event_body_bytes(event, f"event {seq}", id_is_hex=True)
+                except ReplayError:
+                    body = None  # the engine words it, if and when it hashes this event
+                digest = None
+                if body is not None and prev is not None:
+                    digest = "sha256:" + _sha256(prev.encode() + body).hexdigest()
+                pre = (derived, body, prev if digest is not None else None, digest)
+                out.append(("event", None if proven else event, index, where, pre))
+                prev = event["hash"]
             elif kind == "step":
-                yield Record("step", validate_step(obj, where), where)
+                out.append(("step", validate_step(obj, where), index, where, None))
             elif kind == "output":
                 ref = _expect(obj, "output_ref", (str,), where)
-                if ref in refs:
-                    raise _malformed(f"{where}: output_ref {ref!r} appears twice")
-                refs.add(ref)
                 del obj["output_ref"]
-                yield Record("output", validate_output(ref, obj, where), where, ref)
+                try:
+                    output = validate_output(ref, obj, where)
+                except ReplayError as exc:
+                    # refused only after the duplicate-ref check, which needs every line
+                    out.append(("output!", ref, (exc.code, exc.message), where, None))
+                    return out
+                digest = None
+                if "content" in output:
+                    try:
+                        digest = output_hash_of(output["content"], where)
+                    except ReplayError:
+                        digest = None  # the engine words it
+                out.append(("output", output, index, where, (ref, digest)))
             else:
-                raise _malformed(
-                    f"{where}.record: expected 'event', 'step' or 'output', got {kind!r}"
-                )
+                raise _bad_kind(kind, where)
+        except ReplayError as exc:
+            out.append(("!", True, (exc.code, exc.message), where, None))
+            return out
+    return out
 
-    return NativeTrace(header, "jsonl", compressed, records())
+
+def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int) -> Iterator[Row]:
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),  # no fork: the caller may hold locks
+        initializer=_worker_init,
+        initargs=(job_seed, limits),
+    )
+    pending: deque[tuple[list[tuple[int, bytes]] | None, Any]] = deque()
+    state = {"lineno": 1, "done": False}
+    max_line = limits.max_line_bytes
+    readline = stream.readline
+
+    def read_chunk() -> None:
+        chunk: list[tuple[int, bytes]] = []
+        size = 0
+        lineno = state["lineno"]
+        try:
+            while len(chunk) < _CHUNK_LINES and size < _CHUNK_BYTES:
+                lineno += 1
+                line = readline(max_line + 1)
+                if len(line) > max_line:
+                    raise _malformed(
+                        f"line {lineno}: longer than {max_line} bytes; refused before reading it"
+                    )
+                if not line:
+                    state["done"] = True
+                    break
+                if line[0] in _WHITESPACE and not line.strip():
+                    continue
+                chunk.append((lineno, line))
+                size += len(line)
+        except Exception as exc:  # raised in its place, after the rows before it
+            state["done"] = True
+            if chunk:
+                pending.append((chunk, pool.submit(_prepare_chunk, chunk)))
+            pending.append((None, exc))
+            return
+        finally:
+            state["lineno"] = lineno
+        if chunk:
+            pending.append((chunk, pool.submit(_prepare_chunk, chunk)))
+
+    loads = _orjson_loads
+    count = 0
+    max_records = limits.max_records
+    refs: set[str] = set()
+    try:
+        while True:
+            while not state["done"] and len(pending) < 2 * workers + 2:
+                read_chunk()
+            if not pending:
+                return
+            chunk, future = pending.popleft()
+            if chunk is None:
+                raise future
+            for row in future.result():
+                kind, where = row[0], row[3]
+                if kind == "!":  # ("!", counted, (code, message), where, None)
+                    if row[1]:  # refused after the record was counted
+                        count += 1
+                        if count > max_records:
+                            raise _malformed(f"{where}: more than {max_records} records")
+                    raise ReplayError(*row[2])
+                count += 1
+                if count > max_records:
+                    raise _malformed(f"{where}: more than {max_records} records")
+                if kind == "event":  # ("event", body or None, index, where, pre)
+                    event = row[1]
+                    if event is None:
+                        event = loads(chunk[row[2]][1])
+                        del event["record"]
+                    yield ("event", event, where, "", row[4])
+                elif kind == "step":  # ("step", body, index, where, None)
+                    yield ("step", row[1], where, "", None)
+                else:  # ("output", body, index, where, (ref, digest)) or
+                    # ("output!", ref, (code, message), where, None)
+                    ref = row[1] if kind == "output!" else row[4][0]
+                    if ref in refs:
+                        raise _malformed(f"{where}: output_ref {ref!r} appears twice")
+                    refs.add(ref)
+                    if kind == "output!":
+                        raise ReplayError(*row[2])
+                    yield ("output", row[1], where, ref, row[4][1])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --- writing ---------------------------------------------------------------------------------
