@@ -117,4 +117,45 @@ def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
         process.wait(timeout=10)
 
 
+_GUARDED_TABLES_SQL = {
+    # append-only tables carry these triggers (replay.dbguards)
+    "sqlite": "SELECT DISTINCT tbl_name FROM sqlite_master "
+    "WHERE type = 'trigger' AND name LIKE '%\\_no\\_delete' ESCAPE '\\'",
+    "postgresql": "SELECT DISTINCT c.relname FROM pg_trigger t "
+    "JOIN pg_class c ON c.oid = t.tgrelid "
+    "WHERE NOT t.tgisinternal AND t.tgname LIKE '%\\_no\\_rewrite'",
+}
+
+
+@pytest.fixture
+def flushable_transactional_db(transactional_db):
+    """`transactional_db` for tests that need it (a live server, a worker process).
+
+    Such a test ends with a flush of every table, which the append-only triggers rightly
+    refuse. The triggers are lifted while the test runs (the model-level guard still holds)
+    and put back by the `post_migrate` signal that the flush itself sends when it is done, so
+    the order in which pytest tears fixtures down does not matter.
+    """
+    from django.db import connection
+    from django.db.models.signals import post_migrate
+
+    from replay.dbguards import append_only_sql, drop_append_only_sql
+
+    with connection.cursor() as cur:
+        cur.execute(_GUARDED_TABLES_SQL[connection.vendor])
+        lifted = sorted(row[0] for row in cur.fetchall())
+        for table in lifted:
+            for sql in drop_append_only_sql(connection.vendor, table):
+                cur.execute(sql)
+
+    def restore(**kwargs) -> None:
+        post_migrate.disconnect(dispatch_uid="tests.restore_append_only")
+        with connection.cursor() as cur:
+            for table in lifted:
+                for sql in append_only_sql(connection.vendor, table):
+                    cur.execute(sql)
+
+    post_migrate.connect(restore, dispatch_uid="tests.restore_append_only", weak=False)
+
+
 # === end of the console block =================================================================

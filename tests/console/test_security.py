@@ -99,7 +99,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         "DJANGO_ALLOWED_HOSTS": "example.com",
         "REPLAY_VAR_DIR": str(tmp_path),
     }
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
         env.pop(name, None)
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],

@@ -10,10 +10,8 @@ import signal
 import time
 
 import pytest
-from django.db import connection
 
 from governance.models import GovernanceEvent
-from replay.dbguards import append_only_sql, drop_append_only_sql
 from replay.models import ReplayRun
 from tests.console.personas import persona
 
@@ -36,41 +34,6 @@ def _private_storage(settings, celery_worker):
     }
 
 
-def _guarded_tables() -> list[str]:
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT DISTINCT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-            "WHERE NOT t.tgisinternal AND t.tgname LIKE '%%\\_no\\_rewrite'"
-        )
-        return sorted(row[0] for row in cur.fetchall())
-
-
-@pytest.fixture
-def _append_only_restored(django_db_blocker):
-    """Puts the append-only triggers back after the transactional test's flush."""
-    yield
-    with django_db_blocker.unblock(), connection.cursor() as cur:
-        for table in _LIFTED:
-            for sql in append_only_sql(connection.vendor, table):
-                cur.execute(sql)
-    _LIFTED.clear()
-
-
-_LIFTED: list[str] = []
-
-
-@pytest.fixture
-def _append_only_lifted(transactional_db):
-    """A transactional test ends with a TRUNCATE of every table, which the append-only
-    triggers refuse (rightly); they are lifted for that flush only."""
-    yield
-    _LIFTED[:] = _guarded_tables()
-    with connection.cursor() as cur:
-        for table in _LIFTED:
-            for sql in drop_append_only_sql(connection.vendor, table):
-                cur.execute(sql)
-
-
 def _wait_for(predicate, timeout: float, what: str, worker) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -91,19 +54,18 @@ def _run_state(run_id) -> ReplayRun:
     return ReplayRun.objects.get(id=run_id)
 
 
-@pytest.mark.usefixtures("_append_only_restored", "_append_only_lifted")
+@pytest.mark.usefixtures("flushable_transactional_db")
 def test_a_replay_started_in_the_page_runs_on_the_worker(celery_worker, ingest, as_persona):
     trace = ingest("diverged")
     response = as_persona("alice").post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
     run = ReplayRun.objects.get(trace=trace)
     assert response.status_code == 303
-    _wait_for(lambda: _run_state(run.id).state == "done", 60, "the replay", celery_worker)
+    results = GovernanceEvent.objects.filter(type="REPLAY_RESULT", payload__run_id=str(run.id))
+    _wait_for(results.exists, 60, "the replay's REPLAY_RESULT", celery_worker)
+    _wait_for(lambda: _idle(celery_worker), 60, "the worker to be idle", celery_worker)
     run.refresh_from_db()
-    assert run.error_code == "REPLAY_DIVERGENCE"
-    assert (
-        GovernanceEvent.objects.filter(type="REPLAY_RESULT", payload__run_id=str(run.id)).count()
-        == 1
-    )
+    assert (run.state, run.error_code) == ("done", "REPLAY_DIVERGENCE")
+    assert results.count() == 1
 
 
 def _long_trace(trace_key):
@@ -124,7 +86,7 @@ def _long_trace(trace_key):
     return trace_ingest(source=io.BytesIO(data), filename="long.trace.jsonl").trace
 
 
-@pytest.mark.usefixtures("_append_only_restored", "_append_only_lifted")
+@pytest.mark.usefixtures("flushable_transactional_db")
 def test_killing_the_worker_mid_replay_loses_nothing_and_duplicates_no_event(
     celery_worker, trace_key
 ):

@@ -1,0 +1,190 @@
+"""The journeys of journeys.md in a real browser: an auditor uploads, replays and reads a
+divergence, asks for force-continue; two council members and an admin, each in their own
+browser, register keys made in that browser and sign; the replay resumes, non-authoritative.
+Screenshots of every step are kept under test-artifacts/browser/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from governance.models import ForceContinueRequest, MemberKey
+from tests.console.conftest import LONG_AGO, TRACE_KEY_ID, TRACE_SECRET, trace_bytes
+from tests.console.personas import PASSWORD, current_code, persona
+
+pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
+
+
+@pytest.fixture
+def trace_key():
+    from replay.keys import key_add_hmac
+
+    return key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
+
+
+def sign_in(new_context, name: str):
+    """A page in a new browser context (its own cookies and IndexedDB) signed in as `name`."""
+    user = persona(name)
+    page = new_context().new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.errors = errors  # type: ignore[attr-defined]
+    page.goto("/accounts/login/")
+    page.fill("#id_username", name)
+    page.fill("#id_password", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(re.compile(r"/(traces|accounts/2fa/verify)/"))
+    if "/accounts/2fa/verify/" in page.url:
+        page.fill("#id_token", current_code(user))
+        page.click("main button[type=submit]")
+    page.wait_for_url(re.compile(r"/traces/"))
+    return page
+
+
+#: the refused upload's 422 is an answer the page expects, not an error of the page
+EXPECTED = "Failed to load resource: the server responded with a status of 422"
+
+
+def no_console_errors(page) -> None:
+    """Nothing refused by the CSP, no script error, no missing resource."""
+    assert [e for e in page.errors if not e.startswith(EXPECTED)] == []
+
+
+def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_path):
+    for name in ("alice", "cora", "colin", "adam", "sam"):
+        persona(name)
+    good = tmp_path / "diverged.trace.json"
+    good.write_bytes(trace_bytes("diverged"))
+    bad = tmp_path / "corrupt.trace.json"
+    bad.write_bytes(b'{"format": "replay-trace", "schema_version": 1,')
+
+    # --- the auditor: upload, replay, read the divergence, ask for force-continue --------------
+    alice = sign_in(new_context, "alice")
+    shots(alice, "auditor-trace-list")
+    alice.click("nav >> text=Upload")
+    alice.set_input_files("#upload-input", [str(good), str(bad)])
+    alice.wait_for_selector(".upload-file.done")
+    alice.wait_for_selector(".upload-file.failed")
+    assert alice.locator(".upload-file progress").evaluate_all(
+        "bars => bars.map(b => b.value)"
+    ) == [
+        100,
+        100,
+    ]
+    refusal = alice.locator(".upload-file.failed .refusal").inner_text()
+    assert refusal.startswith("Refused: MALFORMED_TRACE ")
+    shots(alice, "auditor-upload-verdict-and-refusal")
+
+    alice.click(".upload-file.done a[href^='/traces/']")
+    alice.wait_for_selector("#timeline svg")
+    assert alice.locator("#missing-box").inner_text().startswith("Missing for production replay")
+    shots(alice, "auditor-trace-detail")
+
+    alice.check("input[name=mode][value=audit]")
+    alice.click("#replay-submit")
+    alice.wait_for_selector("#verdict-status")
+    assert alice.inner_text("#verdict-status") == "diverged"
+    assert alice.inner_text("#verdict-code") == "REPLAY_DIVERGENCE"
+    path = alice.locator("#divergences td.path code").first.inner_text()
+    assert path.startswith("/")
+    shots(alice, "auditor-divergence-diff")
+
+    alice.click("#request-force-continue")
+    alice.fill("#id_reason", "The router change is intended; continue the audit past it.")
+    alice.click("#file-request")
+    alice.wait_for_selector("#remaining")
+    assert "1 admin approval(s) and 2 council approval(s)" in alice.inner_text("#remaining")
+    shots(alice, "auditor-force-continue-requested")
+    request_url = alice.url
+    no_console_errors(alice)
+
+    # --- council members and the admin register keys made in their own browsers -------------
+    signers = {name: sign_in(new_context, name) for name in ("cora", "colin", "adam")}
+    for name, page in signers.items():
+        page.goto("/governance/keys/")
+        page.click("#generate-key")
+        page.wait_for_selector("text=Key registered. An admin must confirm it before you sign.")
+        shots(page, f"{name}-key-registered")
+    keys = {k.user.username: k.key_id for k in MemberKey.objects.select_related("user")}
+    assert set(keys) == {"cora", "colin", "adam"}
+
+    adam = signers["adam"]
+    adam.goto("/governance/keys/")
+    for name in ("cora", "colin"):
+        adam.click(f"#confirm-{keys[name]}")
+        adam.wait_for_selector(f"text=Key {keys[name]} of {name} confirmed.")
+    sam = sign_in(new_context, "sam")  # another admin confirms adam's own key
+    sam.goto("/governance/keys/")
+    sam.click(f"#confirm-{keys['adam']}")
+    sam.wait_for_selector(f"text=Key {keys['adam']} of adam confirmed.")
+    shots(sam, "admin-confirms-keys")
+
+    # --- each signs the exact payload in the browser ------------------------------------------
+    for name in ("cora", "colin", "adam"):
+        page = signers[name]
+        page.goto("/force-continue/")
+        page.click("text=Awaits your signature")
+        payload = page.inner_text("#payload-text")
+        assert '"type":"replay-audit-console/force-continue-approval/v1"' in payload
+        shots(page, f"{name}-reads-the-payload")
+        page.click("#sign-button")
+        page.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+        shots(page, f"{name}-signed")
+        no_console_errors(page)
+
+    fc = ForceContinueRequest.objects.get()
+    assert fc.state == "approved"
+    assert fc.approvals.count() == 3
+
+    # --- the replay resumed, and says it is not authoritative ----------------------------------
+    alice.goto(request_url)
+    alice.click("#resumed-run-link")
+    alice.wait_for_selector("#resumed-banner")
+    assert alice.inner_text("#non-authoritative") == "non-authoritative"
+    assert alice.inner_text("#force-continued") == "force-continued"
+    assert "non-authoritative" in alice.inner_text("#resumed-banner")
+    shots(alice, "auditor-resumed-non-authoritative")
+    no_console_errors(alice)
+
+
+def test_a_queued_replay_updates_in_place_until_its_report(new_context, shots, trace_key):
+    import io
+
+    from governance.services import replay_request, replay_run_govern
+    from replay.services import trace_ingest
+
+    trace = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
+    run = replay_request(trace=trace, mode="audit", actor=persona("alice"), enqueue=False)
+    page = sign_in(new_context, "alice")
+    page.goto(f"/runs/{run.id}/")
+    assert page.inner_text("#run-state") == "queued"
+    shots(page, "progress-queued")
+    replay_run_govern(run_id=run.id)
+    page.wait_for_selector("#verdict-status", timeout=15_000)
+    assert page.inner_text("#verdict-status") == "ok"
+    shots(page, "progress-done-report")
+    no_console_errors(page)
+
+
+def test_the_pages_work_without_javascript(new_context, shots, trace_key, tmp_path):
+    user = persona("alice")
+    page = new_context(java_script_enabled=False).new_page()
+    page.goto("/accounts/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("main button[type=submit]")
+    page.goto("/traces/upload/")
+    good = tmp_path / "ok.trace.json"
+    good.write_bytes(trace_bytes("ok"))
+    page.set_input_files("#upload-input", [str(good)])
+    page.click("#upload-submit")
+    page.wait_for_selector(".upload-outcome.accepted")
+    shots(page, "no-js-upload")
+    page.click(".upload-outcome a[href^='/traces/']")
+    page.check("input[name=mode][value=audit]")
+    page.click("#replay-submit")
+    page.wait_for_selector("#verdict-status")
+    assert page.inner_text("#verdict-status") == "ok"
+    shots(page, "no-js-report")
