@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -377,75 +378,109 @@ def _replay(
     sha256 = hashlib.sha256
     rows = trace.rows(workers)
     cleanup.callback(getattr(rows, "close", lambda: None))  # stops a parallel reader's workers
-    for kind, item, where, ref, pre in rows:
-        seen += 1
-        if not seen & 4095:
-            if progress is not None:
-                progress(seen)
-            timer.check()  # with or without a progress callback (ingest passes none)
-        if kind == "event":
-            event = item
-            if chain_error is None:
-                # the common case inline; _first_event_problem words any failure. `pre`
-                # holds what a parallel reader worked out (see native.Row).
-                seq = event["seq"]
-                recorded = event["hash"]
-                derived, body, pre_prev, chained = pre or _NO_PRE
-                if seq == n_events and event["event_id"] == (
-                    derived or event_id_of(seq, event["type"])
+    pending: Iterator[native.Row] | None = iter(rows)
+    while pending is not None:
+        current, pending = pending, None
+        for kind, item, where, ref, pre in current:
+            seen += 1
+            if not seen & 4095:
+                if progress is not None:
+                    progress(seen)
+                timer.check()  # with or without a progress callback (ingest passes none)
+            if kind == "events":
+                # a run of events a worker validated and chained among themselves
+                # (native.Row): if its first links to the last one here, take it whole
+                first_seq, first_body, first_hash, blob, last_hash, count, parsed = pre
+                if (
+                    chain_error is None
+                    and first_seq == n_events
+                    and first_hash == "sha256:" + sha256(prev.encode() + first_body).hexdigest()
                 ):
-                    if body is None:
-                        body = event_body_bytes(event, f"event {seq}", id_is_hex=True)
-                    if chained is None or pre_prev != prev:
-                        if len(body) < 1 << 16:
-                            chained = "sha256:" + sha256(prev.encode() + body).hexdigest()
-                        else:  # no copy of a large body
-                            digest = sha256(prev.encode())
-                            digest.update(body)
-                            chained = "sha256:" + digest.hexdigest()
+                    seal.add_event_blob(blob, count)
+                    loads = native.orjson_loads
+                    for i, (_lineno, line) in enumerate(item):
+                        if i:
+                            seen += 1
+                            if not seen & 4095:
+                                if progress is not None:
+                                    progress(seen)
+                                timer.check()
+                        if apply is not None:
+                            if parsed is not None:
+                                apply(parsed[i])
+                            else:
+                                event = loads(line)
+                                del event["record"]
+                                apply(event)
+                    n_events += count
+                    prev = last_hash
+                    continue
+                seen -= 1  # counted again, event by event
+                pending = itertools.chain(native.expand_events(item, parsed), current)
+                break
+            if kind == "event":
+                event = item
+                if chain_error is None:
+                    # the common case inline; _first_event_problem words any failure. `pre`
+                    # holds what a parallel reader worked out (see native.Row).
+                    seq = event["seq"]
+                    recorded = event["hash"]
+                    derived, body, pre_prev, chained = pre or _NO_PRE
+                    if seq == n_events and event["event_id"] == (
+                        derived or event_id_of(seq, event["type"])
+                    ):
+                        if body is None:
+                            body = event_body_bytes(event, f"event {seq}", id_is_hex=True)
+                        if chained is None or pre_prev != prev:
+                            if len(body) < 1 << 16:
+                                chained = "sha256:" + sha256(prev.encode() + body).hexdigest()
+                            else:  # no copy of a large body
+                                digest = sha256(prev.encode())
+                                digest.update(body)
+                                chained = "sha256:" + digest.hexdigest()
+                    else:
+                        chained = None
+                    if chained is not None and chained == recorded:
+                        add_hashed_event(body, chained)
+                        if apply is not None:
+                            apply(event)
+                    else:
+                        problem, broke, _computed, _body = _first_event_problem(
+                            event, n_events, prev, job_seed
+                        )
+                        assert problem is not None
+                        chain_error = (problem, broke)
+                        seal.add_event(event, where)
+                    prev = recorded
                 else:
-                    chained = None
-                if chained is not None and chained == recorded:
-                    add_hashed_event(body, chained)
-                    if apply is not None:
-                        apply(event)
-                else:
-                    problem, broke, _computed, _body = _first_event_problem(
-                        event, n_events, prev, job_seed
-                    )
-                    assert problem is not None
-                    chain_error = (problem, broke)
                     seal.add_event(event, where)
-                prev = recorded
-            else:
-                seal.add_event(event, where)
-            n_events += 1
-        elif kind == "step":
-            step = item
-            if step["seq"] != scan.step_count and scan.step_error is None:
-                scan.step_error = (
-                    f"{where}: step seq {step['seq']} where {scan.step_count} was expected"
-                )
-            scan.step_count += 1
-            seal.add_step(step, where)
-            if spool_steps:
-                scan.step_spool.write(json.dumps(step, ensure_ascii=False).encode() + b"\n")
-            else:
-                scan.steps.append(step)
-        else:
-            output = item
-            if ref in scan.outputs:
-                raise ReplayError(errors.MALFORMED_TRACE, f"{where}: output {ref!r} twice")
-            scan.outputs[ref] = output["hash"]
-            seal.add_output(ref, output["hash"])
-            scan.output_has_content[ref] = "content" in output
-            if "content" in output and scan.output_error is None:
-                content_hash = pre or native.output_hash_of(output["content"], where)
-                if content_hash != output["hash"]:
-                    scan.output_error = (
-                        f"output {ref!r}: its content does not hash to its recorded hash",
-                        {"broke_at": ref, "expected": content_hash, "observed": output["hash"]},
+                n_events += 1
+            elif kind == "step":
+                step = item
+                if step["seq"] != scan.step_count and scan.step_error is None:
+                    scan.step_error = (
+                        f"{where}: step seq {step['seq']} where {scan.step_count} was expected"
                     )
+                scan.step_count += 1
+                seal.add_step(step, where)
+                if spool_steps:
+                    scan.step_spool.write(json.dumps(step, ensure_ascii=False).encode() + b"\n")
+                else:
+                    scan.steps.append(step)
+            else:
+                output = item
+                if ref in scan.outputs:
+                    raise ReplayError(errors.MALFORMED_TRACE, f"{where}: output {ref!r} twice")
+                scan.outputs[ref] = output["hash"]
+                seal.add_output(ref, output["hash"])
+                scan.output_has_content[ref] = "content" in output
+                if "content" in output and scan.output_error is None:
+                    content_hash = pre or native.output_hash_of(output["content"], where)
+                    if content_hash != output["hash"]:
+                        scan.output_error = (
+                            f"output {ref!r}: its content does not hash to its recorded hash",
+                            {"broke_at": ref, "expected": content_hash, "observed": output["hash"]},
+                        )
     scan.events = n_events
     scan.chain_error = chain_error
     if progress is not None:

@@ -36,9 +36,9 @@ from typing import IO, Any
 from replay.canonical import CanonicalError, mace_v1
 
 try:
-    from orjson import loads as _orjson_loads
+    from orjson import loads as orjson_loads
 except ImportError:  # pragma: no cover - parse_compact proves nothing without orjson
-    _orjson_loads = None  # type: ignore[assignment]
+    orjson_loads = None  # type: ignore[assignment]
 from replay.errors import MALFORMED_TRACE, UNSUPPORTED_SCHEMA_VERSION, ReplayError
 from replay.formats.jsonstrict import (
     NOT_PROVEN,
@@ -251,6 +251,18 @@ class SealMessage:
         self._pending_bytes += len(canonical_event)
         if self._pending_bytes >= self._BATCH:
             self._flush_events()
+
+    def add_event_blob(self, blob: bytes, count: int) -> None:
+        """`count` events' canonical bytes at once, already joined with commas."""
+        self._flush_events()
+        if self._n_events:
+            blob = b"," + blob
+        if self._sink is not None:
+            self._sink(blob)
+        else:
+            assert self._events is not None
+            self._events.write(blob)
+        self._n_events += count
 
     def add_hashed_event(self, body: bytes, event_hash_value: str) -> None:
         """`add_event_bytes(sealed_event_bytes(body, event_hash_value))`, in one call.
@@ -583,8 +595,26 @@ class Record:
 #: A record as `NativeTrace.rows` yields it: `(kind, body, where, ref, pre)`. `pre` is None
 #: or what a parallel reader worked out already: for an event `(derived event_id, hashed
 #: body bytes or None, previous event's hash or None, chain hash after it or None)`, for an
-#: output the hash of its content (or None).
-Row = tuple[str, dict[str, Any], str, str, Any]
+#: output the hash of its content (or None). A parallel reader also yields runs of plain,
+#: validated events whose ids and inner links it checked as one row, `("events", [(line
+#: number, line), ...], where, "", (first seq, first body bytes, first hash, the events'
+#: sealed bytes joined with commas, last hash, count, the events or None))`: the engine
+#: checks the run's link to what came before and takes it whole, or expands it with
+#: `expand_events`. The events come parsed for long lines; short ones are parsed again.
+Row = tuple[str, Any, str, str, Any]
+
+
+def expand_events(
+    lines: list[tuple[int, bytes]], events: list[dict[str, Any]] | None
+) -> Iterator[Row]:
+    """The rows of an `"events"` run, one event each (lines a worker parsed and validated)."""
+    for i, (lineno, line) in enumerate(lines):
+        if events is not None:
+            event = events[i]
+        else:
+            event = orjson_loads(line)
+            del event["record"]
+        yield ("event", event, f"line {lineno}", "", None)
 
 
 @dataclass
@@ -845,6 +875,7 @@ def _serial_rows(stream: IO[bytes], limits: Limits) -> Iterator[Row]:
 
 _CHUNK_LINES = 2048
 _CHUNK_BYTES = 1 << 20
+_REPARSE_MAX = 4096  # lines up to this long come back as text, longer ones as values
 _worker_state: dict[str, Any] = {}
 
 
@@ -854,15 +885,80 @@ def _worker_init(job_seed: str, limits: Limits) -> None:
 
 
 def _prepare_chunk(chunk: list[tuple[int, bytes]]) -> list[tuple[Any, ...]]:
-    """In a worker: the rows of `chunk` ((line number, line) pairs), precomputed.
+    """In a worker: the rows of `chunk` ((line number, line) pairs), precomputed."""
+    derive_id, limits = _worker_state["derive_id"], _worker_state["limits"]
+    return _event_run(chunk, derive_id, limits) or _chunk_rows(chunk, derive_id, limits)
+
+
+def _event_run(
+    chunk: list[tuple[int, bytes]], derive_id: Callable[[int, str], str], limits: Limits
+) -> list[tuple[Any, ...]] | None:
+    """`chunk` as one `"events"` row (see `Row`), or None when it is not a plain run.
+
+    A plain run is nothing but events, each parsed by `parse_compact`, valid, with the id
+    its seq and type derive, its seq one more than the last one's and its hash the chain
+    hash after the last one: everything the engine would check of them but the first one's
+    link to what comes before. Anything else, refusals included, is left to `_chunk_rows`.
+    """
+    sealed: list[bytes] = []
+    events: list[dict[str, Any]] = []
+    prev: str | None = None
+    first_seq = 0
+    first_body = b""
+    size = 0
+    try:
+        for index, (_lineno, line) in enumerate(chunk):
+            obj = parse_compact(line)
+            if (
+                obj is NOT_PROVEN
+                or type(obj) is not dict
+                or len(line) > limits.max_string
+                or line.count(b"{") + line.count(b"[") > limits.max_depth
+                or obj.pop("record", None) != "event"
+                or not _plain_event(obj)
+            ):
+                return None
+            seq, recorded = obj["seq"], obj["hash"]
+            if derive_id(seq, obj["type"]) != obj["event_id"]:
+                return None
+            body = event_body_bytes(obj, "event", id_is_hex=True)
+            if index == 0:
+                first_seq, first_body = seq, body
+            elif (
+                seq != first_seq + index
+                or "sha256:" + _sha256(prev.encode() + body).hexdigest() != recorded  # type: ignore[union-attr]
+            ):
+                return None
+            sealed.append(sealed_event_bytes(body, recorded))
+            events.append(obj)
+            size += len(line)
+            prev = recorded
+    except ReplayError:  # a payload mace-v1 cannot write: the rows will say so
+        return None
+    if not events:
+        return None
+    summary = (
+        first_seq,
+        first_body,
+        events[0]["hash"],
+        b",".join(sealed),
+        prev,
+        len(events),
+        events if size > _REPARSE_MAX * len(events) else None,
+    )
+    return [("events", summary)]
+
+
+def _chunk_rows(
+    chunk: list[tuple[int, bytes]], derive_id: Callable[[int, str], str], limits: Limits
+) -> list[tuple[Any, ...]]:
+    """The rows of `chunk` as `_serial_rows` makes them, with what can be worked out ahead.
 
     An event parsed by `parse_compact` is sent back without its body: the main process gets
     the same value from ``orjson.loads`` of the line faster than from a pickle. Every row
     is a 5-tuple with `where` fourth; a refusal, ``("!", counted, (code, message), where,
     None)``, ends the chunk.
     """
-    derive_id: Callable[[int, str], str] = _worker_state["derive_id"]
-    limits: Limits = _worker_state["limits"]
     out: list[tuple[Any, ...]] = []
     prev: str | None = None  # the previous event's recorded hash, within this chunk
     for index, (lineno, line) in enumerate(chunk):
@@ -886,7 +982,9 @@ def _prepare_chunk(chunk: list[tuple[int, bytes]]) -> list[tuple[Any, ...]]:
                 if body is not None and prev is not None:
                     digest = "sha256:" + _sha256(prev.encode() + body).hexdigest()
                 pre = (derived, body, prev if digest is not None else None, digest)
-                out.append(("event", None if proven else event, index, where, pre))
+                # a short line is cheaper to parse again than to unpickle, a long one is not
+                resend = not proven or len(line) > _REPARSE_MAX
+                out.append(("event", event if resend else None, index, where, pre))
                 prev = event["hash"]
             elif kind == "step":
                 out.append(("step", validate_step(obj, where), index, where, None))
@@ -914,16 +1012,23 @@ def _prepare_chunk(chunk: list[tuple[int, bytes]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int) -> Iterator[Row]:
+def _mp_context() -> Any:
+    """How to start workers: fork when this process has one thread (starts in milliseconds
+    and imports nothing again), spawn otherwise (forking a threaded process can deadlock)."""
     import multiprocessing
+    import threading
+
+    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int) -> Iterator[Row]:
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("spawn"),  # no fork: the caller may hold locks
-        initializer=_worker_init,
-        initargs=(job_seed, limits),
+        workers, mp_context=_mp_context(), initializer=_worker_init, initargs=(job_seed, limits)
     )
     pending: deque[tuple[list[tuple[int, bytes]] | None, Any]] = deque()
     state = {"lineno": 1, "done": False}
@@ -960,7 +1065,7 @@ def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: in
         if chunk:
             pending.append((chunk, pool.submit(_prepare_chunk, chunk)))
 
-    loads = _orjson_loads
+    loads = orjson_loads
     count = 0
     max_records = limits.max_records
     refs: set[str] = set()
@@ -973,7 +1078,16 @@ def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: in
             chunk, future = pending.popleft()
             if chunk is None:
                 raise future
-            for row in future.result():
+            result = future.result()
+            if result and result[0][0] == "events":
+                summary = result[0][1]
+                if count + summary[5] <= max_records:
+                    count += summary[5]
+                    yield ("events", chunk, f"line {chunk[0][0]}", "", summary)
+                    continue
+                # the record limit falls inside this chunk: take it line by line, here
+                result = _chunk_rows(chunk, event_id_deriver(job_seed), limits)
+            for row in result:
                 kind, where = row[0], row[3]
                 if kind == "!":  # ("!", counted, (code, message), where, None)
                     if row[1]:  # refused after the record was counted
