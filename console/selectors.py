@@ -117,7 +117,8 @@ def trace_page(
 ) -> TracePage:
     """One page of traces, newest first. Raises CursorError for a cursor we did not make."""
     limit = max(1, min(limit or PAGE_SIZE, MAX_PAGE_SIZE))
-    qs = trace_queryset(filters)
+    # the list never shows the verification report, which is the largest column
+    qs = trace_queryset(filters).defer("ingest_report")
     direction = "older"
     if cursor:
         direction, when, pk = cursor_decode(cursor)
@@ -335,3 +336,31 @@ def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | st
     except (ReplayError, OSError):
         return found
     return found
+
+
+def trace_event(trace: Trace, seq: int) -> dict[str, Any] | None:
+    """One event of the stored file, read in one pass that stops at it."""
+    try:
+        with blob_open(trace.blob.storage_name) as fh:
+            for record in open_trace(fh, trace.filename).records():
+                if record.kind == "event" and record.body.get("seq") == seq:
+                    return record.body
+    except (ReplayError, OSError):
+        return None
+    return None
+
+
+def trace_privacy_policy(trace: Trace) -> Any:
+    """The body of the trace's `privacy` snapshot: in the file, else in the store, else None."""
+    try:
+        with blob_open(trace.blob.storage_name) as fh:
+            header = open_trace(fh, trace.filename).header
+    except (ReplayError, OSError):
+        return None
+    for snap in header.get("snapshots", []):
+        if snap.get("kind") == "privacy":
+            if "body" in snap:
+                return snap["body"]
+            row = Snapshot.objects.filter(snapshot_id=snap.get("snapshot_id")).first()
+            return row.body if row is not None else None
+    return None

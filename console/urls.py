@@ -18,6 +18,11 @@ urlpatterns = [
     path("traces/upload/", traces.trace_upload_view, name="trace-upload"),
     path("traces/<str:trace_ref>/", traces.trace_detail_view, name="trace-detail"),
     path("traces/<str:trace_ref>/replay/", runs.run_start_view, name="run-start"),
+    path(
+        "traces/<str:trace_ref>/events/<int:seq>/",
+        traces.trace_event_view,
+        name="trace-event",
+    ),
     # replays
     path("runs/<str:run_id>/", runs.run_detail_view, name="run-detail"),
     path("runs/<str:run_id>/status/", runs.run_status_view, name="run-status"),

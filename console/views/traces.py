@@ -8,21 +8,26 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.files.uploadedfile import UploadedFile
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from console import charts, roles
+from console.diffview import render_json
 from console.forms import TraceFilterForm
+from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
+    trace_event,
     trace_formats,
     trace_outline,
     trace_page,
+    trace_privacy_policy,
     traces_mark_replayable,
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
 from governance.selectors import halts_active_map
+from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing
@@ -159,3 +164,47 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         ),
     }
     return partial_or_page(request, "console/trace_detail.html", "trace-runs", context)
+
+
+MESSAGE_REVEAL_REASON = "Say why you need the unredacted values; the reason is kept in the ledger."
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResponse:
+    """One event's payload, personal data redacted; an admin may reveal it, and every reveal
+    is appended to the ledger (PII_REVEALED: who, which trace, which fields, why) before the
+    values are shown."""
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    if request.method == "POST":
+        roles.require(request.user, roles.PII_REVEAL)
+    event = trace_event(trace, seq)
+    if event is None:
+        raise Http404("no such event")
+    pointers = policy_pointers(trace_privacy_policy(trace))
+    redacted, fields = redact(event.get("payload"), pointers)
+    shown, revealed, error, status = redacted, False, "", 200
+    if request.method == "POST":
+        reason = request.POST.get("reason", "").strip()
+        if not reason:
+            error, status = MESSAGE_REVEAL_REASON, 400
+        else:
+            pii_access_record(
+                actor=request.user,
+                trace_id=trace.trace_id,
+                fields=fields,
+                reason=reason[:500],
+                context=f"event {seq} of {trace.blob.sha256}",
+            )
+            shown, revealed = event.get("payload"), True
+    context = {
+        "trace": trace,
+        "event": event,
+        "payload": render_json(shown),
+        "fields": fields,
+        "policy_missing": pointers is None,
+        "revealed": revealed,
+        "can_reveal": roles.can(request.user, roles.PII_REVEAL),
+        "error": error,
+    }
+    return partial_or_page(request, "console/trace_event.html", "event-payload", context, status)

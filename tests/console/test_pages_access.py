@@ -62,6 +62,12 @@ PAGES = [
     ("trace list", lambda w: "/traces/", None, ANYONE),
     ("upload", lambda w: "/traces/upload/", None, {AU, OP, AD}),
     ("trace", lambda w: f"/traces/{w.sha}/", f"/traces/{MISSING_SHA}/", ANYONE),
+    (
+        "event",
+        lambda w: f"/traces/{w.sha}/events/0/",
+        f"/traces/{MISSING_SHA}/events/0/",
+        ANYONE,
+    ),
     ("run", lambda w: f"/runs/{w.run}/", f"/runs/{MISSING_UUID}/", ANYONE),
     ("run status", lambda w: f"/runs/{w.run}/status/", f"/runs/{MISSING_UUID}/status/", ANYONE),
     (
@@ -138,6 +144,7 @@ def test_the_matrix_above_covers_every_page_route():
         "trace-list",
         "trace-upload",
         "trace-detail",
+        "trace-event",
         "run-detail",
         "run-status",
         "run-value",
