@@ -188,3 +188,28 @@ def test_the_pages_work_without_javascript(new_context, shots, trace_key, tmp_pa
     page.wait_for_selector("#verdict-status")
     assert page.inner_text("#verdict-status") == "ok"
     shots(page, "no-js-report")
+
+
+DROP = """([files]) => {
+  const dt = new DataTransfer();
+  for (const [name, bytes] of files) dt.items.add(new File([new Uint8Array(bytes)], name));
+  const zone = document.getElementById("dropzone");
+  for (const type of ["dragenter", "dragover", "drop"]) {
+    zone.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
+  }
+}"""
+
+
+def test_files_dropped_on_the_zone_upload_each_with_its_own_bar(new_context, shots, trace_key):
+    page = sign_in(new_context, "oscar")
+    page.goto("/traces/upload/")
+    assert page.is_hidden("#upload-submit")  # the script took over: files go as they come
+    files = [["ok.trace.json", list(trace_bytes("ok"))], ["empty.trace.json", []]]
+    page.evaluate(DROP, [files])
+    page.wait_for_selector(".upload-file.done")
+    page.wait_for_selector(".upload-file.failed")
+    names = page.locator(".upload-file > .filename").all_inner_texts()
+    assert names == ["ok.trace.json", "empty.trace.json"]
+    assert "MALFORMED_TRACE" in page.inner_text(".upload-file.failed")
+    shots(page, "dropped-files")
+    no_console_errors(page)
