@@ -23,7 +23,7 @@ who may not see it.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -159,10 +159,26 @@ def replay_modes_for(user: User, *, council_approved: bool = False) -> list[str]
     return modes
 
 
-def forget(user: Any) -> None:
-    """Drop the per-request role cache (after a role change in the same request)."""
-    if hasattr(user, _CACHE_ATTR):
-        delattr(user, _CACHE_ATTR)
+#: the capacity a force-continue approval is signed in -> the action that allows signing in it
+#: (the capacities are the governance payload's `role`, spelled as the role names)
+SIGNING_CAPACITIES: Final = {
+    ADMIN: FORCE_CONTINUE_APPROVE_ADMIN,
+    COUNCIL: FORCE_CONTINUE_APPROVE_COUNCIL,
+}
+MESSAGE_CANNOT_SIGN: Final = "your roles do not allow signing a force-continue"
+
+
+def signing_capacities(user: User) -> list[str]:
+    """The capacities this user may sign a force-continue in, in the order pages offer them."""
+    return [capacity for capacity, action in SIGNING_CAPACITIES.items() if can(user, action)]
+
+
+def require_signing(user: User, capacity: object = None) -> None:
+    """The user may sign a force-continue at all (no capacity given) or in this capacity."""
+    if isinstance(capacity, str) and capacity in SIGNING_CAPACITIES:
+        require(user, SIGNING_CAPACITIES[capacity])
+    elif not signing_capacities(user):
+        raise PermissionDenied(MESSAGE_CANNOT_SIGN)
 
 
 # --- access functions: one per protected object ------------------------------------------

@@ -14,6 +14,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from console.refusals import governance_status
+from console.uploads import UPLOAD_TOO_LARGE
 from governance.codes import GovernanceError
 from replay import errors as replay_errors
 from replay.errors import ReplayError
@@ -43,7 +44,7 @@ HTTP_CODES: dict[str, str] = {
     NOT_ACCEPTABLE: "the response cannot be produced in the requested media type",
     THROTTLED: "too many requests",
     REPORT_NOT_READY: "the replay has not finished, so it has no report yet",
-    "UPLOAD_TOO_LARGE": "the upload is larger than REPLAY_MAX_UPLOAD_BYTES",
+    UPLOAD_TOO_LARGE: "the upload is larger than REPLAY_MAX_UPLOAD_BYTES",
 }
 
 _REPLAY_STATUS = {

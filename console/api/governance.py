@@ -10,7 +10,6 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -153,19 +152,6 @@ class ForceContinueDetailApi(APIView):
         return Response(self.OutputSerializer(fc).data)
 
 
-def _require_signer(user: Any, payload: Any) -> None:
-    role = payload.get("role") if isinstance(payload, dict) else None
-    if role == signing.ROLE_ADMIN:
-        roles.require(user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
-    elif role == signing.ROLE_COUNCIL:
-        roles.require(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
-    elif not (
-        roles.can(user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
-        or roles.can(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
-    ):
-        raise PermissionDenied("your roles do not allow signing a force-continue")
-
-
 class ApprovalCreateApi(APIView):
     """Record one signed approval or denial; the body carries the Ed25519 signature."""
 
@@ -175,15 +161,14 @@ class ApprovalCreateApi(APIView):
         responses={201: ApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        if not (
-            roles.can(request.user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
-            or roles.can(request.user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
-        ):
-            raise PermissionDenied("your roles do not allow signing a force-continue")
+        roles.require_signing(request.user)
         fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
         data = SignedApprovalInput(data=request.data)
         data.is_valid(raise_exception=True)
-        _require_signer(request.user, data.validated_data["payload"])
+        payload = data.validated_data["payload"]
+        roles.require_signing(
+            request.user, payload.get("role") if isinstance(payload, dict) else None
+        )
         approval = gov_services.approval_record(
             request=fc, approver=request.user, document=dict(data.validated_data)
         )

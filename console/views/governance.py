@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.refusals import governance_status
 from console.views.common import partial_or_page, signed_in
-from governance import codes, conf, signing
+from governance import codes, conf, ledger, signing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
@@ -79,22 +79,13 @@ def force_continue_request_view(request: HttpRequest, run_id: str) -> HttpRespon
     return render(request, "console/forcecontinue_request.html", context)
 
 
-def _signer_roles(user: Any) -> list[str]:
-    found = []
-    if roles.can(user, roles.FORCE_CONTINUE_APPROVE_ADMIN):
-        found.append(signing.ROLE_ADMIN)
-    if roles.can(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL):
-        found.append(signing.ROLE_COUNCIL)
-    return found
-
-
 def _awaits(user: Any, fc: ForceContinueRequest, signed_by: set[int]) -> bool:
     return (
         fc.state == ForceContinueRequest.State.PENDING
         and fc.expires_at > timezone.now()
         and fc.requested_by_id != user.pk
         and user.pk not in signed_by
-        and bool(_signer_roles(user))
+        and bool(roles.signing_capacities(user))
     )
 
 
@@ -128,7 +119,7 @@ def _payload_text(payload: dict[str, Any]) -> str:
 
 def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[str, Any]:
     user = request.user
-    signer_roles = _signer_roles(user)
+    signer_roles = roles.signing_capacities(user)
     decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
     if decision not in signing.DECISIONS:
         decision = signing.APPROVE
@@ -200,32 +191,20 @@ def signed_document(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-def _require_signing_role(user: Any, document: dict[str, Any], halt: bool = False) -> None:
-    if halt:
-        roles.require(user, roles.HALT_CLEAR)
-        return
-    payload = document.get("payload")
-    role = payload.get("role") if isinstance(payload, dict) else None
-    if role == signing.ROLE_ADMIN:
-        roles.require(user, roles.FORCE_CONTINUE_APPROVE_ADMIN)
-    elif role == signing.ROLE_COUNCIL:
-        roles.require(user, roles.FORCE_CONTINUE_APPROVE_COUNCIL)
-    elif not _signer_roles(user):
-        raise PermissionDenied("your roles do not allow signing a force-continue")
-
-
 @signed_in
 @require_http_methods(["GET", "POST"])
 def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
     fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
     template = "console/forcecontinue_approve.html"
     if request.method == "POST":
-        if not _signer_roles(request.user):
-            raise PermissionDenied("your roles do not allow signing a force-continue")
+        roles.require_signing(request.user)
         context = _approval_context(request, fc)
         try:
             document = signed_document(request)
-            _require_signing_role(request.user, document)
+            payload = document.get("payload")
+            roles.require_signing(
+                request.user, payload.get("role") if isinstance(payload, dict) else None
+            )
             gov_services.approval_record(request=fc, approver=request.user, document=document)
         except GovernanceError as exc:
             return _refused(request, exc, template, context)
@@ -286,8 +265,6 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
 
 
 def _qs(params: dict[str, str]) -> str:
-    from urllib.parse import urlencode
-
     return urlencode({k: v for k, v in params.items() if v})
 
 
@@ -387,11 +364,7 @@ def _keys_context(request: HttpRequest) -> dict[str, Any]:
         "member_keys": list(gov.member_keys()),
         "server_keys": list(SigningKey.objects.all()),
         "verification_keys": list(VerificationKey.objects.all()),
-        "current_server_key": SigningKey.objects.filter(
-            valid_until__isnull=True, revoked_at__isnull=True
-        )
-        .order_by("-valid_from")
-        .first(),
+        "current_server_key": ledger.server_key_current(),
     }
 
 

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from console import roles
+from console.api.errors import REPORT_NOT_READY
 from console.diffview import render_json, step_diffs
 from console.selectors import trace_recorded_outputs
 from console.views.common import partial_or_page, signed_in
@@ -115,7 +116,7 @@ def run_report_json_view(request: HttpRequest, run_id: str) -> HttpResponse:
     run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
     if run.report is None:
         return JsonResponse(
-            {"error_code": "REPORT_NOT_READY", "message": f"replay {run.id} is {run.state}"},
+            {"error_code": REPORT_NOT_READY, "message": f"replay {run.id} is {run.state}"},
             status=409,
         )
     response = HttpResponse(

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from console.selectors import TraceFilters, cursor_encode, trace_page
+from replay.selectors import trace_is_replayable
 from tests.console.factories import snapshot_row, trace_row
 from tests.console.personas import EVERYONE
 
@@ -78,6 +79,8 @@ class TestFilters:
             [lacks_snapshot.trace_id, unreferenced.trace_id, lacks_output.trace_id]
         )
         page = trace_page(filters=TraceFilters())
+        for trace in page.traces:  # the batched flag says what replay's own selector says
+            assert trace.replayable is trace_is_replayable(trace)
         assert {t.trace_id: t.replayable for t in page.traces} == {
             complete.trace_id: True,
             lacks_snapshot.trace_id: False,
