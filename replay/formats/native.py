@@ -628,15 +628,16 @@ class NativeTrace:
 
     def records(self) -> Iterator[Record]:
         """The records, validated, in file order (one pass: call this or `rows` once)."""
-        return (Record(kind, body, where, ref) for kind, body, where, ref, _pre in self._rows(1))
+        return (Record(kind, body, where, ref) for kind, body, where, ref, _pre in self._rows(0))
 
     def rows(self, workers: int = 1) -> Iterator[Row]:
-        """The records as plain tuples (the engine's fast path; one pass).
+        """The records as plain tuples, and runs of plain events as one row (see `Row`):
+        the engine's fast path; one pass.
 
-        With `workers` > 1, a JSON Lines trace is parsed, validated and hashed by that many
-        worker processes, chunk by chunk; the rows still come in file order, with the same
-        refusals at the same place as a single process gives. A JSON document is already in
-        memory and always read here.
+        A JSON Lines trace is read in chunks of lines, each parsed, validated and hashed at
+        once; with `workers` > 1 by that many worker processes. The rows still come in file
+        order, with the same refusals at the same place as `records` gives. A JSON document
+        is already in memory and always read here, record by record.
         """
         return self._rows(workers)
 
@@ -800,9 +801,9 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
     validate_header(header, "line 1")
 
     def rows(workers: int) -> Iterator[Row]:
-        if workers > 1:
-            return _parallel_rows(stream, limits, header["job"]["job_seed"], workers)
-        return _serial_rows(stream, limits)
+        if workers < 1:  # records(): one row per record
+            return _serial_rows(stream, limits)
+        return _chunked_rows(stream, limits, header["job"]["job_seed"], workers)
 
     return NativeTrace(header, "jsonl", compressed, rows)
 
@@ -886,19 +887,38 @@ def _worker_init(job_seed: str, limits: Limits) -> None:
 
 def _prepare_chunk(chunk: list[tuple[int, bytes]]) -> list[tuple[Any, ...]]:
     """In a worker: the rows of `chunk` ((line number, line) pairs), precomputed."""
-    derive_id, limits = _worker_state["derive_id"], _worker_state["limits"]
-    return _event_run(chunk, derive_id, limits) or _chunk_rows(chunk, derive_id, limits)
+    return _rows_of_chunk(chunk, _worker_state["derive_id"], _worker_state["limits"], False)
+
+
+def _rows_of_chunk(
+    chunk: list[tuple[int, bytes]],
+    derive_id: Callable[[int, str], str],
+    limits: Limits,
+    keep: bool,
+) -> list[tuple[Any, ...]]:
+    """A run of plain events at the start of `chunk` as one row, then a row per record."""
+    run, taken = _event_run(chunk, derive_id, limits, keep=keep)
+    if taken == len(chunk):
+        return run
+    return run + _chunk_rows(chunk, derive_id, limits, keep=keep, start=taken)
 
 
 def _event_run(
-    chunk: list[tuple[int, bytes]], derive_id: Callable[[int, str], str], limits: Limits
-) -> list[tuple[Any, ...]] | None:
-    """`chunk` as one `"events"` row (see `Row`), or None when it is not a plain run.
+    chunk: list[tuple[int, bytes]],
+    derive_id: Callable[[int, str], str],
+    limits: Limits,
+    *,
+    keep: bool = False,
+) -> tuple[list[tuple[Any, ...]], int]:
+    """The plain events `chunk` starts with, as one `"events"` row (see `Row`), and how
+    many lines that row covers (no row when none).
 
-    A plain run is nothing but events, each parsed by `parse_compact`, valid, with the id
-    its seq and type derive, its seq one more than the last one's and its hash the chain
-    hash after the last one: everything the engine would check of them but the first one's
-    link to what comes before. Anything else, refusals included, is left to `_chunk_rows`.
+    A plain run is nothing but events, strictly parsed, within the shape limits, valid,
+    with the id its seq and type derive, its seq one more than the last one's and its hash
+    the chain hash after the last one: everything the engine would check of them but the
+    first one's link to what comes before. The run stops before the first line that is
+    anything else (a step, an output, a refusal, an event that breaks the chain), which
+    `_chunk_rows` then takes, exactly as `_serial_rows` would.
     """
     sealed: list[bytes] = []
     events: list[dict[str, Any]] = []
@@ -906,37 +926,46 @@ def _event_run(
     first_seq = 0
     first_body = b""
     size = 0
-    try:
-        for index, (_lineno, line) in enumerate(chunk):
-            obj = parse_compact(line)
-            if (
-                obj is NOT_PROVEN
-                or type(obj) is not dict
-                or len(line) > limits.max_string
-                or line.count(b"{") + line.count(b"[") > limits.max_depth
-                or obj.pop("record", None) != "event"
-                or not _plain_event(obj)
-            ):
-                return None
-            seq, recorded = obj["seq"], obj["hash"]
-            if derive_id(seq, obj["type"]) != obj["event_id"]:
-                return None
+    reparse = not keep
+    max_string, max_depth = limits.max_string, limits.max_depth
+    for index, (_lineno, line) in enumerate(chunk):
+        if len(line) > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
+            break
+        obj = parse_compact(line)
+        if obj is NOT_PROVEN:  # e.g. 1e-07 where orjson writes 1e-7: the strict parser decides
+            try:
+                obj = loads_strict(line, where="")
+            except ReplayError:
+                break
+            reparse = False  # orjson.loads would not give this value back
+        if (
+            type(obj) is not dict
+            or len(line) > max_string
+            or line.count(b"{") + line.count(b"[") > max_depth
+            or obj.pop("record", None) != "event"
+            or not _plain_event(obj)
+        ):
+            break
+        seq, recorded = obj["seq"], obj["hash"]
+        if derive_id(seq, obj["type"]) != obj["event_id"]:
+            break
+        try:
             body = event_body_bytes(obj, "event", id_is_hex=True)
-            if index == 0:
-                first_seq, first_body = seq, body
-            elif (
-                seq != first_seq + index
-                or "sha256:" + _sha256(prev.encode() + body).hexdigest() != recorded  # type: ignore[union-attr]
-            ):
-                return None
-            sealed.append(sealed_event_bytes(body, recorded))
-            events.append(obj)
-            size += len(line)
-            prev = recorded
-    except ReplayError:  # a payload mace-v1 cannot write: the rows will say so
-        return None
+        except ReplayError:  # a payload mace-v1 cannot write: the row will say so
+            break
+        if index == 0:
+            first_seq, first_body = seq, body
+        elif (
+            seq != first_seq + index
+            or "sha256:" + _sha256(prev.encode() + body).hexdigest() != recorded  # type: ignore[union-attr]
+        ):
+            break
+        sealed.append(sealed_event_bytes(body, recorded))
+        events.append(obj)
+        size += len(line)
+        prev = recorded
     if not events:
-        return None
+        return [], 0
     summary = (
         first_seq,
         first_body,
@@ -944,13 +973,18 @@ def _event_run(
         b",".join(sealed),
         prev,
         len(events),
-        events if size > _REPARSE_MAX * len(events) else None,
+        None if reparse and size <= _REPARSE_MAX * len(events) else events,
     )
-    return [("events", summary)]
+    return [("events", summary)], len(events)
 
 
 def _chunk_rows(
-    chunk: list[tuple[int, bytes]], derive_id: Callable[[int, str], str], limits: Limits
+    chunk: list[tuple[int, bytes]],
+    derive_id: Callable[[int, str], str],
+    limits: Limits,
+    *,
+    keep: bool = False,
+    start: int = 0,
 ) -> list[tuple[Any, ...]]:
     """The rows of `chunk` as `_serial_rows` makes them, with what can be worked out ahead.
 
@@ -961,7 +995,8 @@ def _chunk_rows(
     """
     out: list[tuple[Any, ...]] = []
     prev: str | None = None  # the previous event's recorded hash, within this chunk
-    for index, (lineno, line) in enumerate(chunk):
+    for index in range(start, len(chunk)):
+        lineno, line = chunk[index]
         where = f"line {lineno}"
         try:
             obj, proven = _parse_line(line, where, limits)
@@ -983,7 +1018,7 @@ def _chunk_rows(
                     digest = "sha256:" + _sha256(prev.encode() + body).hexdigest()
                 pre = (derived, body, prev if digest is not None else None, digest)
                 # a short line is cheaper to parse again than to unpickle, a long one is not
-                resend = not proven or len(line) > _REPARSE_MAX
+                resend = keep or not proven or len(line) > _REPARSE_MAX
                 out.append(("event", event if resend else None, index, where, pre))
                 prev = event["hash"]
             elif kind == "step":
@@ -1023,13 +1058,44 @@ def _mp_context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
-def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int) -> Iterator[Row]:
-    from collections import deque
-    from concurrent.futures import ProcessPoolExecutor
+class _Here:
+    """A chunk's rows, worked out in this process when asked for (`workers` = 1)."""
 
-    pool = ProcessPoolExecutor(
-        workers, mp_context=_mp_context(), initializer=_worker_init, initargs=(job_seed, limits)
-    )
+    def __init__(self, chunk: list[tuple[int, bytes]], derive_id: Any, limits: Limits) -> None:
+        self._args = (chunk, derive_id, limits)
+
+    def result(self) -> list[tuple[Any, ...]]:
+        return _rows_of_chunk(*self._args, True)
+
+
+class _InProcess:
+    """The part of an executor `_chunked_rows` uses, without processes."""
+
+    def __init__(self, job_seed: str, limits: Limits) -> None:
+        self._derive_id = event_id_deriver(job_seed)
+        self._limits = limits
+
+    def submit(self, _fn: Any, chunk: list[tuple[int, bytes]]) -> _Here:
+        return _Here(chunk, self._derive_id, self._limits)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+def _chunked_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int) -> Iterator[Row]:
+    from collections import deque
+
+    pool: Any
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(
+            workers, mp_context=_mp_context(), initializer=_worker_init, initargs=(job_seed, limits)
+        )
+        ahead = 2 * workers + 2  # chunks handed out before the first is back
+    else:
+        pool = _InProcess(job_seed, limits)
+        ahead = 1
     pending: deque[tuple[list[tuple[int, bytes]] | None, Any]] = deque()
     state = {"lineno": 1, "done": False}
     max_line = limits.max_line_bytes
@@ -1071,7 +1137,7 @@ def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: in
     refs: set[str] = set()
     try:
         while True:
-            while not state["done"] and len(pending) < 2 * workers + 2:
+            while not state["done"] and len(pending) < ahead:
                 read_chunk()
             if not pending:
                 return
@@ -1079,14 +1145,14 @@ def _parallel_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: in
             if chunk is None:
                 raise future
             result = future.result()
-            if result and result[0][0] == "events":
+            if result and result[0][0] == "events":  # a run of events comes first, if any
                 summary = result[0][1]
                 if count + summary[5] <= max_records:
                     count += summary[5]
-                    yield ("events", chunk, f"line {chunk[0][0]}", "", summary)
-                    continue
-                # the record limit falls inside this chunk: take it line by line, here
-                result = _chunk_rows(chunk, event_id_deriver(job_seed), limits)
+                    yield ("events", chunk[: summary[5]], f"line {chunk[0][0]}", "", summary)
+                    result = result[1:]
+                else:  # the record limit falls inside the run: take it line by line, here
+                    result = _chunk_rows(chunk, event_id_deriver(job_seed), limits, keep=True)
             for row in result:
                 kind, where = row[0], row[3]
                 if kind == "!":  # ("!", counted, (code, message), where, None)
