@@ -414,6 +414,8 @@ def _replay(
                                 apply(event)
                     n_events += count
                     prev = last_hash
+                    del item, pre
+                    parsed = blob = first_body = None
                     continue
                 seen -= 1  # counted again, event by event
                 pending = itertools.chain(native.expand_events(item, parsed), current)
@@ -455,6 +457,9 @@ def _replay(
                 else:
                     seal.add_event(event, where)
                 n_events += 1
+                # hold nothing while the reader reads on: an event may be megabytes
+                del item, pre
+                event = body = None
             elif kind == "step":
                 step = item
                 if step["seq"] != scan.step_count and scan.step_error is None:

@@ -1131,9 +1131,8 @@ def _chunked_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int
         if chunk:
             pending.append((chunk, pool.submit(_prepare_chunk, chunk)))
 
-    loads = orjson_loads
-    count = 0
-    max_records = limits.max_records
+    derive_id = event_id_deriver(job_seed)
+    counter = {"count": 0}
     refs: set[str] = set()
     try:
         while True:
@@ -1144,45 +1143,70 @@ def _chunked_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int
             chunk, future = pending.popleft()
             if chunk is None:
                 raise future
-            result = future.result()
-            if result and result[0][0] == "events":  # a run of events comes first, if any
-                summary = result[0][1]
-                if count + summary[5] <= max_records:
-                    count += summary[5]
-                    yield ("events", chunk[: summary[5]], f"line {chunk[0][0]}", "", summary)
-                    result = result[1:]
-                else:  # the record limit falls inside the run: take it line by line, here
-                    result = _chunk_rows(chunk, event_id_deriver(job_seed), limits, keep=True)
-            for row in result:
-                kind, where = row[0], row[3]
-                if kind == "!":  # ("!", counted, (code, message), where, None)
-                    if row[1]:  # refused after the record was counted
-                        count += 1
-                        if count > max_records:
-                            raise _malformed(f"{where}: more than {max_records} records")
-                    raise ReplayError(*row[2])
-                count += 1
-                if count > max_records:
-                    raise _malformed(f"{where}: more than {max_records} records")
-                if kind == "event":  # ("event", body or None, index, where, pre)
-                    event = row[1]
-                    if event is None:
-                        event = loads(chunk[row[2]][1])
-                        del event["record"]
-                    yield ("event", event, where, "", row[4])
-                elif kind == "step":  # ("step", body, index, where, None)
-                    yield ("step", row[1], where, "", None)
-                else:  # ("output", body, index, where, (ref, digest)) or
-                    # ("output!", ref, (code, message), where, None)
-                    ref = row[1] if kind == "output!" else row[4][0]
-                    if ref in refs:
-                        raise _malformed(f"{where}: output_ref {ref!r} appears twice")
-                    refs.add(ref)
-                    if kind == "output!":
-                        raise ReplayError(*row[2])
-                    yield ("output", row[1], where, ref, row[4][1])
+            # the previous chunk's lines and rows are gone before this one's are made: a
+            # chunk can be a single line of many megabytes
+            yield from _chunk_out(
+                chunk,
+                future.result(),
+                counter=counter,
+                refs=refs,
+                limits=limits,
+                derive_id=derive_id,
+            )
+            del chunk, future
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _chunk_out(
+    chunk: list[tuple[int, bytes]],
+    result: list[tuple[Any, ...]],
+    *,
+    counter: dict[str, int],
+    refs: set[str],
+    limits: Limits,
+    derive_id: Callable[[int, str], str],
+) -> Iterator[Row]:
+    """The rows of one chunk, in order, with what depends on the chunks before it: the
+    record count and the output refs seen."""
+    max_records = limits.max_records
+    if result and result[0][0] == "events":  # a run of events comes first, if any
+        summary = result[0][1]
+        if counter["count"] + summary[5] <= max_records:
+            counter["count"] += summary[5]
+            yield ("events", chunk[: summary[5]], f"line {chunk[0][0]}", "", summary)
+            del summary
+            result = result[1:]
+        else:  # the record limit falls inside the run: take it line by line, here
+            result = _chunk_rows(chunk, derive_id, limits, keep=True)
+    for row in result:
+        kind, where = row[0], row[3]
+        if kind == "!":  # ("!", counted, (code, message), where, None)
+            if row[1]:  # refused after the record was counted
+                counter["count"] += 1
+                if counter["count"] > max_records:
+                    raise _malformed(f"{where}: more than {max_records} records")
+            raise ReplayError(*row[2])
+        counter["count"] += 1
+        if counter["count"] > max_records:
+            raise _malformed(f"{where}: more than {max_records} records")
+        if kind == "event":  # ("event", body or None, index, where, pre)
+            event = row[1]
+            if event is None:
+                event = orjson_loads(chunk[row[2]][1])
+                del event["record"]
+            yield ("event", event, where, "", row[4])
+        elif kind == "step":  # ("step", body, index, where, None)
+            yield ("step", row[1], where, "", None)
+        else:  # ("output", body, index, where, (ref, digest)) or
+            # ("output!", ref, (code, message), where, None)
+            ref = row[1] if kind == "output!" else row[4][0]
+            if ref in refs:
+                raise _malformed(f"{where}: output_ref {ref!r} appears twice")
+            refs.add(ref)
+            if kind == "output!":
+                raise ReplayError(*row[2])
+            yield ("output", row[1], where, ref, row[4][1])
 
 
 # --- writing ---------------------------------------------------------------------------------
