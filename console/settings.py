@@ -200,12 +200,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
-# --- security ------------------------------------------------------------------------------
-# sign-in throttle (console.throttle): this many failures per (username, address) per window
-LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
-LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
-OTP_TOTP_ISSUER = "Replay Audit Console"
-# periodic drift sampling (console.tasks.drift_sample): share of stored traces per sweep
+# --- drift sampling (console.tasks.drift_sample, run by `celery -A console beat`) -----------
+# the share of stored traces each sweep replays, at most MAX of them, every EVERY_SECONDS
 REPLAY_DRIFT_SAMPLE_FRACTION = float(env_str("REPLAY_DRIFT_SAMPLE_FRACTION", "0.01"))
 REPLAY_DRIFT_SAMPLE_MAX = env_int("REPLAY_DRIFT_SAMPLE_MAX", 100)
 CELERY_BEAT_SCHEDULE = {
@@ -214,6 +210,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("REPLAY_DRIFT_SAMPLE_EVERY_SECONDS", 6 * 3600)),
     },
 }
+
+# --- security ------------------------------------------------------------------------------
+# sign-in throttle (console.throttle): this many failures per (username, address) per window
+LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
+LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
+OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
