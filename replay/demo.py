@@ -66,5 +66,7 @@ def demo_traces(signer: Signer) -> list[tuple[str, bytes]]:
     docs = variants(signer)
     files = [(f"demo-{name}.trace.json", native.dumps_document(doc)) for name, doc in docs.items()]
     big = _record("s4-long", signer, default_registry(), iterations=12, filler_events=400)
-    files.append(("demo-long.trace.jsonl.gz", gzip.compress(b"".join(native.iter_jsonl(big)))))
+    files.append(
+        ("demo-long.trace.jsonl.gz", gzip.compress(b"".join(native.iter_jsonl(big)), mtime=0))
+    )
     return files
