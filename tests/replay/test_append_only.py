@@ -14,17 +14,23 @@ def blob():
 
 
 def test_it_refuses_raw_sql_update_of_a_blob(blob):
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cur:
-            cur.execute("UPDATE replay_blob SET size = 4 WHERE id = %s", [blob.id])
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cur,
+    ):
+        cur.execute("UPDATE replay_blob SET size = 4 WHERE id = %s", [blob.id])
     blob.refresh_from_db()
     assert blob.size == 3
 
 
 def test_it_refuses_raw_sql_delete_of_a_blob(blob):
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cur:
-            cur.execute("DELETE FROM replay_blob WHERE id = %s", [blob.id])
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cur,
+    ):
+        cur.execute("DELETE FROM replay_blob WHERE id = %s", [blob.id])
     assert Blob.objects.filter(id=blob.id).exists()
 
 
