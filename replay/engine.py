@@ -11,6 +11,11 @@ and the report names the first that fails, with its exact error code, where it b
 the expected and observed values. A divergence stops the replay unless its step is in
 `continue_past` (a governed, approved force-continue); the result is then non-authoritative.
 
+Speed and memory (bench/bench_replay.py measures both): each event is canonicalised once, its
+chain bytes reused for the seal; an HMAC seal is computed as the records stream past, so the
+sealed message is never stored; JSON Lines come in chunks whose runs of plain events a reader
+has already checked among themselves (`native.Row`), in worker processes with `workers` > 1.
+
 Pure: no Django, no network; the caller injects the clock, the key ring, the snapshot store
 and the halts.
 """
