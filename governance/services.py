@@ -494,6 +494,75 @@ def _not_twice(*, approvals: Any, approver: Any, key: MemberKey, subject: str) -
         )
 
 
+def _require_subject(
+    payload: Mapping[str, Any], *, type_: str, field: str, value: Any, label: str, subject: str
+) -> None:
+    """Refuse a signature made over another request's (or another kind of) payload."""
+    if payload.get("type") == type_ and payload.get(field) == value:
+        return
+    signed = (
+        f"{label} {payload.get(field)}"
+        if payload.get("type") == type_
+        else f"a {payload.get('type')!s} payload"
+    )
+    raise codes.GovernanceError(
+        codes.APPROVAL_OTHER_REQUEST,
+        APPROVAL_OTHER_REQUEST_MESSAGE.format(signed=signed, subject=subject),
+    )
+
+
+def _require_reason(payload: Mapping[str, Any]) -> str:
+    reason = payload.get("reason")
+    if not isinstance(reason, str):
+        raise codes.GovernanceError(
+            codes.APPROVAL_MALFORMED,
+            APPROVAL_MALFORMED_MESSAGE.format(problem="reason is not a string"),
+        )
+    return reason
+
+
+def _require_role(approver: Any, role: str) -> None:
+    if not user_has_role(approver, role):
+        raise codes.GovernanceError(
+            codes.APPROVAL_ROLE,
+            APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=role),
+        )
+
+
+def _vote_append(
+    *,
+    event_type: str,
+    approver: Any,
+    key: MemberKey,
+    payload: Mapping[str, Any],
+    signature: str,
+    role: str,
+    decision: str,
+    reason: str,
+    **subject: Any,
+) -> Approval:
+    """Append a signed vote to the ledger and keep its Approval row (request= or halt=)."""
+    event = ledger.append(
+        event_type=event_type,
+        payload=payload,
+        actor=approver,
+        actor_key_id=key.key_id,
+        actor_signature=signature,
+    )
+    return Approval.objects.create(
+        approver=approver,
+        role=role,
+        key=key,
+        decision=decision,
+        reason=reason,
+        payload=payload,
+        signature=signature,
+        event=event,
+        created_at=event.created_at,
+        **subject,
+    )
+
+
 def _votes(approvals: Any) -> list[council.Vote]:
     return [
         council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)
@@ -540,58 +609,37 @@ def approval_record(
     key = _signer_key(
         approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
     )
-    if payload.get("type") != signing.FORCE_CONTINUE_APPROVAL_TYPE or payload.get(
-        "request_id"
-    ) != str(request.id):
-        signed = (
-            f"request {payload.get('request_id')}"
-            if payload.get("type") == signing.FORCE_CONTINUE_APPROVAL_TYPE
-            else f"a {payload.get('type')!s} payload"
-        )
-        raise codes.GovernanceError(
-            codes.APPROVAL_OTHER_REQUEST,
-            APPROVAL_OTHER_REQUEST_MESSAGE.format(signed=signed, subject=subject),
-        )
-    decision, role, reason = payload.get("decision"), payload.get("role"), payload.get("reason")
+    _require_subject(
+        payload,
+        type_=signing.FORCE_CONTINUE_APPROVAL_TYPE,
+        field="request_id",
+        value=str(request.id),
+        label="request",
+        subject=subject,
+    )
+    decision, role = payload.get("decision"), payload.get("role")
     if decision not in signing.DECISIONS or role not in signing.SIGNING_ROLES:
         raise codes.GovernanceError(
             codes.APPROVAL_MALFORMED,
             APPROVAL_MALFORMED_MESSAGE.format(problem="decision or role is not recognised"),
         )
-    if not isinstance(reason, str):
-        raise codes.GovernanceError(
-            codes.APPROVAL_MALFORMED,
-            APPROVAL_MALFORMED_MESSAGE.format(problem="reason is not a string"),
-        )
+    reason = _require_reason(payload)
     expected = force_continue_payload_for(
         request=request, decision=str(decision), role=str(role), reason=reason
     )
     _compare(payload, expected, subject)
-    if not user_has_role(approver, str(role)):
-        raise codes.GovernanceError(
-            codes.APPROVAL_ROLE,
-            APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=role),
-        )
+    _require_role(approver, str(role))
     _not_twice(approvals=request.approvals.all(), approver=approver, key=key, subject=subject)
-
-    event = ledger.append(
+    approval = _vote_append(
         event_type=codes.FORCE_CONTINUE_APPROVAL,
-        payload=payload,
-        actor=approver,
-        actor_key_id=key.key_id,
-        actor_signature=signature,
-    )
-    approval = Approval.objects.create(
-        request=request,
         approver=approver,
-        role=str(role),
         key=key,
-        decision=str(decision),
-        reason=reason,
         payload=payload,
         signature=signature,
-        event=event,
-        created_at=event.created_at,
+        role=str(role),
+        decision=str(decision),
+        reason=reason,
+        request=request,
     )
     result = council.tally(
         _votes(request.approvals.all()),
@@ -747,24 +795,15 @@ def halt_clear_approval_record(
     key = _signer_key(
         approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
     )
-    if payload.get("type") != signing.HALT_CLEAR_APPROVAL_TYPE or payload.get("halt_seq") != (
-        halt.seq
-    ):
-        signed = (
-            f"halt {payload.get('halt_seq')}"
-            if payload.get("type") == signing.HALT_CLEAR_APPROVAL_TYPE
-            else f"a {payload.get('type')!s} payload"
-        )
-        raise codes.GovernanceError(
-            codes.APPROVAL_OTHER_REQUEST,
-            APPROVAL_OTHER_REQUEST_MESSAGE.format(signed=signed, subject=subject),
-        )
-    reason = payload.get("reason")
-    if not isinstance(reason, str):
-        raise codes.GovernanceError(
-            codes.APPROVAL_MALFORMED,
-            APPROVAL_MALFORMED_MESSAGE.format(problem="reason is not a string"),
-        )
+    _require_subject(
+        payload,
+        type_=signing.HALT_CLEAR_APPROVAL_TYPE,
+        field="halt_seq",
+        value=halt.seq,
+        label="halt",
+        subject=subject,
+    )
+    reason = _require_reason(payload)
     expected = halt_clear_payload_for(halt=halt, reason=reason)
     for name in ("decision", "role"):
         if payload.get(name) != expected[name]:
@@ -778,31 +817,19 @@ def halt_clear_approval_record(
                 ),
             )
     _compare(payload, expected, subject)
-    if not user_has_role(approver, signing.ROLE_COUNCIL):
-        raise codes.GovernanceError(
-            codes.APPROVAL_ROLE,
-            APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=signing.ROLE_COUNCIL),
-        )
+    _require_role(approver, signing.ROLE_COUNCIL)
     approvals = Approval.objects.filter(halt=halt)
     _not_twice(approvals=approvals, approver=approver, key=key, subject=subject)
-    event = ledger.append(
+    approval = _vote_append(
         event_type=codes.HALT_CLEAR_APPROVAL,
-        payload=payload,
-        actor=approver,
-        actor_key_id=key.key_id,
-        actor_signature=signature,
-    )
-    approval = Approval.objects.create(
-        halt=halt,
         approver=approver,
-        role=signing.ROLE_COUNCIL,
         key=key,
-        decision=signing.APPROVE,
-        reason=reason,
         payload=payload,
         signature=signature,
-        event=event,
-        created_at=event.created_at,
+        role=signing.ROLE_COUNCIL,
+        decision=signing.APPROVE,
+        reason=reason,
+        halt=halt,
     )
     result = council.tally(
         _votes(approvals),
