@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from governance import codes
 
-_FORBIDDEN = {codes.APPROVAL_SELF, codes.APPROVAL_ROLE}
+_FORBIDDEN = {codes.APPROVAL_SELF, codes.APPROVAL_ROLE, codes.REQUEST_ROLE}
 _CONFLICT = {
     codes.REQUEST_CLOSED,
     codes.REQUEST_PENDING,
     codes.REQUEST_NOT_DIVERGED,
+    codes.REQUEST_NOT_REPLAYABLE,
     codes.APPROVAL_DUPLICATE_PERSON,
     codes.APPROVAL_DUPLICATE_KEY,
     codes.APPROVAL_EXPIRED,

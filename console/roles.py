@@ -9,9 +9,10 @@ Rules that are not a plain "role X may do Y":
 * Admin and council are *strong* roles: they count only once the session is verified with a
   second factor (TOTP, django-otp). A token-authenticated API client or an unverified session
   acts with its other roles only. Nothing else in the code base needs to know about 2FA.
-* Production replay needs auditor and admin held together, or a council approval for that
-  trace, and then an auditor or an admin may run it (`replay_modes_for(...,
-  council_approved=True)`); `can(user, REPLAY_PRODUCTION)` is the role-only half of the rule.
+* Production replay needs auditor and admin held together (`REPLAY_PRODUCTION`). Whoever
+  holds only one of them asks the council instead (`REPLAY_PRODUCTION_REQUEST`); a council
+  quorum's signed approvals (`REPLAY_PRODUCTION_APPROVE`) queue that one run for them, so a
+  council-approved production replay is never started from the mode menu.
 * Superuser and staff flags grant nothing here: only roles do.
 
 Missing versus forbidden: the access functions check the role *before* they look anything
@@ -52,6 +53,8 @@ BROWSE: Final = "browse"  # traces, reports (PII redacted), ledger, dashboard
 UPLOAD: Final = "upload"
 REPLAY_AUDIT: Final = "replay_audit"  # audit and sandbox modes
 REPLAY_PRODUCTION: Final = "replay_production"
+REPLAY_PRODUCTION_REQUEST: Final = "replay_production_request"  # ask the council
+REPLAY_PRODUCTION_APPROVE: Final = "replay_production_approve"  # a council signature
 FORCE_CONTINUE_REQUEST: Final = "force_continue_request"
 FORCE_CONTINUE_APPROVE_ADMIN: Final = "force_continue_approve_admin"
 FORCE_CONTINUE_APPROVE_COUNCIL: Final = "force_continue_approve_council"
@@ -66,6 +69,8 @@ ACTIONS: Final = (
     UPLOAD,
     REPLAY_AUDIT,
     REPLAY_PRODUCTION,
+    REPLAY_PRODUCTION_REQUEST,
+    REPLAY_PRODUCTION_APPROVE,
     FORCE_CONTINUE_REQUEST,
     FORCE_CONTINUE_APPROVE_ADMIN,
     FORCE_CONTINUE_APPROVE_COUNCIL,
@@ -82,6 +87,8 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     UPLOAD: frozenset({AUDITOR, OPERATOR, ADMIN}),
     REPLAY_AUDIT: frozenset({AUDITOR, OPERATOR, ADMIN}),
     REPLAY_PRODUCTION: frozenset(),  # only the combination below
+    REPLAY_PRODUCTION_REQUEST: frozenset({AUDITOR, ADMIN}),
+    REPLAY_PRODUCTION_APPROVE: frozenset({COUNCIL}),
     FORCE_CONTINUE_REQUEST: frozenset({AUDITOR, ADMIN}),
     FORCE_CONTINUE_APPROVE_ADMIN: frozenset({ADMIN}),
     FORCE_CONTINUE_APPROVE_COUNCIL: frozenset({COUNCIL}),
@@ -149,12 +156,16 @@ def require(user: User, action: str) -> None:
         raise PermissionDenied(f"your roles do not allow {action.replace('_', ' ')}")
 
 
-def replay_modes_for(user: User, *, council_approved: bool = False) -> list[str]:
-    """The replay modes this user may start, in the order the page offers them."""
+def replay_modes_for(user: User) -> list[str]:
+    """The replay modes this user may start, in the order the page offers them.
+
+    Without production here, `can(user, REPLAY_PRODUCTION_REQUEST)` says whether the page
+    offers asking the council for one.
+    """
     modes: list[str] = []
     if can(user, REPLAY_AUDIT):
         modes += [MODE_AUDIT, MODE_SANDBOX]
-    if can(user, REPLAY_PRODUCTION) or (council_approved and roles(user) & {AUDITOR, ADMIN}):
+    if can(user, REPLAY_PRODUCTION):
         modes.append(MODE_PRODUCTION)
     return modes
 
@@ -234,6 +245,26 @@ def access_force_continue_by_id(user: User, request_id: uuid.UUID | str, action:
     )
     if found is None:
         raise Http404("no such force-continue request")
+    return found
+
+
+def access_production_request_by_id(
+    user: User, request_id: uuid.UUID | str, action: str = BROWSE
+):
+    from governance.models import ProductionReplayRequest
+
+    require(user, action)
+    try:
+        key = uuid.UUID(str(request_id))
+    except ValueError:
+        raise Http404("no such production replay request") from None
+    found = (
+        ProductionReplayRequest.objects.filter(id=key)
+        .select_related("trace__blob", "requested_by", "run")
+        .first()
+    )
+    if found is None:
+        raise Http404("no such production replay request")
     return found
 
 

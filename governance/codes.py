@@ -7,7 +7,8 @@ Pure (no Django). Two tables live here and nowhere else:
   once an event with it has been appended (it is part of every hashed event body).
 
   ====  ==================================================================================
-  1xx   replay: requests, results, divergences, integrity failures, timeouts
+  1xx   replay: requests, results, divergences, integrity failures, timeouts, and the
+        council's signed approval of a production replay
   2xx   force-continue: requests, signed approvals and denials, quorum decisions
   3xx   halts: FORCE_HALT_REPLAY, council signatures toward FORCE_HALT_CLEAR, incidents
   4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked)
@@ -25,6 +26,8 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   ====  ======================================================================
   100   REPLAY_REQUEST           101  REPLAY_RESULT         102  REPLAY_DIVERGENCE
   103   INTEGRITY_FAILURE        104  REPLAY_TIMEOUT
+  105   PRODUCTION_REPLAY_REQUEST                        106  PRODUCTION_REPLAY_APPROVAL
+  107   PRODUCTION_REPLAY_APPROVED                       108  PRODUCTION_REPLAY_REJECTED
   200   FORCE_CONTINUE_REQUEST   201  FORCE_CONTINUE_APPROVAL
   202   FORCE_CONTINUE_APPROVED  203  FORCE_CONTINUE_REJECTED
   204   FORCE_CONTINUE_REFUSED
@@ -70,6 +73,10 @@ REPLAY_RESULT: Final = "REPLAY_RESULT"
 REPLAY_DIVERGENCE: Final = "REPLAY_DIVERGENCE"
 INTEGRITY_FAILURE: Final = "INTEGRITY_FAILURE"
 REPLAY_TIMEOUT: Final = "REPLAY_TIMEOUT"
+PRODUCTION_REPLAY_REQUEST: Final = "PRODUCTION_REPLAY_REQUEST"
+PRODUCTION_REPLAY_APPROVAL: Final = "PRODUCTION_REPLAY_APPROVAL"
+PRODUCTION_REPLAY_APPROVED: Final = "PRODUCTION_REPLAY_APPROVED"
+PRODUCTION_REPLAY_REJECTED: Final = "PRODUCTION_REPLAY_REJECTED"
 # --- 2xx force-continue ----------------------------------------------------------------------
 FORCE_CONTINUE_REQUEST: Final = "FORCE_CONTINUE_REQUEST"
 FORCE_CONTINUE_APPROVAL: Final = "FORCE_CONTINUE_APPROVAL"
@@ -102,6 +109,16 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     ),
     EventType(103, INTEGRITY_FAILURE, "a replay found a signature, id or chain hash that fails"),
     EventType(104, REPLAY_TIMEOUT, "a replay exceeded its time or iteration cap"),
+    EventType(
+        105, PRODUCTION_REPLAY_REQUEST, "council approval of a production replay was requested"
+    ),
+    EventType(
+        106, PRODUCTION_REPLAY_APPROVAL, "one council member's signed vote on a production replay"
+    ),
+    EventType(
+        107, PRODUCTION_REPLAY_APPROVED, "a production replay reached quorum; the run is queued"
+    ),
+    EventType(108, PRODUCTION_REPLAY_REJECTED, "a production replay reached the deny threshold"),
     EventType(200, FORCE_CONTINUE_REQUEST, "a force-continue past a divergence was requested"),
     EventType(201, FORCE_CONTINUE_APPROVAL, "one signed approval or denial of a force-continue"),
     EventType(202, FORCE_CONTINUE_APPROVED, "a force-continue reached quorum; the replay resumes"),
@@ -148,6 +165,8 @@ REQUEST_CLOSED: Final = "REQUEST_CLOSED"
 REQUEST_NOT_DIVERGED: Final = "REQUEST_NOT_DIVERGED"
 REQUEST_PENDING: Final = "REQUEST_PENDING"
 REQUEST_INVALID: Final = "REQUEST_INVALID"
+REQUEST_NOT_REPLAYABLE: Final = "REQUEST_NOT_REPLAYABLE"
+REQUEST_ROLE: Final = "REQUEST_ROLE"
 HALT_NOT_ACTIVE: Final = "HALT_NOT_ACTIVE"
 KEY_INVALID: Final = "KEY_INVALID"
 KEY_DUPLICATE: Final = "KEY_DUPLICATE"
@@ -171,8 +190,10 @@ REFUSALS: Final[dict[str, str]] = {
     APPROVAL_MALFORMED: "the signed approval document is not well formed",
     REQUEST_CLOSED: "the request is already approved or rejected",
     REQUEST_NOT_DIVERGED: "force-continue needs a finished replay that diverged",
-    REQUEST_PENDING: "a force-continue request for this replay is already open",
+    REQUEST_PENDING: "a request for this replay (or this trace's production replay) is open",
     REQUEST_INVALID: "the request's reason or expiry is not acceptable",
+    REQUEST_NOT_REPLAYABLE: "production replay needs every snapshot and agent output persisted",
+    REQUEST_ROLE: "the requester holds no role that may file this request",
     HALT_NOT_ACTIVE: "the halt is not active (unknown or already cleared)",
     KEY_INVALID: "the public or private key is not a valid Ed25519 key",
     KEY_DUPLICATE: "the key is already registered",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+AUDITOR: Final = "auditor"  # may ask the council for a production replay
 ADMIN: Final = "admin"
 COUNCIL: Final = "council"
 

@@ -224,8 +224,55 @@ class ForceContinueRequest(models.Model):
         return f"force-continue {self.id} ({self.state})"
 
 
+class ProductionReplayRequest(models.Model):
+    """A request that a council quorum approve one production replay of one stored trace.
+
+    Production replay needs the auditor and admin roles held together; anyone holding one of
+    them may instead ask the council. On quorum the run is queued for the requester at once
+    (``run``), so an approval authorises exactly one run of exactly these bytes.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    trace = models.ForeignKey(
+        "replay.Trace", on_delete=models.PROTECT, related_name="production_requests"
+    )
+    reason = models.TextField()
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    created_at = models.DateTimeField()
+    request_event = models.OneToOneField(
+        GovernanceEvent, on_delete=models.PROTECT, related_name="+"
+    )
+    decision_event = models.OneToOneField(
+        GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    run = models.OneToOneField(
+        "replay.ReplayRun",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="production_approval",
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"production replay {self.id} ({self.state})"
+
+
 class Approval(AppendOnlyModel):
-    """One signed vote: on a force-continue request, or toward clearing a halt."""
+    """One signed vote: on a force-continue request, toward clearing a halt, or on a
+    production replay request (exactly one of ``request``, ``halt``, ``production``)."""
 
     class Decision(models.TextChoices):
         APPROVE = "approve", "approve"
@@ -240,6 +287,13 @@ class Approval(AppendOnlyModel):
     )
     halt = models.ForeignKey(
         GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    production = models.ForeignKey(
+        ProductionReplayRequest,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="approvals",
     )
     approver = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="governance_approvals"
@@ -259,9 +313,12 @@ class Approval(AppendOnlyModel):
         ordering = ["created_at", "id"]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(request__isnull=False, halt__isnull=True)
-                | models.Q(request__isnull=True, halt__isnull=False),
-                name="approval_one_subject",
+                condition=models.Q(
+                    request__isnull=False, halt__isnull=True, production__isnull=True
+                )
+                | models.Q(request__isnull=True, halt__isnull=False, production__isnull=True)
+                | models.Q(request__isnull=True, halt__isnull=True, production__isnull=False),
+                name="approval_one_of_three_subjects",
             ),
             models.UniqueConstraint(
                 fields=["request", "approver"],
@@ -282,6 +339,16 @@ class Approval(AppendOnlyModel):
                 fields=["halt", "key"],
                 condition=models.Q(halt__isnull=False),
                 name="halt_approval_once_per_key",
+            ),
+            models.UniqueConstraint(
+                fields=["production", "approver"],
+                condition=models.Q(production__isnull=False),
+                name="production_approval_once_per_person",
+            ),
+            models.UniqueConstraint(
+                fields=["production", "key"],
+                condition=models.Q(production__isnull=False),
+                name="production_approval_once_per_key",
             ),
         ]
 

@@ -9,7 +9,14 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from governance import chain, codes, conf, council, ledger, signing
-from governance.models import Approval, ForceContinueRequest, GovernanceEvent, Halt, MemberKey
+from governance.models import (
+    Approval,
+    ForceContinueRequest,
+    GovernanceEvent,
+    Halt,
+    MemberKey,
+    ProductionReplayRequest,
+)
 from replay.canonical import jcs
 
 CHECKPOINT_EMPTY_MESSAGE = "the ledger is empty: there is nothing to checkpoint"
@@ -60,23 +67,42 @@ def force_continue_requests(*, run_id: Any = None) -> QuerySet[ForceContinueRequ
     return requests
 
 
-def force_continue_tally(*, request: ForceContinueRequest) -> council.Tally:
+def _tally(request: ForceContinueRequest | ProductionReplayRequest, admins: int) -> council.Tally:
     votes = [
         council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)
         for a in request.approvals.select_related("key")
     ]
     return council.tally(
         votes,
-        admins_required=1,
+        admins_required=admins,
         council_required=conf.council_quorum(),
         deny_threshold=conf.deny_threshold(),
     )
 
 
-def force_continue_is_expired(*, request: ForceContinueRequest) -> bool:
-    return (
-        request.state == ForceContinueRequest.State.PENDING and timezone.now() >= request.expires_at
-    )
+def force_continue_tally(*, request: ForceContinueRequest) -> council.Tally:
+    """One admin and a council quorum."""
+    return _tally(request, admins=1)
+
+
+def request_is_expired(*, request: ForceContinueRequest | ProductionReplayRequest) -> bool:
+    """A pending request (force-continue or production replay) past its expiry."""
+    return request.state == "pending" and timezone.now() >= request.expires_at
+
+
+# --- production replay approved by the council ------------------------------------------------
+
+
+def production_requests(*, trace: Any = None) -> QuerySet[ProductionReplayRequest]:
+    found = ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
+    if trace is not None:
+        found = found.filter(trace=trace)
+    return found
+
+
+def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
+    """A council quorum, no admin signature."""
+    return _tally(request, admins=0)
 
 
 # --- keys and events --------------------------------------------------------------------------

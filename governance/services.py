@@ -21,7 +21,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, signing
+from governance import codes, conf, council, ledger, membership, signing
 from governance.membership import user_has_role
 from governance.models import (
     Approval,
@@ -29,6 +29,7 @@ from governance.models import (
     GovernanceEvent,
     Halt,
     MemberKey,
+    ProductionReplayRequest,
     SigningKey,
 )
 from replay import errors
@@ -53,6 +54,14 @@ REQUEST_NOT_DIVERGED_MESSAGE = "replay {run} did not stop at a divergence ({stat
 REQUEST_PENDING_MESSAGE = "request {request} for replay {run} is still open"
 REQUEST_REASON_MESSAGE = "a force-continue request needs a reason"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
+PRODUCTION_REASON_MESSAGE = "a production replay request needs a reason"
+PRODUCTION_ROLE_MESSAGE = (
+    "{user} holds neither the auditor nor the admin role: only they may run a production replay"
+)
+PRODUCTION_NOT_REPLAYABLE_MESSAGE = (
+    "trace {trace} cannot be replayed in production: missing {missing}"
+)
+PRODUCTION_PENDING_MESSAGE = "request {request} for a production replay of {trace} is still open"
 FORCE_CONTINUE_REQUIRED_MESSAGE = (
     "continuing replay {run} past step {step} needs an approved force-continue "
     "(one admin and {quorum} council signatures)"
@@ -69,6 +78,7 @@ KEY_REVOKE_ROLE_MESSAGE = "{user} can revoke only their own keys unless they are
 SERVER_KEY_UNKNOWN_MESSAGE = "no server signing key {key_id}"
 SERVER_KEY_CURRENT_MESSAGE = "key {key_id} is the current signing key: rotate it first"
 EVENT_TYPE_UNKNOWN_MESSAGE = "unknown governance event type {event_type!r}"
+PRODUCTION_MODE = "production"
 
 
 def _system_label(actor: Any, actor_label: str | None) -> str | None:
@@ -120,6 +130,7 @@ def _replay_request(
     continue_past: Sequence[int] = (),
     resumed_from: ReplayRun | None = None,
     force_continue: ForceContinueRequest | None = None,
+    production: ProductionReplayRequest | None = None,
 ) -> ReplayRun:
     from replay.services import replay_run_create
 
@@ -140,6 +151,8 @@ def _replay_request(
     }
     if force_continue is not None:
         payload["force_continue_request"] = str(force_continue.id)
+    if production is not None:
+        payload["production_request"] = str(production.id)
     ledger.append(
         event_type=codes.REPLAY_REQUEST,
         payload=payload,
@@ -324,6 +337,19 @@ def _diverged_step(run: ReplayRun) -> tuple[int, list[Any]] | None:
     return None
 
 
+def _expiry(expires_at: datetime | None, now: datetime) -> datetime:
+    """A request's expiry: the default lifetime, or the asked one within the maximum (to the
+    second, as it is signed)."""
+    max_hours = conf.force_continue_max_hours()
+    if expires_at is None:
+        expires_at = now + timedelta(hours=conf.force_continue_hours())
+    if expires_at <= now or expires_at > now + timedelta(hours=max_hours):
+        raise codes.GovernanceError(
+            codes.REQUEST_INVALID, REQUEST_EXPIRY_MESSAGE.format(hours=max_hours)
+        )
+    return signing.parse_time(signing.format_time(expires_at))
+
+
 @transaction.atomic(durable=True)
 def force_continue_request_file(
     *,
@@ -347,14 +373,7 @@ def force_continue_request_file(
     if not reason.strip():
         raise codes.GovernanceError(codes.REQUEST_INVALID, REQUEST_REASON_MESSAGE)
     now = timezone.now()
-    max_hours = conf.force_continue_max_hours()
-    if expires_at is None:
-        expires_at = now + timedelta(hours=conf.force_continue_hours())
-    if expires_at <= now or expires_at > now + timedelta(hours=max_hours):
-        raise codes.GovernanceError(
-            codes.REQUEST_INVALID, REQUEST_EXPIRY_MESSAGE.format(hours=max_hours)
-        )
-    expires_at = signing.parse_time(signing.format_time(expires_at))
+    expires_at = _expiry(expires_at, now)
     open_request = ForceContinueRequest.objects.filter(
         run=run, state=ForceContinueRequest.State.PENDING, expires_at__gt=now
     ).first()
@@ -570,6 +589,27 @@ def _votes(approvals: Any) -> list[council.Vote]:
     ]
 
 
+def _open_for_votes(request: Any, *, approver: Any, now: datetime) -> None:
+    """A request (force-continue or production replay) takes this approver's vote now."""
+    if request.state != "pending":
+        raise codes.GovernanceError(
+            codes.REQUEST_CLOSED,
+            REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
+        )
+    if now >= request.expires_at:
+        raise codes.GovernanceError(
+            codes.APPROVAL_EXPIRED,
+            APPROVAL_EXPIRED_MESSAGE.format(
+                request=request.id, expires_at=signing.format_time(request.expires_at)
+            ),
+        )
+    if approver.pk == request.requested_by_id:
+        raise codes.GovernanceError(
+            codes.APPROVAL_SELF,
+            APPROVAL_SELF_MESSAGE.format(user=approver.get_username(), request=request.id),
+        )
+
+
 @transaction.atomic(durable=True)
 def approval_record(
     *, request: ForceContinueRequest, approver: Any, document: Mapping[str, Any]
@@ -588,23 +628,7 @@ def approval_record(
     )
     subject = f"request {request.id}"
     now = timezone.now()
-    if request.state != ForceContinueRequest.State.PENDING:
-        raise codes.GovernanceError(
-            codes.REQUEST_CLOSED,
-            REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
-        )
-    if now >= request.expires_at:
-        raise codes.GovernanceError(
-            codes.APPROVAL_EXPIRED,
-            APPROVAL_EXPIRED_MESSAGE.format(
-                request=request.id, expires_at=signing.format_time(request.expires_at)
-            ),
-        )
-    if approver.pk == request.requested_by_id:
-        raise codes.GovernanceError(
-            codes.APPROVAL_SELF,
-            APPROVAL_SELF_MESSAGE.format(user=approver.get_username(), request=request.id),
-        )
+    _open_for_votes(request, approver=approver, now=now)
     payload, key_id, signature = _document(document)
     key = _signer_key(
         approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
@@ -739,6 +763,205 @@ def force_continue_resume(*, run: ReplayRun, actor: Any = None) -> ReplayRun:
         broke_at=step,
         detail={"run_id": str(run.id)},
     )
+
+
+# --- production replay approved by the council ------------------------------------------------
+
+
+@transaction.atomic(durable=True)
+def production_replay_request_file(
+    *,
+    trace: Trace,
+    actor: Any,
+    reason: str,
+    expires_at: datetime | None = None,
+) -> ProductionReplayRequest:
+    """Ask a council quorum to approve one production replay of ``trace`` for ``actor``.
+
+    For someone who holds auditor or admin but not both (who holds both may just run it).
+    Refused for a trace that is not replayable in production: the run could only end in
+    MISSING_SNAPSHOT or MISSING_PERSISTED_AGENT_OUTPUT, so there is nothing to approve.
+    """
+    from replay.selectors import trace_missing
+
+    ledger.lock()
+    trace = Trace.objects.select_related("blob").get(pk=trace.pk)
+    if not (user_has_role(actor, membership.ADMIN) or user_has_role(actor, membership.AUDITOR)):
+        raise codes.GovernanceError(
+            codes.REQUEST_ROLE, PRODUCTION_ROLE_MESSAGE.format(user=actor.get_username())
+        )
+    if not reason.strip():
+        raise codes.GovernanceError(codes.REQUEST_INVALID, PRODUCTION_REASON_MESSAGE)
+    missing = trace_missing(trace)
+    if missing:
+        raise codes.GovernanceError(
+            codes.REQUEST_NOT_REPLAYABLE,
+            PRODUCTION_NOT_REPLAYABLE_MESSAGE.format(
+                trace=trace.trace_id, missing=", ".join(missing)
+            ),
+        )
+    now = timezone.now()
+    expires_at = _expiry(expires_at, now)
+    open_request = ProductionReplayRequest.objects.filter(
+        trace=trace,
+        requested_by=actor,
+        state=ProductionReplayRequest.State.PENDING,
+        expires_at__gt=now,
+    ).first()
+    if open_request is not None:
+        raise codes.GovernanceError(
+            codes.REQUEST_PENDING,
+            PRODUCTION_PENDING_MESSAGE.format(request=open_request.id, trace=trace.trace_id),
+        )
+    request = ProductionReplayRequest(
+        trace=trace,
+        reason=reason.strip(),
+        requested_by=actor,
+        expires_at=expires_at,
+        created_at=now,
+    )
+    request.request_event = ledger.append(
+        event_type=codes.PRODUCTION_REPLAY_REQUEST,
+        payload={
+            "request_id": str(request.id),
+            "trace_id": trace.trace_id,
+            "trace_sha256": trace.blob.sha256,
+            "mode": "production",
+            "requested_by": actor.get_username(),
+            "reason": request.reason,
+            "expires_at": signing.format_time(expires_at),
+            "council_required": conf.council_quorum(),
+            "deny_threshold": conf.deny_threshold(),
+        },
+        actor=actor,
+        idempotency_key=f"production-replay-request:{request.id}",
+    )
+    request.save(force_insert=True)
+    return request
+
+
+def production_replay_payload_for(
+    *, request: ProductionReplayRequest, decision: str, reason: str = ""
+) -> dict[str, Any]:
+    """The exact payload a council member signs for ``request`` (the page and ``governance
+    sign --production``)."""
+    return signing.production_replay_payload(
+        request_id=str(request.id),
+        trace_id=request.trace.trace_id,
+        trace_sha256=request.trace.blob.sha256,
+        requested_by=request.requested_by.get_username(),
+        decision=decision,
+        expires_at=signing.format_time(request.expires_at),
+        reason=reason,
+    )
+
+
+@transaction.atomic(durable=True)
+def production_replay_approval_record(
+    *, request: ProductionReplayRequest, approver: Any, document: Mapping[str, Any]
+) -> Approval:
+    """Record one council member's signed approval or denial of a production replay.
+
+    On quorum this appends PRODUCTION_REPLAY_APPROVED and queues the production run for the
+    requester (its REPLAY_REQUEST names this request); on the deny threshold,
+    PRODUCTION_REPLAY_REJECTED.
+    """
+    ledger.lock()
+    request = (
+        ProductionReplayRequest.objects.select_for_update()
+        .select_related("trace__blob", "requested_by")
+        .get(id=request.id)
+    )
+    subject = f"request {request.id}"
+    now = timezone.now()
+    _open_for_votes(request, approver=approver, now=now)
+    payload, key_id, signature = _document(document)
+    key = _signer_key(
+        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
+    )
+    _require_subject(
+        payload,
+        type_=signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
+        field="request_id",
+        value=str(request.id),
+        label="request",
+        subject=subject,
+    )
+    decision = payload.get("decision")
+    if decision not in signing.DECISIONS:
+        raise codes.GovernanceError(
+            codes.APPROVAL_MALFORMED,
+            APPROVAL_MALFORMED_MESSAGE.format(problem="decision is not recognised"),
+        )
+    reason = _require_reason(payload)
+    expected = production_replay_payload_for(request=request, decision=str(decision), reason=reason)
+    if payload.get("role") != signing.ROLE_COUNCIL:
+        raise codes.GovernanceError(
+            codes.APPROVAL_PAYLOAD_MISMATCH,
+            APPROVAL_PAYLOAD_MISMATCH_MESSAGE.format(
+                field="role",
+                signed=jcs(payload.get("role")).decode(),
+                subject=subject,
+                expected=jcs(signing.ROLE_COUNCIL).decode(),
+            ),
+        )
+    _compare(payload, expected, subject)
+    _require_role(approver, signing.ROLE_COUNCIL)
+    _not_twice(approvals=request.approvals.all(), approver=approver, key=key, subject=subject)
+    approval = _vote_append(
+        event_type=codes.PRODUCTION_REPLAY_APPROVAL,
+        approver=approver,
+        key=key,
+        payload=payload,
+        signature=signature,
+        role=signing.ROLE_COUNCIL,
+        decision=str(decision),
+        reason=reason,
+        production=request,
+    )
+    result = council.tally(
+        _votes(request.approvals.all()),
+        admins_required=0,
+        council_required=conf.council_quorum(),
+        deny_threshold=conf.deny_threshold(),
+    )
+    if result.state != council.PENDING:
+        _production_replay_decide(request=request, result=result)
+    return approval
+
+
+def _production_replay_decide(*, request: ProductionReplayRequest, result: council.Tally) -> None:
+    payload = {
+        "request_id": str(request.id),
+        "trace_id": request.trace.trace_id,
+        "trace_sha256": request.trace.blob.sha256,
+        "approval_seqs": list(
+            request.approvals.order_by("event_id").values_list("event_id", flat=True)
+        ),
+        "council": result.council,
+        "denials": result.denials,
+    }
+    key = f"production-replay-decision:{request.id}"
+    if result.state == council.REJECTED:
+        request.decision_event = ledger.append(
+            event_type=codes.PRODUCTION_REPLAY_REJECTED, payload=payload, idempotency_key=key
+        )
+        request.state = ProductionReplayRequest.State.REJECTED
+    else:
+        request.decision_event = ledger.append(
+            event_type=codes.PRODUCTION_REPLAY_APPROVED, payload=payload, idempotency_key=key
+        )
+        request.state = ProductionReplayRequest.State.APPROVED
+        request.run = _replay_request(
+            trace=request.trace,
+            mode=PRODUCTION_MODE,
+            actor=request.requested_by,
+            actor_label=None,
+            production=request,
+        )
+        _enqueue(request.run)
+    request.decided_at = request.decision_event.created_at
+    request.save(update_fields=["state", "decision_event", "decided_at", "run"])
 
 
 # --- halts ------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from replay.canonical import jcs
 ALG: Final = "ed25519"
 FORCE_CONTINUE_APPROVAL_TYPE: Final = "replay-audit-console/force-continue-approval/v1"
 HALT_CLEAR_APPROVAL_TYPE: Final = "replay-audit-console/halt-clear-approval/v1"
+PRODUCTION_REPLAY_APPROVAL_TYPE: Final = "replay-audit-console/production-replay-approval/v1"
 CHECKPOINT_TYPE: Final = "replay-audit-console/governance-checkpoint/v1"
 APPROVE: Final = "approve"
 DENY: Final = "deny"
@@ -258,6 +259,38 @@ def halt_clear_payload(
         "target_id": target_id,
         "decision": APPROVE,
         "role": ROLE_COUNCIL,
+        "reason": reason,
+    }
+
+
+def production_replay_payload(
+    *,
+    request_id: str,
+    trace_id: str,
+    trace_sha256: str,
+    requested_by: str,
+    decision: str,
+    expires_at: str,
+    reason: str = "",
+) -> dict[str, Any]:
+    """The payload a council member approves or denies a production replay with.
+
+    Bound to one stored file (``trace_sha256``, the content address of the exact bytes that
+    will be replayed), to the person the run will be started for, and to the request's
+    expiry; council members sign it in the ``council`` capacity only.
+    """
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
+    return {
+        "type": PRODUCTION_REPLAY_APPROVAL_TYPE,
+        "request_id": request_id,
+        "trace_id": trace_id,
+        "trace_sha256": trace_sha256,
+        "mode": "production",
+        "requested_by": requested_by,
+        "decision": decision,
+        "role": ROLE_COUNCIL,
+        "expires_at": expires_at,
         "reason": reason,
     }
 

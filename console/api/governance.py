@@ -45,7 +45,7 @@ class ForceContinueOutput(serializers.Serializer):
         return gov.force_continue_tally(request=fc).missing
 
     def get_expired(self, fc: ForceContinueRequest) -> bool:
-        return gov.force_continue_is_expired(request=fc)
+        return gov.request_is_expired(request=fc)
 
 
 class SignedApprovalInput(serializers.Serializer):

@@ -105,7 +105,7 @@ def force_continue_list_view(request: HttpRequest) -> HttpResponse:
             {
                 "fc": fc,
                 "tally": gov.force_continue_tally(request=fc),
-                "expired": gov.force_continue_is_expired(request=fc),
+                "expired": gov.request_is_expired(request=fc),
                 "awaits_me": _awaits(request.user, fc, signers),
             }
         )
@@ -131,7 +131,7 @@ def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[st
         request=fc, decision=decision, role=role, reason=reason
     )
     approvals = list(fc.approvals.select_related("approver", "key").order_by("created_at"))
-    expired = gov.force_continue_is_expired(request=fc)
+    expired = gov.request_is_expired(request=fc)
     blocker = ""
     if fc.state != ForceContinueRequest.State.PENDING:
         blocker = f"This request is {fc.state}: it can no longer be signed."

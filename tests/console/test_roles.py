@@ -22,6 +22,8 @@ EXPECTED = {
     roles.UPLOAD: {AU, OP, AD},
     roles.REPLAY_AUDIT: {AU, OP, AD},
     roles.REPLAY_PRODUCTION: set(),
+    roles.REPLAY_PRODUCTION_REQUEST: {AU, AD},
+    roles.REPLAY_PRODUCTION_APPROVE: {CO},
     roles.FORCE_CONTINUE_REQUEST: {AU, AD},
     roles.FORCE_CONTINUE_APPROVE_ADMIN: {AD},
     roles.FORCE_CONTINUE_APPROVE_COUNCIL: {CO},
@@ -62,11 +64,11 @@ def test_it_refuses_production_replay_to_other_combinations(pair):
     assert not roles.can(user, roles.REPLAY_PRODUCTION)
 
 
-@pytest.mark.parametrize(("role", "offered"), [(AU, True), (AD, True), (OP, False), (V, False)])
-def test_a_council_approval_offers_production_to_an_auditor_or_an_admin(role, offered):
+@pytest.mark.parametrize(("role", "may_ask"), [(AU, True), (AD, True), (OP, False), (CO, False)])
+def test_one_of_auditor_or_admin_asks_the_council_instead_of_choosing_production(role, may_ask):
     user = verified(make_user("one", role))
     assert "production" not in roles.replay_modes_for(user)
-    assert ("production" in roles.replay_modes_for(user, council_approved=True)) is offered
+    assert roles.can(user, roles.REPLAY_PRODUCTION_REQUEST) is may_ask
 
 
 def test_it_offers_no_mode_to_a_viewer():
