@@ -199,7 +199,8 @@ class TestQuorum:
         record(signers["carol"], asked)
         record(signers["dave"], asked)
         asked.refresh_from_db()
-        message = refused(asked, signers["erin"].user, vote(signers["erin"], asked), codes.REQUEST_CLOSED)
+        erin = signers["erin"]
+        message = refused(asked, erin.user, vote(erin, asked), codes.REQUEST_CLOSED)
         assert message == services.REQUEST_CLOSED_MESSAGE.format(
             request=asked.id, state="approved"
         )
