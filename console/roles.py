@@ -248,9 +248,7 @@ def access_force_continue_by_id(user: User, request_id: uuid.UUID | str, action:
     return found
 
 
-def access_production_request_by_id(
-    user: User, request_id: uuid.UUID | str, action: str = BROWSE
-):
+def access_production_request_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
     from governance.models import ProductionReplayRequest
 
     require(user, action)

@@ -103,9 +103,7 @@ class TestAsking:
     def test_it_refuses_a_trace_that_cannot_be_replayed_in_production(self):
         trace = ingest("missing_output")
         with pytest.raises(codes.GovernanceError) as caught:
-            services.production_replay_request_file(
-                trace=trace, actor=person("alice"), reason="r"
-            )
+            services.production_replay_request_file(trace=trace, actor=person("alice"), reason="r")
         assert caught.value.code == codes.REQUEST_NOT_REPLAYABLE
         assert caught.value.message.startswith(
             f"trace {trace.trace_id} cannot be replayed in production: missing output:"
@@ -201,9 +199,7 @@ class TestQuorum:
         asked.refresh_from_db()
         erin = signers["erin"]
         message = refused(asked, erin.user, vote(erin, asked), codes.REQUEST_CLOSED)
-        assert message == services.REQUEST_CLOSED_MESSAGE.format(
-            request=asked.id, state="approved"
-        )
+        assert message == services.REQUEST_CLOSED_MESSAGE.format(request=asked.id, state="approved")
 
 
 class TestRefusals:
