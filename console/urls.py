@@ -4,7 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from console.views import auth, governance, ops, runs, traces
+from console.views import auth, governance, ops, production, runs, traces
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
@@ -18,6 +18,11 @@ urlpatterns = [
     path("traces/upload/", traces.trace_upload_view, name="trace-upload"),
     path("traces/<str:trace_ref>/", traces.trace_detail_view, name="trace-detail"),
     path("traces/<str:trace_ref>/replay/", runs.run_start_view, name="run-start"),
+    path(
+        "traces/<str:trace_ref>/production/",
+        production.production_request_view,
+        name="production-request",
+    ),
     path(
         "traces/<str:trace_ref>/events/<int:seq>/",
         traces.trace_event_view,
@@ -39,6 +44,12 @@ urlpatterns = [
         "force-continue/<str:request_id>/",
         governance.force_continue_detail_view,
         name="force-continue-detail",
+    ),
+    path("production/", production.production_list_view, name="production-list"),
+    path(
+        "production/<str:request_id>/",
+        production.production_detail_view,
+        name="production-detail",
     ),
     path("governance/", governance.ledger_view, name="ledger"),
     path(

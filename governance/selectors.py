@@ -100,6 +100,18 @@ def production_requests(*, trace: Any = None) -> QuerySet[ProductionReplayReques
     return found
 
 
+def production_request_for_run(*, run_id: Any) -> ProductionReplayRequest | None:
+    """The council approval a production run was started under, if any."""
+    return production_requests().filter(run_id=run_id).first()
+
+
+def production_signers(*, requests: Any) -> QuerySet[Any]:
+    """(request id, approver id) of every signature on these production replay requests."""
+    return Approval.objects.filter(production__in=requests).values_list(
+        "production_id", "approver_id"
+    )
+
+
 def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
     """A council quorum, no admin signature."""
     return _tally(request, admins=0)

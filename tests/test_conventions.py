@@ -222,3 +222,12 @@ def test_it_documents_the_verdict_of_every_error_code():
         if status != engine.REFUSED:
             assert code in _codes(by_status[status]), f"{code} is {status}"
     assert by_status[engine.REFUSED] == "every other code"
+
+
+def test_it_documents_every_governance_refusal_with_its_status():
+    from console.refusals import governance_status
+    from governance.codes import REFUSALS
+
+    rows = _table_rows(ERROR_CODES_DOC.read_text(encoding="utf-8"), "code | status")
+    documented = {_codes(code)[0]: int(status) for code, status, _ in rows}
+    assert documented == {code: governance_status(code) for code in REFUSALS}

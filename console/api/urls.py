@@ -2,12 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.api import governance, replays, traces
+from console.api import governance, production, replays, traces
 
 urlpatterns = [
     path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
     path("traces/upload/", traces.TraceUploadApi.as_view(), name="api-trace-upload"),
     path("traces/<str:trace_ref>/", traces.TraceDetailApi.as_view(), name="api-trace-detail"),
+    path(
+        "traces/<str:trace_ref>/production-requests/",
+        production.ProductionRequestCreateApi.as_view(),
+        name="api-production-request-create",
+    ),
     path("replays/", replays.ReplayCreateApi.as_view(), name="api-replay-create"),
     path("replays/<str:run_id>/", replays.ReplayStatusApi.as_view(), name="api-replay-status"),
     path(
@@ -32,6 +37,21 @@ urlpatterns = [
         "force-continue/<str:request_id>/approvals/",
         governance.ApprovalCreateApi.as_view(),
         name="api-approval-create",
+    ),
+    path(
+        "production-requests/",
+        production.ProductionRequestListApi.as_view(),
+        name="api-production-request-list",
+    ),
+    path(
+        "production-requests/<str:request_id>/",
+        production.ProductionRequestDetailApi.as_view(),
+        name="api-production-request-detail",
+    ),
+    path(
+        "production-requests/<str:request_id>/approvals/",
+        production.ProductionApprovalCreateApi.as_view(),
+        name="api-production-approval-create",
     ),
     path("halts/", governance.HaltListApi.as_view(), name="api-halt-list"),
     path(

@@ -38,7 +38,7 @@ EXPIRY_CHOICES = (4, 24, 72, 168)
 LEDGER_PAGE = 50
 
 
-def _refused(request: HttpRequest, exc: GovernanceError, template: str, context: dict[str, Any]):
+def refused(request: HttpRequest, exc: GovernanceError, template: str, context: dict[str, Any]):
     context = {**context, "error_code": exc.code, "error_message": exc.message}
     return render(request, template, context, status=governance_status(exc.code))
 
@@ -73,7 +73,7 @@ def force_continue_request_view(request: HttpRequest, run_id: str) -> HttpRespon
                 expires_at=timezone.now() + timedelta(hours=hours),
             )
         except GovernanceError as exc:
-            return _refused(request, exc, "console/forcecontinue_request.html", context)
+            return refused(request, exc, "console/forcecontinue_request.html", context)
         messages.success(request, "Force-continue requested. Approvers can now sign it.")
         return HttpResponseRedirect(reverse("force-continue-detail", args=[filed.id]), status=303)
     return render(request, "console/forcecontinue_request.html", context)
@@ -113,7 +113,7 @@ def force_continue_list_view(request: HttpRequest) -> HttpResponse:
     return render(request, "console/forcecontinue_list.html", {"rows": rows})
 
 
-def _payload_text(payload: dict[str, Any]) -> str:
+def payload_text(payload: dict[str, Any]) -> str:
     return jcs(payload).decode("utf-8")
 
 
@@ -154,7 +154,7 @@ def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[st
         "decision": decision,
         "role": role,
         "reason": reason,
-        "payload_text": _payload_text(payload),
+        "payload_text": payload_text(payload),
         "keys": list(gov.member_keys(user=user, usable=True)),
         "blocker": blocker,
         "first_divergence": first,
@@ -207,7 +207,7 @@ def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpRes
             )
             gov_services.approval_record(request=fc, approver=request.user, document=document)
         except GovernanceError as exc:
-            return _refused(request, exc, template, context)
+            return refused(request, exc, template, context)
         messages.success(request, "Your signed decision is recorded in the ledger.")
         return HttpResponseRedirect(reverse("force-continue-detail", args=[fc.id]), status=303)
     return partial_or_page(request, template, "signing-payload", _approval_context(request, fc))
@@ -332,9 +332,7 @@ def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
         "approvals": approvals,
         "quorum": conf.council_quorum(),
         "reason": reason,
-        "payload_text": _payload_text(
-            gov_services.halt_clear_payload_for(halt=halt, reason=reason)
-        ),
+        "payload_text": payload_text(gov_services.halt_clear_payload_for(halt=halt, reason=reason)),
         "keys": list(gov.member_keys(user=request.user, usable=True)),
         "can_sign": roles.can(request.user, roles.HALT_CLEAR)
         and active
@@ -349,7 +347,7 @@ def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
                 halt_seq=halt.seq, approver=request.user, document=document
             )
         except GovernanceError as exc:
-            return _refused(request, exc, template, context)
+            return refused(request, exc, template, context)
         messages.success(request, "Your signature toward clearing this halt is recorded.")
         return HttpResponseRedirect(reverse("halt-detail", args=[halt.seq]), status=303)
     return partial_or_page(request, template, "signing-payload", context)

@@ -15,7 +15,11 @@ from console.api.errors import REPORT_NOT_READY
 from console.diffview import render_json, step_diffs
 from console.selectors import trace_recorded_outputs
 from console.views.common import partial_or_page, signed_in
-from governance.selectors import force_continue_requests, force_continue_tally
+from governance.selectors import (
+    force_continue_requests,
+    force_continue_tally,
+    production_request_for_run,
+)
 from governance.services import replay_request
 from replay.diff import PointerError, pointer_get
 from replay.models import ReplayRun
@@ -61,6 +65,7 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         "fc_requests": [(r, force_continue_tally(request=r)) for r in requests],
         "can_request": can_request,
         "resumptions": list(run.resumptions.order_by("created_at")),
+        "production_approval": production_request_for_run(run_id=run.id),
         "done": run.state in (ReplayRun.State.DONE, ReplayRun.State.FAILED),
         "percent": _percent(run),
     }

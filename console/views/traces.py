@@ -26,7 +26,7 @@ from console.selectors import (
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
-from governance.selectors import halts_active_map
+from governance.selectors import halts_active_map, production_requests
 from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
@@ -145,6 +145,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         for target, why in halts.items()
         if target == trace.trace_id or target in {s.snapshot_id for s in outline.snapshots}
     }
+    modes = roles.replay_modes_for(request.user)
     context = {
         "trace": trace,
         "outline": outline,
@@ -155,7 +156,10 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "missing": trace_missing(trace),
         "runs": runs,
         "halted": halted,
-        "modes": roles.replay_modes_for(request.user),
+        "modes": modes,
+        "can_ask_production": roles.MODE_PRODUCTION not in modes
+        and roles.can(request.user, roles.REPLAY_PRODUCTION_REQUEST),
+        "production_requests": list(production_requests(trace=trace)[:20]),
         "copies": list(
             Trace.objects.filter(trace_id=trace.trace_id)
             .exclude(pk=trace.pk)

@@ -149,6 +149,63 @@ def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_p
     no_console_errors(alice)
 
 
+def test_a_production_replay_approved_by_the_council_in_their_browsers(
+    new_context, shots, trace_key
+):
+    import io
+
+    from governance.models import ProductionReplayRequest
+    from replay.services import trace_ingest
+
+    for name in ("alice", "cora", "colin", "adam"):
+        persona(name)
+    trace = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
+
+    alice = sign_in(new_context, "alice")
+    alice.goto(f"/traces/{trace.blob.sha256}/")
+    assert alice.locator("input[name=mode][value=production]").count() == 0
+    alice.click("#ask-production a")
+    alice.fill("#id_reason", "Disaster-recovery drill: replay job 7 exactly.")
+    shots(alice, "auditor-asks-the-council")
+    alice.click("#file-production-request")
+    alice.wait_for_selector("#remaining")
+    assert "2 council approval(s)" in alice.inner_text("#remaining")
+    request_url = alice.url
+
+    council = {name: sign_in(new_context, name) for name in ("cora", "colin")}
+    for page in council.values():
+        page.goto("/governance/keys/")
+        page.click("#generate-key")
+        page.wait_for_selector("text=Key registered. An admin must confirm it before you sign.")
+    adam = sign_in(new_context, "adam")
+    adam.goto("/governance/keys/")
+    for key in MemberKey.objects.select_related("user"):
+        adam.click(f"#confirm-{key.key_id}")
+        adam.wait_for_selector(f"text=Key {key.key_id} of {key.user.username} confirmed.")
+
+    for name, page in council.items():
+        page.goto("/production/")
+        page.click("text=Awaits your signature")
+        payload = page.inner_text("#payload-text")
+        assert '"type":"replay-audit-console/production-replay-approval/v1"' in payload
+        assert f'"trace_sha256":"{trace.blob.sha256}"' in payload
+        shots(page, f"{name}-reads-the-production-payload")
+        page.click("#sign-button")
+        page.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+        no_console_errors(page)
+
+    asked = ProductionReplayRequest.objects.get()
+    assert (asked.state, asked.approvals.count()) == ("approved", 2)
+    alice.goto(request_url)
+    alice.click("#production-run-link")
+    alice.wait_for_selector("#verdict-status")
+    assert alice.inner_text("#verdict-status") == "ok"
+    assert alice.inner_text("h1").startswith("Production replay of")
+    assert "council approval" in alice.inner_text("#council-approved")
+    shots(alice, "auditor-reads-the-production-replay")
+    no_console_errors(alice)
+
+
 def test_a_queued_replay_updates_in_place_until_its_report(new_context, shots, trace_key):
     import io
 

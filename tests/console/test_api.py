@@ -32,7 +32,11 @@ def world(replayed):
     fc = gov_services.force_continue_request_file(
         run=diverged, actor=persona("alice"), reason="known"
     )
+    production = gov_services.production_replay_request_file(
+        trace=replayed("ok").trace, actor=persona("alice"), reason="drill"
+    )
     return {
+        "production": str(production.id),
         "sha": diverged.trace.blob.sha256,
         "run": str(diverged.id),
         "fc": str(fc.id),
@@ -55,6 +59,13 @@ READS = [
         "force-continue",
         lambda w: f"/api/force-continue/{w['fc']}/",
         f"/api/force-continue/{MISSING_UUID}/",
+        ANYONE,
+    ),
+    ("production list", lambda w: "/api/production-requests/", None, ANYONE),
+    (
+        "production request",
+        lambda w: f"/api/production-requests/{w['production']}/",
+        f"/api/production-requests/{MISSING_UUID}/",
         ANYONE,
     ),
     ("halts", lambda w: "/api/halts/", None, ANYONE),
@@ -406,6 +417,93 @@ class TestForceContinue:
         assert response.json()["error_code"] == "PERMISSION_DENIED"
 
 
+class TestProductionReplay:
+    def test_alice_asks_two_council_members_sign_and_her_run_is_queued(
+        self, as_persona, ingest, member_key, django_capture_on_commit_callbacks
+    ):
+        trace = ingest("ok")
+        created = as_persona("alice").post(
+            f"/api/traces/{trace.blob.sha256}/production-requests/",
+            {"reason": "restore job 7", "expires_in_hours": 4},
+            content_type="application/json",
+        )
+        assert created.status_code == 201
+        asked = created.json()
+        assert (asked["state"], asked["remaining"], asked["run"]) == (
+            "pending",
+            "2 council approval(s)",
+            None,
+        )
+        assert (asked["trace_sha256"], asked["requested_by"]) == (trace.blob.sha256, "alice")
+        for name in ("cora", "colin"):
+            detail = as_persona(name).get(
+                f"/api/production-requests/{asked['id']}/?decision=approve"
+            )
+            payload = detail.json()["payload"]
+            assert detail.json()["payload_jcs"] == jcs(payload).decode()
+            key, private = member_key(name)
+            with django_capture_on_commit_callbacks(execute=True):
+                signed = as_persona(name).post(
+                    f"/api/production-requests/{asked['id']}/approvals/",
+                    {
+                        "payload": payload,
+                        "key_id": key.key_id,
+                        "signature": sign(private, jcs(payload)),
+                    },
+                    content_type="application/json",
+                )
+            assert signed.status_code == 201, signed.json()
+            assert (signed.json()["approver"], signed.json()["role"]) == (name, "council")
+        done = as_persona("vera").get(f"/api/production-requests/{asked['id']}/").json()
+        assert done["state"] == "approved"
+        run = as_persona("alice").get(f"/api/replays/{done['run']}/").json()
+        assert (run["mode"], run["state"], run["status"]) == ("production", "done", "ok")
+
+    def test_a_trace_missing_an_output_is_409_with_its_code(self, as_persona, ingest):
+        trace = ingest("missing_output")
+        response = as_persona("alice").post(
+            f"/api/traces/{trace.blob.sha256}/production-requests/",
+            {"reason": "x"},
+            content_type="application/json",
+        )
+        assert response.status_code == 409
+        assert response.json()["error_code"] == "REQUEST_NOT_REPLAYABLE"
+
+    @pytest.mark.parametrize("name", ["vera", "oscar", "cora", "lena", "nora"])
+    def test_asking_is_for_auditors_and_admins(self, as_persona, world, name):
+        response = as_persona(name).post(
+            f"/api/traces/{world['sha']}/production-requests/",
+            {"reason": "x"},
+            content_type="application/json",
+        )
+        assert response.status_code == 403
+        assert response.json()["error_code"] == "PERMISSION_DENIED"
+
+    @pytest.mark.parametrize("name", ["vera", "alice", "oscar", "adam", "lena", "nora"])
+    def test_signing_is_for_the_council(self, as_persona, world, name):
+        response = as_persona(name).post(
+            f"/api/production-requests/{world['production']}/approvals/",
+            {"payload": {}, "key_id": "k", "signature": "s"},
+            content_type="application/json",
+        )
+        assert response.status_code == 403
+        assert response.json()["error_code"] == "PERMISSION_DENIED"
+
+    def test_a_replayed_force_continue_signature_is_refused(self, as_persona, world, member_key):
+        key, private = member_key("cora")
+        fc = ForceContinueRequest.objects.get(id=world["fc"])
+        payload = gov_services.force_continue_payload_for(
+            request=fc, decision="approve", role="council"
+        )
+        response = as_persona("cora").post(
+            f"/api/production-requests/{world['production']}/approvals/",
+            {"payload": payload, "key_id": key.key_id, "signature": sign(private, jcs(payload))},
+            content_type="application/json",
+        )
+        assert response.status_code == 400
+        assert response.json()["error_code"] == "APPROVAL_OTHER_REQUEST"
+
+
 class TestKeysHaltsLedger:
     def test_cora_registers_a_key_and_adam_confirms_it(self, as_persona):
         from governance import keystore
@@ -482,6 +580,10 @@ def test_the_schema_is_served_and_lists_every_operation(as_persona):
         "force_continue_list",
         "force_continue_retrieve",
         "force_continue_approve",
+        "production_request_create",
+        "production_request_list",
+        "production_request_retrieve",
+        "production_request_approve",
         "halts_list",
         "halts_clear_approve",
         "keys_list",

@@ -22,14 +22,20 @@ class World:
     run: str
     fc: str
     halt: int
+    ok_sha: str
+    production: str
 
 
 @pytest.fixture
 def world(replayed):
     from governance.models import Halt
-    from governance.services import force_continue_request_file
+    from governance.services import force_continue_request_file, production_replay_request_file
     from tests.console.personas import persona
 
+    ok = replayed("ok").trace
+    production = production_replay_request_file(
+        trace=ok, actor=persona("alice"), reason="recovery drill"
+    )
     diverged = replayed("diverged")
     replayed("broken_chain")  # an integrity failure halts its trace
     fc = force_continue_request_file(run=diverged, actor=persona("alice"), reason="known drift")
@@ -38,6 +44,8 @@ def world(replayed):
         run=str(diverged.id),
         fc=str(fc.id),
         halt=Halt.objects.order_by("seq").first().seq,
+        ok_sha=ok.blob.sha256,
+        production=str(production.id),
     )
 
 
@@ -46,6 +54,8 @@ FULL_PAGES = {
     "upload",
     "force-continue form",
     "force-continue list",
+    "production form",
+    "production list",
     "halts",
     "keys",
     "users",
@@ -93,6 +103,19 @@ PAGES = [
         "force-continue request",
         lambda w: f"/force-continue/{w.fc}/",
         f"/force-continue/{MISSING_UUID}/",
+        ANYONE,
+    ),
+    (
+        "production form",
+        lambda w: f"/traces/{w.ok_sha}/production/",
+        f"/traces/{MISSING_SHA}/production/",
+        {AU, AD},
+    ),
+    ("production list", lambda w: "/production/", None, ANYONE),
+    (
+        "production request",
+        lambda w: f"/production/{w.production}/",
+        f"/production/{MISSING_UUID}/",
         ANYONE,
     ),
     ("ledger", lambda w: "/governance/", None, ANYONE),
@@ -152,6 +175,9 @@ def test_the_matrix_above_covers_every_page_route():
         "force-continue-request",
         "force-continue-list",
         "force-continue-detail",
+        "production-request",
+        "production-list",
+        "production-detail",
         "ledger",
         "halt-list",
         "halt-detail",

@@ -116,3 +116,63 @@ def test_verify_says_ok_in_words():
     code, out, _ = manage("governance", "verify")
     head = GovernanceEvent.objects.get(seq=2).hash
     assert (code, out.strip()) == (0, f"ok: 2 events verify; head {head}")
+
+
+@pytest.mark.usefixtures("stored_traces")
+def test_a_production_replay_asked_signed_and_recorded_from_the_command_line(
+    carol_key, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    from replay.models import ReplayRun
+    from tests.governance.conftest import ingest
+
+    settings.GOVERNANCE_COUNCIL_QUORUM = 1
+    person("alice")
+    trace = ingest("ok")
+    code, out, err = manage(
+        "governance", "request-production", trace.trace_id, "--user", "alice", "--reason", "drill"
+    )
+    assert (code, err) == (0, "")
+    request_id = out.strip()
+    signed = tmp_path / "signed.json"
+    code, _, _ = manage(
+        "governance",
+        "sign",
+        "--key",
+        str(carol_key),
+        "--production",
+        request_id,
+        "--out",
+        str(signed),
+    )
+    assert code == 0
+    document = json.loads(signed.read_text())
+    assert document["payload"]["type"] == signing.PRODUCTION_REPLAY_APPROVAL_TYPE
+    assert document["payload"]["trace_sha256"] == trace.blob.sha256
+    with django_capture_on_commit_callbacks(execute=True):
+        code, out, _ = manage("governance", "record-approval", str(signed), "--user", "carol")
+    assert code == 0
+    run = ReplayRun.objects.get(mode="production")
+    assert out.strip() == (
+        f"recorded approve by carol; production replay request {request_id} is approved; "
+        f"production replay {run.id}"
+    )
+    run.refresh_from_db()
+    assert (run.state, run.status, run.requested_by.username) == ("done", "ok", "alice")
+
+
+def test_asking_for_an_unknown_trace_is_a_usage_error():
+    person("alice")
+    with pytest.raises(CommandError, match="no stored trace nope"):
+        call_command("governance", "request-production", "nope", "--user", "alice", "--reason", "r")
+
+
+def test_asking_without_the_role_exits_1_with_its_code(stored_traces):
+    from tests.governance.conftest import ingest
+
+    trace = ingest("ok")
+    person("frank")
+    code, _, err = manage(
+        "governance", "request-production", trace.blob.sha256, "--user", "frank", "--reason", "r"
+    )
+    assert code == 1
+    assert err.strip() == "REQUEST_ROLE: " + services.PRODUCTION_ROLE_MESSAGE.format(user="frank")

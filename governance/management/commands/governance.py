@@ -6,7 +6,8 @@ Offline signing: ``keygen`` writes a member's private key to a file (mode 0600) 
 only the public key; ``sign`` reads that file and writes the signed approval JSON document
 (``{"payload", "key_id", "alg", "signature"}``) that the console and API accept. ``sign`` never
 sends anything anywhere and never records anything: the private key stays on the member's
-machine. It builds the payload from the database (``--request``/``--halt``, when run where
+machine. It builds the payload from the database (``--request``/``--halt``/``--production``,
+when run where
 the database is reachable) or from the payload JSON the console page shows (``--payload``),
 so it works on an offline machine too. On the server, ``record-approval FILE --user U``
 records such a document for user U through the same service as the API (the signature is
@@ -27,11 +28,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from governance import codes, keystore, selectors, services, signing
-from governance.models import ForceContinueRequest, Halt, MemberKey
-from replay.models import ReplayRun
+from governance.models import ForceContinueRequest, Halt, MemberKey, ProductionReplayRequest
+from replay.models import ReplayRun, Trace
+from replay.selectors import trace_by_trace_id
 
 USER_UNKNOWN_MESSAGE = "no user named {username!r}"
 REQUEST_UNKNOWN_MESSAGE = "no force-continue request {request}"
+PRODUCTION_UNKNOWN_MESSAGE = "no production replay request {request}"
+TRACE_UNKNOWN_MESSAGE = "no stored trace {trace}"
 RUN_UNKNOWN_MESSAGE = "no replay run {run}"
 HALT_UNKNOWN_MESSAGE = "no halt {halt}"
 KEY_UNKNOWN_MESSAGE = "no member key {key_id}"
@@ -65,6 +69,7 @@ class Command(BaseCommand):
         what = p.add_mutually_exclusive_group(required=True)
         what.add_argument("--request", help="a force-continue request id (reads the database)")
         what.add_argument("--halt", type=int, help="a halt's seq, to sign its clearing")
+        what.add_argument("--production", help="a production replay request id (reads the db)")
         what.add_argument("--payload", help="a payload JSON file as the console shows it")
         p.add_argument("--deny", action="store_true", help="sign a denial")
         p.add_argument("--reason", default=None)
@@ -77,6 +82,14 @@ class Command(BaseCommand):
 
         p = sub.add_parser("request-continue", help="file a force-continue request")
         p.add_argument("run")
+        p.add_argument("--user", required=True)
+        p.add_argument("--reason", required=True)
+        p.add_argument("--hours", type=int, default=None)
+
+        p = sub.add_parser(
+            "request-production", help="ask the council to approve a production replay"
+        )
+        p.add_argument("trace", help="a stored trace's sha256 or trace id (its newest copy)")
         p.add_argument("--user", required=True)
         p.add_argument("--reason", required=True)
         p.add_argument("--hours", type=int, default=None)
@@ -119,6 +132,18 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(USER_UNKNOWN_MESSAGE.format(username=username), returncode=2)
         return user
+
+    def _production(self, request_id: str) -> ProductionReplayRequest:
+        found = (
+            ProductionReplayRequest.objects.select_related("trace__blob", "requested_by")
+            .filter(id=request_id)
+            .first()
+            if _is_uuid(request_id)
+            else None
+        )
+        if found is None:
+            raise CommandError(PRODUCTION_UNKNOWN_MESSAGE.format(request=request_id), returncode=2)
+        return found
 
     def _read_json(self, path: str) -> Any:
         try:
@@ -188,6 +213,7 @@ class Command(BaseCommand):
         key: str,
         request: str | None,
         halt: int | None,
+        production: str | None,
         payload: str | None,
         deny: bool,
         reason: str | None,
@@ -219,12 +245,19 @@ class Command(BaseCommand):
             if found_halt is None:
                 raise CommandError(HALT_UNKNOWN_MESSAGE.format(halt=halt), returncode=2)
             body = services.halt_clear_payload_for(halt=found_halt, reason=reason or "")
+        elif production is not None:
+            body = services.production_replay_payload_for(
+                request=self._production(production), decision=decision, reason=reason or ""
+            )
         else:
             assert payload is not None
             body = self._read_json(payload)
             if not isinstance(body, dict):
                 raise CommandError(f"{payload}: not a JSON object", returncode=2)
-            if body.get("type") == signing.FORCE_CONTINUE_APPROVAL_TYPE:
+            if body.get("type") in (
+                signing.FORCE_CONTINUE_APPROVAL_TYPE,
+                signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
+            ):
                 body["decision"] = decision
             if role is not None:
                 body["role"] = role
@@ -247,6 +280,18 @@ class Command(BaseCommand):
                 halt_seq=int(halt_seq or 0), approver=approver, document=document
             )
             self.stdout.write(f"recorded {user}'s signature on halt {halt_seq}")
+            return
+        if kind == signing.PRODUCTION_REPLAY_APPROVAL_TYPE:
+            asked = self._production(str(payload.get("request_id")))  # type: ignore[union-attr]
+            approval = services.production_replay_approval_record(
+                request=asked, approver=approver, document=document
+            )
+            asked.refresh_from_db()
+            self.stdout.write(
+                f"recorded {approval.decision} by {user}; production replay request {asked.id} "
+                f"is {asked.state}"
+                + (f"; production replay {asked.run_id}" if asked.run_id else "")
+            )
             return
         request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
         found = (
@@ -275,6 +320,23 @@ class Command(BaseCommand):
             run=found, actor=self._user(user), reason=reason, expires_at=expires_at
         )
         self.stdout.write(str(request.id))
+
+    def do_request_production(
+        self, *, trace: str, user: str, reason: str, hours: int | None, **_: Any
+    ) -> None:
+        ref = trace.strip().lower()
+        found = (
+            Trace.objects.filter(blob__sha256=ref).first()
+            if len(ref) == 64
+            else trace_by_trace_id(ref)
+        )
+        if found is None:
+            raise CommandError(TRACE_UNKNOWN_MESSAGE.format(trace=trace), returncode=2)
+        expires_at = timezone.now() + timedelta(hours=hours) if hours else None
+        asked = services.production_replay_request_file(
+            trace=found, actor=self._user(user), reason=reason, expires_at=expires_at
+        )
+        self.stdout.write(str(asked.id))
 
     def do_register_key(self, *, user: str, public_key: str, label: str, **_: Any) -> None:
         text = Path(public_key).read_text(encoding="utf-8")
