@@ -183,18 +183,16 @@ class MemberKey(models.Model):
         raise AppendOnlyError("member keys are kept forever to verify old approvals")
 
 
-class ForceContinueRequest(models.Model):
+class CouncilRequest(models.Model):
+    """What every request the council signs on has: who asked, why, until when, and how it
+    was decided (the ledger events of the request and of the decision)."""
+
     class State(models.TextChoices):
         PENDING = "pending", "pending"
         APPROVED = "approved", "approved"
         REJECTED = "rejected", "rejected"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey(
-        "replay.ReplayRun", on_delete=models.PROTECT, related_name="force_continue_requests"
-    )
-    step = models.IntegerField()  # seq of the diverged step to continue past
-    divergence_digest = models.CharField(max_length=71)
     reason = models.TextField()
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
@@ -209,6 +207,21 @@ class ForceContinueRequest(models.Model):
         GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at"]
+
+
+class ForceContinueRequest(CouncilRequest):
+    """Continue one diverged run past the step where it diverged (one admin and a council
+    quorum); on quorum the resumed run is queued, non-authoritative."""
+
+    run = models.ForeignKey(
+        "replay.ReplayRun", on_delete=models.PROTECT, related_name="force_continue_requests"
+    )
+    step = models.IntegerField()  # seq of the diverged step to continue past
+    divergence_digest = models.CharField(max_length=71)
     resumed_run = models.OneToOneField(
         "replay.ReplayRun",
         null=True,
@@ -217,14 +230,14 @@ class ForceContinueRequest(models.Model):
         related_name="force_continue_origin",
     )
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(CouncilRequest.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"force-continue {self.id} ({self.state})"
 
 
-class ProductionReplayRequest(models.Model):
+class ProductionReplayRequest(CouncilRequest):
     """A request that a council quorum approve one production replay of one stored trace.
 
     Production replay needs the auditor and admin roles held together; anyone holding one of
@@ -232,29 +245,9 @@ class ProductionReplayRequest(models.Model):
     (``run``), so an approval authorises exactly one run of exactly these bytes.
     """
 
-    class State(models.TextChoices):
-        PENDING = "pending", "pending"
-        APPROVED = "approved", "approved"
-        REJECTED = "rejected", "rejected"
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     trace = models.ForeignKey(
         "replay.Trace", on_delete=models.PROTECT, related_name="production_requests"
     )
-    reason = models.TextField()
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
-    )
-    expires_at = models.DateTimeField()
-    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    created_at = models.DateTimeField()
-    request_event = models.OneToOneField(
-        GovernanceEvent, on_delete=models.PROTECT, related_name="+"
-    )
-    decision_event = models.OneToOneField(
-        GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
     run = models.OneToOneField(
         "replay.ReplayRun",
         null=True,
@@ -263,8 +256,8 @@ class ProductionReplayRequest(models.Model):
         related_name="production_approval",
     )
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(CouncilRequest.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"production replay {self.id} ({self.state})"

@@ -11,6 +11,7 @@ from django.utils import timezone
 from governance import chain, codes, conf, council, ledger, signing
 from governance.models import (
     Approval,
+    CouncilRequest,
     ForceContinueRequest,
     GovernanceEvent,
     Halt,
@@ -67,7 +68,7 @@ def force_continue_requests(*, run_id: Any = None) -> QuerySet[ForceContinueRequ
     return requests
 
 
-def _tally(request: ForceContinueRequest | ProductionReplayRequest, admins: int) -> council.Tally:
+def _tally(request: CouncilRequest, admins: int) -> council.Tally:
     votes = [
         council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)
         for a in request.approvals.select_related("key")
@@ -85,9 +86,9 @@ def force_continue_tally(*, request: ForceContinueRequest) -> council.Tally:
     return _tally(request, admins=1)
 
 
-def request_is_expired(*, request: ForceContinueRequest | ProductionReplayRequest) -> bool:
+def request_is_expired(*, request: CouncilRequest) -> bool:
     """A pending request (force-continue or production replay) past its expiry."""
-    return request.state == "pending" and timezone.now() >= request.expires_at
+    return request.state == CouncilRequest.State.PENDING and timezone.now() >= request.expires_at
 
 
 # --- production replay approved by the council ------------------------------------------------

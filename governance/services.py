@@ -25,6 +25,7 @@ from governance import codes, conf, council, ledger, membership, signing
 from governance.membership import user_has_role
 from governance.models import (
     Approval,
+    CouncilRequest,
     ForceContinueRequest,
     GovernanceEvent,
     Halt,
@@ -484,9 +485,16 @@ def _signer_key(
     return key
 
 
-def _compare(payload: Mapping[str, Any], expected: Mapping[str, Any], subject: str) -> None:
+def _compare(
+    payload: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    subject: str,
+    *,
+    chosen: tuple[str, ...] = ("decision", "role", "reason"),
+) -> None:
+    """Every field but those the signer ``chosen`` must be what the subject says."""
     for name in sorted(set(expected) | set(payload)):
-        if name in ("decision", "role", "reason"):
+        if name in chosen:
             continue
         if payload.get(name) != expected.get(name):
             raise codes.GovernanceError(
@@ -589,9 +597,9 @@ def _votes(approvals: Any) -> list[council.Vote]:
     ]
 
 
-def _open_for_votes(request: Any, *, approver: Any, now: datetime) -> None:
+def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) -> None:
     """A request (force-continue or production replay) takes this approver's vote now."""
-    if request.state != "pending":
+    if request.state != CouncilRequest.State.PENDING:
         raise codes.GovernanceError(
             codes.REQUEST_CLOSED,
             REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
@@ -608,6 +616,29 @@ def _open_for_votes(request: Any, *, approver: Any, now: datetime) -> None:
             codes.APPROVAL_SELF,
             APPROVAL_SELF_MESSAGE.format(user=approver.get_username(), request=request.id),
         )
+
+
+def _vote_opened(
+    request: CouncilRequest, *, approver: Any, document: Mapping[str, Any], type_: str
+) -> tuple[dict[str, Any], MemberKey, str]:
+    """The checks every signed vote on a request starts with: the request takes votes, from
+    this approver, the document is well formed, the signature verifies with a confirmed key
+    of theirs, and it is over a payload of this kind for this request."""
+    now = timezone.now()
+    _open_for_votes(request, approver=approver, now=now)
+    payload, key_id, signature = _document(document)
+    key = _signer_key(
+        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
+    )
+    _require_subject(
+        payload,
+        type_=type_,
+        field="request_id",
+        value=str(request.id),
+        label="request",
+        subject=f"request {request.id}",
+    )
+    return payload, key, signature
 
 
 @transaction.atomic(durable=True)
@@ -627,19 +658,8 @@ def approval_record(
         .get(id=request.id)
     )
     subject = f"request {request.id}"
-    now = timezone.now()
-    _open_for_votes(request, approver=approver, now=now)
-    payload, key_id, signature = _document(document)
-    key = _signer_key(
-        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
-    )
-    _require_subject(
-        payload,
-        type_=signing.FORCE_CONTINUE_APPROVAL_TYPE,
-        field="request_id",
-        value=str(request.id),
-        label="request",
-        subject=subject,
+    payload, key, signature = _vote_opened(
+        request, approver=approver, document=document, type_=signing.FORCE_CONTINUE_APPROVAL_TYPE
     )
     decision, role = payload.get("decision"), payload.get("role")
     if decision not in signing.DECISIONS or role not in signing.SIGNING_ROLES:
@@ -873,19 +893,11 @@ def production_replay_approval_record(
         .get(id=request.id)
     )
     subject = f"request {request.id}"
-    now = timezone.now()
-    _open_for_votes(request, approver=approver, now=now)
-    payload, key_id, signature = _document(document)
-    key = _signer_key(
-        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
-    )
-    _require_subject(
-        payload,
+    payload, key, signature = _vote_opened(
+        request,
+        approver=approver,
+        document=document,
         type_=signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
-        field="request_id",
-        value=str(request.id),
-        label="request",
-        subject=subject,
     )
     decision = payload.get("decision")
     if decision not in signing.DECISIONS:
@@ -895,17 +907,7 @@ def production_replay_approval_record(
         )
     reason = _require_reason(payload)
     expected = production_replay_payload_for(request=request, decision=str(decision), reason=reason)
-    if payload.get("role") != signing.ROLE_COUNCIL:
-        raise codes.GovernanceError(
-            codes.APPROVAL_PAYLOAD_MISMATCH,
-            APPROVAL_PAYLOAD_MISMATCH_MESSAGE.format(
-                field="role",
-                signed=jcs(payload.get("role")).decode(),
-                subject=subject,
-                expected=jcs(signing.ROLE_COUNCIL).decode(),
-            ),
-        )
-    _compare(payload, expected, subject)
+    _compare(payload, expected, subject, chosen=("decision", "reason"))
     _require_role(approver, signing.ROLE_COUNCIL)
     _not_twice(approvals=request.approvals.all(), approver=approver, key=key, subject=subject)
     approval = _vote_append(
@@ -1028,18 +1030,7 @@ def halt_clear_approval_record(
     )
     reason = _require_reason(payload)
     expected = halt_clear_payload_for(halt=halt, reason=reason)
-    for name in ("decision", "role"):
-        if payload.get(name) != expected[name]:
-            raise codes.GovernanceError(
-                codes.APPROVAL_PAYLOAD_MISMATCH,
-                APPROVAL_PAYLOAD_MISMATCH_MESSAGE.format(
-                    field=name,
-                    signed=jcs(payload.get(name)).decode(),
-                    subject=subject,
-                    expected=jcs(expected[name]).decode(),
-                ),
-            )
-    _compare(payload, expected, subject)
+    _compare(payload, expected, subject, chosen=("reason",))
     _require_role(approver, signing.ROLE_COUNCIL)
     approvals = Approval.objects.filter(halt=halt)
     _not_twice(approvals=approvals, approver=approver, key=key, subject=subject)
