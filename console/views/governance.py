@@ -5,7 +5,7 @@ sees public keys and signatures."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -38,6 +38,16 @@ EXPIRY_CHOICES = (4, 24, 72, 168)
 LEDGER_PAGE = 50
 
 
+def expiry_asked(request: HttpRequest) -> datetime:
+    """The expiry a request form asks for (its `hours` choice); nonsense is in the past, so
+    the service refuses it with its REQUEST_INVALID message."""
+    try:
+        hours = int(request.POST.get("hours", conf.force_continue_hours()))
+    except ValueError:
+        hours = -1
+    return timezone.now() + timedelta(hours=hours)
+
+
 def refused(request: HttpRequest, exc: GovernanceError, template: str, context: dict[str, Any]):
     context = {**context, "error_code": exc.code, "error_message": exc.message}
     return render(request, template, context, status=governance_status(exc.code))
@@ -62,15 +72,8 @@ def force_continue_request_view(request: HttpRequest, run_id: str) -> HttpRespon
         reason = request.POST.get("reason", "")
         context["reason"] = reason
         try:
-            hours = int(request.POST.get("hours", conf.force_continue_hours()))
-        except ValueError:
-            hours = -1
-        try:
             filed = gov_services.force_continue_request_file(
-                run=run,
-                actor=request.user,
-                reason=reason,
-                expires_at=timezone.now() + timedelta(hours=hours),
+                run=run, actor=request.user, reason=reason, expires_at=expiry_asked(request)
             )
         except GovernanceError as exc:
             return refused(request, exc, "console/forcecontinue_request.html", context)

@@ -6,7 +6,6 @@ holds only one of them asks here, and a council quorum's signatures queue the ru
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -18,7 +17,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from console import roles
 from console.views.common import partial_or_page, signed_in
-from console.views.governance import EXPIRY_CHOICES, payload_text, refused, signed_document
+from console.views.governance import (
+    EXPIRY_CHOICES,
+    expiry_asked,
+    payload_text,
+    refused,
+    signed_document,
+)
 from governance import conf, signing
 from governance import selectors as gov
 from governance import services as gov_services
@@ -46,15 +51,8 @@ def production_request_view(request: HttpRequest, trace_ref: str) -> HttpRespons
         reason = request.POST.get("reason", "")
         context["reason"] = reason
         try:
-            hours = int(request.POST.get("hours", conf.force_continue_hours()))
-        except ValueError:
-            hours = -1
-        try:
             filed = gov_services.production_replay_request_file(
-                trace=trace,
-                actor=request.user,
-                reason=reason,
-                expires_at=timezone.now() + timedelta(hours=hours),
+                trace=trace, actor=request.user, reason=reason, expires_at=expiry_asked(request)
             )
         except GovernanceError as exc:
             return refused(request, exc, template, context)

@@ -98,6 +98,16 @@ class TestAsking:
             in response.content.decode()
         )
 
+    @pytest.mark.parametrize("hours", ["abc", "0", "-3", "100000"])
+    def test_an_expiry_that_is_not_a_choice_is_refused(self, as_persona, ok_trace, hours):
+        response = as_persona("alice").post(
+            f"/traces/{ok_trace.blob.sha256}/production/", {"reason": "r", "hours": hours}
+        )
+        assert response.status_code == 400
+        message = gov_services.REQUEST_EXPIRY_MESSAGE.format(hours=168)
+        assert f'<code class="code">REQUEST_INVALID</code> {message}' in response.content.decode()
+        assert not ProductionReplayRequest.objects.exists()
+
     @pytest.mark.parametrize("name", ["vera", "oscar", "cora", "lena", "nora"])
     def test_roles_that_may_not_ask_get_403(self, as_persona, ok_trace, name):
         response = as_persona(name).post(
