@@ -184,7 +184,7 @@ def replay_request(
     return run
 
 
-def replay_run_govern(*, run_id: Any, progress: Any = None) -> ReplayRun:
+def replay_run_govern(*, run_id: Any, progress: Any = None, workers: int = 1) -> ReplayRun:
     """Execute a queued run under governance: halts first, then the outcome's events.
 
     What the Celery task calls. Idempotent: the replay service returns a finished run as is,
@@ -194,7 +194,9 @@ def replay_run_govern(*, run_id: Any, progress: Any = None) -> ReplayRun:
     from governance.selectors import halts_active_map
     from replay.services import replay_run_execute
 
-    run = replay_run_execute(run_id=run_id, halted=halts_active_map(), progress=progress)
+    run = replay_run_execute(
+        run_id=run_id, halted=halts_active_map(), progress=progress, workers=workers
+    )
     replay_outcome_record(run=run)
     run.refresh_from_db()
     return run

@@ -1,11 +1,39 @@
-"""Small helpers the management commands share: a terminal progress bar, report printing."""
+"""Small helpers the management commands share: a terminal progress bar, report printing,
+the --workers option."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import time
 from typing import IO, Any
+
+MAX_WORKERS = 64
+
+
+def workers_count(text: str) -> int:
+    """``--workers N``: 1 (read in this process) up to MAX_WORKERS, or ``auto`` (the cores)."""
+    if text == "auto":
+        return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"workers must be 1 to {MAX_WORKERS}, not {value}")
+    return value
+
+
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=workers_count,
+        default=1,
+        metavar="N",
+        help="read a .trace.jsonl in N processes ('auto': one per core); same report",
+    )
 
 
 class ProgressBar:

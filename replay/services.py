@@ -54,6 +54,7 @@ def _verify(
     continue_past: Sequence[int] = (),
     progress: Callable[[int], None] | None = None,
     retained_only: bool = False,
+    workers: int = 1,
 ) -> tuple[native.NativeTrace | None, engine.ReplayReport]:
     with opened() as fh:
         try:
@@ -79,6 +80,7 @@ def _verify(
             continue_past=frozenset(continue_past),
             clock=time.monotonic,
             progress=progress,
+            workers=workers,
         )
         return trace, report
 
@@ -105,8 +107,12 @@ def trace_verify_file(
     progress: Callable[[int], None] | None = None,
     path: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Verify a file without storing anything (the `verify` command).
+
+    ``workers`` > 1 reads a JSON Lines trace in that many processes (same report); only
+    where the caller may start processes (a command, not a Celery prefork worker).
 
     The format is detected (`replay.formats.detect_format`): a native trace, a Paxman
     artifact, or an AHD sidecar / report. AHD inputs are checked against the AHD checkout
@@ -129,7 +135,7 @@ def trace_verify_file(
             Path(path), root=Path(root) if root is not None else None, mode=mode
         ).to_json()
     _trace, report = _verify(
-        lambda: stream, filename, mode=mode, at=timezone.now(), progress=progress
+        lambda: stream, filename, mode=mode, at=timezone.now(), progress=progress, workers=workers
     )
     return report.to_json()
 
@@ -141,6 +147,7 @@ def trace_ingest(
     uploaded_by: Any = None,
     declared_format: str | None = None,
     progress: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> IngestResult:
     """Store one trace file, verified. A refused file stores nothing and raises ReplayError."""
     if declared_format is not None and declared_format != native.FORMAT:
@@ -155,7 +162,9 @@ def trace_ingest(
         if existing is not None:
             return IngestResult(existing, False, existing.ingest_report)
         witnessed = timezone.now()
-        trace, report = _verify(spooled.open, filename, mode=engine.AUDIT, at=witnessed)
+        trace, report = _verify(
+            spooled.open, filename, mode=engine.AUDIT, at=witnessed, workers=workers
+        )
         if report.error_code in UNSTORABLE or trace is None:
             raise ReplayError(report.error_code or errors.MALFORMED_TRACE, report.message)
         return _store(spooled, filename, trace, report, uploaded_by)
@@ -281,6 +290,7 @@ def replay_run_execute(
     run_id: Any,
     halted: Mapping[str, str] | None = None,
     progress: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> ReplayRun:
     """Execute a queued run and store its report. Idempotent: a finished run is returned as is.
 
@@ -302,6 +312,7 @@ def replay_run_execute(
         continue_past=run.continue_past,
         progress=_Progress(run.id, progress),
         retained_only=True,
+        workers=workers,
     )
     data = report.to_json()
     with transaction.atomic():

@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from governance.services import force_continue_resume, replay_request, replay_run_govern
 from replay import engine
-from replay.cli import ProgressBar, summarise
+from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.errors import ReplayError
 from replay.models import ReplayRun
 from replay.selectors import trace_by_trace_id
@@ -69,8 +69,10 @@ class Command(BaseCommand):
             "force-continue)",
         )
         parser.add_argument("--user", default=None, help="who asks (default: the CLI)")
+        add_workers_argument(parser)
 
-    def handle(self, *args, target, mode, as_json, resume, user, **options):
+    def handle(self, *args, target, mode, as_json, resume, user, workers, **options):
+        self.workers = workers
         actor = None
         if user is not None:
             actor = get_user_model().objects.filter(username=user).first()
@@ -88,7 +90,9 @@ class Command(BaseCommand):
                 raise CommandError(f"{target}: neither a stored trace id nor a file", returncode=2)
             try:
                 with path.open("rb") as fh:
-                    trace = trace_ingest(source=fh, filename=path.name, uploaded_by=actor).trace
+                    trace = trace_ingest(
+                        source=fh, filename=path.name, uploaded_by=actor, workers=workers
+                    ).trace
             except ReplayError as exc:
                 self._emit(refused_report(trace=None, mode=mode, error=exc), as_json)
                 sys.exit(1)
@@ -118,7 +122,7 @@ class Command(BaseCommand):
     def _execute(self, run: ReplayRun, as_json: bool) -> None:
         bar = ProgressBar(f"replay {run.trace.trace_id[:12]}", run.progress_total)
         try:
-            run = replay_run_govern(run_id=run.id, progress=bar)
+            run = replay_run_govern(run_id=run.id, progress=bar, workers=self.workers)
         finally:
             bar.close()
         self._emit(run.report, as_json)

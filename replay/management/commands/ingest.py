@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from replay.cli import ProgressBar
+from replay.cli import ProgressBar, add_workers_argument
 from replay.errors import ReplayError
 from replay.services import trace_ingest
 
@@ -15,8 +15,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+")
         parser.add_argument("--format", dest="declared_format", default=None)
+        add_workers_argument(parser)
 
-    def handle(self, *args, paths, declared_format, **options):
+    def handle(self, *args, paths, declared_format, workers, **options):
         refused = 0
         for raw in paths:
             path = Path(raw)
@@ -29,6 +30,7 @@ class Command(BaseCommand):
                             filename=path.name,
                             declared_format=declared_format,
                             progress=bar,
+                            workers=workers,
                         )
                     finally:
                         bar.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from replay import engine
-from replay.cli import ProgressBar, summarise
+from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.formats import ahd
 from replay.services import trace_verify_file
 
@@ -23,8 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
         parser.add_argument("--root", default=None, help="AHD checkout root (AHD sidecars)")
+        add_workers_argument(parser)
 
-    def handle(self, *args, path, as_json, mode, root, **options):
+    def handle(self, *args, path, as_json, mode, root, workers, **options):
         file = Path(path)
         if not file.exists():
             raise CommandError(f"{path}: no such file", returncode=2)
@@ -34,7 +35,13 @@ class Command(BaseCommand):
         with file.open("rb") as fh:
             try:
                 report = trace_verify_file(
-                    source=fh, filename=file.name, mode=mode, progress=bar, path=file, root=root
+                    source=fh,
+                    filename=file.name,
+                    mode=mode,
+                    progress=bar,
+                    path=file,
+                    root=root,
+                    workers=workers,
                 )
             except ahd.AhdRootNotFound as exc:
                 raise CommandError(str(exc), returncode=2) from None
