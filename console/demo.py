@@ -13,6 +13,7 @@ import hmac
 import io
 from binascii import unhexlify
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -124,3 +125,28 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
         )
         out.append(line)
     return out
+
+
+#: the auditor's first journey (journeys.md): a native trace, an AHD sidecar and a corrupt file
+UPLOAD_SAMPLES = ("demo-diverged.trace.json", "2026-04-21-swiss.replay.json", "corrupt.trace.json")
+
+
+def demo_upload_files_write() -> Path:
+    """Write files to try the upload page with under VAR_DIR/demo-uploads/ and return it:
+    a native trace (it diverges when replayed), an AHD sidecar (verified against the demo AHD
+    checkout, replay/demo_ahd/) and a truncated file (refused, naming where)."""
+    from replay.demo import demo_traces
+    from replay.keys import key_demo_ensure
+    from replay.recorder import signer_for
+    from replay.signatures import HMAC_SHA256
+
+    key, secret = key_demo_ensure()
+    traces = dict(demo_traces(signer_for(key.key_id, HMAC_SHA256, secret)))
+    directory = Path(settings.VAR_DIR) / "demo-uploads"
+    directory.mkdir(parents=True, exist_ok=True)
+    native, sidecar, corrupt = UPLOAD_SAMPLES
+    (directory / native).write_bytes(traces[native])
+    ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd" / "docs" / "evals" / sidecar
+    (directory / sidecar).write_bytes(ahd.read_bytes())
+    (directory / corrupt).write_bytes(traces[native][:200])
+    return directory

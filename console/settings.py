@@ -164,6 +164,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
+# --- AHD sidecars: the checkout whose token and brief files an uploaded sidecar is re-hashed
+# against (unset: the report says it cannot be; in development, replay/demo_ahd/)
+REPLAY_AHD_ROOT = env_str("REPLAY_AHD_ROOT") or (
+    str(BASE_DIR / "replay" / "demo_ahd") if DEBUG else ""
+)
+
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2

@@ -33,6 +33,22 @@ class IngestResult:
     report: dict[str, Any]
 
 
+@dataclass
+class CheckedOnly:
+    """An upload of a format the console verifies but does not store (yet): its report."""
+
+    format: str
+    report: dict[str, Any]
+
+
+#: the verify-only formats in words, for messages
+FORMAT_NAMES = {PAXMAN: "a Paxman execution artifact", AHD: "an AHD replay sidecar or report"}
+NOT_STORED_MESSAGE = (
+    "{filename} is {what}: only native replay-trace files are stored; the upload page "
+    "verifies it without storing it, and `manage.py verify` checks it offline"
+)
+
+
 def stored_snapshot_body(snapshot_id: str) -> Any:
     row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body").first()
     return row.body if row is not None else None
@@ -155,6 +171,12 @@ def trace_ingest(
             errors.MALFORMED_TRACE,
             f"unknown format {declared_format!r}; supported: {native.FORMAT}",
         )
+    fmt, source = sniff(source, filename)
+    if fmt != native.FORMAT:
+        raise ReplayError(
+            errors.MALFORMED_TRACE,
+            NOT_STORED_MESSAGE.format(filename=filename, what=FORMAT_NAMES[fmt]),
+        )
     limit = getattr(settings, "REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
     spooled = spool(source, limit=limit, progress=progress)
     try:
@@ -170,6 +192,31 @@ def trace_ingest(
         return _store(spooled, filename, trace, report, uploaded_by)
     finally:
         spooled.discard()
+
+
+def trace_upload(
+    *, source: IO[bytes], filename: str, uploaded_by: Any = None
+) -> IngestResult | CheckedOnly:
+    """What the console's upload page does with one file: a native trace is stored
+    (:func:`trace_ingest`); a Paxman artifact or an AHD sidecar is verified and its report
+    returned, nothing stored. An AHD sidecar's token and brief are re-hashed from the AHD
+    checkout the server keeps (``REPLAY_AHD_ROOT``); without one the report says so."""
+    fmt, stream = sniff(source, filename)
+    if fmt == native.FORMAT:
+        return trace_ingest(source=stream, filename=filename, uploaded_by=uploaded_by)
+    if fmt == PAXMAN:
+        from replay.formats import paxman
+
+        report = paxman.verify_stream(stream)
+    else:
+        from replay.formats import ahd
+
+        root = getattr(settings, "REPLAY_AHD_ROOT", None)
+        data = stream.read(ahd.MAX_SIDECAR_BYTES + 1)
+        report = ahd.verify_upload(data, filename, root=Path(root) if root else None)
+    if report.error_code in UNSTORABLE:  # not a file of that format after all: a refusal
+        raise ReplayError(report.error_code, report.message, broke_at=report.broke_at)
+    return CheckedOnly(fmt, report.to_json())
 
 
 @transaction.atomic(durable=True)

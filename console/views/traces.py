@@ -31,7 +31,7 @@ from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing
-from replay.services import trace_ingest
+from replay.services import CheckedOnly, trace_upload
 
 MESSAGE_NO_FILE = "Choose at least one trace file to upload."
 NO_FILE = "NO_FILE"
@@ -73,6 +73,7 @@ class UploadOutcome:
     trace: Trace | None = None
     report: dict[str, Any] = field(default_factory=dict)
     created: bool = True
+    checked_format: str = ""  # verified, not stored: a format the console does not store
     code: str = ""
     message: str = ""
     where: str = ""
@@ -89,11 +90,13 @@ def _ingest_one(request: HttpRequest, upload: UploadedFile) -> UploadOutcome:
     if upload.size is not None and upload.size > upload_limit():
         return UploadOutcome(filename, code=UPLOAD_TOO_LARGE, message=too_large_message())
     try:
-        result = trace_ingest(source=upload, filename=filename, uploaded_by=request.user)
+        result = trace_upload(source=upload, filename=filename, uploaded_by=request.user)
     except ReplayError as exc:
         return UploadOutcome(
             filename, code=exc.code, message=exc.message, where=_where(exc.broke_at)
         )
+    if isinstance(result, CheckedOnly):
+        return UploadOutcome(filename, report=result.report, checked_format=result.format)
     return UploadOutcome(filename, trace=result.trace, report=result.report, created=result.created)
 
 

@@ -505,52 +505,29 @@ def _describe(sidecar: Sidecar, sidecar_path: Path) -> str:
     return text
 
 
-def verify_path(path: Path, *, root: Path | None = None, mode: str = AUDIT) -> ReplayReport:
-    """Verify an AHD sidecar (``*.replay.json``) or the report ``*.md`` beside it.
-
-    Raises :class:`AhdRootNotFound` when ``root`` is not given and no AHD checkout root is
-    found above the file, or when the given root is not a directory (usage errors). Every
-    other outcome is a report.
-    """
+def _report(mode: str) -> ReplayReport:
     report = ReplayReport(trace_id=None, format=FORMAT, mode=mode)
     report.unprotected_fields = list(UNPROTECTED_FIELDS)
-    sidecar_path = sidecar_path_for(path)
+    return report
+
+
+def _parsed(report: ReplayReport, data: bytes, name: str) -> Sidecar | None:
+    """The sidecar with its format check on ``report``, or None with the report failed."""
     try:
-        if not sidecar_path.is_file():
-            raise _malformed(
-                f"No replay sidecar found at {sidecar_path}. Re-run the report-producing "
-                "command at v0.10+, which emits the sidecar alongside the markdown, or pass "
-                "the sidecar path directly."
-            )
-        with sidecar_path.open("rb") as fh:
-            data = fh.read(MAX_SIDECAR_BYTES + 1)
         if len(data) > MAX_SIDECAR_BYTES:
-            raise _malformed(f"{sidecar_path.name}: larger than {MAX_SIDECAR_BYTES} bytes")
-        sidecar = parse_sidecar(data, where=sidecar_path.name)
+            raise _malformed(f"{name}: larger than {MAX_SIDECAR_BYTES} bytes")
+        sidecar = parse_sidecar(data, where=name)
     except ReplayError as exc:
         report.checks.append(Check("format", False, exc.message))
-        return report.fail(exc.code, exc.message, expected=exc.expected, observed=exc.observed)
-    report.checks.append(Check("format", True, _describe(sidecar, sidecar_path)))
+        report.fail(exc.code, exc.message, expected=exc.expected, observed=exc.observed)
+        return None
+    report.checks.append(Check("format", True, _describe(sidecar, Path(name))))
     report.unprotected_fields += [f for f in sidecar.ignored if "." not in f]
+    return sidecar
 
-    if root is not None:
-        if not Path(root).is_dir():
-            raise AhdRootNotFound(f"--root {root}: not a directory")
-        root = Path(os.path.abspath(root))
-        how = "given with --root"
-    else:
-        start = Path(os.path.abspath(path)).parent
-        found = find_root(start)
-        if found is None:
-            raise AhdRootNotFound(
-                f"{path}: no AHD checkout root found (no package.json named {PACKAGE_NAME} in "
-                f"{start} or its {ROOT_SEARCH_DIRS - 1} parent directories); pass the "
-                "checkout with --root DIR"
-            )
-        root = found
-        how = f"found by walking up to the package.json named {PACKAGE_NAME}"
+
+def _inputs_verified(report: ReplayReport, sidecar: Sidecar, root: Path, how: str) -> ReplayReport:
     report.checks.append(Check("root", True, f"checkout root {root} ({how})"))
-
     results = [verify_token(sidecar.token, root)]
     if sidecar.brief is not None:
         results.append(verify_brief(sidecar.brief, root))
@@ -566,6 +543,97 @@ def verify_path(path: Path, *, root: Path | None = None, mode: str = AUDIT) -> R
             observed=failed.actual,
         )
     report.replayable = failed is None
+    return report
+
+
+def verify_path(path: Path, *, root: Path | None = None, mode: str = AUDIT) -> ReplayReport:
+    """Verify an AHD sidecar (``*.replay.json``) or the report ``*.md`` beside it.
+
+    Raises :class:`AhdRootNotFound` when ``root`` is not given and no AHD checkout root is
+    found above the file, or when the given root is not a directory (usage errors). Every
+    other outcome is a report.
+    """
+    report = _report(mode)
+    sidecar_path = sidecar_path_for(path)
+    if not sidecar_path.is_file():
+        message = (
+            f"No replay sidecar found at {sidecar_path}. Re-run the report-producing "
+            "command at v0.10+, which emits the sidecar alongside the markdown, or pass "
+            "the sidecar path directly."
+        )
+        report.checks.append(Check("format", False, message))
+        return report.fail(errors.MALFORMED_TRACE, message)
+    with sidecar_path.open("rb") as fh:
+        data = fh.read(MAX_SIDECAR_BYTES + 1)
+    sidecar = _parsed(report, data, sidecar_path.name)
+    if sidecar is None:
+        return report
+
+    if root is not None:
+        if not Path(root).is_dir():
+            raise AhdRootNotFound(f"--root {root}: not a directory")
+        return _inputs_verified(report, sidecar, Path(os.path.abspath(root)), "given with --root")
+    start = Path(os.path.abspath(path)).parent
+    found = find_root(start)
+    if found is None:
+        raise AhdRootNotFound(
+            f"{path}: no AHD checkout root found (no package.json named {PACKAGE_NAME} in "
+            f"{start} or its {ROOT_SEARCH_DIRS - 1} parent directories); pass the "
+            "checkout with --root DIR"
+        )
+    return _inputs_verified(
+        report, sidecar, found, f"found by walking up to the package.json named {PACKAGE_NAME}"
+    )
+
+
+def _paths_hidden(report: ReplayReport, root: Path) -> ReplayReport:
+    """The report with the server's checkout path written as REPLAY_AHD_ROOT: an uploader
+    sees paths relative to the checkout, not where it lives on the server."""
+    where = str(root)
+
+    def hide(text: str) -> str:
+        return text.replace(where, "REPLAY_AHD_ROOT")
+
+    report.checks = [Check(c.name, c.ok, hide(c.detail)) for c in report.checks]
+    report.message = hide(report.message)
+    return report
+
+
+NO_CHECKOUT_MESSAGE = (
+    "{name}: this server keeps no AHD checkout to re-hash {inputs} against; set "
+    "REPLAY_AHD_ROOT to the checkout they come from, or run "
+    "`manage.py verify {name} --root CHECKOUT` where they are"
+)
+REPORT_ALONE_MESSAGE = (
+    "{name} is an AHD eval report: upload its replay sidecar ({sidecar}), which records the "
+    "hashes to check"
+)
+
+
+def verify_upload(data: bytes, name: str, *, root: Path | None, mode: str = AUDIT) -> ReplayReport:
+    """A sidecar that arrived on its own (the console's upload), verified against ``root``,
+    the AHD checkout the server keeps (``REPLAY_AHD_ROOT``). Without one, the sidecar's form
+    is still checked and the report says which inputs could not be re-hashed
+    (MISSING_SNAPSHOT: the inputs are not where the verifier can read them)."""
+    report = _report(mode)
+    if not name.lower().endswith(SIDECAR_SUFFIX) and name.lower().endswith((".md", ".markdown")):
+        message = REPORT_ALONE_MESSAGE.format(name=name, sidecar=sidecar_path_for(Path(name)).name)
+        report.checks.append(Check("format", False, message))
+        return report.fail(errors.MALFORMED_TRACE, message)
+    sidecar = _parsed(report, data, name)
+    if sidecar is None:
+        return report
+    if root is not None and Path(root).is_dir():
+        absolute = Path(os.path.abspath(root))
+        _inputs_verified(report, sidecar, absolute, "the AHD checkout this server keeps")
+        return _paths_hidden(report, absolute)
+    inputs = f"the token {sidecar.token.path}"
+    if sidecar.brief is not None:
+        inputs += f" and the brief {sidecar.brief.path}"
+    message = NO_CHECKOUT_MESSAGE.format(name=name, inputs=inputs)
+    report.checks.append(Check("root", False, message))
+    report.fail(errors.MISSING_SNAPSHOT, message, broke_at="token")
+    report.replayable = False
     return report
 
 

@@ -52,11 +52,17 @@ def no_console_errors(page) -> None:
     assert [e for e in page.errors if not e.startswith(EXPECTED)] == []
 
 
-def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_path):
+def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_path, settings):
+    from pathlib import Path
+
     for name in ("alice", "cora", "colin", "adam", "sam"):
         persona(name)
     good = tmp_path / "diverged.trace.json"
     good.write_bytes(trace_bytes("diverged"))
+    demo_ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd"
+    settings.REPLAY_AHD_ROOT = str(demo_ahd)
+    sidecar = tmp_path / "2026-04-21-swiss.replay.json"
+    sidecar.write_bytes((demo_ahd / "docs" / "evals" / sidecar.name).read_bytes())
     bad = tmp_path / "corrupt.trace.json"
     bad.write_bytes(b'{"format": "replay-trace", "schema_version": 1,')
 
@@ -64,20 +70,19 @@ def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_p
     alice = sign_in(new_context, "alice")
     shots(alice, "auditor-trace-list")
     alice.click("nav >> text=Upload")
-    alice.set_input_files("#upload-input", [str(good), str(bad)])
-    alice.wait_for_selector(".upload-file.done")
+    alice.set_input_files("#upload-input", [str(good), str(sidecar), str(bad)])
+    alice.locator(".upload-file.done").nth(1).wait_for()  # (the CSP forbids eval'd waits)
     alice.wait_for_selector(".upload-file.failed")
-    assert alice.locator(".upload-file progress").evaluate_all(
-        "bars => bars.map(b => b.value)"
-    ) == [
-        100,
-        100,
-    ]
+    bars = alice.locator(".upload-file progress").evaluate_all("bars => bars.map(b => b.value)")
+    assert bars == [100, 100, 100]
     refusal = alice.locator(".upload-file.failed .refusal").inner_text()
     assert refusal.startswith("Refused: MALFORMED_TRACE ")
+    checked = alice.locator(".upload-file.done", has_text="Verified, not stored").inner_text()
+    assert "ahd-replay" in checked
+    assert "Verdict: ok" in checked
     shots(alice, "auditor-upload-verdict-and-refusal")
 
-    alice.click(".upload-file.done a[href^='/traces/']")
+    alice.click(".upload-file.done a[href^='/traces/']")  # the native trace: stored
     alice.wait_for_selector("#timeline svg")
     assert alice.locator("#missing-box").inner_text().startswith("Missing for production replay")
     shots(alice, "auditor-trace-detail")

@@ -62,3 +62,32 @@ def test_it_refuses_with_debug_off(settings):
     settings.DEBUG = False
     with pytest.raises(CommandError, match="refusing to create demo users with DEBUG off"):
         run("--no-traces")
+
+
+def test_it_writes_the_files_of_the_auditors_first_upload(settings, tmp_path):
+    """journeys.md, auditor step 2, on the demo: a native trace and an AHD sidecar get
+    verdicts, the corrupt file a refusal naming where."""
+    import io
+    from pathlib import Path
+
+    from console.demo import UPLOAD_SAMPLES
+    from replay.errors import ReplayError
+    from replay.services import trace_upload
+
+    settings.DEBUG = True
+    settings.VAR_DIR = tmp_path
+    settings.REPLAY_AHD_ROOT = str(Path(settings.BASE_DIR) / "replay" / "demo_ahd")
+    output = run("--no-replays")
+    directory = tmp_path / "demo-uploads"
+    assert f"(drag them together): {directory}/" in output
+    assert sorted(p.name for p in directory.iterdir()) == sorted(UPLOAD_SAMPLES)
+    native, sidecar, corrupt = (directory / name for name in UPLOAD_SAMPLES)
+    statuses = [
+        trace_upload(source=io.BytesIO(p.read_bytes()), filename=p.name).report["status"]
+        for p in (native, sidecar)
+    ]
+    assert statuses == ["diverged", "ok"]
+    with pytest.raises(ReplayError) as caught:
+        trace_upload(source=io.BytesIO(corrupt.read_bytes()), filename=corrupt.name)
+    assert caught.value.code == "MALFORMED_TRACE"
+    assert caught.value.message.startswith("trace: malformed JSON at line 9 column 15: ")

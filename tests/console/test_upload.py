@@ -155,3 +155,53 @@ def test_upload_without_csrf_token_is_refused(trace_key):
     )
     assert response.status_code == 403
     assert Trace.objects.count() == 0
+
+
+def test_the_journeys_three_files_a_native_trace_an_ahd_sidecar_and_a_corrupt_file(
+    as_persona, trace_key, settings
+):
+    """journeys.md, auditor step 2: two verdicts and one refusal; the sidecar is verified
+    against the server's AHD checkout and not stored."""
+    from pathlib import Path
+
+    demo_ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd"
+    settings.REPLAY_AHD_ROOT = str(demo_ahd)
+    sidecar = (demo_ahd / "docs" / "evals" / "2026-04-21-swiss.replay.json").read_bytes()
+    response = as_persona("alice").post(
+        "/traces/upload/",
+        {
+            "files": files(
+                ("diverged.trace.json", trace_bytes("diverged")),
+                ("2026-04-21-swiss.replay.json", sidecar),
+                ("corrupt.trace.json", CORRUPT),
+            )
+        },
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.count('class="upload-outcome accepted"') == 2
+    assert body.count('class="upload-outcome refused"') == 1
+    assert "Verified, not stored · ahd-replay" in body
+    assert 'Verdict: <span class="badge verdict-ok">ok</span>' in body
+    assert '<li class="ok"><strong>token</strong> hash matches sha256:' in body
+    assert '<li class="ok"><strong>brief</strong> hash matches sha256:' in body
+    assert str(demo_ahd) not in body  # the server's paths are not shown
+    assert Trace.objects.count() == 1
+
+
+def test_the_api_refuses_to_store_an_ahd_sidecar_and_says_why(as_persona, settings):
+    from pathlib import Path
+
+    from replay.services import NOT_STORED_MESSAGE
+
+    name = "2026-04-21-swiss.replay.json"
+    data = (Path(settings.BASE_DIR) / "replay" / "demo_ahd" / "docs" / "evals" / name).read_bytes()
+    response = as_persona("alice").post(
+        "/api/traces/upload/", {"file": SimpleUploadedFile(name, data)}
+    )
+    assert response.status_code == 400
+    assert response.json()["error_code"] == "MALFORMED_TRACE"
+    assert response.json()["message"] == NOT_STORED_MESSAGE.format(
+        filename=name, what="an AHD replay sidecar or report"
+    )
+    assert not Trace.objects.exists()

@@ -1,0 +1,148 @@
+"""Uploading a file of a format the console verifies but does not store (an AHD sidecar, a
+Paxman artifact): verified on upload, reported, nothing stored. The AHD sidecar's inputs are
+re-hashed from the checkout the server keeps (REPLAY_AHD_ROOT; the demo's is replay/demo_ahd)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, ReplayError
+from replay.formats import AHD, PAXMAN, ahd
+from replay.services import (
+    FORMAT_NAMES,
+    NOT_STORED_MESSAGE,
+    CheckedOnly,
+    IngestResult,
+    trace_ingest,
+    trace_upload,
+)
+from tests.replay.helpers import golden, stored_counts
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_AHD = ROOT / "replay" / "demo_ahd"
+SHARED_AHD = ROOT.parent / "shared" / "fixtures" / "ahd" / "checkout"
+SWISS = "2026-04-21-swiss.replay.json"
+IMAGE = "2026-04-21-editorial-image.replay.json"
+PAXMAN_FILE = ROOT.parent / "shared" / "fixtures" / "paxman" / "money_unresolved.json"
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("var_dirs", "golden_key")]
+
+
+def sidecar(name: str, root: Path = DEMO_AHD) -> bytes:
+    return (root / "docs" / "evals" / name).read_bytes()
+
+
+def upload(data: bytes, name: str):
+    return trace_upload(source=io.BytesIO(data), filename=name)
+
+
+def test_the_demo_checkout_is_the_published_fixture_unchanged():
+    shipped = sorted(p.relative_to(DEMO_AHD) for p in DEMO_AHD.rglob("*") if p.is_file())
+    published = sorted(p.relative_to(SHARED_AHD) for p in SHARED_AHD.rglob("*") if p.is_file())
+    assert [p for p in shipped if p.name != "NOTICE.md"] == published
+    for relative in published:
+        assert (DEMO_AHD / relative).read_bytes() == (SHARED_AHD / relative).read_bytes()
+
+
+@pytest.mark.parametrize("name", [SWISS, IMAGE])
+def test_a_sidecar_verifies_against_the_servers_checkout_and_nothing_is_stored(settings, name):
+    settings.REPLAY_AHD_ROOT = str(DEMO_AHD)
+    result = upload(sidecar(name), name)
+    assert isinstance(result, CheckedOnly)
+    assert (result.format, result.report["status"], result.report["error_code"]) == (
+        AHD,
+        "ok",
+        None,
+    )
+    assert [c["name"] for c in result.report["checks"]][:2] == ["format", "root"]
+    assert all(c["ok"] for c in result.report["checks"])
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+
+
+def test_without_a_checkout_the_report_names_the_inputs_it_could_not_rehash(settings):
+    settings.REPLAY_AHD_ROOT = ""
+    result = upload(sidecar(SWISS), SWISS)
+    assert isinstance(result, CheckedOnly)
+    assert (result.report["status"], result.report["error_code"]) == ("refused", MISSING_SNAPSHOT)
+    assert result.report["message"] == ahd.NO_CHECKOUT_MESSAGE.format(
+        name=SWISS, inputs="the token tokens/swiss-editorial.yml and the brief briefs/landing.yml"
+    )
+
+
+def test_an_edited_token_in_the_checkout_is_an_integrity_failure(settings, tmp_path):
+    copy = tmp_path / "checkout"
+    shutil.copytree(DEMO_AHD, copy)
+    token = copy / "tokens" / "swiss-editorial.yml"
+    token.write_text(token.read_text() + "\nextra: 1\n")
+    settings.REPLAY_AHD_ROOT = str(copy)
+    result = upload(sidecar(SWISS), SWISS)
+    assert (result.report["status"], result.report["error_code"]) == (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+    )
+    assert result.report["broke_at"] == "token"
+
+
+def test_an_eval_report_alone_is_refused_with_what_to_upload_instead(settings):
+    settings.REPLAY_AHD_ROOT = str(DEMO_AHD)
+    name = "2026-04-21-swiss.md"
+    with pytest.raises(ReplayError) as caught:
+        upload((DEMO_AHD / "docs" / "evals" / name).read_bytes(), name)
+    assert caught.value.code == MALFORMED_TRACE
+    assert caught.value.message == ahd.REPORT_ALONE_MESSAGE.format(name=name, sidecar=SWISS)
+    assert stored_counts()["blobs"] == 0
+
+
+def test_a_broken_sidecar_is_refused_not_reported(settings):
+    settings.REPLAY_AHD_ROOT = str(DEMO_AHD)
+    with pytest.raises(ReplayError) as caught:
+        upload(sidecar(SWISS)[:-40], SWISS)
+    assert caught.value.code == MALFORMED_TRACE
+    assert caught.value.message.startswith(f"{SWISS}: ")
+
+
+def test_a_paxman_artifact_is_verified_on_upload():
+    result = upload(PAXMAN_FILE.read_bytes(), PAXMAN_FILE.name)
+    assert isinstance(result, CheckedOnly)
+    assert (result.format, result.report["status"]) == (PAXMAN, "ok")
+    assert stored_counts()["traces"] == 0
+
+
+def test_a_native_trace_is_still_stored():
+    data = golden("ok.trace.json").read_bytes()
+    result = upload(data, "ok.trace.json")
+    assert isinstance(result, IngestResult)
+    assert result.created
+    assert stored_counts()["traces"] == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "fmt"),
+    [
+        (lambda: sidecar(SWISS), SWISS, AHD),
+        (PAXMAN_FILE.read_bytes, "artifact.json", PAXMAN),
+    ],
+)
+def test_storing_says_precisely_why_a_verify_only_format_is_not_stored(data, name, fmt):
+    with pytest.raises(ReplayError) as caught:
+        trace_ingest(source=io.BytesIO(data()), filename=name)
+    assert caught.value.code == MALFORMED_TRACE
+    assert caught.value.message == NOT_STORED_MESSAGE.format(filename=name, what=FORMAT_NAMES[fmt])
+    assert stored_counts()["blobs"] == 0
+
+
+def test_a_missing_input_is_named_relative_to_the_checkout_not_by_its_server_path(
+    settings, tmp_path
+):
+    copy = tmp_path / "checkout"
+    shutil.copytree(DEMO_AHD, copy)
+    (copy / "briefs" / "landing.yml").unlink()
+    settings.REPLAY_AHD_ROOT = str(copy)
+    report = upload(sidecar(SWISS), SWISS).report
+    assert (report["error_code"], report["broke_at"]) == (MISSING_SNAPSHOT, "brief")
+    assert report["message"] == "brief: brief file not found at REPLAY_AHD_ROOT/briefs/landing.yml"
+    assert str(tmp_path) not in str(report)
