@@ -21,7 +21,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, membership, signing
+from governance import codes, conf, council, ledger, membership, selectors, signing
 from governance.membership import user_has_role
 from governance.models import (
     Approval,
@@ -561,6 +561,7 @@ def _require_role(approver: Any, role: str) -> None:
 def _vote_append(
     *,
     event_type: str,
+    approvals: Any,
     approver: Any,
     key: MemberKey,
     payload: Mapping[str, Any],
@@ -570,7 +571,9 @@ def _vote_append(
     reason: str,
     **subject: Any,
 ) -> Approval:
-    """Append a signed vote to the ledger and keep its Approval row (request= or halt=)."""
+    """Append a signed vote to the ledger and keep its Approval row (request=, halt= or
+    production=), once per person and per key among the subject's ``approvals``."""
+    _not_twice(approvals=approvals, approver=approver, key=key, subject=_subject_label(subject))
     event = ledger.append(
         event_type=event_type,
         payload=payload,
@@ -590,6 +593,13 @@ def _vote_append(
         created_at=event.created_at,
         **subject,
     )
+
+
+def _subject_label(subject: Mapping[str, Any]) -> str:
+    if "halt" in subject:
+        return f"halt {subject['halt'].seq}"
+    (request,) = subject.values()
+    return f"request {request.id}"
 
 
 def _votes(approvals: Any) -> list[council.Vote]:
@@ -675,9 +685,9 @@ def approval_record(
     )
     _compare(payload, expected, subject)
     _require_role(approver, str(role))
-    _not_twice(approvals=request.approvals.all(), approver=approver, key=key, subject=subject)
     approval = _vote_append(
         event_type=codes.FORCE_CONTINUE_APPROVAL,
+        approvals=request.approvals.all(),
         approver=approver,
         key=key,
         payload=payload,
@@ -687,12 +697,7 @@ def approval_record(
         reason=reason,
         request=request,
     )
-    result = council.tally(
-        _votes(request.approvals.all()),
-        admins_required=1,
-        council_required=conf.council_quorum(),
-        deny_threshold=conf.deny_threshold(),
-    )
+    result = selectors.force_continue_tally(request=request)
     if result.state != council.PENDING:
         _force_continue_decide(request=request, result=result)
     return approval
@@ -911,9 +916,9 @@ def production_replay_approval_record(
     expected = production_replay_payload_for(request=request, decision=str(decision), reason=reason)
     _compare(payload, expected, subject, chosen=("decision", "reason"))
     _require_role(approver, signing.ROLE_COUNCIL)
-    _not_twice(approvals=request.approvals.all(), approver=approver, key=key, subject=subject)
     approval = _vote_append(
         event_type=codes.PRODUCTION_REPLAY_APPROVAL,
+        approvals=request.approvals.all(),
         approver=approver,
         key=key,
         payload=payload,
@@ -923,12 +928,7 @@ def production_replay_approval_record(
         reason=reason,
         production=request,
     )
-    result = council.tally(
-        _votes(request.approvals.all()),
-        admins_required=0,
-        council_required=conf.council_quorum(),
-        deny_threshold=conf.deny_threshold(),
-    )
+    result = selectors.production_tally(request=request)
     if result.state != council.PENDING:
         _production_replay_decide(request=request, result=result)
     return approval
@@ -1035,9 +1035,9 @@ def halt_clear_approval_record(
     _compare(payload, expected, subject, chosen=("reason",))
     _require_role(approver, signing.ROLE_COUNCIL)
     approvals = Approval.objects.filter(halt=halt)
-    _not_twice(approvals=approvals, approver=approver, key=key, subject=subject)
     approval = _vote_append(
         event_type=codes.HALT_CLEAR_APPROVAL,
+        approvals=approvals,
         approver=approver,
         key=key,
         payload=payload,
