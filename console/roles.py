@@ -24,7 +24,7 @@ who may not see it.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -216,54 +216,38 @@ def access_trace_by_id(user: User, trace_ref: str, action: str = BROWSE) -> Trac
     return trace
 
 
+def _by_uuid(user: User, action: str, rows: Any, ref: uuid.UUID | str, what: str) -> Any:
+    """The row of ``rows`` with this uuid primary key, after the role check (see above)."""
+    require(user, action)
+    try:
+        key = uuid.UUID(str(ref))
+    except ValueError:
+        raise Http404(f"no such {what}") from None
+    found = rows.filter(id=key).first()
+    if found is None:
+        raise Http404(f"no such {what}")
+    return found
+
+
 def access_run_by_id(user: User, run_id: uuid.UUID | str, action: str = BROWSE) -> ReplayRun:
     from replay.models import ReplayRun
 
-    require(user, action)
-    try:
-        key = uuid.UUID(str(run_id))
-    except ValueError:
-        raise Http404("no such replay") from None
-    run = ReplayRun.objects.filter(id=key).select_related("trace__blob").first()
-    if run is None:
-        raise Http404("no such replay")
-    return run
+    rows = ReplayRun.objects.select_related("trace__blob")
+    return _by_uuid(user, action, rows, run_id, "replay")
 
 
 def access_force_continue_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
     from governance.models import ForceContinueRequest
 
-    require(user, action)
-    try:
-        key = uuid.UUID(str(request_id))
-    except ValueError:
-        raise Http404("no such force-continue request") from None
-    found = (
-        ForceContinueRequest.objects.filter(id=key)
-        .select_related("run__trace", "requested_by", "resumed_run")
-        .first()
-    )
-    if found is None:
-        raise Http404("no such force-continue request")
-    return found
+    rows = ForceContinueRequest.objects.select_related("run__trace", "requested_by", "resumed_run")
+    return _by_uuid(user, action, rows, request_id, "force-continue request")
 
 
 def access_production_request_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
     from governance.models import ProductionReplayRequest
 
-    require(user, action)
-    try:
-        key = uuid.UUID(str(request_id))
-    except ValueError:
-        raise Http404("no such production replay request") from None
-    found = (
-        ProductionReplayRequest.objects.filter(id=key)
-        .select_related("trace__blob", "requested_by", "run")
-        .first()
-    )
-    if found is None:
-        raise Http404("no such production replay request")
-    return found
+    rows = ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
+    return _by_uuid(user, action, rows, request_id, "production replay request")
 
 
 def access_halt_by_seq(user: User, halt_seq: int, action: str = BROWSE):
