@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,36 @@ def test_it_only_refuses_or_reports_on_forged_event_streams(document, filename, 
         report = open_and_replay(data, filename, mode)
         if document != json.loads(OK):  # some draws rewrite a value with itself
             assert report is None or report.status != engine.OK
+
+
+# --- a verify-only upload (an AHD sidecar against the demo checkout) ------------------------
+
+AHD_ROOT = Path(__file__).resolve().parents[2] / "replay" / "demo_ahd"
+SIDECAR = (AHD_ROOT / "docs" / "evals" / "2026-04-21-swiss.replay.json").read_bytes()
+
+
+def _sidecar_variants() -> st.SearchStrategy[bytes]:
+    flips = st.tuples(st.integers(0, len(SIDECAR) - 1), st.integers(1, 255)).map(
+        lambda f: SIDECAR[: f[0]] + bytes([SIDECAR[f[0]] ^ f[1]]) + SIDECAR[f[0] + 1 :]
+    )
+    cuts = st.integers(0, len(SIDECAR)).map(lambda n: SIDECAR[:n])
+    doc = json.loads(SIDECAR)
+    edits = st.tuples(
+        st.sampled_from(sorted(doc)),
+        st.recursive(
+            st.none() | st.booleans() | st.text(),
+            lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+            max_leaves=5,
+        ),
+    ).map(lambda kv: json.dumps({**doc, kv[0]: kv[1]}).encode())
+    return st.one_of(st.binary(max_size=2048), flips, cuts, edits)
+
+
+@FUZZ
+@given(data=_sidecar_variants(), name=st.sampled_from(["s.replay.json", "s.md", "x.json"]))
+def test_an_ahd_upload_is_a_report_or_a_refusal_whatever_the_bytes(data, name):
+    from replay.formats import ahd
+
+    report = ahd.verify_upload(data, name, root=AHD_ROOT)
+    assert report.status in ("ok", "refused", "tamper_detected")
+    assert report.error_code is None or report.error_code in ERROR_CODES
