@@ -194,17 +194,24 @@ def trace_ingest(
         spooled.discard()
 
 
-def trace_upload(
-    *, source: IO[bytes], filename: str, uploaded_by: Any = None
-) -> IngestResult | CheckedOnly:
-    """What the console's upload page does with one file: a native trace is stored
-    (:func:`trace_ingest`); a Paxman artifact or an AHD sidecar is verified and its report
-    returned, nothing stored. An AHD sidecar's token and brief are re-hashed from the AHD
-    checkout the server keeps (``REPLAY_AHD_ROOT``); without one the report says so."""
+def trace_check(
+    *,
+    source: IO[bytes],
+    filename: str,
+    progress: Callable[[int], None] | None = None,
+) -> CheckedOnly:
+    """Verify one uploaded file of any format the console reads and store nothing: always a
+    report, a refusal included (``POST /api/traces/verify/``; the upload page for the formats
+    it does not store). A native trace is verified as ``manage.py verify`` does; an AHD
+    sidecar's token and brief are re-hashed from the AHD checkout the server keeps
+    (``REPLAY_AHD_ROOT``), and without one the report says so."""
     fmt, stream = sniff(source, filename)
+    report: engine.ReplayReport
     if fmt == native.FORMAT:
-        return trace_ingest(source=stream, filename=filename, uploaded_by=uploaded_by)
-    if fmt == PAXMAN:
+        _trace, report = _verify(
+            lambda: stream, filename, mode=engine.AUDIT, at=timezone.now(), progress=progress
+        )
+    elif fmt == PAXMAN:
         from replay.formats import paxman
 
         report = paxman.verify_stream(stream)
@@ -214,9 +221,24 @@ def trace_upload(
         root = getattr(settings, "REPLAY_AHD_ROOT", None)
         data = stream.read(ahd.MAX_SIDECAR_BYTES + 1)
         report = ahd.verify_upload(data, filename, root=Path(root) if root else None)
-    if report.error_code in UNSTORABLE:  # not a file of that format after all: a refusal
-        raise ReplayError(report.error_code, report.message, broke_at=report.broke_at)
     return CheckedOnly(fmt, report.to_json())
+
+
+def trace_upload(
+    *, source: IO[bytes], filename: str, uploaded_by: Any = None
+) -> IngestResult | CheckedOnly:
+    """What the console's upload page does with one file: a native trace is stored
+    (:func:`trace_ingest`); a Paxman artifact or an AHD sidecar is verified
+    (:func:`trace_check`) and its report returned, nothing stored. A file that is not
+    well formed is refused either way."""
+    fmt, stream = sniff(source, filename)
+    if fmt == native.FORMAT:
+        return trace_ingest(source=stream, filename=filename, uploaded_by=uploaded_by)
+    checked = trace_check(source=stream, filename=filename)
+    report = checked.report
+    if report["error_code"] in UNSTORABLE:  # not a file of that format after all: a refusal
+        raise ReplayError(report["error_code"], report["message"], broke_at=report["broke_at"])
+    return checked
 
 
 @transaction.atomic(durable=True)

@@ -1,8 +1,10 @@
-"""Traces over the API: upload (multipart or raw body), list with filters and cursor, detail."""
+"""Traces over the API: upload (multipart or raw body), verify without storing, list with
+filters and cursor, detail."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
@@ -25,9 +27,66 @@ from console.selectors import (
 )
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing
-from replay.services import trace_ingest
+from replay.services import trace_check, trace_ingest
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
+
+
+def uploaded_file(request: Request) -> tuple[Any, str]:
+    """The file a request carries: multipart ``file``, or the raw body named ``?filename=``."""
+    content_type = (request.content_type or "").split(";")[0].strip().lower()
+    if content_type == "multipart/form-data":
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationError({"file": ["No file was submitted."]})
+        return upload, os.path.basename(upload.name or "upload")
+    if content_type == "application/octet-stream":
+        filename = os.path.basename(request.query_params.get("filename", "").strip())
+        if not filename:
+            raise ValidationError({"filename": ["Name the file (?filename=...)."]})
+        return request._request, filename  # streamed by the service, never read whole here
+    raise UnsupportedMediaType(content_type or "(none)")
+
+
+UPLOAD_BODY = {
+    "multipart/form-data": {
+        "type": "object",
+        "properties": {"file": {"type": "string", "format": "binary"}},
+        "required": ["file"],
+    },
+    "application/octet-stream": {"type": "string", "format": "binary"},
+}
+FILENAME_PARAMETER = OpenApiParameter(
+    "filename",
+    OpenApiTypes.STR,
+    description="the file name (raw body uploads): its suffix tells the spelling",
+)
+
+
+class TraceVerifyApi(APIView):
+    """Verify one file of any format the console reads (a native trace, a Paxman artifact,
+    an AHD sidecar) and store nothing: always a report, a refusal included, as
+    `manage.py verify --json` prints it. An AHD sidecar is checked against the server's AHD
+    checkout (REPLAY_AHD_ROOT)."""
+
+    parser_classes = (MultiPartParser, OctetStreamParser)
+
+    class OutputSerializer(serializers.Serializer):
+        format = serializers.CharField()
+        stored = serializers.BooleanField(default=False)
+        report = serializers.JSONField()
+
+    @extend_schema(
+        operation_id="traces_verify",
+        request=UPLOAD_BODY,
+        parameters=[FILENAME_PARAMETER],
+        responses={200: OutputSerializer, 413: ErrorOutput, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        roles.require(request.user, roles.UPLOAD)
+        source, filename = uploaded_file(request)
+        checked = trace_check(source=source, filename=filename)
+        return Response({"format": checked.format, "stored": False, "report": checked.report})
 
 
 class TraceUploadApi(APIView):
@@ -42,38 +101,13 @@ class TraceUploadApi(APIView):
 
     @extend_schema(
         operation_id="traces_upload",
-        request={
-            "multipart/form-data": {
-                "type": "object",
-                "properties": {"file": {"type": "string", "format": "binary"}},
-                "required": ["file"],
-            },
-            "application/octet-stream": {"type": "string", "format": "binary"},
-        },
-        parameters=[
-            OpenApiParameter(
-                "filename",
-                OpenApiTypes.STR,
-                description="the file name (raw body uploads): its suffix tells the spelling",
-            )
-        ],
+        request=UPLOAD_BODY,
+        parameters=[FILENAME_PARAMETER],
         responses={201: OutputSerializer, 200: OutputSerializer, 413: ErrorOutput, **ERRORS},
     )
     def post(self, request: Request) -> Response:
         roles.require(request.user, roles.UPLOAD)
-        content_type = (request.content_type or "").split(";")[0].strip().lower()
-        if content_type == "multipart/form-data":
-            upload = request.FILES.get("file")
-            if upload is None:
-                raise ValidationError({"file": ["No file was submitted."]})
-            source, filename = upload, os.path.basename(upload.name or "upload")
-        elif content_type == "application/octet-stream":
-            filename = os.path.basename(request.query_params.get("filename", "").strip())
-            if not filename:
-                raise ValidationError({"filename": ["Name the file (?filename=...)."]})
-            source = request._request  # streamed by the service, never read whole here
-        else:
-            raise UnsupportedMediaType(content_type or "(none)")
+        source, filename = uploaded_file(request)
         result = trace_ingest(source=source, filename=filename, uploaded_by=request.user)
         trace = result.trace
         traces_mark_replayable([trace])

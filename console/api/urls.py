@@ -7,6 +7,7 @@ from console.api import governance, production, replays, traces
 urlpatterns = [
     path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
     path("traces/upload/", traces.TraceUploadApi.as_view(), name="api-trace-upload"),
+    path("traces/verify/", traces.TraceVerifyApi.as_view(), name="api-trace-verify"),
     path("traces/<str:trace_ref>/", traces.TraceDetailApi.as_view(), name="api-trace-detail"),
     path(
         "traces/<str:trace_ref>/production-requests/",

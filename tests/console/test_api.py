@@ -268,6 +268,69 @@ class TestTraces:
         assert [r["id"] for r in body["runs"]] == [str(run.id)]
 
 
+class TestVerifyWithoutStoring:
+    def test_an_ahd_sidecar_is_verified_against_the_servers_checkout(self, as_persona, settings):
+        from pathlib import Path
+
+        from django.core.files.uploadedfile import SimpleUploadedFile
+
+        root = Path(settings.BASE_DIR) / "replay" / "demo_ahd"
+        settings.REPLAY_AHD_ROOT = str(root)
+        name = "2026-04-21-swiss.replay.json"
+        upload = SimpleUploadedFile(name, (root / "docs" / "evals" / name).read_bytes())
+        response = as_persona("alice").post("/api/traces/verify/", {"file": upload})
+        assert response.status_code == 200
+        body = response.json()
+        assert (body["format"], body["stored"], body["report"]["status"]) == (
+            "ahd-replay",
+            False,
+            "ok",
+        )
+        assert [c["name"] for c in body["report"]["checks"]] == ["format", "root", "token", "brief"]
+        assert str(root) not in response.content.decode()
+
+    def test_a_native_trace_gets_its_report_and_nothing_is_stored(self, as_persona, trace_key):
+        response = as_persona("alice").post(
+            "/api/traces/verify/?filename=diverged.trace.json",
+            trace_bytes("diverged"),
+            content_type="application/octet-stream",
+        )
+        assert response.status_code == 200
+        report = response.json()["report"]
+        assert (report["status"], report["error_code"]) == ("diverged", "REPLAY_DIVERGENCE")
+        assert not Trace.objects.exists()
+
+    def test_a_corrupt_file_is_a_report_of_its_refusal(self, as_persona):
+        response = as_persona("alice").post(
+            "/api/traces/verify/?filename=x.trace.json",
+            b'{"format": "replay-trace",',
+            content_type="application/octet-stream",
+        )
+        assert response.status_code == 200
+        report = response.json()["report"]
+        assert (report["status"], report["error_code"]) == ("refused", "MALFORMED_TRACE")
+
+    def test_an_oversized_file_is_413(self, as_persona, settings):
+        settings.REPLAY_MAX_UPLOAD_BYTES = 1000
+        response = as_persona("alice").post(
+            "/api/traces/verify/?filename=big.trace.json",
+            b" " * 100_000,
+            content_type="application/octet-stream",
+        )
+        assert response.status_code == 413
+        assert response.json()["error_code"] == "UPLOAD_TOO_LARGE"
+
+    @pytest.mark.parametrize("name", ["vera", "cora", "lena", "nora"])
+    def test_roles_without_upload_get_403(self, as_persona, trace_key, name):
+        response = as_persona(name).post(
+            "/api/traces/verify/?filename=ok.trace.json",
+            trace_bytes("ok"),
+            content_type="application/octet-stream",
+        )
+        assert response.status_code == 403
+        assert response.json()["error_code"] == "PERMISSION_DENIED"
+
+
 class TestReplays:
     def test_create_poll_and_read_the_report(
         self, as_persona, ingest, django_capture_on_commit_callbacks
@@ -571,6 +634,7 @@ def test_the_schema_is_served_and_lists_every_operation(as_persona):
     }
     assert {
         "traces_upload",
+        "traces_verify",
         "traces_list",
         "traces_retrieve",
         "replays_create",
