@@ -70,6 +70,8 @@ def test_the_app_role_appends_but_cannot_rewrite(app_role):
         ("DELETE FROM replay_blob WHERE id = %s", [blob.id]),
         ("UPDATE governance_approval SET reason = 'x'", []),
         ("DELETE FROM governance_signingkey", []),
+        ("DELETE FROM governance_forcecontinuerequest", []),
+        ("DELETE FROM governance_productionreplayrequest", []),
     ):
         with pytest.raises(DatabaseError, match="permission denied"):
             _as(app_role, sql, params)
