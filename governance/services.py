@@ -62,6 +62,10 @@ PRODUCTION_ROLE_MESSAGE = (
 PRODUCTION_NOT_REPLAYABLE_MESSAGE = (
     "trace {trace} cannot be replayed in production: missing {missing}"
 )
+PRODUCTION_HALTED_MESSAGE = (
+    "trace {trace} is halted ({why}): a production replay would be refused until a council "
+    "quorum clears the halt"
+)
 PRODUCTION_PENDING_MESSAGE = "request {request} for a production replay of {trace} is still open"
 FORCE_CONTINUE_REQUIRED_MESSAGE = (
     "continuing replay {run} past step {step} needs an approved force-continue "
@@ -826,6 +830,15 @@ def production_replay_request_file(
             PRODUCTION_NOT_REPLAYABLE_MESSAGE.format(
                 trace=trace.trace_id, missing=", ".join(missing)
             ),
+        )
+    halted = selectors.halts_active_map()
+    targets = [trace.trace_id] + [
+        str(ref.get("snapshot_id")) for ref in trace.required_snapshot_ids or []
+    ]
+    why = next((halted[t] for t in targets if t in halted), None)
+    if why is not None:
+        raise codes.GovernanceError(
+            codes.REQUEST_HALTED, PRODUCTION_HALTED_MESSAGE.format(trace=trace.trace_id, why=why)
         )
     now = timezone.now()
     expires_at = _expiry(expires_at, now)

@@ -110,6 +110,24 @@ class TestAsking:
         )
         assert caught.value.message.endswith("(not persisted)")
 
+    @pytest.mark.parametrize("target", ["trace", "snapshot"])
+    def test_it_refuses_a_halted_trace_or_snapshot_with_the_halt(self, trace, target):
+        target_id = (
+            trace.trace_id if target == "trace" else trace.required_snapshot_ids[1]["snapshot_id"]
+        )
+        services.security_incident_record(
+            actor=person("bob"), targets=[(target, target_id)], reason="key leaked"
+        )
+        halt = selectors.halts_active().get()
+        before = GovernanceEvent.objects.count()
+        with pytest.raises(codes.GovernanceError) as caught:
+            services.production_replay_request_file(trace=trace, actor=person("alice"), reason="r")
+        assert caught.value.code == codes.REQUEST_HALTED
+        assert caught.value.message == services.PRODUCTION_HALTED_MESSAGE.format(
+            trace=trace.trace_id, why=f"halt {halt.seq}: SECURITY_INCIDENT: key leaked"
+        )
+        assert GovernanceEvent.objects.count() == before
+
     def test_it_refuses_a_second_open_request_by_the_same_person(self, asked, trace):
         with pytest.raises(codes.GovernanceError) as caught:
             services.production_replay_request_file(
