@@ -27,13 +27,13 @@ MISSING_UUID = "7b0b7a0e-0000-4000-8000-000000000000"
 def world(replayed):
     from governance.models import Halt
 
+    production = gov_services.production_replay_request_file(
+        trace=replayed("ok").trace, actor=persona("alice"), reason="drill"
+    )  # before broken_chain halts the trace id every variant shares
     diverged = replayed("diverged")
     replayed("broken_chain")
     fc = gov_services.force_continue_request_file(
         run=diverged, actor=persona("alice"), reason="known"
-    )
-    production = gov_services.production_replay_request_file(
-        trace=replayed("ok").trace, actor=persona("alice"), reason="drill"
     )
     return {
         "production": str(production.id),
