@@ -7,8 +7,10 @@ CONTRIBUTING.md.
 
 - `SUPPORTED`: the formats a trace can be stored in (ingest, the trace list's filter): the
   native "replay-trace" only.
-- `VERIFIABLE`: the formats `verify` checks offline: the native trace, a Paxman
-  ExecutionArtifact (`paxman.py`) and an AHD replay sidecar or report (`ahd.py`).
+- `VERIFIABLE`: the formats `verify` checks offline, and the upload page and
+  `POST /api/traces/verify/` check without storing (`replay.services.trace_check`): the native
+  trace, a Paxman ExecutionArtifact (`paxman.py`) and an AHD replay sidecar or report
+  (`ahd.py`).
 
 `paxman` and `ahd` build `replay.engine` reports, and the engine imports this package, so
 they are imported where they are used, never at the top of this module.
