@@ -573,11 +573,13 @@ def _vote_append(
     role: str,
     decision: str,
     reason: str,
+    label: str,
     **subject: Any,
 ) -> Approval:
     """Append a signed vote to the ledger and keep its Approval row (request=, halt= or
-    production=), once per person and per key among the subject's ``approvals``."""
-    _not_twice(approvals=approvals, approver=approver, key=key, subject=_subject_label(subject))
+    production=), once per person and per key among the subject's ``approvals``; ``label``
+    names the subject in refusals."""
+    _not_twice(approvals=approvals, approver=approver, key=key, subject=label)
     event = ledger.append(
         event_type=event_type,
         payload=payload,
@@ -597,13 +599,6 @@ def _vote_append(
         created_at=event.created_at,
         **subject,
     )
-
-
-def _subject_label(subject: Mapping[str, Any]) -> str:
-    if "halt" in subject:
-        return f"halt {subject['halt'].seq}"
-    (request,) = subject.values()
-    return f"request {request.id}"
 
 
 def _votes(approvals: Any) -> list[council.Vote]:
@@ -699,6 +694,7 @@ def approval_record(
         role=str(role),
         decision=str(decision),
         reason=reason,
+        label=subject,
         request=request,
     )
     result = selectors.force_continue_tally(request=request)
@@ -939,6 +935,7 @@ def production_replay_approval_record(
         role=signing.ROLE_COUNCIL,
         decision=str(decision),
         reason=reason,
+        label=subject,
         production=request,
     )
     result = selectors.production_tally(request=request)
@@ -1058,6 +1055,7 @@ def halt_clear_approval_record(
         role=signing.ROLE_COUNCIL,
         decision=signing.APPROVE,
         reason=reason,
+        label=subject,
         halt=halt,
     )
     result = council.tally(

@@ -115,6 +115,39 @@ def _use_retained_snapshots(trace: native.NativeTrace) -> None:
             del snap["body"]
 
 
+def _checked(
+    fmt: str,
+    stream: IO[bytes],
+    filename: str,
+    *,
+    mode: str = engine.AUDIT,
+    progress: Callable[[int], None] | None = None,
+    workers: int = 1,
+) -> engine.ReplayReport:
+    """The report on a sniffed file, storing nothing. An AHD sidecar here is one that came
+    on its own: its token and brief are re-hashed from the AHD checkout the server keeps
+    (``REPLAY_AHD_ROOT``), and without one the report says so."""
+    if fmt == native.FORMAT:
+        _trace, report = _verify(
+            lambda: stream,
+            filename,
+            mode=mode,
+            at=timezone.now(),
+            progress=progress,
+            workers=workers,
+        )
+        return report
+    if fmt == PAXMAN:
+        from replay.formats import paxman
+
+        return paxman.verify_stream(stream, mode=mode)
+    from replay.formats import ahd
+
+    root = getattr(settings, "REPLAY_AHD_ROOT", None)
+    data = stream.read(ahd.MAX_SIDECAR_BYTES + 1)
+    return ahd.verify_upload(data, filename, root=Path(root) if root else None, mode=mode)
+
+
 def trace_verify_file(
     *,
     source: IO[bytes],
@@ -135,10 +168,6 @@ def trace_verify_file(
     on disk, so they need `path` (and take `root`); `ahd.AhdRootNotFound` is a usage error.
     """
     fmt, stream = sniff(source, filename)
-    if fmt == PAXMAN:
-        from replay.formats import paxman
-
-        return paxman.verify_stream(stream, mode=mode).to_json()
     if fmt == AHD:
         from replay.formats import ahd
 
@@ -150,10 +179,7 @@ def trace_verify_file(
         return ahd.verify_path(
             Path(path), root=Path(root) if root is not None else None, mode=mode
         ).to_json()
-    _trace, report = _verify(
-        lambda: stream, filename, mode=mode, at=timezone.now(), progress=progress, workers=workers
-    )
-    return report.to_json()
+    return _checked(fmt, stream, filename, mode=mode, progress=progress, workers=workers).to_json()
 
 
 def trace_ingest(
@@ -171,12 +197,23 @@ def trace_ingest(
             errors.MALFORMED_TRACE,
             f"unknown format {declared_format!r}; supported: {native.FORMAT}",
         )
-    fmt, source = sniff(source, filename)
+    fmt, stream = sniff(source, filename)
     if fmt != native.FORMAT:
         raise ReplayError(
             errors.MALFORMED_TRACE,
             NOT_STORED_MESSAGE.format(filename=filename, what=FORMAT_NAMES[fmt]),
         )
+    return _ingest(stream, filename, uploaded_by=uploaded_by, progress=progress, workers=workers)
+
+
+def _ingest(
+    source: IO[bytes],
+    filename: str,
+    *,
+    uploaded_by: Any,
+    progress: Callable[[int], None] | None = None,
+    workers: int = 1,
+) -> IngestResult:
     limit = getattr(settings, "REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
     spooled = spool(source, limit=limit, progress=progress)
     try:
@@ -201,44 +238,26 @@ def trace_check(
     progress: Callable[[int], None] | None = None,
 ) -> CheckedOnly:
     """Verify one uploaded file of any format the console reads and store nothing: always a
-    report, a refusal included (``POST /api/traces/verify/``; the upload page for the formats
-    it does not store). A native trace is verified as ``manage.py verify`` does; an AHD
-    sidecar's token and brief are re-hashed from the AHD checkout the server keeps
-    (``REPLAY_AHD_ROOT``), and without one the report says so."""
+    report, a refusal included (``POST /api/traces/verify/``). A native trace is verified as
+    ``manage.py verify`` does; an AHD sidecar against ``REPLAY_AHD_ROOT``."""
     fmt, stream = sniff(source, filename)
-    report: engine.ReplayReport
-    if fmt == native.FORMAT:
-        _trace, report = _verify(
-            lambda: stream, filename, mode=engine.AUDIT, at=timezone.now(), progress=progress
-        )
-    elif fmt == PAXMAN:
-        from replay.formats import paxman
-
-        report = paxman.verify_stream(stream)
-    else:
-        from replay.formats import ahd
-
-        root = getattr(settings, "REPLAY_AHD_ROOT", None)
-        data = stream.read(ahd.MAX_SIDECAR_BYTES + 1)
-        report = ahd.verify_upload(data, filename, root=Path(root) if root else None)
-    return CheckedOnly(fmt, report.to_json())
+    return CheckedOnly(fmt, _checked(fmt, stream, filename, progress=progress).to_json())
 
 
 def trace_upload(
     *, source: IO[bytes], filename: str, uploaded_by: Any = None
 ) -> IngestResult | CheckedOnly:
-    """What the console's upload page does with one file: a native trace is stored
-    (:func:`trace_ingest`); a Paxman artifact or an AHD sidecar is verified
-    (:func:`trace_check`) and its report returned, nothing stored. A file that is not
-    well formed is refused either way."""
+    """What the console's upload page does with one file: a native trace is stored (as
+    :func:`trace_ingest`); a Paxman artifact or an AHD sidecar is verified (as
+    :func:`trace_check`) and its report returned, nothing stored. A file that is not well
+    formed is refused either way."""
     fmt, stream = sniff(source, filename)
     if fmt == native.FORMAT:
-        return trace_ingest(source=stream, filename=filename, uploaded_by=uploaded_by)
-    checked = trace_check(source=stream, filename=filename)
-    report = checked.report
-    if report["error_code"] in UNSTORABLE:  # not a file of that format after all: a refusal
-        raise ReplayError(report["error_code"], report["message"], broke_at=report["broke_at"])
-    return checked
+        return _ingest(stream, filename, uploaded_by=uploaded_by)
+    report = _checked(fmt, stream, filename)
+    if report.error_code in UNSTORABLE:  # not a file of that format after all: a refusal
+        raise ReplayError(report.error_code, report.message, broke_at=report.broke_at)
+    return CheckedOnly(fmt, report.to_json())
 
 
 @transaction.atomic(durable=True)

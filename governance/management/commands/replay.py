@@ -72,14 +72,13 @@ class Command(BaseCommand):
         add_workers_argument(parser)
 
     def handle(self, *args, target, mode, as_json, resume, user, workers, **options):
-        self.workers = workers
         actor = None
         if user is not None:
             actor = get_user_model().objects.filter(username=user).first()
             if actor is None:
                 raise CommandError(f"no user named {user!r}", returncode=2)
         if resume is not None:
-            self._resume(target, resume, actor, as_json)
+            self._resume(target, resume, actor, as_json, workers)
             return
         trace = None
         if re.fullmatch(r"[0-9a-f]{32}", target):
@@ -99,9 +98,9 @@ class Command(BaseCommand):
         run = replay_request(
             trace=trace, mode=mode, actor=actor, actor_label=CLI_ACTOR, enqueue=False
         )
-        self._execute(run, as_json)
+        self._execute(run, as_json, workers)
 
-    def _resume(self, target: str, run_id: str, actor: Any, as_json: bool) -> None:
+    def _resume(self, target: str, run_id: str, actor: Any, as_json: bool, workers: int) -> None:
         try:
             run = ReplayRun.objects.select_related("trace").filter(id=uuid.UUID(run_id)).first()
         except ValueError:
@@ -117,12 +116,12 @@ class Command(BaseCommand):
         except ReplayError as exc:
             self._emit(refused_report(trace=run.trace, mode=run.mode, error=exc), as_json)
             sys.exit(1)
-        self._execute(resumed, as_json)
+        self._execute(resumed, as_json, workers)
 
-    def _execute(self, run: ReplayRun, as_json: bool) -> None:
+    def _execute(self, run: ReplayRun, as_json: bool, workers: int) -> None:
         bar = ProgressBar(f"replay {run.trace.trace_id[:12]}", run.progress_total)
         try:
-            run = replay_run_govern(run_id=run.id, progress=bar, workers=self.workers)
+            run = replay_run_govern(run_id=run.id, progress=bar, workers=workers)
         finally:
             bar.close()
         self._emit(run.report, as_json)
