@@ -47,6 +47,19 @@ def sign_in(new_context, name: str):
 EXPECTED = "Failed to load resource: the server responded with a status of 422"
 
 
+def uploads_settled(page, *, done: int, failed: int) -> None:
+    """Wait until the upload list shows this many verdicts and refusals; if it never does,
+    fail with what the list says (the CSP forbids the eval'd waits of wait_for_function)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.locator(".upload-file.done").nth(done - 1).wait_for()
+        page.locator(".upload-file.failed").nth(failed - 1).wait_for()
+    except PlaywrightTimeout:
+        shown = page.inner_text("#upload-progress")
+        raise AssertionError(f"uploads did not settle; the page shows:\n{shown}") from None
+
+
 def no_console_errors(page) -> None:
     """Nothing refused by the CSP, no script error, no missing resource."""
     assert [e for e in page.errors if not e.startswith(EXPECTED)] == []
@@ -70,9 +83,9 @@ def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_p
     alice = sign_in(new_context, "alice")
     shots(alice, "auditor-trace-list")
     alice.click("nav >> text=Upload")
+    alice.wait_for_selector("form.enhanced")  # upload.js listens: the files go as chosen
     alice.set_input_files("#upload-input", [str(good), str(sidecar), str(bad)])
-    alice.locator(".upload-file.done").nth(1).wait_for()  # (the CSP forbids eval'd waits)
-    alice.wait_for_selector(".upload-file.failed")
+    uploads_settled(alice, done=2, failed=1)
     bars = alice.locator(".upload-file progress").evaluate_all("bars => bars.map(b => b.value)")
     assert bars == [100, 100, 100]
     refusal = alice.locator(".upload-file.failed .refusal").inner_text()
@@ -265,6 +278,7 @@ DROP = """([files]) => {
 def test_files_dropped_on_the_zone_upload_each_with_its_own_bar(new_context, shots, trace_key):
     page = sign_in(new_context, "oscar")
     page.goto("/traces/upload/")
+    page.wait_for_selector("form.enhanced")
     assert page.is_hidden("#upload-submit")  # the script took over: files go as they come
     files = [["ok.trace.json", list(trace_bytes("ok"))], ["empty.trace.json", []]]
     page.evaluate(DROP, [files])
