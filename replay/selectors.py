@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from replay import verdicts
 from replay.models import ReplayRun, Snapshot, Trace
 
 
@@ -32,3 +35,51 @@ def trace_by_trace_id(trace_id: str) -> Trace | None:
 
 def runs_for_trace(trace: Trace) -> list[ReplayRun]:
     return list(trace.runs.order_by("-created_at"))
+
+
+def run_outcome(run: ReplayRun) -> verdicts.RunOutcome:
+    finished = run.state == ReplayRun.State.DONE
+    return verdicts.RunOutcome(
+        mode=run.mode,
+        status=run.status if finished else "",
+        error_code=run.error_code,
+        authoritative=run.authoritative,
+    )
+
+
+def runs_finished(trace: Trace) -> list[ReplayRun]:
+    """The trace's finished runs in the order they finished (what the verdict rule reads)."""
+    return list(trace.runs.filter(state=ReplayRun.State.DONE).order_by("finished_at", "created_at"))
+
+
+def trace_ingest_verdict(trace: Trace) -> str:
+    """The verdict of the verification at upload."""
+    return (trace.ingest_report or {}).get("status") or Trace.Status.NEW
+
+
+@dataclass(frozen=True)
+class VerdictBasis:
+    """Where a trace's verdict comes from: a run, or (``run`` None) the verification at
+    upload; ``ingest_effect`` says what the latter does to the verdict."""
+
+    run: ReplayRun | None
+    ingest_effect: str
+
+
+def trace_verdict_basis(trace: Trace, runs: list[ReplayRun]) -> VerdictBasis:
+    """The basis of ``trace``'s verdict (replay.verdicts), given its runs in any order; each
+    run gets ``verdict_effect``: what it does to the verdict, in words."""
+    finished = sorted(
+        (r for r in runs if r.state == ReplayRun.State.DONE),
+        key=lambda r: (r.finished_at or r.created_at, r.created_at),
+    )
+    outcomes = [run_outcome(r) for r in finished]
+    for run in runs:
+        run.verdict_effect = verdicts.NOT_FINISHED  # type: ignore[attr-defined]
+    for i, run in enumerate(finished):
+        run.verdict_effect = verdicts.run_effect(outcomes, i)  # type: ignore[attr-defined]
+    index = verdicts.deciding_index(outcomes)
+    return VerdictBasis(
+        run=None if index is None else finished[index],
+        ingest_effect=verdicts.ingest_effect(outcomes),
+    )

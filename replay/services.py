@@ -14,12 +14,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from replay import engine, errors
+from replay import engine, errors, verdicts
 from replay.errors import ReplayError
 from replay.formats import AHD, PAXMAN, native, open_trace, sniff
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
+from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
 from replay.storage import Spooled, blob_open, blob_put, spool
 
 #: refusals that mean "not a trace we can store"; anything else is stored with its verdict
@@ -317,7 +318,8 @@ def _store(
             if m.startswith("output:")
         ],
         ingest_report=data,
-        last_status=report.status,
+        # no run yet: the rule's verdict is the upload's (replay/verdicts.py)
+        last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
         uploaded_by=uploaded_by,
     )
     return IngestResult(row, True, data)
@@ -415,10 +417,21 @@ def replay_run_execute(
         run.progress_done = run.progress_total
         run.finished_at = timezone.now()
         run.save()
-        Trace.objects.filter(id=trace.id).update(
-            last_status=report.status, last_replayed_at=run.finished_at
-        )
+        _trace_verdict_store(trace_pk=trace.pk, replayed_at=run.finished_at)
     return run
+
+
+def _trace_verdict_store(*, trace_pk: int, replayed_at: Any) -> str:
+    """Recompute and store a trace's verdict by the one rule (replay/verdicts.py), from the
+    upload's verdict and every finished run; the row is locked so two runs finishing at once
+    store the verdict of both."""
+    trace = Trace.objects.select_for_update().get(pk=trace_pk)
+    verdict = verdicts.trace_verdict(
+        ingest=trace_ingest_verdict(trace),
+        runs=[run_outcome(r) for r in runs_finished(trace)],
+    )
+    Trace.objects.filter(pk=trace_pk).update(last_status=verdict, last_replayed_at=replayed_at)
+    return verdict
 
 
 @transaction.atomic(durable=True)

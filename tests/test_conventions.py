@@ -42,6 +42,7 @@ PURE_CORE = [
     "replay/runtime.py",
     "replay/recorder.py",
     "replay/signatures.py",
+    "replay/verdicts.py",
     "replay/demo.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").glob("*.py")),
     "governance/chain.py",

@@ -30,7 +30,7 @@ from governance.selectors import halts_active_map, production_requests
 from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
-from replay.selectors import runs_for_trace, trace_missing
+from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
 from replay.services import CheckedOnly, trace_upload
 
 MESSAGE_NO_FILE = "Choose at least one trace file to upload."
@@ -158,6 +158,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         ),
         "missing": trace_missing(trace),
         "runs": runs,
+        "basis": trace_verdict_basis(trace, runs),
         "halted": halted,
         "modes": modes,
         "can_ask_production": roles.MODE_PRODUCTION not in modes
