@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db.models import QuerySet
@@ -50,6 +50,16 @@ def halts_active_map() -> dict[str, str]:
     for halt in halts_active():
         halted.setdefault(halt.target_id, f"halt {halt.seq}: {halt.reason}")
     return halted
+
+
+def halts_concerning(
+    *, trace_id: str, snapshot_ids: Iterable[str], halted: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The active halts on a trace id or any of its snapshot ids -> why (``halted``: the
+    map :func:`halts_active_map` gave, when the caller has it already)."""
+    halted = halts_active_map() if halted is None else halted
+    targets = [trace_id, *snapshot_ids]
+    return {target: halted[target] for target in targets if target in halted}
 
 
 def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:

@@ -52,6 +52,9 @@ DIVERGED = "diverged"
 TAMPER_DETECTED = "tamper_detected"
 REFUSED = "refused"
 
+#: the halts check when the caller passed no halts (``halted=None``): no ledger was read
+HALTS_NOT_CHECKED = "not checked (offline, no ledger)"
+
 CHECK_ORDER = (
     "format",
     "halts",
@@ -273,7 +276,7 @@ def replay(
                 registry=registry,
                 keys=keys,
                 stored_snapshot=stored_snapshot,
-                halted=halted or {},
+                halted=halted,
                 at=at,
                 limits=limits,
                 continue_past=continue_past,
@@ -300,7 +303,7 @@ def _replay(
     registry: Registry,
     keys: KeyRing,
     stored_snapshot: Callable[[str], Mapping[str, Any] | None],
-    halted: Mapping[str, str],
+    halted: Mapping[str, str] | None,
     at: datetime | None,
     limits: ReplayLimits,
     continue_past: frozenset[int],
@@ -522,16 +525,19 @@ def _replay(
     report.replayable = not report.missing
 
     # -- settle the checks in the contract's order ------------------------------------------
-    halted_here = [
-        f"{i}: {halted[i]}" for i in [header["trace_id"], *report.snapshot_ids] if i in halted
-    ]
-    if halted_here:
-        checks.append(Check("halts", False, "; ".join(halted_here)))
-        return report.fail(
-            errors.FORCE_HALT_ACTIVE,
-            f"replay is halted until a council FORCE_HALT_CLEAR: {'; '.join(halted_here)}",
-        )
-    checks.append(Check("halts", True, "no active halt on the trace or its snapshots"))
+    if halted is None:  # the caller read no ledger: say so, not "no active halt"
+        checks.append(Check("halts", True, HALTS_NOT_CHECKED))
+    else:
+        halted_here = [
+            f"{i}: {halted[i]}" for i in [header["trace_id"], *report.snapshot_ids] if i in halted
+        ]
+        if halted_here:
+            checks.append(Check("halts", False, "; ".join(halted_here)))
+            return report.fail(
+                errors.FORCE_HALT_ACTIVE,
+                f"replay is halted until a council FORCE_HALT_CLEAR: {'; '.join(halted_here)}",
+            )
+        checks.append(Check("halts", True, "no active halt on the trace or its snapshots"))
 
     if missing_snapshots:
         checks.append(Check("required_snapshots", False, "; ".join(missing_snapshots)))

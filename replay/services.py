@@ -23,6 +23,9 @@ from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
 from replay.storage import Spooled, blob_open, blob_put, spool
 
+#: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
+Halts = Callable[[], Mapping[str, str] | None]
+
 #: refusals that mean "not a trace we can store"; anything else is stored with its verdict
 UNSTORABLE = {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION}
 
@@ -124,16 +127,20 @@ def _checked(
     mode: str = engine.AUDIT,
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
+    halts: Halts | None = None,
 ) -> engine.ReplayReport:
     """The report on a sniffed file, storing nothing. An AHD sidecar here is one that came
     on its own: its token and brief are re-hashed from the AHD checkout the server keeps
-    (``REPLAY_AHD_ROOT``), and without one the report says so."""
+    (``REPLAY_AHD_ROOT``), and without one the report says so. ``halts`` reads the ledger's
+    active halts, which refuse a native trace as a replay would (called for a native trace
+    only); without it, or when it gives None, the halts check says they were not checked."""
     if fmt == native.FORMAT:
         _trace, report = _verify(
             lambda: stream,
             filename,
             mode=mode,
             at=timezone.now(),
+            halted=halts() if halts is not None else None,
             progress=progress,
             workers=workers,
         )
@@ -158,8 +165,14 @@ def trace_verify_file(
     path: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] | None = None,
     workers: int = 1,
+    halts: Halts | None = None,
 ) -> dict[str, Any]:
     """Verify a file without storing anything (the `verify` command).
+
+    ``halts`` reads the ledger's halted trace and snapshot ids -> why (the caller knows how;
+    replay never imports governance), for a native trace only: a halted one is refused with
+    FORCE_HALT_ACTIVE as a replay would be. Without it, or when it gives None (no ledger),
+    the report's halts check says "not checked (offline, no ledger)".
 
     ``workers`` > 1 reads a JSON Lines trace in that many processes (same report); only
     where the caller may start processes (a command, not a Celery prefork worker).
@@ -180,7 +193,9 @@ def trace_verify_file(
         return ahd.verify_path(
             Path(path), root=Path(root) if root is not None else None, mode=mode
         ).to_json()
-    return _checked(fmt, stream, filename, mode=mode, progress=progress, workers=workers).to_json()
+    return _checked(
+        fmt, stream, filename, mode=mode, progress=progress, workers=workers, halts=halts
+    ).to_json()
 
 
 def trace_ingest(
@@ -237,12 +252,15 @@ def trace_check(
     source: IO[bytes],
     filename: str,
     progress: Callable[[int], None] | None = None,
+    halts: Halts | None = None,
 ) -> CheckedOnly:
     """Verify one uploaded file of any format the console reads and store nothing: always a
     report, a refusal included (``POST /api/traces/verify/``). A native trace is verified as
-    ``manage.py verify`` does; an AHD sidecar against ``REPLAY_AHD_ROOT``."""
+    ``manage.py verify`` does, against the active halts ``halts`` reads from the ledger; an
+    AHD sidecar against ``REPLAY_AHD_ROOT``."""
     fmt, stream = sniff(source, filename)
-    return CheckedOnly(fmt, _checked(fmt, stream, filename, progress=progress).to_json())
+    report = _checked(fmt, stream, filename, progress=progress, halts=halts)
+    return CheckedOnly(fmt, report.to_json())
 
 
 def trace_upload(

@@ -25,6 +25,7 @@ from console.selectors import (
     trace_page,
     traces_mark_replayable,
 )
+from governance.selectors import halts_active_map
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing
 from replay.services import trace_check, trace_ingest
@@ -85,7 +86,7 @@ class TraceVerifyApi(APIView):
     def post(self, request: Request) -> Response:
         roles.require(request.user, roles.UPLOAD)
         source, filename = uploaded_file(request)
-        checked = trace_check(source=source, filename=filename)
+        checked = trace_check(source=source, filename=filename, halts=halts_active_map)
         return Response({"format": checked.format, "stored": False, "report": checked.report})
 
 

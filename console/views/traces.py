@@ -26,7 +26,7 @@ from console.selectors import (
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
-from governance.selectors import halts_active_map, production_requests
+from governance.selectors import halts_active_map, halts_concerning, production_requests
 from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
@@ -74,6 +74,7 @@ class UploadOutcome:
     report: dict[str, Any] = field(default_factory=dict)
     created: bool = True
     checked_format: str = ""  # verified, not stored: a format the console does not store
+    halted: dict[str, str] = field(default_factory=dict)  # active halts on the stored trace
     code: str = ""
     message: str = ""
     where: str = ""
@@ -117,6 +118,16 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
             outcomes.append(UploadOutcome("", code=NO_FILE, message=MESSAGE_NO_FILE))
         outcomes += [_ingest_one(request, upload) for upload in files]
         traces_mark_replayable([o.trace for o in outcomes if o.trace is not None])
+        # the verification at upload reads no ledger (a halt stops replays, not storage);
+        # the page says when the stored trace's replays are halted
+        halts = halts_active_map()
+        for o in outcomes:
+            if o.trace is not None:
+                o.halted = halts_concerning(
+                    trace_id=o.trace.trace_id,
+                    snapshot_ids=o.report.get("snapshot_ids") or [],
+                    halted=halts,
+                )
         if getattr(request, "htmx", False) and len(outcomes) == 1 and outcomes[0].code:
             status = {UPLOAD_TOO_LARGE: 413, NO_FILE: 400}.get(outcomes[0].code, 422)
     context = {
@@ -142,12 +153,9 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
     outline = trace_outline(trace, report)
-    halts = halts_active_map()
-    halted = {
-        target: why
-        for target, why in halts.items()
-        if target == trace.trace_id or target in {s.snapshot_id for s in outline.snapshots}
-    }
+    halted = halts_concerning(
+        trace_id=trace.trace_id, snapshot_ids=[s.snapshot_id for s in outline.snapshots]
+    )
     modes = roles.replay_modes_for(request.user)
     context = {
         "trace": trace,

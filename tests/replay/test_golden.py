@@ -60,8 +60,9 @@ def ingest(name: str) -> Trace:
 
 
 def replay_stored(trace: Trace, mode: str) -> ReplayRun:
+    """A replay as governance runs it, in a world whose ledger has no active halt."""
     run = replay_run_create(trace=trace, mode=mode)
-    return replay_run_execute(run_id=run.id)
+    return replay_run_execute(run_id=run.id, halted={})
 
 
 def replay_command(target: str, mode: str, *extra: str) -> tuple[int, str]:

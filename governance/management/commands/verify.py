@@ -1,15 +1,36 @@
+"""``manage.py verify PATH [--json] [--root DIR]``: verify a file without storing it.
+
+It lives in governance, not replay, because it reads the ledger's active halts (replay never
+imports governance): a native trace whose trace id or snapshot is halted is refused with
+FORCE_HALT_ACTIVE naming the halt, exactly as a replay would be. Where this database has no
+ledger (governance never migrated) the report's halts check says "not checked (offline, no
+ledger)" instead of claiming there is no halt.
+"""
+
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, transaction
 
+from governance.selectors import halts_active_map
 from replay import engine
 from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.formats import ahd
 from replay.services import trace_verify_file
+
+
+def ledger_halts() -> Mapping[str, str] | None:
+    """The active halts, or None when there is no ledger to read them from."""
+    try:
+        with transaction.atomic():  # a savepoint: a missing table must not poison the rest
+            return halts_active_map()
+    except DatabaseError:
+        return None
 
 
 class Command(BaseCommand):
@@ -42,6 +63,7 @@ class Command(BaseCommand):
                     path=file,
                     root=root,
                     workers=workers,
+                    halts=ledger_halts,
                 )
             except ahd.AhdRootNotFound as exc:
                 raise CommandError(str(exc), returncode=2) from None
