@@ -27,7 +27,7 @@ from console.selectors import (
 )
 from governance.selectors import halts_active_map
 from replay.models import Trace
-from replay.selectors import runs_for_trace, trace_missing
+from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
 from replay.services import trace_check, trace_ingest
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
@@ -177,13 +177,23 @@ class TraceListApi(APIView):
         return Response(body)
 
 
+class TraceRunOutput(RunOutput):
+    verdict_effect = serializers.CharField(
+        help_text="what this run does to the trace's verdict (replay/verdicts.py)"
+    )
+
+
 class TraceDetailApi(APIView):
     @extend_schema_serializer(component_name="TraceDetailOutput")
     class OutputSerializer(TraceOutput):
         missing = serializers.ListField(child=serializers.CharField())
         ingest_report = serializers.JSONField()
         required_snapshots = serializers.JSONField(source="required_snapshot_ids")
-        runs = RunOutput(many=True, source="recent_runs")
+        verdict_run = serializers.UUIDField(
+            allow_null=True,
+            help_text="the run the verdict comes from; null: the verification at upload",
+        )
+        runs = TraceRunOutput(many=True, source="recent_runs")
 
     @extend_schema(operation_id="traces_retrieve", responses={200: OutputSerializer, **ERRORS})
     def get(self, request: Request, trace_ref: str) -> Response:
@@ -191,5 +201,8 @@ class TraceDetailApi(APIView):
         trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
         traces_mark_replayable([trace])
         trace.missing = trace_missing(trace)  # type: ignore[attr-defined]
-        trace.recent_runs = runs_for_trace(trace)[:50]  # type: ignore[attr-defined]
+        runs = runs_for_trace(trace)
+        basis = trace_verdict_basis(trace, runs)
+        trace.verdict_run = basis.run.id if basis.run else None  # type: ignore[attr-defined]
+        trace.recent_runs = runs[:50]  # type: ignore[attr-defined]
         return Response(self.OutputSerializer(trace).data)

@@ -74,7 +74,12 @@ def test_it_keeps_a_force_continued_trace_diverged_in_the_list_and_the_api(
     assert not page_lists(vera, trace, "ok")
     assert listed(vera, "diverged") == ["diverged.trace.json"]
     assert listed(vera, "ok") == []
-    assert vera.get(f"/api/traces/{trace.blob.sha256}/").json()["verdict"] == "diverged"
+    detail = vera.get(f"/api/traces/{trace.blob.sha256}/").json()
+    assert (detail["verdict"], detail["verdict_run"]) == ("diverged", str(diverged_run.id))
+    assert {run["id"]: run["verdict_effect"] for run in detail["runs"]} == {
+        str(diverged_run.id): "decides the verdict",
+        str(resumed.id): "non-authoritative (force-continued): never changes the trace's verdict",
+    }
 
 
 def test_it_shows_which_run_decides_the_verdict_and_why_the_others_do_not(
@@ -140,6 +145,7 @@ def test_it_does_not_let_a_sandbox_run_change_the_verdict(as_persona):
     assert trace.last_status == "tamper_detected"
     vera = as_persona("vera")
     assert listed(vera, "tamper_detected") == ["ok.trace.json"]
+    assert vera.get(f"/api/traces/{trace.blob.sha256}/").json()["verdict_run"] is None
     assert page_lists(vera, trace, "tamper_detected")
     body = vera.get(f"/traces/{trace.blob.sha256}/").content.decode()
     assert '<p id="verdict-basis">The verdict of the verification at upload' in body
