@@ -258,6 +258,10 @@ def replay(
     `workers` > 1 parses, validates and hashes a JSON Lines trace in that many worker
     processes (`NativeTrace.rows`); the chain, the seal and the state are still settled
     here, in order, so the report is the one a single process gives.
+
+    `halted` maps the halted trace and snapshot ids to why, as the caller read them from the
+    ledger (``{}``: it read no active halt); None means no ledger was read, and the halts
+    check says so (`HALTS_NOT_CHECKED`) rather than "no active halt".
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
