@@ -90,6 +90,9 @@ class Trace(models.Model):
     # the signature verdict at ingest, witnessed by the console (key revocation later
     # does not un-sign what was verified while the key was valid)
     ingest_report = models.JSONField(default=dict)
+    # The trace's verdict, by the one rule of replay/verdicts.py (the upload's verdict, then
+    # the latest authoritative audit or production replay's), not merely the last run's:
+    # recomputed by replay.services at upload and whenever a run finishes.
     last_status = models.CharField(
         max_length=20, choices=Status.choices, default=Status.NEW, db_index=True
     )
