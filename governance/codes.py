@@ -195,7 +195,10 @@ REFUSALS: Final[dict[str, str]] = {
     REQUEST_INVALID: "the request's reason or expiry is not acceptable",
     REQUEST_NOT_REPLAYABLE: "production replay needs every snapshot and agent output persisted",
     REQUEST_ROLE: "the requester holds no role that may file this request",
-    REQUEST_HALTED: "the trace or one of its snapshots is halted until a council FORCE_HALT_CLEAR",
+    REQUEST_HALTED: (
+        "the stored file, its trace id or one of its snapshots is halted until a council "
+        "FORCE_HALT_CLEAR"
+    ),
     HALT_NOT_ACTIVE: "the halt is not active (unknown or already cleared)",
     KEY_INVALID: "the public or private key is not a valid Ed25519 key",
     KEY_DUPLICATE: "the key is already registered",

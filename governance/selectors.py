@@ -45,11 +45,22 @@ def halts_active() -> QuerySet[Halt]:
 
 
 def halts_active_map() -> dict[str, str]:
-    """Halted trace ids and snapshot ids -> why (what ``replay_run_execute`` takes)."""
+    """Halted file sha256s, trace ids and snapshot ids -> the halt that stops them, named by
+    seq, target and reason (what ``replay_run_execute`` takes)."""
     halted: dict[str, str] = {}
     for halt in halts_active():
-        halted.setdefault(halt.target_id, f"halt {halt.seq}: {halt.reason}")
+        halted.setdefault(halt.target_id, f"{halt.label}: {halt.reason}")
     return halted
+
+
+def halts_on_trace(*, trace: Any) -> dict[str, str]:
+    """The active halts that stop a replay of this stored file: on the file itself, on its
+    trace id, or on a snapshot it needs (target -> the halt, as in ``halts_active_map``)."""
+    concerned = [trace.blob.sha256, trace.trace_id] + [
+        str(ref.get("snapshot_id")) for ref in trace.required_snapshot_ids or []
+    ]
+    halted = halts_active_map()
+    return {target: halted[target] for target in concerned if target in halted}
 
 
 def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:

@@ -220,27 +220,56 @@ def _snapshot_concerned(report: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: what a halt may name (governance.models.Halt says what each stops)
+HALT_BLOB = "blob"
+HALT_TRACE = "trace"
+HALT_SNAPSHOT = "snapshot"
+HALT_TARGET_KINDS = (HALT_BLOB, HALT_TRACE, HALT_SNAPSHOT)
+
+
 def _halt_set(
-    *, target_kind: str, target_id: str, reason: str, cause: GovernanceEvent, actor: Any = None
+    *,
+    target_kind: str,
+    target_id: str,
+    reason: str,
+    cause: GovernanceEvent,
+    actor: Any = None,
+    trace_id: str | None = None,
 ) -> GovernanceEvent:
+    if target_kind not in HALT_TARGET_KINDS:
+        raise ValueError(f"a halt names a {', '.join(HALT_TARGET_KINDS)}, not {target_kind!r}")
     existing = Halt.objects.active().filter(
         payload__target_kind=target_kind, payload__target_id=target_id
     )
     found = existing.first()
     if found is not None:
         return found
+    payload: dict[str, Any] = {"target_kind": target_kind, "target_id": target_id}
+    if trace_id is not None:  # a file: the trace id it carries, for the reader
+        payload["trace_id"] = trace_id
+    payload |= {"reason": reason, "cause_seq": cause.seq, "cause_type": cause.type}
     return ledger.append(
         event_type=codes.FORCE_HALT_REPLAY,
-        payload={
-            "target_kind": target_kind,
-            "target_id": target_id,
-            "reason": reason,
-            "cause_seq": cause.seq,
-            "cause_type": cause.type,
-        },
+        payload=payload,
         actor=actor,
         idempotency_key=f"halt:{target_kind}:{target_id}:{cause.seq}",
     )
+
+
+def _integrity_target(run: ReplayRun, report: Mapping[str, Any]) -> tuple[str, str]:
+    """What an integrity failure halts: the snapshot, when its retained body no longer hashes
+    to its own id (every trace using it is then unsafe); otherwise the uploaded file itself,
+    whatever ids it claims (its events, seal, outputs, or a snapshot body it carries)."""
+    from replay.selectors import snapshot_tampered
+
+    snapshot_id = _snapshot_concerned(report)
+    if snapshot_id is not None and snapshot_tampered(snapshot_id):
+        return HALT_SNAPSHOT, snapshot_id
+    return HALT_BLOB, run.trace.blob.sha256
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
 
 
 @transaction.atomic(durable=True)
@@ -248,7 +277,9 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
     """Append what a finished run's report says, once: divergence, integrity failure (and its
     halts), timeout, then REPLAY_RESULT last."""
     ledger.lock()
-    run = ReplayRun.objects.select_related("trace").get(id=run.id)
+    run = ReplayRun.objects.select_related("trace__blob", "trace__uploaded_by", "requested_by").get(
+        id=run.id
+    )
     report: Mapping[str, Any] = run.report or {}
     trace_id = run.trace.trace_id
     base = {"run_id": str(run.id), "trace_id": trace_id, "mode": run.mode}
@@ -273,30 +304,42 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
             )
         )
     if code == errors.INTEGRITY_FAILURE:
-        snapshot_id = _snapshot_concerned(report)
+        target_kind, target_id = _integrity_target(run, report)
+        uploader = _username(run.trace.uploaded_by)
+        message = str(report.get("message", ""))
         failure = ledger.append(
             event_type=codes.INTEGRITY_FAILURE,
             payload={
                 **base,
-                "snapshot_id": snapshot_id,
+                "trace_sha256": run.trace.blob.sha256,
+                "uploaded_by": uploader,
+                "replayed_by": _username(run.requested_by),
+                "target_kind": target_kind,
+                "target_id": target_id,
+                "snapshot_id": _snapshot_concerned(report),
                 "broke_at": report.get("broke_at"),
                 "expected": report.get("expected"),
                 "observed": report.get("observed"),
-                "message": report.get("message", ""),
+                "message": message,
             },
+            actor=run.requested_by,
             idempotency_key=f"integrity-failure:{run.id}",
         )
         appended.append(failure)
-        reason = f"INTEGRITY_FAILURE in replay {run.id}: {report.get('message', '')}".strip()
+        if target_kind == HALT_BLOB:
+            who = uploader or "nobody on record"
+            reason = f"INTEGRITY_FAILURE in replay {run.id} of a file uploaded by {who}: {message}"
+        else:
+            reason = f"INTEGRITY_FAILURE in replay {run.id}: the stored {message}"
         appended.append(
-            _halt_set(target_kind="trace", target_id=trace_id, reason=reason, cause=failure)
-        )
-        if snapshot_id is not None:
-            appended.append(
-                _halt_set(
-                    target_kind="snapshot", target_id=snapshot_id, reason=reason, cause=failure
-                )
+            _halt_set(
+                target_kind=target_kind,
+                target_id=target_id,
+                reason=reason,
+                cause=failure,
+                trace_id=trace_id if target_kind == HALT_BLOB else None,
             )
+        )
     if code == errors.REPLAY_TIMEOUT:
         appended.append(
             ledger.append(
@@ -827,11 +870,7 @@ def production_replay_request_file(
                 trace=trace.trace_id, missing=", ".join(missing)
             ),
         )
-    halted = selectors.halts_active_map()
-    targets = [trace.trace_id] + [
-        str(ref.get("snapshot_id")) for ref in trace.required_snapshot_ids or []
-    ]
-    why = next((halted[t] for t in targets if t in halted), None)
+    why = next(iter(selectors.halts_on_trace(trace=trace).values()), None)
     if why is not None:
         raise codes.GovernanceError(
             codes.REQUEST_HALTED, PRODUCTION_HALTED_MESSAGE.format(trace=trace.trace_id, why=why)

@@ -26,7 +26,7 @@ from console.selectors import (
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
-from governance.selectors import halts_active_map, production_requests
+from governance.selectors import halts_on_trace, production_requests
 from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
@@ -142,12 +142,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
     outline = trace_outline(trace, report)
-    halts = halts_active_map()
-    halted = {
-        target: why
-        for target, why in halts.items()
-        if target == trace.trace_id or target in {s.snapshot_id for s in outline.snapshots}
-    }
+    halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
     context = {
         "trace": trace,

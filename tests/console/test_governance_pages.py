@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def halted(replayed):
     replayed("broken_chain")
-    return Halt.objects.get(payload__target_kind="trace")
+    return Halt.objects.get(payload__target_kind="blob")
 
 
 class TestLedger:

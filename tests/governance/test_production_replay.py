@@ -124,7 +124,7 @@ class TestAsking:
             services.production_replay_request_file(trace=trace, actor=person("alice"), reason="r")
         assert caught.value.code == codes.REQUEST_HALTED
         assert caught.value.message == services.PRODUCTION_HALTED_MESSAGE.format(
-            trace=trace.trace_id, why=f"halt {halt.seq}: SECURITY_INCIDENT: key leaked"
+            trace=trace.trace_id, why=f"{halt.label}: SECURITY_INCIDENT: key leaked"
         )
         assert GovernanceEvent.objects.count() == before
 
