@@ -169,6 +169,7 @@ REQUEST_NOT_REPLAYABLE: Final = "REQUEST_NOT_REPLAYABLE"
 REQUEST_ROLE: Final = "REQUEST_ROLE"
 REQUEST_HALTED: Final = "REQUEST_HALTED"
 HALT_NOT_ACTIVE: Final = "HALT_NOT_ACTIVE"
+INCIDENT_TARGET_UNKNOWN: Final = "INCIDENT_TARGET_UNKNOWN"
 KEY_INVALID: Final = "KEY_INVALID"
 KEY_DUPLICATE: Final = "KEY_DUPLICATE"
 KEY_STATE: Final = "KEY_STATE"
@@ -200,6 +201,7 @@ REFUSALS: Final[dict[str, str]] = {
         "FORCE_HALT_CLEAR"
     ),
     HALT_NOT_ACTIVE: "the halt is not active (unknown or already cleared)",
+    INCIDENT_TARGET_UNKNOWN: "a security incident names a trace, file or snapshot not stored",
     KEY_INVALID: "the public or private key is not a valid Ed25519 key",
     KEY_DUPLICATE: "the key is already registered",
     KEY_STATE: "the key cannot make this transition (unknown, revoked, or current)",

@@ -73,6 +73,13 @@ FORCE_CONTINUE_REQUIRED_MESSAGE = (
 )
 FORCE_CONTINUE_NOTHING_MESSAGE = "replay {run} did not stop at a divergence: nothing to continue"
 HALT_NOT_ACTIVE_MESSAGE = "halt {halt} is not active"
+INCIDENT_ROLE_MESSAGE = "{user} is not an admin: only an admin may declare a security incident"
+INCIDENT_REASON_MESSAGE = "a security incident needs a reason"
+INCIDENT_TARGET_MESSAGE = (
+    "a security incident names one target: a trace (its trace id or a stored file's sha256) "
+    "or a snapshot id"
+)
+INCIDENT_TARGET_UNKNOWN_MESSAGE = "no stored {what}"
 KEY_INVALID_MESSAGE = "not an Ed25519 public key: {problem}"
 KEY_DUPLICATE_MESSAGE = "key {key_id} is already registered"
 KEY_CONFIRM_OWN_MESSAGE = "{user} cannot confirm their own key {key_id}"
@@ -1020,27 +1027,93 @@ def _production_replay_decide(*, request: ProductionReplayRequest, result: counc
 # --- halts ------------------------------------------------------------------------------------
 
 
-@transaction.atomic(durable=True)
-def security_incident_record(
-    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str
-) -> GovernanceEvent:
-    """Declare a security incident; every (kind, id) target ("trace" or "snapshot") is halted."""
+def _incident_append(
+    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str, trace_id: str | None = None
+) -> tuple[GovernanceEvent, list[GovernanceEvent]]:
     incident = ledger.append(
         event_type=codes.SECURITY_INCIDENT,
         payload={"targets": [list(t) for t in targets], "reason": reason},
         actor=actor,
     )
-    for kind, target_id in targets:
-        if kind not in ("trace", "snapshot"):
-            raise ValueError(f"a halt target is a trace or a snapshot, not {kind!r}")
+    why = f"SECURITY_INCIDENT {incident.seq} declared by {incident.actor_label}: {reason}"
+    halts = [
         _halt_set(
             target_kind=kind,
             target_id=target_id,
-            reason=f"SECURITY_INCIDENT: {reason}",
+            reason=why,
             cause=incident,
             actor=actor,
+            trace_id=trace_id if kind == HALT_BLOB else None,
         )
+        for kind, target_id in targets
+    ]
+    return incident, halts
+
+
+@transaction.atomic(durable=True)
+def security_incident_record(
+    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str
+) -> GovernanceEvent:
+    """Record a security incident on targets already resolved to (kind, id) pairs (kinds as in
+    ``HALT_TARGET_KINDS``) and halt each; :func:`security_incident_declare` is what people
+    call."""
+    incident, _halts = _incident_append(actor=actor, targets=targets, reason=reason)
     return incident
+
+
+def _incident_target(trace: str | None, snapshot: str | None) -> tuple[str, str, str | None]:
+    """(kind, id, trace id of a file) of what an incident names; refused if not stored."""
+    from replay.selectors import snapshot_referenced
+
+    if (trace is None) == (snapshot is None):
+        raise codes.GovernanceError(codes.REQUEST_INVALID, INCIDENT_TARGET_MESSAGE)
+    if snapshot is not None:
+        snapshot_id = snapshot.strip()
+        if not snapshot_referenced(snapshot_id):
+            raise codes.GovernanceError(
+                codes.INCIDENT_TARGET_UNKNOWN,
+                INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"snapshot {snapshot_id}"),
+            )
+        return HALT_SNAPSHOT, snapshot_id, None
+    assert trace is not None
+    ref = trace.strip().lower()
+    if len(ref) == 64:
+        found = Trace.objects.filter(blob__sha256=ref).values_list("trace_id", flat=True).first()
+        if found is None:
+            raise codes.GovernanceError(
+                codes.INCIDENT_TARGET_UNKNOWN,
+                INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"file {ref}"),
+            )
+        return HALT_BLOB, ref, found
+    if not Trace.objects.filter(trace_id=ref).exists():
+        raise codes.GovernanceError(
+            codes.INCIDENT_TARGET_UNKNOWN,
+            INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"trace {ref}"),
+        )
+    return HALT_TRACE, ref, None
+
+
+@transaction.atomic(durable=True)
+def security_incident_declare(
+    *, actor: Any, reason: str, trace: str | None = None, snapshot: str | None = None
+) -> tuple[GovernanceEvent, GovernanceEvent]:
+    """An admin declares a security incident (seed 003 §10) against one target: ``trace`` (a
+    trace id halts every stored copy; a stored file's sha256 halts that file) or ``snapshot``
+    (a snapshot id halts every trace using it). Appends the signed SECURITY_INCIDENT and its
+    FORCE_HALT_REPLAY, which only a council quorum clears; returns both events (an already
+    active halt on the same target is returned instead of a second one)."""
+    ledger.lock()
+    if not user_has_role(actor, signing.ROLE_ADMIN):
+        raise codes.GovernanceError(
+            codes.REQUEST_ROLE, INCIDENT_ROLE_MESSAGE.format(user=actor.get_username())
+        )
+    kind, target_id, trace_id = _incident_target(trace, snapshot)
+    if not reason.strip():
+        raise codes.GovernanceError(codes.REQUEST_INVALID, INCIDENT_REASON_MESSAGE)
+    incident, (halt,) = _incident_append(
+        actor=actor, targets=[(kind, target_id)], reason=reason.strip(), trace_id=trace_id
+    )
+    return incident, halt
 
 
 def halt_clear_payload_for(*, halt: GovernanceEvent, reason: str = "") -> dict[str, Any]:

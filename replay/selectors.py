@@ -40,6 +40,16 @@ def snapshot_tampered(snapshot_id: str) -> bool:
         return True
 
 
+def snapshot_referenced(snapshot_id: str) -> bool:
+    """The console stores this snapshot's body or a stored trace needs it."""
+    if Snapshot.objects.filter(snapshot_id=snapshot_id).exists():
+        return True
+    return any(
+        any(r.get("snapshot_id") == snapshot_id for r in refs or [])
+        for refs in Trace.objects.values_list("required_snapshot_ids", flat=True).iterator()
+    )
+
+
 def trace_by_trace_id(trace_id: str) -> Trace | None:
     """The newest stored file carrying this trace id."""
     return Trace.objects.filter(trace_id=trace_id).order_by("-created_at", "-id").first()

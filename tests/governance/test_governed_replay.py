@@ -182,7 +182,7 @@ def test_a_security_incident_halts_its_targets():
     assert halt.payload == {
         "target_kind": "trace",
         "target_id": trace.trace_id,
-        "reason": "SECURITY_INCIDENT: key leaked",
+        "reason": f"SECURITY_INCIDENT {incident.seq} declared by bob: key leaked",
         "cause_seq": incident.seq,
         "cause_type": codes.SECURITY_INCIDENT,
     }
