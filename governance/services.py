@@ -76,8 +76,8 @@ HALT_NOT_ACTIVE_MESSAGE = "halt {halt} is not active"
 INCIDENT_ROLE_MESSAGE = "{user} is not an admin: only an admin may declare a security incident"
 INCIDENT_REASON_MESSAGE = "a security incident needs a reason"
 INCIDENT_TARGET_MESSAGE = (
-    "a security incident names one target: a trace (its trace id or a stored file's sha256) "
-    "or a snapshot id"
+    "a security incident names one target: a trace (its trace id, or the sha256 of a stored "
+    "file) or a snapshot id"
 )
 INCIDENT_TARGET_UNKNOWN_MESSAGE = "no stored {what}"
 KEY_INVALID_MESSAGE = "not an Ed25519 public key: {problem}"

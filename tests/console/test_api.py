@@ -650,6 +650,7 @@ def test_the_schema_is_served_and_lists_every_operation(as_persona):
         "production_request_approve",
         "halts_list",
         "halts_clear_approve",
+        "halts_incident_declare",
         "keys_list",
         "keys_register",
         "keys_confirm",

@@ -188,6 +188,7 @@ def test_the_matrix_above_covers_every_page_route():
     }
     posts_tested_elsewhere = {
         "run-start",
+        "incident-declare",  # tests/console/test_incidents.py
         "checkpoint-check",
         "key-register",
         "key-confirm",
