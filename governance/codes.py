@@ -124,10 +124,12 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(202, FORCE_CONTINUE_APPROVED, "a force-continue reached quorum; the replay resumes"),
     EventType(203, FORCE_CONTINUE_REJECTED, "a force-continue reached the deny threshold"),
     EventType(204, FORCE_CONTINUE_REFUSED, "a continue without an approved force-continue"),
-    EventType(300, FORCE_HALT_REPLAY, "replays of a trace or snapshot are halted"),
+    EventType(
+        300, FORCE_HALT_REPLAY, "replays of a stored file, a trace id or a snapshot are halted"
+    ),
     EventType(301, FORCE_HALT_CLEAR, "a council quorum cleared a halt"),
     EventType(302, HALT_CLEAR_APPROVAL, "one council member's signature toward clearing a halt"),
-    EventType(303, SECURITY_INCIDENT, "a security incident was declared; it halts its targets"),
+    EventType(303, SECURITY_INCIDENT, "an admin declared a security incident; it halts its target"),
     EventType(400, KEY_ADDED, "a signing key was added (server key or member public key)"),
     EventType(401, KEY_ROTATED, "the server signing key was rotated; signed by the old key"),
     EventType(402, KEY_REVOKED, "a key was revoked; what it signed before stays valid"),
