@@ -29,7 +29,7 @@ def world(replayed):
 
     production = gov_services.production_replay_request_file(
         trace=replayed("ok").trace, actor=persona("alice"), reason="drill"
-    )  # before broken_chain halts the trace id every variant shares
+    )
     diverged = replayed("diverged")
     replayed("broken_chain")
     fc = gov_services.force_continue_request_file(
