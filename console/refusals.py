@@ -26,9 +26,14 @@ _CONFLICT = {
 }
 
 
+_NOT_FOUND = {codes.INCIDENT_TARGET_UNKNOWN}
+
+
 def governance_status(code: str) -> int:
     if code in _FORBIDDEN:
         return 403
+    if code in _NOT_FOUND:
+        return 404
     if code in _CONFLICT:
         return 409
     return 400

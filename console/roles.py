@@ -59,6 +59,7 @@ FORCE_CONTINUE_REQUEST: Final = "force_continue_request"
 FORCE_CONTINUE_APPROVE_ADMIN: Final = "force_continue_approve_admin"
 FORCE_CONTINUE_APPROVE_COUNCIL: Final = "force_continue_approve_council"
 HALT_CLEAR: Final = "halt_clear"  # a council quorum; each member adds a signed vote
+INCIDENT_DECLARE: Final = "incident_declare"  # SECURITY_INCIDENT: halts until a council clear
 DSR: Final = "dsr"  # open / export Data Subject Requests
 PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
 MANAGE: Final = "manage"  # users, roles, keys
@@ -75,6 +76,7 @@ ACTIONS: Final = (
     FORCE_CONTINUE_APPROVE_ADMIN,
     FORCE_CONTINUE_APPROVE_COUNCIL,
     HALT_CLEAR,
+    INCIDENT_DECLARE,
     DSR,
     PII_REVEAL,
     MANAGE,
@@ -93,6 +95,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     FORCE_CONTINUE_APPROVE_ADMIN: frozenset({ADMIN}),
     FORCE_CONTINUE_APPROVE_COUNCIL: frozenset({COUNCIL}),
     HALT_CLEAR: frozenset({COUNCIL}),
+    INCIDENT_DECLARE: frozenset({ADMIN}),
     DSR: frozenset({ADMIN, LEGAL}),
     PII_REVEAL: frozenset({ADMIN}),
     MANAGE: frozenset({ADMIN}),

@@ -63,6 +63,11 @@ urlpatterns = [
         name="checkpoint-check",
     ),
     path("governance/halts/", governance.halt_list_view, name="halt-list"),
+    path(
+        "governance/halts/incident/",
+        governance.incident_declare_view,
+        name="incident-declare",
+    ),
     path("governance/halts/<int:halt_seq>/", governance.halt_detail_view, name="halt-detail"),
     path("governance/keys/", governance.key_list_view, name="key-list"),
     path("governance/keys/register/", governance.key_register_view, name="key-register"),

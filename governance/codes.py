@@ -124,10 +124,12 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(202, FORCE_CONTINUE_APPROVED, "a force-continue reached quorum; the replay resumes"),
     EventType(203, FORCE_CONTINUE_REJECTED, "a force-continue reached the deny threshold"),
     EventType(204, FORCE_CONTINUE_REFUSED, "a continue without an approved force-continue"),
-    EventType(300, FORCE_HALT_REPLAY, "replays of a trace or snapshot are halted"),
+    EventType(
+        300, FORCE_HALT_REPLAY, "replays of a stored file, a trace id or a snapshot are halted"
+    ),
     EventType(301, FORCE_HALT_CLEAR, "a council quorum cleared a halt"),
     EventType(302, HALT_CLEAR_APPROVAL, "one council member's signature toward clearing a halt"),
-    EventType(303, SECURITY_INCIDENT, "a security incident was declared; it halts its targets"),
+    EventType(303, SECURITY_INCIDENT, "an admin declared a security incident; it halts its target"),
     EventType(400, KEY_ADDED, "a signing key was added (server key or member public key)"),
     EventType(401, KEY_ROTATED, "the server signing key was rotated; signed by the old key"),
     EventType(402, KEY_REVOKED, "a key was revoked; what it signed before stays valid"),
@@ -169,6 +171,7 @@ REQUEST_NOT_REPLAYABLE: Final = "REQUEST_NOT_REPLAYABLE"
 REQUEST_ROLE: Final = "REQUEST_ROLE"
 REQUEST_HALTED: Final = "REQUEST_HALTED"
 HALT_NOT_ACTIVE: Final = "HALT_NOT_ACTIVE"
+INCIDENT_TARGET_UNKNOWN: Final = "INCIDENT_TARGET_UNKNOWN"
 KEY_INVALID: Final = "KEY_INVALID"
 KEY_DUPLICATE: Final = "KEY_DUPLICATE"
 KEY_STATE: Final = "KEY_STATE"
@@ -195,8 +198,12 @@ REFUSALS: Final[dict[str, str]] = {
     REQUEST_INVALID: "the request's reason or expiry is not acceptable",
     REQUEST_NOT_REPLAYABLE: "production replay needs every snapshot and agent output persisted",
     REQUEST_ROLE: "the requester holds no role that may file this request",
-    REQUEST_HALTED: "the trace or one of its snapshots is halted until a council FORCE_HALT_CLEAR",
+    REQUEST_HALTED: (
+        "the stored file, its trace id or one of its snapshots is halted until a council "
+        "FORCE_HALT_CLEAR"
+    ),
     HALT_NOT_ACTIVE: "the halt is not active (unknown or already cleared)",
+    INCIDENT_TARGET_UNKNOWN: "a security incident names a trace, file or snapshot not stored",
     KEY_INVALID: "the public or private key is not a valid Ed25519 key",
     KEY_DUPLICATE: "the key is already registered",
     KEY_STATE: "the key cannot make this transition (unknown, revoked, or current)",

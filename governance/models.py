@@ -6,7 +6,15 @@ that refuse UPDATE, DELETE and TRUNCATE (PostgreSQL) for any SQL whatsoever.
 
 Halts have no table of their own: ``Halt`` is a proxy over the ``FORCE_HALT_REPLAY`` events,
 and a halt is active until a ``FORCE_HALT_CLEAR`` event names it, so the ledger is the only
-source of truth for what is halted.
+source of truth for what is halted. A halt's ``target_kind`` says what it stops:
+
+* ``blob``: one stored file (``target_id`` is its sha256): what an integrity failure in the
+  file itself halts (its events, seal, outputs, or a snapshot body it carries), so a tampered
+  copy halts itself and never the genuine copies or the snapshots it claims;
+* ``snapshot``: a snapshot id, every trace that uses it: a retained snapshot body that no
+  longer hashes to its own id, or a declared security incident;
+* ``trace``: a trace id, every stored copy: a declared security incident (and the integrity
+  halts appended before halts named files, which still hold until cleared).
 """
 
 from __future__ import annotations
@@ -110,6 +118,11 @@ class Halt(GovernanceEvent):
     @property
     def reason(self) -> str:
         return str(self.payload.get("reason", ""))
+
+    @property
+    def label(self) -> str:
+        """How a refusal names the halt: its seq and target."""
+        return f"halt {self.seq} on {self.target_kind} {self.target_id}"
 
 
 class SigningKey(models.Model):

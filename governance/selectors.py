@@ -45,21 +45,23 @@ def halts_active() -> QuerySet[Halt]:
 
 
 def halts_active_map() -> dict[str, str]:
-    """Halted trace ids and snapshot ids -> why (what ``replay_run_execute`` takes)."""
+    """Halted file sha256s, trace ids and snapshot ids -> the halt that stops them, named by
+    seq, target and reason (what ``replay_run_execute`` takes)."""
     halted: dict[str, str] = {}
     for halt in halts_active():
-        halted.setdefault(halt.target_id, f"halt {halt.seq}: {halt.reason}")
+        halted.setdefault(halt.target_id, f"{halt.label}: {halt.reason}")
     return halted
 
 
-def halts_concerning(
-    *, trace_id: str, snapshot_ids: Iterable[str], halted: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The active halts on a trace id or any of its snapshot ids -> why (``halted``: the
-    map :func:`halts_active_map` gave, when the caller has it already)."""
+def halts_on_trace(*, trace: Any, halted: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The active halts that stop a replay of this stored file: on the file itself, on its
+    trace id, or on a snapshot it needs (target -> the halt, as in ``halts_active_map``;
+    ``halted``: that map, when the caller has it already)."""
+    concerned = [trace.blob.sha256, trace.trace_id] + [
+        str(ref.get("snapshot_id")) for ref in trace.required_snapshot_ids or []
+    ]
     halted = halts_active_map() if halted is None else halted
-    targets = [trace_id, *snapshot_ids]
-    return {target: halted[target] for target in targets if target in halted}
+    return {target: halted[target] for target in concerned if target in halted}
 
 
 def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:

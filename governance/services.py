@@ -73,6 +73,13 @@ FORCE_CONTINUE_REQUIRED_MESSAGE = (
 )
 FORCE_CONTINUE_NOTHING_MESSAGE = "replay {run} did not stop at a divergence: nothing to continue"
 HALT_NOT_ACTIVE_MESSAGE = "halt {halt} is not active"
+INCIDENT_ROLE_MESSAGE = "{user} is not an admin: only an admin may declare a security incident"
+INCIDENT_REASON_MESSAGE = "a security incident needs a reason"
+INCIDENT_TARGET_MESSAGE = (
+    "a security incident names one target: a trace (its trace id, or the sha256 of a stored "
+    "file) or a snapshot id"
+)
+INCIDENT_TARGET_UNKNOWN_MESSAGE = "no stored {what}"
 KEY_INVALID_MESSAGE = "not an Ed25519 public key: {problem}"
 KEY_DUPLICATE_MESSAGE = "key {key_id} is already registered"
 KEY_CONFIRM_OWN_MESSAGE = "{user} cannot confirm their own key {key_id}"
@@ -220,27 +227,56 @@ def _snapshot_concerned(report: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: what a halt may name (governance.models.Halt says what each stops)
+HALT_BLOB = "blob"
+HALT_TRACE = "trace"
+HALT_SNAPSHOT = "snapshot"
+HALT_TARGET_KINDS = (HALT_BLOB, HALT_TRACE, HALT_SNAPSHOT)
+
+
 def _halt_set(
-    *, target_kind: str, target_id: str, reason: str, cause: GovernanceEvent, actor: Any = None
+    *,
+    target_kind: str,
+    target_id: str,
+    reason: str,
+    cause: GovernanceEvent,
+    actor: Any = None,
+    trace_id: str | None = None,
 ) -> GovernanceEvent:
+    if target_kind not in HALT_TARGET_KINDS:
+        raise ValueError(f"a halt names a {', '.join(HALT_TARGET_KINDS)}, not {target_kind!r}")
     existing = Halt.objects.active().filter(
         payload__target_kind=target_kind, payload__target_id=target_id
     )
     found = existing.first()
     if found is not None:
         return found
+    payload: dict[str, Any] = {"target_kind": target_kind, "target_id": target_id}
+    if trace_id is not None:  # a file: the trace id it carries, for the reader
+        payload["trace_id"] = trace_id
+    payload |= {"reason": reason, "cause_seq": cause.seq, "cause_type": cause.type}
     return ledger.append(
         event_type=codes.FORCE_HALT_REPLAY,
-        payload={
-            "target_kind": target_kind,
-            "target_id": target_id,
-            "reason": reason,
-            "cause_seq": cause.seq,
-            "cause_type": cause.type,
-        },
+        payload=payload,
         actor=actor,
         idempotency_key=f"halt:{target_kind}:{target_id}:{cause.seq}",
     )
+
+
+def _integrity_target(run: ReplayRun, report: Mapping[str, Any]) -> tuple[str, str]:
+    """What an integrity failure halts: the snapshot, when its retained body no longer hashes
+    to its own id (every trace using it is then unsafe); otherwise the uploaded file itself,
+    whatever ids it claims (its events, seal, outputs, or a snapshot body it carries)."""
+    from replay.selectors import snapshot_tampered
+
+    snapshot_id = _snapshot_concerned(report)
+    if snapshot_id is not None and snapshot_tampered(snapshot_id):
+        return HALT_SNAPSHOT, snapshot_id
+    return HALT_BLOB, run.trace.blob.sha256
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
 
 
 @transaction.atomic(durable=True)
@@ -248,7 +284,9 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
     """Append what a finished run's report says, once: divergence, integrity failure (and its
     halts), timeout, then REPLAY_RESULT last."""
     ledger.lock()
-    run = ReplayRun.objects.select_related("trace").get(id=run.id)
+    run = ReplayRun.objects.select_related("trace__blob", "trace__uploaded_by", "requested_by").get(
+        id=run.id
+    )
     report: Mapping[str, Any] = run.report or {}
     trace_id = run.trace.trace_id
     base = {"run_id": str(run.id), "trace_id": trace_id, "mode": run.mode}
@@ -273,30 +311,42 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
             )
         )
     if code == errors.INTEGRITY_FAILURE:
-        snapshot_id = _snapshot_concerned(report)
+        target_kind, target_id = _integrity_target(run, report)
+        uploader = _username(run.trace.uploaded_by)
+        message = str(report.get("message", ""))
         failure = ledger.append(
             event_type=codes.INTEGRITY_FAILURE,
             payload={
                 **base,
-                "snapshot_id": snapshot_id,
+                "trace_sha256": run.trace.blob.sha256,
+                "uploaded_by": uploader,
+                "replayed_by": _username(run.requested_by),
+                "target_kind": target_kind,
+                "target_id": target_id,
+                "snapshot_id": _snapshot_concerned(report),
                 "broke_at": report.get("broke_at"),
                 "expected": report.get("expected"),
                 "observed": report.get("observed"),
-                "message": report.get("message", ""),
+                "message": message,
             },
+            actor=run.requested_by,
             idempotency_key=f"integrity-failure:{run.id}",
         )
         appended.append(failure)
-        reason = f"INTEGRITY_FAILURE in replay {run.id}: {report.get('message', '')}".strip()
+        if target_kind == HALT_BLOB:
+            who = uploader or "nobody on record"
+            reason = f"INTEGRITY_FAILURE in replay {run.id} of a file uploaded by {who}: {message}"
+        else:
+            reason = f"INTEGRITY_FAILURE in replay {run.id}: the stored {message}"
         appended.append(
-            _halt_set(target_kind="trace", target_id=trace_id, reason=reason, cause=failure)
-        )
-        if snapshot_id is not None:
-            appended.append(
-                _halt_set(
-                    target_kind="snapshot", target_id=snapshot_id, reason=reason, cause=failure
-                )
+            _halt_set(
+                target_kind=target_kind,
+                target_id=target_id,
+                reason=reason,
+                cause=failure,
+                trace_id=trace_id if target_kind == HALT_BLOB else None,
             )
+        )
     if code == errors.REPLAY_TIMEOUT:
         appended.append(
             ledger.append(
@@ -827,11 +877,7 @@ def production_replay_request_file(
                 trace=trace.trace_id, missing=", ".join(missing)
             ),
         )
-    halted = selectors.halts_active_map()
-    targets = [trace.trace_id] + [
-        str(ref.get("snapshot_id")) for ref in trace.required_snapshot_ids or []
-    ]
-    why = next((halted[t] for t in targets if t in halted), None)
+    why = next(iter(selectors.halts_on_trace(trace=trace).values()), None)
     if why is not None:
         raise codes.GovernanceError(
             codes.REQUEST_HALTED, PRODUCTION_HALTED_MESSAGE.format(trace=trace.trace_id, why=why)
@@ -981,27 +1027,93 @@ def _production_replay_decide(*, request: ProductionReplayRequest, result: counc
 # --- halts ------------------------------------------------------------------------------------
 
 
-@transaction.atomic(durable=True)
-def security_incident_record(
-    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str
-) -> GovernanceEvent:
-    """Declare a security incident; every (kind, id) target ("trace" or "snapshot") is halted."""
+def _incident_append(
+    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str, trace_id: str | None = None
+) -> tuple[GovernanceEvent, list[GovernanceEvent]]:
     incident = ledger.append(
         event_type=codes.SECURITY_INCIDENT,
         payload={"targets": [list(t) for t in targets], "reason": reason},
         actor=actor,
     )
-    for kind, target_id in targets:
-        if kind not in ("trace", "snapshot"):
-            raise ValueError(f"a halt target is a trace or a snapshot, not {kind!r}")
+    why = f"SECURITY_INCIDENT {incident.seq} declared by {incident.actor_label}: {reason}"
+    halts = [
         _halt_set(
             target_kind=kind,
             target_id=target_id,
-            reason=f"SECURITY_INCIDENT: {reason}",
+            reason=why,
             cause=incident,
             actor=actor,
+            trace_id=trace_id if kind == HALT_BLOB else None,
         )
+        for kind, target_id in targets
+    ]
+    return incident, halts
+
+
+@transaction.atomic(durable=True)
+def security_incident_record(
+    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str
+) -> GovernanceEvent:
+    """Record a security incident on targets already resolved to (kind, id) pairs (kinds as in
+    ``HALT_TARGET_KINDS``) and halt each; :func:`security_incident_declare` is what people
+    call."""
+    incident, _halts = _incident_append(actor=actor, targets=targets, reason=reason)
     return incident
+
+
+def _incident_target(trace: str | None, snapshot: str | None) -> tuple[str, str, str | None]:
+    """(kind, id, trace id of a file) of what an incident names; refused if not stored."""
+    from replay.selectors import snapshot_referenced
+
+    if (trace is None) == (snapshot is None):
+        raise codes.GovernanceError(codes.REQUEST_INVALID, INCIDENT_TARGET_MESSAGE)
+    if snapshot is not None:
+        snapshot_id = snapshot.strip()
+        if not snapshot_referenced(snapshot_id):
+            raise codes.GovernanceError(
+                codes.INCIDENT_TARGET_UNKNOWN,
+                INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"snapshot {snapshot_id}"),
+            )
+        return HALT_SNAPSHOT, snapshot_id, None
+    assert trace is not None
+    ref = trace.strip().lower()
+    if len(ref) == 64:
+        found = Trace.objects.filter(blob__sha256=ref).values_list("trace_id", flat=True).first()
+        if found is None:
+            raise codes.GovernanceError(
+                codes.INCIDENT_TARGET_UNKNOWN,
+                INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"file {ref}"),
+            )
+        return HALT_BLOB, ref, found
+    if not Trace.objects.filter(trace_id=ref).exists():
+        raise codes.GovernanceError(
+            codes.INCIDENT_TARGET_UNKNOWN,
+            INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"trace {ref}"),
+        )
+    return HALT_TRACE, ref, None
+
+
+@transaction.atomic(durable=True)
+def security_incident_declare(
+    *, actor: Any, reason: str, trace: str | None = None, snapshot: str | None = None
+) -> tuple[GovernanceEvent, GovernanceEvent]:
+    """An admin declares a security incident (seed 003 §10) against one target: ``trace`` (a
+    trace id halts every stored copy; a stored file's sha256 halts that file) or ``snapshot``
+    (a snapshot id halts every trace using it). Appends the signed SECURITY_INCIDENT and its
+    FORCE_HALT_REPLAY, which only a council quorum clears; returns both events (an already
+    active halt on the same target is returned instead of a second one)."""
+    ledger.lock()
+    if not user_has_role(actor, signing.ROLE_ADMIN):
+        raise codes.GovernanceError(
+            codes.REQUEST_ROLE, INCIDENT_ROLE_MESSAGE.format(user=actor.get_username())
+        )
+    kind, target_id, trace_id = _incident_target(trace, snapshot)
+    if not reason.strip():
+        raise codes.GovernanceError(codes.REQUEST_INVALID, INCIDENT_REASON_MESSAGE)
+    incident, (halt,) = _incident_append(
+        actor=actor, targets=[(kind, target_id)], reason=reason.strip(), trace_id=trace_id
+    )
+    return incident, halt
 
 
 def halt_clear_payload_for(*, halt: GovernanceEvent, reason: str = "") -> dict[str, Any]:

@@ -252,8 +252,13 @@ def replay(
     clock: Callable[[], float] | None = None,
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
+    file_id: str | None = None,
 ) -> ReplayReport:
     """Replay a native trace (seed 003 §6) and return its report; never raises ReplayError.
+
+    `halted` maps what may be halted to why: the trace id, a snapshot id, or `file_id` (the
+    caller's name for this very file, e.g. its stored sha256); the first check after the
+    format refuses the replay with every halt that concerns it, each as the caller worded it.
 
     `workers` > 1 parses, validates and hashes a JSON Lines trace in that many worker
     processes (`NativeTrace.rows`); the chain, the seal and the state are still settled
@@ -288,6 +293,7 @@ def replay(
                 progress=progress,
                 cleanup=cleanup,
                 workers=workers,
+                file_id=file_id,
             )
     except ReplayError as exc:
         report.checks.append(Check("format", False, exc.message))
@@ -315,6 +321,7 @@ def _replay(
     progress: Callable[[int], None] | None,
     cleanup: ExitStack,
     workers: int,
+    file_id: str | None,
 ) -> ReplayReport:
     header = trace.header
     job = header["job"]
@@ -532,9 +539,9 @@ def _replay(
     if halted is None:  # the caller read no ledger: say so, not "no active halt"
         checks.append(Check("halts", True, HALTS_NOT_CHECKED))
     else:
-        halted_here = [
-            f"{i}: {halted[i]}" for i in [header["trace_id"], *report.snapshot_ids] if i in halted
-        ]
+        concerned = [file_id] if file_id is not None else []
+        concerned += [header["trace_id"], *report.snapshot_ids]
+        halted_here = list(dict.fromkeys(halted[i] for i in concerned if i in halted))
         if halted_here:
             checks.append(Check("halts", False, "; ".join(halted_here)))
             return report.fail(

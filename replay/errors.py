@@ -49,7 +49,8 @@ ERROR_CODES: dict[str, str] = {
     INVALID_CONTRACT: "the contract supplied for a Paxman replay is invalid",
     INPUT_HASH_MISMATCH: "a Verist snapshot's input does not hash to its inputHash",
     FORCE_HALT_ACTIVE: (
-        "the trace or one of its snapshots is halted until a council FORCE_HALT_CLEAR"
+        "the stored file, its trace id or one of its snapshots is halted until a council "
+        "FORCE_HALT_CLEAR (the message names each halt: seq, target, reason)"
     ),
 }
 

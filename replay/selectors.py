@@ -28,6 +28,31 @@ def trace_is_replayable(trace: Trace) -> bool:
     return not trace_missing(trace)
 
 
+def snapshot_tampered(snapshot_id: str) -> bool:
+    """The retained body of this snapshot no longer hashes to its own id (rewritten in the
+    store). False when it matches or is not retained."""
+    from replay.errors import ReplayError
+    from replay.formats import native
+
+    row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body").first()
+    if row is None:
+        return False
+    try:
+        return native.snapshot_id_of(row.body) != snapshot_id
+    except ReplayError:  # a body that cannot even be canonicalised no longer matches its id
+        return True
+
+
+def snapshot_referenced(snapshot_id: str) -> bool:
+    """The console stores this snapshot's body or a stored trace needs it."""
+    if Snapshot.objects.filter(snapshot_id=snapshot_id).exists():
+        return True
+    return any(
+        any(r.get("snapshot_id") == snapshot_id for r in refs or [])
+        for refs in Trace.objects.values_list("required_snapshot_ids", flat=True).iterator()
+    )
+
+
 def trace_by_trace_id(trace_id: str) -> Trace | None:
     """The newest stored file carrying this trace id."""
     return Trace.objects.filter(trace_id=trace_id).order_by("-created_at", "-id").first()

@@ -75,6 +75,7 @@ def _verify(
     progress: Callable[[int], None] | None = None,
     retained_only: bool = False,
     workers: int = 1,
+    file_id: str | None = None,
 ) -> tuple[native.NativeTrace | None, engine.ReplayReport]:
     with opened() as fh:
         try:
@@ -101,6 +102,7 @@ def _verify(
             clock=time.monotonic,
             progress=progress,
             workers=workers,
+            file_id=file_id,
         )
         return trace, report
 
@@ -402,6 +404,8 @@ def replay_run_execute(
 ) -> ReplayRun:
     """Execute a queued run and store its report. Idempotent: a finished run is returned as is.
 
+    ``halted`` maps a trace id, a snapshot id or a stored file's sha256 to why it is halted.
+
     Safe to retry after a crash: the report is written in one transaction at the end.
     """
     run = ReplayRun.objects.select_related("trace__blob").get(id=run_id)
@@ -421,6 +425,7 @@ def replay_run_execute(
         progress=_Progress(run.id, progress),
         retained_only=True,
         workers=workers,
+        file_id=trace.blob.sha256,
     )
     data = report.to_json()
     with transaction.atomic():

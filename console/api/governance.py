@@ -217,6 +217,52 @@ class HaltClearApprovalApi(APIView):
         return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
 
 
+class IncidentDeclareApi(APIView):
+    """An admin declares a SECURITY_INCIDENT against one target: ``trace`` (a trace id halts
+    every stored copy, a stored file's sha256 that file) or ``snapshot`` (a snapshot id halts
+    every trace using it). Its halt refuses replays until a council quorum clears it."""
+
+    @extend_schema_serializer(component_name="IncidentDeclareInput")
+    class InputSerializer(serializers.Serializer):
+        trace = serializers.CharField(max_length=200, required=False)
+        snapshot = serializers.CharField(max_length=200, required=False)
+        reason = serializers.CharField(max_length=2000, allow_blank=True)
+
+    @extend_schema_serializer(component_name="IncidentOutput")
+    class OutputSerializer(serializers.Serializer):
+        incident_seq = serializers.IntegerField()
+        halt_seq = serializers.IntegerField()
+        target_kind = serializers.CharField()
+        target_id = serializers.CharField()
+        reason = serializers.CharField()
+        halt_reason = serializers.CharField()
+
+    @extend_schema(
+        operation_id="halts_incident_declare",
+        request=InputSerializer,
+        responses={201: OutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        roles.require(request.user, roles.INCIDENT_DECLARE)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        incident, halt = gov_services.security_incident_declare(
+            actor=request.user,
+            reason=data.validated_data["reason"],
+            trace=data.validated_data.get("trace"),
+            snapshot=data.validated_data.get("snapshot"),
+        )
+        body = {
+            "incident_seq": incident.seq,
+            "halt_seq": halt.seq,
+            "target_kind": halt.payload["target_kind"],
+            "target_id": halt.payload["target_id"],
+            "reason": incident.payload["reason"],
+            "halt_reason": halt.payload["reason"],
+        }
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
 class MemberKeyOutput(serializers.Serializer):
     key_id = serializers.CharField()
     owner = serializers.CharField(source="user.username")

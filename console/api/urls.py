@@ -56,6 +56,11 @@ urlpatterns = [
     ),
     path("halts/", governance.HaltListApi.as_view(), name="api-halt-list"),
     path(
+        "halts/incidents/",
+        governance.IncidentDeclareApi.as_view(),
+        name="api-incident-declare",
+    ),
+    path(
         "halts/<int:halt_seq>/approvals/",
         governance.HaltClearApprovalApi.as_view(),
         name="api-halt-clear",

@@ -306,10 +306,10 @@ def checkpoint_check_view(request: HttpRequest) -> HttpResponse:
 # --- halts ---------------------------------------------------------------------------------
 
 
-@require_GET
-@signed_in
-def halt_list_view(request: HttpRequest) -> HttpResponse:
-    roles.require(request.user, roles.BROWSE)
+INCIDENT_KINDS = ("trace", "snapshot")
+
+
+def _halts_context(request: HttpRequest) -> dict[str, Any]:
     active = {h.seq for h in gov.halts_active()}
     halts = list(Halt.objects.order_by("-seq")[:200])
     counts: dict[int, int] = {}
@@ -318,8 +318,45 @@ def halt_list_view(request: HttpRequest) -> HttpResponse:
     rows = [
         {"halt": h, "active": h.seq in active, "signatures": counts.get(h.seq, 0)} for h in halts
     ]
-    context = {"rows": rows, "quorum": conf.council_quorum()}
-    return render(request, "console/halts_manage.html", context)
+    return {
+        "rows": rows,
+        "quorum": conf.council_quorum(),
+        "can_declare": roles.can(request.user, roles.INCIDENT_DECLARE),
+        "incident_kinds": INCIDENT_KINDS,
+        "incident": {"kind": "trace", "target": "", "reason": ""},
+    }
+
+
+@require_GET
+@signed_in
+def halt_list_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.BROWSE)
+    return render(request, "console/halts_manage.html", _halts_context(request))
+
+
+@signed_in
+@require_POST
+def incident_declare_view(request: HttpRequest) -> HttpResponse:
+    """An admin declares a SECURITY_INCIDENT: the form on the halts page."""
+    roles.require(request.user, roles.INCIDENT_DECLARE)
+    kind = request.POST.get("kind", "")
+    target = request.POST.get("target", "")
+    reason = request.POST.get("reason", "")
+    try:
+        if kind not in INCIDENT_KINDS:
+            raise GovernanceError(codes.REQUEST_INVALID, gov_services.INCIDENT_TARGET_MESSAGE)
+        _incident, halt = gov_services.security_incident_declare(
+            actor=request.user,
+            reason=reason,
+            trace=target if kind == "trace" else None,
+            snapshot=target if kind == "snapshot" else None,
+        )
+    except GovernanceError as exc:
+        context = _halts_context(request)
+        context["incident"] = {"kind": kind, "target": target, "reason": reason}
+        return refused(request, exc, "console/halts_manage.html", context)
+    messages.success(request, "Security incident recorded: replays of its target are halted.")
+    return HttpResponseRedirect(reverse("halt-detail", args=[halt.seq]), status=303)
 
 
 @signed_in

@@ -26,7 +26,7 @@ from console.selectors import (
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
-from governance.selectors import halts_active_map, halts_concerning, production_requests
+from governance.selectors import halts_active_map, halts_on_trace, production_requests
 from governance.services import pii_access_record
 from replay.errors import ReplayError
 from replay.models import Trace
@@ -123,11 +123,7 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
         halts = halts_active_map()
         for o in outcomes:
             if o.trace is not None:
-                o.halted = halts_concerning(
-                    trace_id=o.trace.trace_id,
-                    snapshot_ids=o.report.get("snapshot_ids") or [],
-                    halted=halts,
-                )
+                o.halted = halts_on_trace(trace=o.trace, halted=halts)
         if getattr(request, "htmx", False) and len(outcomes) == 1 and outcomes[0].code:
             status = {UPLOAD_TOO_LARGE: 413, NO_FILE: 400}.get(outcomes[0].code, 422)
     context = {
@@ -153,9 +149,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
     outline = trace_outline(trace, report)
-    halted = halts_concerning(
-        trace_id=trace.trace_id, snapshot_ids=[s.snapshot_id for s in outline.snapshots]
-    )
+    halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
     context = {
         "trace": trace,

@@ -29,7 +29,7 @@ def world(replayed):
 
     production = gov_services.production_replay_request_file(
         trace=replayed("ok").trace, actor=persona("alice"), reason="drill"
-    )  # before broken_chain halts the trace id every variant shares
+    )
     diverged = replayed("diverged")
     replayed("broken_chain")
     fc = gov_services.force_continue_request_file(
@@ -650,6 +650,7 @@ def test_the_schema_is_served_and_lists_every_operation(as_persona):
         "production_request_approve",
         "halts_list",
         "halts_clear_approve",
+        "halts_incident_declare",
         "keys_list",
         "keys_register",
         "keys_confirm",

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def halted(replayed):
     replayed("broken_chain")
-    return Halt.objects.get(payload__target_kind="trace")
+    return Halt.objects.get(payload__target_kind="blob")
 
 
 class TestLedger:
@@ -244,3 +244,16 @@ class TestUsers:
         vera = persona("vera")
         as_persona("adam").post("/governance/users/", {"user_id": vera.pk, "roles": ["root"]})
         assert not User.objects.get(pk=vera.pk).groups.exists()
+
+
+class TestHaltTargets:
+    def test_a_file_halt_links_to_that_file_and_says_other_copies_are_not_halted(
+        self, as_persona, halted
+    ):
+        sha = halted.target_id
+        listing = as_persona("vera").get("/governance/halts/").content.decode()
+        assert f'<a href="/traces/{sha}/"><code>{sha[:23]}…</code></a>' in listing
+        page = as_persona("vera").get(f"/governance/halts/{halted.seq}/").content.decode()
+        assert f"<h1>Halt #{halted.seq} on blob <code>{sha}</code></h1>" in page
+        assert f'<a href="/traces/{sha}/">its trace page</a>' in page
+        assert "Other copies of that trace are not halted." in page

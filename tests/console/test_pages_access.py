@@ -37,7 +37,7 @@ def world(replayed):
         trace=ok, actor=persona("alice"), reason="recovery drill"
     )
     diverged = replayed("diverged")
-    replayed("broken_chain")  # an integrity failure halts its trace
+    replayed("broken_chain")  # an integrity failure halts that file
     fc = force_continue_request_file(run=diverged, actor=persona("alice"), reason="known drift")
     return World(
         sha=diverged.trace.blob.sha256,
@@ -188,6 +188,7 @@ def test_the_matrix_above_covers_every_page_route():
     }
     posts_tested_elsewhere = {
         "run-start",
+        "incident-declare",  # tests/console/test_incidents.py
         "checkpoint-check",
         "key-register",
         "key-confirm",

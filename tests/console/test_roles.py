@@ -28,6 +28,7 @@ EXPECTED = {
     roles.FORCE_CONTINUE_APPROVE_ADMIN: {AD},
     roles.FORCE_CONTINUE_APPROVE_COUNCIL: {CO},
     roles.HALT_CLEAR: {CO},
+    roles.INCIDENT_DECLARE: {AD},
     roles.DSR: {AD, LE},
     roles.PII_REVEAL: {AD},
     roles.MANAGE: {AD},

@@ -131,7 +131,13 @@ def test_a_halted_trace_says_so(as_persona, replayed):
     run = replayed("broken_chain")
     body = page(as_persona("vera"), run.trace)
     assert 'id="halt-banner"' in body
-    assert run.trace.trace_id in body[body.index('id="halt-banner"') :]
+    assert run.trace.blob.sha256 in body[body.index('id="halt-banner"') :]
+
+
+def test_a_halted_copy_does_not_mark_the_genuine_copy(as_persona, replayed, ingest):
+    replayed("broken_chain")
+    body = page(as_persona("vera"), ingest("ok"))
+    assert 'id="halt-banner"' not in body
 
 
 def test_the_trace_id_alone_finds_the_newest_copy(as_persona, ingest):

@@ -63,7 +63,42 @@ def trace_file(directory: Path, name: str) -> Path:
     return path
 
 
-def ingest(name: str):
+@functools.cache
+def recorded_bytes(seed: str) -> bytes:
+    """Another run of the reference runtime (its own trace id; the privacy, brainstate and
+    governance snapshots are the same bodies as every other run's, so they are shared)."""
+    from replay.formats import native
+    from replay.recorder import record, signer_for
+    from replay.registry import default_registry
+    from replay.runtime import RecordOptions
+    from replay.signatures import HMAC_SHA256
+
+    signer = signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET)
+    return native.dumps_document(record(RecordOptions(seed=seed), default_registry(), signer))
+
+
+def tampered_copy_bytes() -> bytes:
+    """The "ok" trace with one event payload and the privacy snapshot body edited, every id
+    left as it was: what someone without the signing key can make of a trace."""
+    import copy
+
+    from replay.demo import variants
+    from replay.formats import native
+    from replay.recorder import signer_for
+    from replay.signatures import HMAC_SHA256
+
+    document = copy.deepcopy(variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))["ok"])
+    document["events"][1]["payload"]["text"] = "question 1, edited"
+    privacy = next(s for s in document["snapshots"] if s["kind"] == "privacy")
+    privacy["body"]["redact"] = []
+    return native.dumps_document(document)
+
+
+def ingest(name: str, *, uploaded_by=None, data: bytes | None = None):
     from replay.services import trace_ingest
 
-    return trace_ingest(source=io.BytesIO(trace_bytes(name)), filename=f"{name}.trace.json").trace
+    return trace_ingest(
+        source=io.BytesIO(data if data is not None else trace_bytes(name)),
+        filename=f"{name}.trace.json",
+        uploaded_by=uploaded_by,
+    ).trace

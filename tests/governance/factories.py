@@ -1,9 +1,9 @@
 """Governance personas and rows.
 
 alice the auditor files requests; bob and grace are admins; carol, dave and erin sit on the
-council; sam is both admin and council; frank only views. Every signer enrols a key that
-another admin confirms, and keeps the private half here (as a member keeps the file that
-``governance keygen`` wrote).
+council; sam is both admin and council; frank only views; oscar the operator uploads and
+replays. Every signer enrols a key that another admin confirms, and keeps the private half
+here (as a member keeps the file that ``governance keygen`` wrote).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ PERSONAS: dict[str, tuple[str, ...]] = {
     "erin": ("council",),
     "sam": ("admin", "council"),
     "frank": ("viewer",),
+    "oscar": ("operator",),
 }
 
 _counter = itertools.count(1)

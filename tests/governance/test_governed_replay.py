@@ -1,5 +1,6 @@
 """Every replay is on the record (REPLAY_REQUEST before, REPLAY_RESULT after, once); an
-integrity failure halts the trace and its snapshot until a council quorum clears it."""
+integrity failure halts what failed (tests/governance/test_halt_scope.py) until a council
+quorum clears it."""
 
 from __future__ import annotations
 
@@ -75,92 +76,91 @@ def test_a_divergence_is_recorded_with_its_digest():
 class TestHalts:
     @pytest.fixture
     def halted(self):
-        """A tampered snapshot was replayed: the trace and the snapshot are halted."""
+        """A copy with a tampered snapshot body was replayed: that file is halted."""
         trace = ingest("tampered_snapshot")
         run = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
         assert run.error_code == errors.INTEGRITY_FAILURE
         assert run.report["checks"][-1]["name"] == "snapshots"
         return trace, run
 
-    def test_an_integrity_failure_halts_the_trace_and_the_snapshot(self, halted):
+    def test_an_integrity_failure_in_the_file_halts_that_file(self, halted):
         trace, run = halted
         (failure,) = _events(codes.INTEGRITY_FAILURE)
         assert failure.payload["run_id"] == str(run.id)
-        # the snapshot whose body no longer hashes to its id
+        # the snapshot the file claims, whose body in the file no longer hashes to its id
         tampered = run.report["snapshot_ids"][run.report["broke_at"]]
         assert tampered == run.report["observed"]
         assert failure.payload["snapshot_id"] == tampered
         halts = list(Halt.objects.active())
-        assert [(h.target_kind, h.target_id) for h in halts] == [
-            ("trace", trace.trace_id),
-            ("snapshot", tampered),
-        ]
+        assert [(h.target_kind, h.target_id) for h in halts] == [("blob", trace.blob.sha256)]
         assert all(h.payload["cause_seq"] == failure.seq for h in halts)
-        assert set(selectors.halts_active_map()) == {trace.trace_id, tampered}
+        assert set(selectors.halts_active_map()) == {trace.blob.sha256}
 
-    def test_any_later_replay_of_the_trace_or_the_snapshot_is_refused(self, halted):
-        trace, run = halted
+    def test_a_later_replay_of_the_file_is_refused_but_not_of_its_genuine_copy(self, halted):
+        trace, _run = halted
         again = _run_queued(services.replay_request(trace=trace, mode="audit", enqueue=False))
         assert (again.status, again.error_code) == ("refused", errors.FORCE_HALT_ACTIVE)
-        # another trace that uses the halted snapshot is refused too
-        sharing = _run_queued(
+        assert trace.blob.sha256 in again.report["message"]
+        # the genuine copy (same trace id, same snapshot ids) is not concerned
+        genuine = _run_queued(
             services.replay_request(trace=ingest("ok"), mode="audit", enqueue=False)
         )
-        assert sharing.error_code == errors.FORCE_HALT_ACTIVE
-        assert run.report["observed"] in sharing.report["message"]
+        assert (genuine.status, genuine.error_code) == ("ok", "")
 
     def test_a_council_quorum_clears_a_halt(self, halted):
         carol, dave, bob = enrol("carol"), enrol("dave"), enrol("bob")
-        _trace, run = halted
-        snapshot_halt = Halt.objects.active().get(payload__target_kind="snapshot")
-        payload = services.halt_clear_payload_for(halt=snapshot_halt, reason="body restored")
+        trace, _run = halted
+        file_halt = Halt.objects.active().get(payload__target_kind="blob")
+        payload = services.halt_clear_payload_for(halt=file_halt, reason="evidence kept")
 
         with pytest.raises(codes.GovernanceError) as caught:
             services.halt_clear_approval_record(
-                halt_seq=snapshot_halt.seq, approver=bob.user, document=bob.sign(payload)
+                halt_seq=file_halt.seq, approver=bob.user, document=bob.sign(payload)
             )
         assert caught.value.message == services.APPROVAL_ROLE_MESSAGE.format(
             user="bob", role="council"
         )
 
+        services.security_incident_record(
+            actor=person("grace"), targets=[("trace", trace.trace_id)], reason="key leaked"
+        )
         trace_halt = Halt.objects.active().get(payload__target_kind="trace")
         with pytest.raises(codes.GovernanceError) as caught:
             services.halt_clear_approval_record(
-                halt_seq=snapshot_halt.seq,
+                halt_seq=file_halt.seq,
                 approver=carol.user,
                 document=carol.sign(services.halt_clear_payload_for(halt=trace_halt)),
             )
         assert caught.value.code == codes.APPROVAL_OTHER_REQUEST
         assert caught.value.message == services.APPROVAL_OTHER_REQUEST_MESSAGE.format(
-            signed=f"halt {trace_halt.seq}", subject=f"halt {snapshot_halt.seq}"
+            signed=f"halt {trace_halt.seq}", subject=f"halt {file_halt.seq}"
         )
 
         services.halt_clear_approval_record(
-            halt_seq=snapshot_halt.seq, approver=carol.user, document=carol.sign(payload)
+            halt_seq=file_halt.seq, approver=carol.user, document=carol.sign(payload)
         )
-        assert Halt.objects.active().filter(seq=snapshot_halt.seq).exists()
+        assert Halt.objects.active().filter(seq=file_halt.seq).exists()
         services.halt_clear_approval_record(
-            halt_seq=snapshot_halt.seq, approver=dave.user, document=dave.sign(payload)
+            halt_seq=file_halt.seq, approver=dave.user, document=dave.sign(payload)
         )
-        assert not Halt.objects.active().filter(seq=snapshot_halt.seq).exists()
+        assert not Halt.objects.active().filter(seq=file_halt.seq).exists()
         (cleared,) = _events(codes.FORCE_HALT_CLEAR)
-        assert cleared.payload["halt_seq"] == snapshot_halt.seq
-        assert cleared.payload["target_id"] == run.report["observed"]
+        assert cleared.payload["halt_seq"] == file_halt.seq
+        assert cleared.payload["target_id"] == trace.blob.sha256
 
         with pytest.raises(codes.GovernanceError) as caught:
             services.halt_clear_approval_record(
-                halt_seq=snapshot_halt.seq, approver=dave.user, document=dave.sign(payload)
+                halt_seq=file_halt.seq, approver=dave.user, document=dave.sign(payload)
             )
         assert (caught.value.code, caught.value.message) == (
             codes.HALT_NOT_ACTIVE,
-            services.HALT_NOT_ACTIVE_MESSAGE.format(halt=snapshot_halt.seq),
+            services.HALT_NOT_ACTIVE_MESSAGE.format(halt=file_halt.seq),
         )
-        # the trace stays halted: the untampered copy (same trace id) is still refused ...
+        # the incident's halt on the trace id still stops every copy ...
         ok = ingest("ok")
-        assert ok.trace_id == trace_halt.target_id
         refused = _run_queued(services.replay_request(trace=ok, mode="audit", enqueue=False))
         assert refused.error_code == errors.FORCE_HALT_ACTIVE
-        assert run.report["observed"] not in refused.report["message"]
+        assert trace.blob.sha256 not in refused.report["message"]
         # ... until the council clears that halt too
         payload = services.halt_clear_payload_for(halt=trace_halt)
         for signer in (carol, dave):
@@ -182,7 +182,7 @@ def test_a_security_incident_halts_its_targets():
     assert halt.payload == {
         "target_kind": "trace",
         "target_id": trace.trace_id,
-        "reason": "SECURITY_INCIDENT: key leaked",
+        "reason": f"SECURITY_INCIDENT {incident.seq} declared by bob: key leaked",
         "cause_seq": incident.seq,
         "cause_type": codes.SECURITY_INCIDENT,
     }

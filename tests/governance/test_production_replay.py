@@ -110,12 +110,14 @@ class TestAsking:
         )
         assert caught.value.message.endswith("(not persisted)")
 
-    @pytest.mark.parametrize("target", ["trace", "snapshot"])
-    def test_it_refuses_a_halted_trace_or_snapshot_with_the_halt(self, trace, target):
-        target_id = (
-            trace.trace_id if target == "trace" else trace.required_snapshot_ids[1]["snapshot_id"]
-        )
-        services.security_incident_record(
+    @pytest.mark.parametrize("target", ["trace", "blob", "snapshot"])
+    def test_it_refuses_a_halted_file_trace_or_snapshot_with_the_halt(self, trace, target):
+        target_id = {
+            "trace": trace.trace_id,
+            "blob": trace.blob.sha256,
+            "snapshot": trace.required_snapshot_ids[1]["snapshot_id"],
+        }[target]
+        incident = services.security_incident_record(
             actor=person("bob"), targets=[(target, target_id)], reason="key leaked"
         )
         halt = selectors.halts_active().get()
@@ -124,7 +126,8 @@ class TestAsking:
             services.production_replay_request_file(trace=trace, actor=person("alice"), reason="r")
         assert caught.value.code == codes.REQUEST_HALTED
         assert caught.value.message == services.PRODUCTION_HALTED_MESSAGE.format(
-            trace=trace.trace_id, why=f"halt {halt.seq}: SECURITY_INCIDENT: key leaked"
+            trace=trace.trace_id,
+            why=f"{halt.label}: SECURITY_INCIDENT {incident.seq} declared by bob: key leaked",
         )
         assert GovernanceEvent.objects.count() == before
 

@@ -117,6 +117,17 @@ class Command(BaseCommand):
 
         sub.add_parser("halts", help="list active halts")
 
+        p = sub.add_parser(
+            "incident", help="declare a security incident (an admin): halts its target"
+        )
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument(
+            "--trace", help="a trace id (every stored copy) or a stored file's sha256"
+        )
+        target.add_argument("--snapshot", help="a snapshot id (every trace using it)")
+        p.add_argument("--reason", required=True)
+        p.add_argument("--user", required=True, help="the admin declaring it")
+
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         handler = getattr(self, "do_" + action.replace("-", "_"))
         try:
@@ -369,6 +380,17 @@ class Command(BaseCommand):
     def do_revoke_server_key(self, *, key_id: str, reason: str, **_: Any) -> None:
         services.signing_key_revoke(key_id=key_id, reason=reason, actor_label="cli")
         self.stdout.write(f"revoked {key_id}")
+
+    def do_incident(
+        self, *, trace: str | None, snapshot: str | None, reason: str, user: str, **_: Any
+    ) -> None:
+        incident, halt = services.security_incident_declare(
+            actor=self._user(user), trace=trace, snapshot=snapshot, reason=reason
+        )
+        self.stdout.write(
+            f"SECURITY_INCIDENT {incident.seq} recorded; halt {halt.seq} on "
+            f"{halt.payload['target_kind']} {halt.payload['target_id']}"
+        )
 
     def do_halts(self, **_: Any) -> None:
         for halt in selectors.halts_active():
