@@ -12,14 +12,18 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from governance.models import Halt
 from replay.models import Trace
 from tests.console.conftest import trace_bytes
+from tests.console.personas import persona
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def halt(replayed):
-    """A governed replay of a tampered copy (it shares the ok trace's id) halts the trace."""
-    assert replayed("broken_chain").error_code == "INTEGRITY_FAILURE"
+def halt(ingest):
+    """An admin's security incident against the trace id halts every copy of the trace."""
+    from governance.services import security_incident_declare
+
+    trace = ingest("broken_chain")  # a copy sharing the ok trace's id; "ok" itself is uploaded
+    security_incident_declare(actor=persona("adam"), reason="key leaked", trace=trace.trace_id)
     return Halt.objects.active().get(payload__target_kind="trace")
 
 
@@ -31,7 +35,7 @@ def test_the_verify_endpoint_refuses_a_halted_trace_naming_the_halt(as_persona, 
     )
     assert response.status_code == 200
     report = response.json()["report"]
-    named = f"{halt.target_id}: halt {halt.seq}: {halt.reason}"
+    named = f"halt {halt.seq} on trace {halt.target_id}: {halt.reason}"
     assert (report["status"], report["error_code"]) == ("refused", "FORCE_HALT_ACTIVE")
     assert report["message"] == f"replay is halted until a council FORCE_HALT_CLEAR: {named}"
     assert [c for c in report["checks"] if c["name"] == "halts"] == [
@@ -64,7 +68,7 @@ def test_the_upload_page_says_the_stored_traces_replays_are_halted(as_persona, h
     assert (
         f'<p class="refusal" role="alert" id="halted-{stored.blob.sha256}">Replays of this '
         "trace are halted until a council FORCE_HALT_CLEAR: "
-        f"<code>{halt.target_id}</code> — {html.escape(f'halt {halt.seq}: {halt.reason}')}</p>"
+        f"<code>{halt.target_id}</code> — {html.escape(f'{halt.label}: {halt.reason}')}</p>"
     ) in body
 
 

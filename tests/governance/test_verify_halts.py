@@ -35,11 +35,11 @@ def halts_check(report: dict) -> dict:
 
 
 def halt_the_trace():
-    """A governed replay of a tampered copy (same trace id) halts the trace."""
-    ingest("ok")
-    broken = ingest("broken_chain")
-    run = services.replay_request(trace=broken, mode="audit", actor=person("alice"), enqueue=False)
-    assert services.replay_run_govern(run_id=run.id).error_code == "INTEGRITY_FAILURE"
+    """An admin's security incident against the trace id halts every copy of the trace."""
+    trace = ingest("ok")
+    services.security_incident_declare(
+        actor=person("bob"), reason="key leaked", trace=trace.trace_id
+    )
     return Halt.objects.active().get(payload__target_kind="trace")
 
 
@@ -48,7 +48,7 @@ def test_it_refuses_a_halted_trace_naming_the_halt_as_a_replay_would(stored_trac
     code, report = verify(trace_file(stored_traces, "ok"))
     assert code == 1
     assert (report["status"], report["error_code"]) == ("refused", "FORCE_HALT_ACTIVE")
-    named = f"{halt.target_id}: halt {halt.seq}: {halt.reason}"
+    named = f"halt {halt.seq} on trace {halt.target_id}: {halt.reason}"
     assert report["message"] == (f"replay is halted until a council FORCE_HALT_CLEAR: {named}")
     assert halts_check(report) == {"name": "halts", "ok": False, "detail": named}
 
