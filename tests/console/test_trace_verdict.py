@@ -107,8 +107,9 @@ def test_it_keeps_the_verdict_a_halt_refused_run_found_after_the_halt_is_cleared
     as_persona, ingest, member_key
 ):
     ok = ingest("ok")
-    tampered = ingest("broken_chain")  # shares the trace id: its replay halts it
-    assert governed(tampered).error_code == "INTEGRITY_FAILURE"
+    gov_services.security_incident_declare(  # an admin halts every copy of the trace id
+        actor=persona("adam"), reason="key leaked", trace=ok.trace_id
+    )
     refused = governed(ok)
     assert (refused.status, refused.error_code) == ("refused", "FORCE_HALT_ACTIVE")
     halt = Halt.objects.active().get(payload__target_kind="trace")
