@@ -22,6 +22,7 @@ and the halts.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import itertools
@@ -29,13 +30,13 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from replay import errors
 from replay.canonical import mace_v1
-from replay.diff import diff
+from replay.diff import MISSING, diff
 from replay.errors import ReplayError
 from replay.formats import native
 from replay.registry import Registry, ReplayState
@@ -91,12 +92,38 @@ class Check:
 
 @dataclass
 class Divergence:
+    """One field that differs: recorded (`before`) and recomputed (`after`).
+
+    A side that does not exist (a key or an element only one side has) is `diff.MISSING`
+    here; in the JSON report that side is `null` and `"absent"` names it (see `to_json`),
+    so an absent value is never confused with a recorded `null`.
+    """
+
     step: int | str
     step_id: str
     path: str
     before: Any
     after: Any
     force_continued: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"step", "step_id", "path", "before", "after"}`, plus `"absent": "before"` or
+        `"after"` when that side does not exist (its value is then `null`), plus
+        `"force_continued": true` past an approved force-continue."""
+        data: dict[str, Any] = {
+            "step": self.step,
+            "step_id": self.step_id,
+            "path": self.path,
+            "before": None if self.before is MISSING else self.before,
+            "after": None if self.after is MISSING else self.after,
+        }
+        if self.before is MISSING:
+            data["absent"] = "before"
+        elif self.after is MISSING:
+            data["absent"] = "after"
+        if self.force_continued:
+            data["force_continued"] = True
+        return data
 
 
 @dataclass
@@ -123,11 +150,10 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         """The report as contracts.md §3 spells it (plus a few extra keys)."""
-        data = asdict(self)
-        data["divergences"] = [
-            {k: v for k, v in d.items() if k != "force_continued" or v} for d in data["divergences"]
-        ]
-        return data
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["checks"] = [asdict(c) for c in self.checks]
+        data["divergences"] = [d.to_json() for d in self.divergences]
+        return copy.deepcopy(data)
 
     def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
         self.error_code = code

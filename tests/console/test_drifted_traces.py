@@ -1,0 +1,144 @@
+"""A drifted trace (a step output with a key the runtime no longer produces) is stored,
+verified and shown on every surface: the upload page, the upload and verify endpoints, the
+report page and the report endpoint, with the absent side spelled one way."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from replay.models import ReplayRun, Trace
+from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET
+
+pytestmark = pytest.mark.django_db
+
+ABSENT_AFTER = {
+    "step": 3,
+    "step_id": "route-1",
+    "path": "/reason",
+    "before": "cheapest",
+    "after": None,
+    "absent": "after",
+}
+MESSAGE = "step 3 (route-1, router.decide@1): the recomputed output differs from the recorded one"
+
+
+@functools.cache
+def drifted_bytes() -> bytes:
+    """The demo's `ok` trace whose step 3 output gained a key, re-sealed as a runtime would."""
+    from replay.demo import variants
+    from replay.formats import native
+    from replay.recorder import reseal, signer_for
+    from replay.signatures import HMAC_SHA256
+
+    signer = signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET)
+    document = copy.deepcopy(variants(signer)["ok"])
+    document["steps"][3]["output"]["reason"] = "cheapest"
+    return native.dumps_document(reseal(document, signer))
+
+
+def test_alice_uploads_a_drifted_trace_on_the_page_and_it_is_stored(as_persona, trace_key):
+    response = as_persona("alice").post(
+        "/traces/upload/",
+        {"files": [SimpleUploadedFile("drifted.trace.json", drifted_bytes())]},
+    )
+
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.count('class="upload-outcome accepted"') == 1
+    assert (
+        '<span class="badge verdict-diverged">diverged</span> '
+        f'<code class="code">REPLAY_DIVERGENCE</code> {MESSAGE}'
+    ) in body
+    trace = Trace.objects.get(filename="drifted.trace.json")
+    assert trace.ingest_report["divergences"] == [ABSENT_AFTER]
+
+
+def test_the_upload_endpoint_stores_a_drifted_trace_with_its_report(as_persona, trace_key):
+    response = as_persona("alice").post(
+        "/api/traces/upload/?filename=drifted.trace.json",
+        drifted_bytes(),
+        content_type="application/octet-stream",
+    )
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["verdict"] == "diverged"
+    assert body["report"]["message"] == MESSAGE
+    assert body["report"]["divergences"] == [ABSENT_AFTER]
+
+
+def test_the_verify_endpoint_reports_a_drifted_trace(as_persona, trace_key):
+    response = as_persona("alice").post(
+        "/api/traces/verify/?filename=drifted.trace.json",
+        drifted_bytes(),
+        content_type="application/octet-stream",
+    )
+
+    assert response.status_code == 200
+    report = response.json()["report"]
+    assert (report["status"], report["error_code"]) == ("diverged", "REPLAY_DIVERGENCE")
+    assert report["divergences"] == [ABSENT_AFTER]
+    assert not Trace.objects.exists()
+
+
+def test_the_report_page_shows_the_absent_side_apart_from_null(
+    as_persona, trace_key, django_capture_on_commit_callbacks
+):
+    client = as_persona("alice")
+    client.post(
+        "/api/traces/upload/?filename=drifted.trace.json",
+        drifted_bytes(),
+        content_type="application/octet-stream",
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        started = client.post(
+            "/api/replays/",
+            {"trace": Trace.objects.get().blob.sha256, "mode": "audit"},
+            content_type="application/json",
+        )
+    run_id = started.json()["id"]
+
+    report = client.get(f"/api/replays/{run_id}/report/").json()
+    assert report["divergences"] == [ABSENT_AFTER]
+    assert report == ReplayRun.objects.get(id=run_id).report
+
+    body = client.get(f"/runs/{run_id}/").content.decode()
+    diff = body[body.index('id="divergences"') :]
+    assert '<td class="path"><code>/reason</code> <span class="hint">removed</span></td>' in diff
+    assert (
+        '<td class="before kind-removed"><div class="value"><pre>&quot;cheapest&quot;</pre></div>'
+    ) in diff
+    assert '<td class="after kind-removed"><span class="absent">(absent)</span>' in diff
+    assert "<pre>null</pre>" not in diff
+
+    download = client.get(f"/runs/{run_id}/report.json")
+    assert json.loads(download.content)["divergences"] == [ABSENT_AFTER]
+
+
+def test_a_recorded_null_is_shown_as_null_not_absent(as_persona, replayed):
+    run = replayed("diverged")
+    report = copy.deepcopy(run.report)
+    report["divergences"] = [dict(report["divergences"][0], before=None)]
+    ReplayRun.objects.filter(id=run.id).update(report=report)
+
+    body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
+    diff = body[body.index('id="divergences"') :]
+    assert '<td class="before kind-changed"><div class="value"><pre>null</pre></div>' in diff
+    assert "(absent)" not in diff
+
+
+def test_the_page_reads_a_stored_report_that_leaves_the_absent_key_out(as_persona, replayed):
+    run = replayed("diverged")
+    report = copy.deepcopy(run.report)
+    divergence = dict(report["divergences"][0])
+    del divergence["after"]
+    report["divergences"] = [divergence]
+    ReplayRun.objects.filter(id=run.id).update(report=report)
+
+    body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
+    assert '<td class="after kind-removed"><span class="absent">(absent)</span>' in body

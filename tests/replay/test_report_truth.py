@@ -1,0 +1,152 @@
+"""Verdicts an auditor can trust (issue 8): every report prints, a consumed external output is
+checked against what consumed it, sandbox mocks feed the later steps, and numbers equal only
+within NUMERIC_EPSILON are said to be so.
+
+The traces are recorded by the reference recorder and edited the way a drifted runtime (or a
+forger holding the key) would, then re-sealed with the golden fixture key.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from replay import engine
+from replay.errors import REPLAY_DIVERGENCE, RESULT_MISMATCH
+from replay.formats import native
+from replay.recorder import record, reseal
+from replay.registry import Registry, default_registry
+from replay.runtime import RecordOptions
+from tests.replay.helpers import golden_key_ring, golden_signer
+
+KEYS = golden_key_ring()
+SIGNER = golden_signer()
+REGISTRY = default_registry()
+
+
+def recorded(seed: str = "truth", **kw: Any) -> dict[str, Any]:
+    return record(RecordOptions(seed=seed, **kw), REGISTRY, SIGNER)
+
+
+def replay_doc(
+    document: dict[str, Any], mode: str = engine.AUDIT, registry: Registry = REGISTRY
+) -> dict[str, Any]:
+    trace = native.open_native(io.BytesIO(native.dumps_document(document)), "t.trace.json")
+    return engine.replay(trace, mode=mode, registry=registry, keys=KEYS).to_json()
+
+
+def run(command: str, *args: str) -> tuple[int, str, str]:
+    """call_command: (exit code, stdout, stderr); CommandError and sys.exit become codes."""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command(command, *args, stdout=out, stderr=err)
+    except CommandError as exc:
+        return exc.returncode, out.getvalue(), str(exc)
+    except SystemExit as exc:
+        return int(exc.code), out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
+
+
+def with_extra_step_key() -> dict[str, Any]:
+    """Step 3's recorded routing decision carries a key the runtime no longer produces."""
+    document = copy.deepcopy(recorded())
+    document["steps"][3]["output"]["reason"] = "cheapest"
+    return reseal(document, SIGNER)
+
+
+def without_final_key() -> dict[str, Any]:
+    """The stored final answer lacks a key the recomputed one has."""
+    document = copy.deepcopy(recorded())
+    del document["final_answer"]["route"]
+    return reseal(document, SIGNER)
+
+
+# --- 2. every report can be printed ----------------------------------------------------------
+
+STEP_ABSENT = {
+    "step": 3,
+    "step_id": "route-1",
+    "path": "/reason",
+    "before": "cheapest",
+    "after": None,
+    "absent": "after",
+}
+
+
+def test_it_spells_a_key_the_recomputed_output_lacks_as_absent_after():
+    report = replay_doc(with_extra_step_key())
+
+    assert (report["status"], report["error_code"]) == ("diverged", REPLAY_DIVERGENCE)
+    assert report["divergences"] == [STEP_ABSENT]
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_it_spells_a_key_the_stored_final_answer_lacks_as_absent_before():
+    report = replay_doc(without_final_key())
+
+    assert (report["status"], report["error_code"]) == ("diverged", RESULT_MISMATCH)
+    [divergence] = report["divergences"]
+    assert divergence == {
+        "step": "final_answer",
+        "step_id": "final_answer",
+        "path": "/route",
+        "before": None,
+        "after": divergence["after"],
+        "absent": "before",
+    }
+    assert divergence["after"] in ("search", "math", "write", "plan")
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_it_keeps_a_real_null_apart_from_an_absent_value():
+    document = copy.deepcopy(recorded())
+    document["steps"][3]["output"]["route"] = None
+    report = replay_doc(reseal(document, SIGNER))
+
+    [divergence] = report["divergences"]
+    assert divergence["before"] is None
+    assert "absent" not in divergence  # null was recorded: both sides exist
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("var_dirs", "golden_key")
+@pytest.mark.parametrize(
+    ("make", "code", "divergence"),
+    [
+        (with_extra_step_key, REPLAY_DIVERGENCE, STEP_ABSENT),
+        (without_final_key, RESULT_MISMATCH, None),
+    ],
+)
+def test_it_refuses_nothing_verify_and_replay_json_print_a_one_sided_divergence(
+    tmp_path: Path, make, code, divergence
+):
+    path = tmp_path / "drifted.trace.json"
+    path.write_bytes(native.dumps_document(make()))
+
+    exit_code, out, _ = run("verify", str(path), "--json")
+    assert exit_code == 1
+    verified = json.loads(out)
+    assert verified["error_code"] == code
+    if divergence is not None:
+        assert verified["divergences"] == [divergence]
+
+    exit_code, out, _ = run("replay", str(path), "--mode", "audit", "--json")
+    assert exit_code == 1
+    replayed = json.loads(out)
+    assert replayed["error_code"] == code
+    assert replayed["divergences"] == verified["divergences"]
+
+    exit_code, out, _ = run("verify", str(path))
+    assert exit_code == 1
+    line = out.splitlines()[-1]
+    if divergence is not None:
+        assert line == '  diverged at step 3 /reason: "cheapest" -> (absent)'
+    else:
+        after = replayed["divergences"][0]["after"]
+        assert line == f'  diverged at step final_answer /route: (absent) -> "{after}"'
