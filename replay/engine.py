@@ -536,9 +536,11 @@ def _replay(
 
     steps = _steps(scan)
     external_refs = []
+    consumption = _Consumption()
     for step in _steps(scan):
         if step["kind"] == "external":
             external_refs.append((step["seq"], step["output_ref"]))
+        consumption.see(step, scan.outputs)
     missing_outputs = [
         ref for _seq, ref in external_refs if not scan.output_has_content.get(ref, False)
     ]
@@ -600,8 +602,18 @@ def _replay(
     if scan.output_error is not None:
         checks.append(Check("outputs", False, scan.output_error[0]))
         return report.fail(errors.INTEGRITY_FAILURE, scan.output_error[0], **scan.output_error[1])
+    if consumption.error is not None:
+        checks.append(Check("outputs", False, consumption.error[0]))
+        return report.fail(errors.INTEGRITY_FAILURE, consumption.error[0], **consumption.error[1])
     stored = sum(scan.output_has_content.values())
-    checks.append(Check("outputs", True, f"{stored} stored outputs match their hashes"))
+    checks.append(
+        Check(
+            "outputs",
+            True,
+            f"{stored} stored outputs match their hashes; {consumption.checked} consumed "
+            "outputs match the hashes their steps consumed",
+        )
+    )
 
     if mode == PRODUCTION:
         if missing_outputs:
@@ -710,6 +722,55 @@ def _replay(
         )
     checks.append(Check("final_answer", True, "recomputed final answer equals the stored one"))
     return report
+
+
+class _Consumption:
+    """Which external output each consuming step consumed, checked against its recorded hash.
+
+    A deterministic step whose input carries `output_hash` consumed the output of the latest
+    external step before it, or the one its input's `output_ref` names. That output's
+    recorded hash (sealed, whether its content was persisted or not) must be the hash the
+    step consumed; otherwise the output was swapped after it was consumed (seed 003 §6 step
+    8: a persisted output must be the one the run used).
+    """
+
+    def __init__(self) -> None:
+        self.latest: tuple[str, int, str] | None = None  # (output_ref, seq, step_id)
+        self.producers: dict[str, tuple[int, str]] = {}
+        self.checked = 0
+        self.error: tuple[str, dict[str, Any]] | None = None
+
+    def consumed_ref(self, step: Mapping[str, Any]) -> str | None:
+        """The output_ref a deterministic step consumed, or None if it consumed none."""
+        step_input = step.get("input")
+        if not isinstance(step_input, dict) or "output_hash" not in step_input:
+            return None
+        named = step_input.get("output_ref")
+        if isinstance(named, str):
+            return named
+        return self.latest[0] if self.latest is not None else None
+
+    def see(self, step: Mapping[str, Any], recorded: Mapping[str, str]) -> None:
+        if step["kind"] == "external":
+            ref = step["output_ref"]
+            self.latest = (ref, step["seq"], step["step_id"])
+            self.producers[ref] = (step["seq"], step["step_id"])
+            return
+        ref = self.consumed_ref(step)
+        if ref is None or ref not in recorded or self.error is not None:
+            return
+        self.checked += 1
+        consumed = step["input"]["output_hash"]
+        if consumed == recorded[ref]:
+            return
+        consumed_text = consumed if isinstance(consumed, str) else json.dumps(consumed)
+        producer = self.producers.get(ref)
+        of = f" of step {producer[0]} ({producer[1]})" if producer is not None else ""
+        self.error = (
+            f"output {ref!r}{of}: its recorded hash {recorded[ref]} is not the hash "
+            f"{consumed_text} that step {step['seq']} ({step['step_id']}) consumed",
+            {"broke_at": step["seq"], "expected": consumed_text, "observed": recorded[ref]},
+        )
 
 
 def _steps(scan: _Scan) -> Iterator[dict[str, Any]]:

@@ -18,7 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from replay import engine
-from replay.errors import REPLAY_DIVERGENCE, RESULT_MISMATCH
+from replay.errors import INTEGRITY_FAILURE, REPLAY_DIVERGENCE, RESULT_MISMATCH
 from replay.formats import native
 from replay.recorder import record, reseal
 from replay.registry import Registry, default_registry
@@ -150,3 +150,66 @@ def test_it_refuses_nothing_verify_and_replay_json_print_a_one_sided_divergence(
     else:
         after = replayed["divergences"][0]["after"]
         assert line == f'  diverged at step final_answer /route: (absent) -> "{after}"'
+
+
+# --- 3. a consumed external output is checked against what consumed it -----------------------
+
+
+def with_swapped_output(ref: str = "out-0001", persist: bool = True) -> dict[str, Any]:
+    """A forger with the key swaps a persisted LLM output, re-hashes it and re-seals; the step
+    that consumed the output still records the original's hash."""
+    document = copy.deepcopy(recorded())
+    forged = {"text": "[math] a forged answer", "tokens": 7}
+    document["outputs"][ref] = {"content": forged, "hash": native.output_hash_of(forged)}
+    if not persist:
+        del document["outputs"][ref]["content"]
+    return reseal(document, SIGNER)
+
+
+@pytest.mark.parametrize("mode", [engine.PRODUCTION, engine.AUDIT, engine.SANDBOX])
+def test_it_refuses_a_persisted_output_that_is_not_the_one_its_step_consumed(mode):
+    original = recorded()
+    document = with_swapped_output()
+    consumed = original["steps"][5]["input"]["output_hash"]
+    assert consumed == original["outputs"]["out-0001"]["hash"]
+    swapped = document["outputs"]["out-0001"]["hash"]
+
+    report = replay_doc(document, mode)
+
+    assert (report["status"], report["error_code"]) == ("tamper_detected", INTEGRITY_FAILURE)
+    assert (report["broke_at"], report["expected"], report["observed"]) == (5, consumed, swapped)
+    message = (
+        f"output 'out-0001' of step 4 (agent-1): its recorded hash {swapped} is not the hash "
+        f"{consumed} that step 5 (answer-1) consumed"
+    )
+    assert report["message"] == message
+    assert [c for c in report["checks"] if not c["ok"]] == [
+        {"name": "outputs", "ok": False, "detail": message}
+    ]
+    assert "steps" not in [c["name"] for c in report["checks"]]
+
+
+def test_it_checks_the_output_a_step_names_by_its_output_ref():
+    document = copy.deepcopy(recorded())
+    # step 8 names out-0000 explicitly, so it consumed that output, not the latest one
+    document["steps"][8]["input"]["output_ref"] = "out-0000"
+    report = replay_doc(reseal(document, SIGNER))
+
+    assert report["error_code"] == INTEGRITY_FAILURE
+    assert report["broke_at"] == 8
+    assert report["expected"] == document["steps"][8]["input"]["output_hash"]
+    assert report["observed"] == document["outputs"]["out-0000"]["hash"]
+    assert "output 'out-0000' of step 1 (agent-0)" in report["message"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("var_dirs", "golden_key")
+def test_production_verify_refuses_a_swapped_output_on_the_command_line(tmp_path: Path):
+    path = tmp_path / "swapped.trace.json"
+    path.write_bytes(native.dumps_document(with_swapped_output()))
+
+    exit_code, out, _ = run("verify", str(path), "--mode", "production", "--json")
+
+    assert exit_code == 1
+    report = json.loads(out)
+    assert (report["error_code"], report["broke_at"]) == (INTEGRITY_FAILURE, 5)
