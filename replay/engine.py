@@ -143,7 +143,9 @@ class ReplayReport:
     force_continued: bool = False
     replayable: bool = False
     missing: list[str] = field(default_factory=list)
-    substituted: list[str] = field(default_factory=list)
+    #: sandbox only: `{"output_ref", "step", "hash", "matches_recorded"}` per missing
+    #: external output a registered mock stood in for (its output fed the consuming step)
+    substituted: list[dict[str, Any]] = field(default_factory=list)
     unprotected_fields: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     snapshot_ids: list[str] = field(default_factory=list)
@@ -640,6 +642,12 @@ def _replay(
         cap = governance_cap if cap is None else min(cap, governance_cap)
     last_output: Any = None
     executed = 0
+    # Sandbox mocks draw from the job's "agent" stream, one external call after another, as
+    # the recorder's stand-in agent does; so each runs for every external step (in order),
+    # and its output is used only where the recorded one was not persisted.
+    mock_rng = rng.fork("agent") if mode == SANDBOX and missing_outputs else None
+    mocked: dict[str, str] = {}  # output_ref -> hash of the mock's output that stands in
+    fed = _Consumption()
     for step in steps:
         executed += 1
         if cap is not None and executed > cap:
@@ -649,12 +657,22 @@ def _replay(
         if executed % 256 == 0:
             timer.check()
         if step["kind"] == "external":
+            fed.track(step)
             ref = step["output_ref"]
-            if mode == SANDBOX and not scan.output_has_content.get(ref, False):
-                mock = registry.mock(step["name"])
-                if mock is not None:
-                    mock(step["input"], rng.fork(f"mock:{step['seq']}"))
-                    report.substituted.append(ref)
+            mock = registry.mock(step["name"]) if mock_rng is not None else None
+            if mock is not None:
+                where = f"step {step['seq']} sandbox mock output"
+                mock_hash = native.output_hash_of(mock(step["input"], mock_rng), where)
+                if not scan.output_has_content.get(ref, False):
+                    mocked[ref] = mock_hash
+                    report.substituted.append(
+                        {
+                            "output_ref": ref,
+                            "step": step["seq"],
+                            "hash": mock_hash,
+                            "matches_recorded": mock_hash == scan.outputs.get(ref),
+                        }
+                    )
             continue
         fn = registry.function(step["fn"])
         if fn is None:
@@ -663,7 +681,13 @@ def _replay(
             )
             checks.append(Check("steps", False, detail))
             return report.fail(errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"])
-        recomputed = fn(step["input"], state, rng.fork(f"step:{step['seq']}"))
+        step_input = step["input"]
+        fed_by = fed.consumed_ref(step)
+        if fed_by is not None and fed_by in mocked:
+            step_input = {**step_input, "output_hash": mocked[fed_by]}
+        else:
+            fed_by = None
+        recomputed = fn(step_input, state, rng.fork(f"step:{step['seq']}"))
         last_output = recomputed
         recorded_bytes = native.canonical(step["output"], f"step {step['seq']} output")
         if native.canonical(recomputed, f"step {step['seq']} recomputed") != recorded_bytes:
@@ -687,6 +711,12 @@ def _replay(
                 f"step {step['seq']} ({step['step_id']}, {step['fn']}): the recomputed output "
                 "differs from the recorded one"
             )
+            if fed_by is not None:
+                producer = fed.producers.get(fed_by)
+                detail += (
+                    f"; its input's output_hash is the sandbox mock's output for {fed_by!r}"
+                    + (f" (step {producer[0]})" if producer is not None else "")
+                )
             checks.append(Check("steps", False, detail))
             return report.fail(
                 errors.REPLAY_DIVERGENCE,
@@ -699,7 +729,11 @@ def _replay(
     if report.force_continued:
         note += "; force-continued past an approved divergence (non-authoritative)"
     if report.substituted:
-        note += f"; sandbox mocks stood in for {', '.join(report.substituted)}"
+        stood_in = ", ".join(f"{s['output_ref']} (step {s['step']})" for s in report.substituted)
+        note += (
+            f"; sandbox mocks stood in for {stood_in} and fed the steps that consumed them "
+            "(non-authoritative)"
+        )
         report.authoritative = False
     checks.append(Check("steps", True, note))
 
@@ -750,11 +784,15 @@ class _Consumption:
             return named
         return self.latest[0] if self.latest is not None else None
 
+    def track(self, step: Mapping[str, Any]) -> None:
+        """Note an external step: later consuming steps consumed its output."""
+        ref = step["output_ref"]
+        self.latest = (ref, step["seq"], step["step_id"])
+        self.producers[ref] = (step["seq"], step["step_id"])
+
     def see(self, step: Mapping[str, Any], recorded: Mapping[str, str]) -> None:
         if step["kind"] == "external":
-            ref = step["output_ref"]
-            self.latest = (ref, step["seq"], step["step_id"])
-            self.producers[ref] = (step["seq"], step["step_id"])
+            self.track(step)
             return
         ref = self.consumed_ref(step)
         if ref is None or ref not in recorded or self.error is not None:

@@ -142,3 +142,21 @@ def test_the_page_reads_a_stored_report_that_leaves_the_absent_key_out(as_person
 
     body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
     assert '<td class="after kind-removed"><span class="absent">(absent)</span>' in body
+
+
+def test_a_sandbox_report_names_each_substituted_output(as_persona, replayed):
+    run = replayed("unpersisted", mode="sandbox")
+
+    body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
+
+    assert [s["output_ref"] for s in run.report["substituted"]] == [
+        "out-0000",
+        "out-0001",
+        "out-0002",
+    ]
+    assert (
+        '<p class="notice" id="substituted">Sandbox mocks stood in for outputs that were not '
+        "persisted, and fed the steps that consumed them: <code>out-0000</code> (step 1, same "
+        "hash as recorded), <code>out-0001</code> (step 4, same hash as recorded), "
+        "<code>out-0002</code> (step 7, same hash as recorded)</p>"
+    ) in body

@@ -22,7 +22,7 @@ from replay.errors import INTEGRITY_FAILURE, REPLAY_DIVERGENCE, RESULT_MISMATCH
 from replay.formats import native
 from replay.recorder import record, reseal
 from replay.registry import Registry, default_registry
-from replay.runtime import RecordOptions
+from replay.runtime import RecordOptions, register
 from tests.replay.helpers import golden_key_ring, golden_signer
 
 KEYS = golden_key_ring()
@@ -213,3 +213,75 @@ def test_production_verify_refuses_a_swapped_output_on_the_command_line(tmp_path
     assert exit_code == 1
     report = json.loads(out)
     assert (report["error_code"], report["broke_at"]) == (INTEGRITY_FAILURE, 5)
+
+
+# --- 4. sandbox mocks are used (REPLAY-07) ----------------------------------------------------
+
+
+def substitutions(document: dict[str, Any], hashes: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "output_ref": step["output_ref"],
+            "step": step["seq"],
+            "hash": hashes[step["output_ref"]],
+            "matches_recorded": hashes[step["output_ref"]]
+            == document["outputs"][step["output_ref"]]["hash"],
+        }
+        for step in document["steps"]
+        if step["kind"] == "external"
+    ]
+
+
+def test_the_reference_mock_reproduces_the_recorders_agent_and_feeds_the_later_steps():
+    document = recorded("sandbox", persist_outputs=False)
+    recorded_hashes = {ref: o["hash"] for ref, o in document["outputs"].items()}
+
+    report = replay_doc(document, engine.SANDBOX)
+
+    assert (report["status"], report["error_code"], report["authoritative"]) == ("ok", None, False)
+    assert report["substituted"] == substitutions(document, recorded_hashes)
+    assert all(s["matches_recorded"] for s in report["substituted"])
+    [steps] = [c for c in report["checks"] if c["name"] == "steps"]
+    assert steps == {
+        "name": "steps",
+        "ok": True,
+        "detail": "9 steps replayed; sandbox mocks stood in for out-0000 (step 1), out-0001 "
+        "(step 4), out-0002 (step 7) and fed the steps that consumed them (non-authoritative)",
+    }
+
+
+def test_a_mock_that_answers_otherwise_diverges_at_the_step_that_consumed_it():
+    document = recorded("sandbox", persist_outputs=False)
+    other = Registry()
+    register(other)
+    mocked = {"text": "a mock's own answer", "tokens": 3}
+    other.register_mock("llm.complete", lambda _input, _rng: dict(mocked))
+    mock_hash = native.output_hash_of(mocked)
+
+    report = replay_doc(document, engine.SANDBOX, registry=other)
+
+    assert (report["status"], report["error_code"]) == ("diverged", REPLAY_DIVERGENCE)
+    assert report["authoritative"] is False
+    assert report["broke_at"] == 2
+    assert report["message"] == (
+        "step 2 (answer-0, answer.compose@1): the recomputed output differs from the recorded "
+        "one; its input's output_hash is the sandbox mock's output for 'out-0000' (step 1)"
+    )
+    route = document["steps"][2]["input"]["route"]
+    [divergence] = report["divergences"]
+    assert divergence == {
+        "step": 2,
+        "step_id": "answer-0",
+        "path": "/answer",
+        "before": document["steps"][2]["output"]["answer"],
+        "after": f"{route}:{mock_hash.removeprefix('sha256:')[:16]}",
+    }
+    assert report["substituted"] == [
+        {"output_ref": "out-0000", "step": 1, "hash": mock_hash, "matches_recorded": False}
+    ]
+
+
+def test_a_persisted_output_is_never_substituted_in_sandbox():
+    report = replay_doc(recorded("sandbox"), engine.SANDBOX)
+
+    assert (report["status"], report["authoritative"], report["substituted"]) == ("ok", False, [])
