@@ -23,6 +23,7 @@ and the halts.
 from __future__ import annotations
 
 import copy
+import decimal
 import hashlib
 import hmac
 import itertools
@@ -35,8 +36,8 @@ from datetime import datetime
 from typing import Any
 
 from replay import errors
-from replay.canonical import mace_v1
-from replay.diff import MISSING, diff
+from replay.canonical import NUMERIC_EPSILON, mace_v1
+from replay.diff import MISSING, DiffEntry, diff
 from replay.errors import ReplayError
 from replay.formats import native
 from replay.registry import Registry, ReplayState
@@ -149,12 +150,16 @@ class ReplayReport:
     unprotected_fields: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     snapshot_ids: list[str] = field(default_factory=list)
+    #: numbers whose canonical spellings differ by at most NUMERIC_EPSILON: not divergences,
+    #: listed so the report says where equality needed the epsilon (seed 003 §4)
+    within_epsilon: list[Divergence] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as contracts.md §3 spells it (plus a few extra keys)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["checks"] = [asdict(c) for c in self.checks]
         data["divergences"] = [d.to_json() for d in self.divergences]
+        data["within_epsilon"] = [d.to_json() for d in self.within_epsilon]
         return copy.deepcopy(data)
 
     def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
@@ -690,9 +695,15 @@ def _replay(
         recomputed = fn(step_input, state, rng.fork(f"step:{step['seq']}"))
         last_output = recomputed
         recorded_bytes = native.canonical(step["output"], f"step {step['seq']} output")
+        real: list[DiffEntry] = []
         if native.canonical(recomputed, f"step {step['seq']} recomputed") != recorded_bytes:
+            real, close = _differences(step["output"], recomputed)
+            report.within_epsilon += [
+                Divergence(step["seq"], step["step_id"], e.path, e.before, e.after) for e in close
+            ]
+        if real:
             approved = step["seq"] in continue_past
-            for entry in diff(step["output"], recomputed):
+            for entry in real:
                 report.divergences.append(
                     Divergence(
                         step["seq"],
@@ -726,6 +737,8 @@ def _replay(
                 observed=_short(mace_v1(recomputed)),
             )
     note = f"{executed} steps replayed"
+    if report.within_epsilon:
+        note += "; " + _epsilon_note(report.within_epsilon, with_step=True)
     if report.force_continued:
         note += "; force-continued past an approved divergence (non-authoritative)"
     if report.substituted:
@@ -738,10 +751,18 @@ def _replay(
     checks.append(Check("steps", True, note))
 
     computed_final = runtime.final_answer(last_output, scan.step_count)
+    real = []
+    close_final: list[Divergence] = []
     if native.canonical(computed_final, "final answer") != native.canonical(
         header["final_answer"], "final_answer"
     ):
-        for entry in diff(header["final_answer"], computed_final):
+        real, close = _differences(header["final_answer"], computed_final)
+        close_final = [
+            Divergence("final_answer", "final_answer", e.path, e.before, e.after) for e in close
+        ]
+        report.within_epsilon += close_final
+    if real:
+        for entry in real:
             report.divergences.append(
                 Divergence("final_answer", "final_answer", entry.path, entry.before, entry.after)
             )
@@ -754,8 +775,69 @@ def _replay(
             expected=_short(mace_v1(header["final_answer"])),
             observed=_short(mace_v1(computed_final)),
         )
-    checks.append(Check("final_answer", True, "recomputed final answer equals the stored one"))
+    detail = "recomputed final answer equals the stored one"
+    if close_final:
+        detail += "; " + _epsilon_note(close_final, with_step=False)
+    checks.append(Check("final_answer", True, detail))
     return report
+
+
+_EPSILON = decimal.Decimal(repr(NUMERIC_EPSILON))
+
+
+def _canonical_number(x: float) -> decimal.Decimal:
+    """The exact decimal value of a float's mace-v1 spelling (9 decimals, shortest repr)."""
+    return decimal.Decimal(repr(float(f"{x:.9f}")))
+
+
+def _within_epsilon(before: Any, after: Any) -> bool:
+    """Two floats whose canonical values differ by at most NUMERIC_EPSILON.
+
+    After mace-v1's rounding two different values are at least one unit of the ninth decimal
+    apart, and in binary floating point that unit, `a - b`, comes out a little above or
+    below 1e-9 depending on the magnitudes. So the difference is taken on the exact decimal
+    spellings: one unit in the ninth decimal is within epsilon, two are not.
+    """
+    if type(before) is not float or type(after) is not float:
+        return False
+    try:
+        return abs(_canonical_number(before) - _canonical_number(after)) <= _EPSILON
+    except (ValueError, OverflowError, decimal.InvalidOperation):  # NaN/Infinity: never close
+        return False
+
+
+def _canonically_equal(before: Any, after: Any) -> bool:
+    try:
+        return mace_v1(before) == mace_v1(after)
+    except ValueError:
+        return False
+
+
+def _differences(recorded: Any, recomputed: Any) -> tuple[list[DiffEntry], list[DiffEntry]]:
+    """(divergent, equal only within NUMERIC_EPSILON) entries of a recorded vs recomputed
+    value whose canonical bytes differ; fields with equal canonical bytes (a float that
+    rounds to the same nine decimals, an NFKD-equal string) are neither."""
+    real: list[DiffEntry] = []
+    close: list[DiffEntry] = []
+    for entry in diff(recorded, recomputed):
+        if entry.before is not MISSING and entry.after is not MISSING:
+            if _canonically_equal(entry.before, entry.after):
+                continue
+            if _within_epsilon(entry.before, entry.after):
+                close.append(entry)
+                continue
+        real.append(entry)
+    if not real and not close:  # the bytes differ, so something does: keep the whole diff
+        real = diff(recorded, recomputed) or [DiffEntry("", recorded, recomputed)]
+    return real, close
+
+
+def _epsilon_note(entries: list[Divergence], *, with_step: bool) -> str:
+    where = ", ".join(f"step {d.step} {d.path}" if with_step else d.path for d in entries[:10])
+    if len(entries) > 10:
+        where += f", … ({len(entries) - 10} more)"
+    noun = "value" if len(entries) == 1 else "values"
+    return f"{len(entries)} {noun} equal only within NUMERIC_EPSILON {NUMERIC_EPSILON} ({where})"
 
 
 class _Consumption:

@@ -27,9 +27,8 @@ ABSENT_AFTER = {
 MESSAGE = "step 3 (route-1, router.decide@1): the recomputed output differs from the recorded one"
 
 
-@functools.cache
-def drifted_bytes() -> bytes:
-    """The demo's `ok` trace whose step 3 output gained a key, re-sealed as a runtime would."""
+def edited_ok_trace(edit) -> bytes:
+    """The demo's `ok` trace edited by `edit(document)`, re-sealed as a runtime would."""
     from replay.demo import variants
     from replay.formats import native
     from replay.recorder import reseal, signer_for
@@ -37,8 +36,28 @@ def drifted_bytes() -> bytes:
 
     signer = signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET)
     document = copy.deepcopy(variants(signer)["ok"])
-    document["steps"][3]["output"]["reason"] = "cheapest"
+    edit(document)
     return native.dumps_document(reseal(document, signer))
+
+
+@functools.cache
+def drifted_bytes() -> bytes:
+    """Step 3's output gained a key the runtime no longer produces."""
+    return edited_ok_trace(lambda d: d["steps"][3]["output"].update(reason="cheapest"))
+
+
+def uploaded_and_replayed(client, data: bytes, capture) -> str:
+    """Upload over the API, run an audit replay (its task on commit); the run's id."""
+    client.post(
+        "/api/traces/upload/?filename=t.trace.json", data, content_type="application/octet-stream"
+    )
+    with capture(execute=True):
+        started = client.post(
+            "/api/replays/",
+            {"trace": Trace.objects.get().blob.sha256, "mode": "audit"},
+            content_type="application/json",
+        )
+    return started.json()["id"]
 
 
 def test_alice_uploads_a_drifted_trace_on_the_page_and_it_is_stored(as_persona, trace_key):
@@ -159,4 +178,39 @@ def test_a_sandbox_report_names_each_substituted_output(as_persona, replayed):
         "persisted, and fed the steps that consumed them: <code>out-0000</code> (step 1, same "
         "hash as recorded), <code>out-0001</code> (step 4, same hash as recorded), "
         "<code>out-0002</code> (step 7, same hash as recorded)</p>"
+    ) in body
+
+
+def test_the_report_page_says_which_values_were_equal_only_within_epsilon(
+    as_persona, trace_key, django_capture_on_commit_callbacks
+):
+    recorded = {}
+
+    def one_unit_up(document):
+        scores = document["steps"][3]["output"]["scores"]
+        recorded["math"] = scores["math"]
+        scores["math"] = float(f"{scores['math'] + 1e-9:.9f}")
+        recorded["edited"] = scores["math"]
+
+    client = as_persona("alice")
+    run_id = uploaded_and_replayed(
+        client, edited_ok_trace(one_unit_up), django_capture_on_commit_callbacks
+    )
+
+    report = client.get(f"/api/replays/{run_id}/report/").json()
+    assert (report["status"], report["divergences"]) == ("ok", [])
+    assert report["within_epsilon"] == [
+        {
+            "step": 3,
+            "step_id": "route-1",
+            "path": "/scores/math",
+            "before": recorded["edited"],
+            "after": recorded["math"],
+        }
+    ]
+    body = client.get(f"/runs/{run_id}/").content.decode()
+    assert (
+        '<p class="notice" id="within-epsilon">Equal only within NUMERIC_EPSILON (1e-9), not '
+        f"byte for byte: step 3 <code>/scores/math</code> recorded <code>{recorded['edited']}"
+        f"</code>, recomputed <code>{recorded['math']}</code></p>"
     ) in body

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,18 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from replay import engine
+from replay.canonical import NUMERIC_EPSILON
 from replay.errors import INTEGRITY_FAILURE, REPLAY_DIVERGENCE, RESULT_MISMATCH
 from replay.formats import native
 from replay.recorder import record, reseal
-from replay.registry import Registry, default_registry
-from replay.runtime import RecordOptions, register
+from replay.registry import Registry, Runtime, default_registry
+from replay.runtime import (
+    RUNTIME_NAME,
+    RecordOptions,
+    ReferenceMaterialiser,
+    final_answer_v1,
+    register,
+)
 from tests.replay.helpers import golden_key_ring, golden_signer
 
 KEYS = golden_key_ring()
@@ -285,3 +293,96 @@ def test_a_persisted_output_is_never_substituted_in_sandbox():
     report = replay_doc(recorded("sandbox"), engine.SANDBOX)
 
     assert (report["status"], report["authoritative"], report["substituted"]) == ("ok", False, [])
+
+
+# --- 7. numbers equal only within NUMERIC_EPSILON (seed 003 §4) ------------------------------
+
+MATH = 0.49185076  # step 3's recorded score for "math" in the trace of seed "truth"
+
+
+def with_step3_math(value: float) -> dict[str, Any]:
+    document = copy.deepcopy(recorded())
+    assert document["steps"][3]["output"]["scores"]["math"] == MATH
+    document["steps"][3]["output"]["scores"]["math"] = value
+    return reseal(document, SIGNER)
+
+
+def test_the_epsilon_is_seed_003s():
+    assert NUMERIC_EPSILON == 1e-9
+
+
+def test_it_reports_a_score_one_unit_off_in_the_ninth_decimal_as_equal_within_epsilon():
+    # in binary floating point 0.491850761 - 0.49185076 is 1.0000000272e-09, more than
+    # 1e-9: the comparison is made on the canonical decimal spellings, exactly
+    assert 0.491850761 - MATH > NUMERIC_EPSILON
+    report = replay_doc(with_step3_math(0.491850761))
+
+    assert (report["status"], report["error_code"], report["divergences"]) == ("ok", None, [])
+    assert report["within_epsilon"] == [
+        {
+            "step": 3,
+            "step_id": "route-1",
+            "path": "/scores/math",
+            "before": 0.491850761,
+            "after": MATH,
+        }
+    ]
+    [steps] = [c for c in report["checks"] if c["name"] == "steps"]
+    assert steps["detail"] == (
+        "9 steps replayed; 1 value equal only within NUMERIC_EPSILON 1e-09 (step 3 /scores/math)"
+    )
+
+
+def test_it_reports_two_units_off_in_the_ninth_decimal_as_a_divergence():
+    report = replay_doc(with_step3_math(0.491850762))
+
+    assert (report["status"], report["error_code"]) == ("diverged", REPLAY_DIVERGENCE)
+    assert report["divergences"] == [
+        {
+            "step": 3,
+            "step_id": "route-1",
+            "path": "/scores/math",
+            "before": 0.491850762,
+            "after": MATH,
+        }
+    ]
+    assert report["within_epsilon"] == []
+
+
+def test_a_float_that_rounds_to_the_recorded_nine_decimals_is_simply_equal():
+    # 0.1 + 0.2 style: a different binary float with the same canonical spelling
+    noisy = math.nextafter(MATH, 1.0)
+    assert noisy != MATH
+    report = replay_doc(with_step3_math(noisy))
+
+    assert (report["status"], report["divergences"], report["within_epsilon"]) == ("ok", [], [])
+
+
+def test_a_final_answer_within_epsilon_is_equal_and_said_to_be():
+    def final_with_score(last: Any, count: int) -> Any:
+        return {**final_answer_v1(last, count), "score": 0.1 + 0.2}
+
+    other = Registry()
+    register(other)
+    other.register_runtime(
+        Runtime(RUNTIME_NAME, materialiser=ReferenceMaterialiser, final_answer=final_with_score)
+    )
+    document = copy.deepcopy(record(RecordOptions(seed="final"), other, SIGNER))
+    document["final_answer"]["score"] = 0.300000001
+    report = replay_doc(reseal(document, SIGNER), registry=other)
+
+    assert (report["status"], report["divergences"]) == ("ok", [])
+    assert report["within_epsilon"] == [
+        {
+            "step": "final_answer",
+            "step_id": "final_answer",
+            "path": "/score",
+            "before": 0.300000001,
+            "after": 0.1 + 0.2,
+        }
+    ]
+    [final] = [c for c in report["checks"] if c["name"] == "final_answer"]
+    assert final["detail"] == (
+        "recomputed final answer equals the stored one; 1 value equal only within "
+        "NUMERIC_EPSILON 1e-09 (/score)"
+    )
