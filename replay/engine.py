@@ -665,7 +665,7 @@ def _replay(
             fed.track(step)
             ref = step["output_ref"]
             mock = registry.mock(step["name"]) if mock_rng is not None else None
-            if mock is not None:
+            if mock is not None and mock_rng is not None:
                 where = f"step {step['seq']} sandbox mock output"
                 mock_hash = native.output_hash_of(mock(step["input"], mock_rng), where)
                 if not scan.output_has_content.get(ref, False):
