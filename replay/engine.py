@@ -111,17 +111,8 @@ class Divergence:
         """`{"step", "step_id", "path", "before", "after"}`, plus `"absent": "before"` or
         `"after"` when that side does not exist (its value is then `null`), plus
         `"force_continued": true` past an approved force-continue."""
-        data: dict[str, Any] = {
-            "step": self.step,
-            "step_id": self.step_id,
-            "path": self.path,
-            "before": None if self.before is MISSING else self.before,
-            "after": None if self.after is MISSING else self.after,
-        }
-        if self.before is MISSING:
-            data["absent"] = "before"
-        elif self.after is MISSING:
-            data["absent"] = "after"
+        data: dict[str, Any] = {"step": self.step, "step_id": self.step_id}
+        data.update(DiffEntry(self.path, self.before, self.after).to_json())
         if self.force_continued:
             data["force_continued"] = True
         return data
