@@ -31,6 +31,7 @@ from replay.runtime import (
     final_answer_v1,
     register,
 )
+from replay.services import replay_run_create, replay_run_execute, trace_ingest
 from tests.replay.helpers import golden_key_ring, golden_signer
 
 KEYS = golden_key_ring()
@@ -65,6 +66,13 @@ def with_extra_step_key() -> dict[str, Any]:
     """Step 3's recorded routing decision carries a key the runtime no longer produces."""
     document = copy.deepcopy(recorded())
     document["steps"][3]["output"]["reason"] = "cheapest"
+    return reseal(document, SIGNER)
+
+
+def without_step_key() -> dict[str, Any]:
+    """Step 3's recorded routing decision lacks a score the runtime produces."""
+    document = copy.deepcopy(recorded())
+    del document["steps"][3]["output"]["scores"]["plan"]
     return reseal(document, SIGNER)
 
 
@@ -122,17 +130,38 @@ def test_it_keeps_a_real_null_apart_from_an_absent_value():
     assert "absent" not in divergence  # null was recorded: both sides exist
 
 
+STEP_ABSENT_BEFORE = {
+    "step": 3,
+    "step_id": "route-1",
+    "path": "/scores/plan",
+    "before": None,
+    "after": 0.328952568,
+    "absent": "before",
+}
+
+
 @pytest.mark.django_db
 @pytest.mark.usefixtures("var_dirs", "golden_key")
 @pytest.mark.parametrize(
-    ("make", "code", "divergence"),
+    ("make", "code", "divergence", "line"),
     [
-        (with_extra_step_key, REPLAY_DIVERGENCE, STEP_ABSENT),
-        (without_final_key, RESULT_MISMATCH, None),
+        (
+            with_extra_step_key,
+            REPLAY_DIVERGENCE,
+            STEP_ABSENT,
+            '  diverged at step 3 /reason: "cheapest" -> (absent)',
+        ),
+        (
+            without_step_key,
+            REPLAY_DIVERGENCE,
+            STEP_ABSENT_BEFORE,
+            "  diverged at step 3 /scores/plan: (absent) -> 0.328952568",
+        ),
+        (without_final_key, RESULT_MISMATCH, None, None),
     ],
 )
 def test_it_refuses_nothing_verify_and_replay_json_print_a_one_sided_divergence(
-    tmp_path: Path, make, code, divergence
+    tmp_path: Path, make, code, divergence, line
 ):
     path = tmp_path / "drifted.trace.json"
     path.write_bytes(native.dumps_document(make()))
@@ -152,12 +181,10 @@ def test_it_refuses_nothing_verify_and_replay_json_print_a_one_sided_divergence(
 
     exit_code, out, _ = run("verify", str(path))
     assert exit_code == 1
-    line = out.splitlines()[-1]
-    if divergence is not None:
-        assert line == '  diverged at step 3 /reason: "cheapest" -> (absent)'
-    else:
+    if line is None:
         after = replayed["divergences"][0]["after"]
-        assert line == f'  diverged at step final_answer /route: (absent) -> "{after}"'
+        line = f'  diverged at step final_answer /route: (absent) -> "{after}"'
+    assert out.splitlines()[-1] == line
 
 
 # --- 3. a consumed external output is checked against what consumed it -----------------------
@@ -208,6 +235,27 @@ def test_it_checks_the_output_a_step_names_by_its_output_ref():
     assert report["expected"] == document["steps"][8]["input"]["output_hash"]
     assert report["observed"] == document["outputs"]["out-0000"]["hash"]
     assert "output 'out-0000' of step 1 (agent-0)" in report["message"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("var_dirs", "golden_key")
+def test_a_stored_production_replay_refuses_a_swapped_output():
+    document = with_swapped_output()
+    data = native.dumps_document(document)
+    trace = trace_ingest(source=io.BytesIO(data), filename="swapped.trace.json").trace
+
+    run = replay_run_execute(run_id=replay_run_create(trace=trace, mode=engine.PRODUCTION).id)
+
+    assert (run.status, run.error_code, run.authoritative) == (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        True,
+    )
+    assert (run.report["broke_at"], run.report["expected"], run.report["observed"]) == (
+        5,
+        document["steps"][5]["input"]["output_hash"],
+        document["outputs"]["out-0001"]["hash"],
+    )
 
 
 @pytest.mark.django_db
