@@ -643,6 +643,7 @@ def _replay(
     # and its output is used only where the recorded one was not persisted.
     mock_rng = rng.fork("agent") if mode == SANDBOX and missing_outputs else None
     mocked: dict[str, str] = {}  # output_ref -> hash of the mock's output that stands in
+    unmocked: list[str] = []  # missing outputs no registered mock could stand in for
     fed = _Consumption()
     for step in steps:
         executed += 1
@@ -669,6 +670,8 @@ def _replay(
                             "matches_recorded": mock_hash == scan.outputs.get(ref),
                         }
                     )
+            elif mock_rng is not None and not scan.output_has_content.get(ref, False):
+                unmocked.append(f"{ref} (step {step['seq']}, {step['name']})")
             continue
         fn = registry.function(step["fn"])
         if fn is None:
@@ -739,6 +742,11 @@ def _replay(
             "(non-authoritative)"
         )
         report.authoritative = False
+    if unmocked:
+        note += (
+            f"; no sandbox mock is registered for {', '.join(unmocked)}: the steps that "
+            "consumed it used its recorded hash"
+        )
     checks.append(Check("steps", True, note))
 
     computed_final = runtime.final_answer(last_output, scan.step_count)

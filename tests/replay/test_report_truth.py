@@ -28,8 +28,10 @@ from replay.runtime import (
     RUNTIME_NAME,
     RecordOptions,
     ReferenceMaterialiser,
+    answer_compose_v1,
     final_answer_v1,
     register,
+    router_decide_v1,
 )
 from replay.services import replay_run_create, replay_run_execute, trace_ingest
 from tests.replay.helpers import golden_key_ring, golden_signer
@@ -433,4 +435,22 @@ def test_a_final_answer_within_epsilon_is_equal_and_said_to_be():
     assert final["detail"] == (
         "recomputed final answer equals the stored one; 1 value equal only within "
         "NUMERIC_EPSILON 1e-09 (/score)"
+    )
+
+
+def test_a_missing_output_without_a_mock_is_named_in_the_steps_check():
+    bare = Registry()  # the reference runtime's functions, and no sandbox stand-in
+    bare.register("router.decide@1", router_decide_v1)
+    bare.register("answer.compose@1", answer_compose_v1)
+    bare.register_runtime(Runtime(RUNTIME_NAME, ReferenceMaterialiser, final_answer_v1))
+
+    report = replay_doc(
+        recorded("sandbox", iterations=1, persist_outputs=False), engine.SANDBOX, bare
+    )
+
+    assert (report["status"], report["authoritative"], report["substituted"]) == ("ok", False, [])
+    [steps] = [c for c in report["checks"] if c["name"] == "steps"]
+    assert steps["detail"] == (
+        "3 steps replayed; no sandbox mock is registered for out-0000 (step 1, llm.complete): "
+        "the steps that consumed it used its recorded hash"
     )
