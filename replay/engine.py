@@ -11,6 +11,12 @@ and the report names the first that fails, with its exact error code, where it b
 the expected and observed values. A divergence stops the replay unless its step is in
 `continue_past` (a governed, approved force-continue); the result is then non-authoritative.
 
+`outputs` also checks that each consumed external output's recorded hash is the hash its
+consuming step recorded (`_Consumption`); in sandbox mode a registered mock's output stands
+in for a missing one and feeds the consuming step (`substituted`); recomputed floats within
+NUMERIC_EPSILON of the recorded ones are equal, and listed (`within_epsilon`). Every report
+serialises: an absent side of a divergence is `null` named by `"absent"`.
+
 Speed and memory (bench/bench_replay.py measures both): each event is canonicalised once, its
 chain bytes reused for the seal; an HMAC seal is computed as the records stream past, so the
 sealed message is never stored; JSON Lines come in chunks whose runs of plain events a reader
