@@ -214,3 +214,16 @@ def test_the_report_page_says_which_values_were_equal_only_within_epsilon(
         f"byte for byte: step 3 <code>/scores/math</code> recorded <code>{recorded['edited']}"
         f"</code>, recomputed <code>{recorded['math']}</code></p>"
     ) in body
+
+
+def test_a_sandbox_report_stored_before_substitutions_had_steps_still_renders(as_persona, replayed):
+    run = replayed("unpersisted", mode="sandbox")
+    report = copy.deepcopy(run.report)
+    report["substituted"] = ["out-0000", "out-0001"]  # the older spelling: refs only
+    ReplayRun.objects.filter(id=run.id).update(report=report)
+
+    body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
+
+    assert (
+        "fed the steps that consumed them: <code>out-0000</code>, <code>out-0001</code></p>"
+    ) in body
