@@ -44,8 +44,14 @@ class StepDiff:
     context_more: int = 0
 
 
+def _absent(divergence: dict[str, Any], key: str) -> bool:
+    """The report spells a side that does not exist as `null` with `"absent": key`
+    (replay.engine.Divergence.to_json); a side left out altogether reads the same."""
+    return divergence.get("absent") == key or key not in divergence
+
+
 def _side(divergence: dict[str, Any], key: str, pointer: str) -> Side:
-    if key not in divergence:
+    if _absent(divergence, key):
         return Side(present=False)
     text = render_json(divergence[key])
     if len(text) > PREVIEW_CHARS:
@@ -85,12 +91,12 @@ def step_diffs(report: dict[str, Any], recorded: dict[int | str, Any]) -> list[S
                 force_continued=bool(divergence.get("force_continued")),
             )
         path = str(divergence.get("path", ""))
-        if "before" in divergence and "after" in divergence:
-            kind = "changed"
-        elif "after" in divergence:
+        if _absent(divergence, "before"):
             kind = "added"
-        else:
+        elif _absent(divergence, "after"):
             kind = "removed"
+        else:
+            kind = "changed"
         base = pointer_join(["divergences", index])
         group.changes.append(
             Change(

@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - exercised only where orjson is absent
     _orjson = None  # type: ignore[assignment]
 
 __all__ = [
+    "NUMERIC_EPSILON",
     "PROFILES",
     "CanonicalError",
     "contextos",
@@ -60,6 +61,13 @@ __all__ = [
     "python_sorted",
     "sha256_prefixed",
 ]
+
+
+#: Seed 003 §4: floats are written with NUMERIC_PRECISION = 9 decimals (mace-v1), and two
+#: numbers whose canonical values differ by at most NUMERIC_EPSILON are equal *within
+#: epsilon*. Hashing never uses it (mace-v1 bytes are exact); replay uses it to compare a
+#: recomputed value with the recorded one (`replay.engine`), and says when it did.
+NUMERIC_EPSILON = 1e-9
 
 
 class CanonicalError(ValueError):

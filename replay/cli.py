@@ -84,6 +84,17 @@ def summarise(report: dict[str, Any]) -> str:
     for d in report.get("divergences", [])[:20]:
         lines.append(
             f"  diverged at step {d['step']} {d['path'] or '/'}: "
-            f"{json.dumps(d.get('before'))} -> {json.dumps(d.get('after'))}"
+            f"{side_text(d, 'before')} -> {side_text(d, 'after')}"
         )
     return "\n".join(lines)
+
+
+ABSENT = "(absent)"
+
+
+def side_text(divergence: dict[str, Any], side: str) -> str:
+    """One side of a divergence as JSON, or ``(absent)`` when that side does not exist
+    (``"absent"`` names it; a report that leaves the key out altogether reads the same)."""
+    if divergence.get("absent") == side or side not in divergence:
+        return ABSENT
+    return json.dumps(divergence[side])

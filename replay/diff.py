@@ -107,25 +107,33 @@ class DiffEntry:
         return "changed"
 
     def to_json(self) -> dict[str, Any]:
-        """Return ``{"path", "before", "after"}``; a :data:`MISSING` side is left out.
+        """Return ``{"path", "before", "after"}``, plus ``"absent"`` naming a :data:`MISSING` side.
 
-        The key is *absent*, not ``null``, because ``null`` is a legitimate JSON value: an
-        addition has no ``"before"`` key and a removal has no ``"after"`` key.
+        ``null`` is a legitimate JSON value, so a side that does not exist is written ``null``
+        *and* named by ``"absent": "before"`` (an addition) or ``"absent": "after"`` (a
+        removal); without ``"absent"`` both sides exist. Replay reports spell divergences
+        the same way (``replay.engine.Divergence``).
         """
-        out: dict[str, Any] = {"path": self.path}
-        if self.before is not MISSING:
-            out["before"] = self.before
-        if self.after is not MISSING:
-            out["after"] = self.after
+        out: dict[str, Any] = {
+            "path": self.path,
+            "before": None if self.before is MISSING else self.before,
+            "after": None if self.after is MISSING else self.after,
+        }
+        if self.before is MISSING:
+            out["absent"] = "before"
+        elif self.after is MISSING:
+            out["absent"] = "after"
         return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> DiffEntry:
-        """Inverse of :meth:`to_json`: an absent ``"before"``/``"after"`` key is MISSING."""
+        """Inverse of :meth:`to_json`. The side ``"absent"`` names is MISSING, and so is a
+        ``"before"``/``"after"`` key left out altogether (an older spelling)."""
+        absent = obj.get("absent")
         return cls(
             path=obj["path"],
-            before=obj.get("before", MISSING),
-            after=obj.get("after", MISSING),
+            before=MISSING if absent == "before" else obj.get("before", MISSING),
+            after=MISSING if absent == "after" else obj.get("after", MISSING),
         )
 
 

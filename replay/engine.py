@@ -11,6 +11,12 @@ and the report names the first that fails, with its exact error code, where it b
 the expected and observed values. A divergence stops the replay unless its step is in
 `continue_past` (a governed, approved force-continue); the result is then non-authoritative.
 
+`outputs` also checks that each consumed external output's recorded hash is the hash its
+consuming step recorded (`_Consumption`); in sandbox mode a registered mock's output stands
+in for a missing one and feeds the consuming step (`substituted`); recomputed floats within
+NUMERIC_EPSILON of the recorded ones are equal, and listed (`within_epsilon`). Every report
+serialises: an absent side of a divergence is `null` named by `"absent"`.
+
 Speed and memory (bench/bench_replay.py measures both): each event is canonicalised once, its
 chain bytes reused for the seal; an HMAC seal is computed as the records stream past, so the
 sealed message is never stored; JSON Lines come in chunks whose runs of plain events a reader
@@ -22,6 +28,8 @@ and the halts.
 
 from __future__ import annotations
 
+import copy
+import decimal
 import hashlib
 import hmac
 import itertools
@@ -29,13 +37,13 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from replay import errors
-from replay.canonical import mace_v1
-from replay.diff import diff
+from replay.canonical import NUMERIC_EPSILON, mace_v1
+from replay.diff import MISSING, DiffEntry, diff
 from replay.errors import ReplayError
 from replay.formats import native
 from replay.registry import Registry, ReplayState
@@ -94,12 +102,29 @@ class Check:
 
 @dataclass
 class Divergence:
+    """One field that differs: recorded (`before`) and recomputed (`after`).
+
+    A side that does not exist (a key or an element only one side has) is `diff.MISSING`
+    here; in the JSON report that side is `null` and `"absent"` names it (see `to_json`),
+    so an absent value is never confused with a recorded `null`.
+    """
+
     step: int | str
     step_id: str
     path: str
     before: Any
     after: Any
     force_continued: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"step", "step_id", "path", "before", "after"}`, plus `"absent": "before"` or
+        `"after"` when that side does not exist (its value is then `null`), plus
+        `"force_continued": true` past an approved force-continue."""
+        data: dict[str, Any] = {"step": self.step, "step_id": self.step_id}
+        data.update(DiffEntry(self.path, self.before, self.after).to_json())
+        if self.force_continued:
+            data["force_continued"] = True
+        return data
 
 
 @dataclass
@@ -119,18 +144,23 @@ class ReplayReport:
     force_continued: bool = False
     replayable: bool = False
     missing: list[str] = field(default_factory=list)
-    substituted: list[str] = field(default_factory=list)
+    #: sandbox only: `{"output_ref", "step", "hash", "matches_recorded"}` per missing
+    #: external output a registered mock stood in for (its output fed the consuming step)
+    substituted: list[dict[str, Any]] = field(default_factory=list)
     unprotected_fields: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     snapshot_ids: list[str] = field(default_factory=list)
+    #: numbers whose canonical spellings differ by at most NUMERIC_EPSILON: not divergences,
+    #: listed so the report says where equality needed the epsilon (seed 003 §4)
+    within_epsilon: list[Divergence] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as contracts.md §3 spells it (plus a few extra keys)."""
-        data = asdict(self)
-        data["divergences"] = [
-            {k: v for k, v in d.items() if k != "force_continued" or v} for d in data["divergences"]
-        ]
-        return data
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["checks"] = [asdict(c) for c in self.checks]
+        data["divergences"] = [d.to_json() for d in self.divergences]
+        data["within_epsilon"] = [d.to_json() for d in self.within_epsilon]
+        return copy.deepcopy(data)
 
     def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
         self.error_code = code
@@ -524,9 +554,11 @@ def _replay(
 
     steps = _steps(scan)
     external_refs = []
+    consumption = _Consumption()
     for step in _steps(scan):
         if step["kind"] == "external":
             external_refs.append((step["seq"], step["output_ref"]))
+        consumption.see(step, scan.outputs)
     missing_outputs = [
         ref for _seq, ref in external_refs if not scan.output_has_content.get(ref, False)
     ]
@@ -591,8 +623,18 @@ def _replay(
     if scan.output_error is not None:
         checks.append(Check("outputs", False, scan.output_error[0]))
         return report.fail(errors.INTEGRITY_FAILURE, scan.output_error[0], **scan.output_error[1])
+    if consumption.error is not None:
+        checks.append(Check("outputs", False, consumption.error[0]))
+        return report.fail(errors.INTEGRITY_FAILURE, consumption.error[0], **consumption.error[1])
     stored = sum(scan.output_has_content.values())
-    checks.append(Check("outputs", True, f"{stored} stored outputs match their hashes"))
+    checks.append(
+        Check(
+            "outputs",
+            True,
+            f"{stored} stored outputs match their hashes; {consumption.checked} consumed "
+            "outputs match the hashes their steps consumed",
+        )
+    )
 
     if mode == PRODUCTION:
         if missing_outputs:
@@ -619,6 +661,13 @@ def _replay(
         cap = governance_cap if cap is None else min(cap, governance_cap)
     last_output: Any = None
     executed = 0
+    # Sandbox mocks draw from the job's "agent" stream, one external call after another, as
+    # the recorder's stand-in agent does; so each runs for every external step (in order),
+    # and its output is used only where the recorded one was not persisted.
+    mock_rng = rng.fork("agent") if mode == SANDBOX and missing_outputs else None
+    mocked: dict[str, str] = {}  # output_ref -> hash of the mock's output that stands in
+    unmocked: list[str] = []  # missing outputs no registered mock could stand in for
+    fed = _Consumption()
     for step in steps:
         executed += 1
         if cap is not None and executed > cap:
@@ -628,12 +677,24 @@ def _replay(
         if executed % 256 == 0:
             timer.check()
         if step["kind"] == "external":
+            fed.track(step)
             ref = step["output_ref"]
-            if mode == SANDBOX and not scan.output_has_content.get(ref, False):
-                mock = registry.mock(step["name"])
-                if mock is not None:
-                    mock(step["input"], rng.fork(f"mock:{step['seq']}"))
-                    report.substituted.append(ref)
+            mock = registry.mock(step["name"]) if mock_rng is not None else None
+            if mock is not None and mock_rng is not None:
+                where = f"step {step['seq']} sandbox mock output"
+                mock_hash = native.output_hash_of(mock(step["input"], mock_rng), where)
+                if not scan.output_has_content.get(ref, False):
+                    mocked[ref] = mock_hash
+                    report.substituted.append(
+                        {
+                            "output_ref": ref,
+                            "step": step["seq"],
+                            "hash": mock_hash,
+                            "matches_recorded": mock_hash == scan.outputs.get(ref),
+                        }
+                    )
+            elif mock_rng is not None and not scan.output_has_content.get(ref, False):
+                unmocked.append(f"{ref} (step {step['seq']}, {step['name']})")
             continue
         fn = registry.function(step["fn"])
         if fn is None:
@@ -642,12 +703,24 @@ def _replay(
             )
             checks.append(Check("steps", False, detail))
             return report.fail(errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"])
-        recomputed = fn(step["input"], state, rng.fork(f"step:{step['seq']}"))
+        step_input = step["input"]
+        fed_by = fed.consumed_ref(step)
+        if fed_by is not None and fed_by in mocked:
+            step_input = {**step_input, "output_hash": mocked[fed_by]}
+        else:
+            fed_by = None
+        recomputed = fn(step_input, state, rng.fork(f"step:{step['seq']}"))
         last_output = recomputed
         recorded_bytes = native.canonical(step["output"], f"step {step['seq']} output")
+        real: list[DiffEntry] = []
         if native.canonical(recomputed, f"step {step['seq']} recomputed") != recorded_bytes:
+            real, close = _differences(step["output"], recomputed)
+            report.within_epsilon += [
+                Divergence(step["seq"], step["step_id"], e.path, e.before, e.after) for e in close
+            ]
+        if real:
             approved = step["seq"] in continue_past
-            for entry in diff(step["output"], recomputed):
+            for entry in real:
                 report.divergences.append(
                     Divergence(
                         step["seq"],
@@ -666,6 +739,12 @@ def _replay(
                 f"step {step['seq']} ({step['step_id']}, {step['fn']}): the recomputed output "
                 "differs from the recorded one"
             )
+            if fed_by is not None:
+                producer = fed.producers.get(fed_by)
+                detail += (
+                    f"; its input's output_hash is the sandbox mock's output for {fed_by!r}"
+                    + (f" (step {producer[0]})" if producer is not None else "")
+                )
             checks.append(Check("steps", False, detail))
             return report.fail(
                 errors.REPLAY_DIVERGENCE,
@@ -675,18 +754,37 @@ def _replay(
                 observed=_short(mace_v1(recomputed)),
             )
     note = f"{executed} steps replayed"
+    if report.within_epsilon:
+        note += "; " + _epsilon_note(report.within_epsilon, with_step=True)
     if report.force_continued:
         note += "; force-continued past an approved divergence (non-authoritative)"
     if report.substituted:
-        note += f"; sandbox mocks stood in for {', '.join(report.substituted)}"
+        stood_in = ", ".join(f"{s['output_ref']} (step {s['step']})" for s in report.substituted)
+        note += (
+            f"; sandbox mocks stood in for {stood_in} and fed the steps that consumed them "
+            "(non-authoritative)"
+        )
         report.authoritative = False
+    if unmocked:
+        note += (
+            f"; no sandbox mock is registered for {', '.join(unmocked)}: the steps that "
+            "consumed it used its recorded hash"
+        )
     checks.append(Check("steps", True, note))
 
     computed_final = runtime.final_answer(last_output, scan.step_count)
+    real = []
+    close_final: list[Divergence] = []
     if native.canonical(computed_final, "final answer") != native.canonical(
         header["final_answer"], "final_answer"
     ):
-        for entry in diff(header["final_answer"], computed_final):
+        real, close = _differences(header["final_answer"], computed_final)
+        close_final = [
+            Divergence("final_answer", "final_answer", e.path, e.before, e.after) for e in close
+        ]
+        report.within_epsilon += close_final
+    if real:
+        for entry in real:
             report.divergences.append(
                 Divergence("final_answer", "final_answer", entry.path, entry.before, entry.after)
             )
@@ -699,8 +797,122 @@ def _replay(
             expected=_short(mace_v1(header["final_answer"])),
             observed=_short(mace_v1(computed_final)),
         )
-    checks.append(Check("final_answer", True, "recomputed final answer equals the stored one"))
+    detail = "recomputed final answer equals the stored one"
+    if close_final:
+        detail += "; " + _epsilon_note(close_final, with_step=False)
+    checks.append(Check("final_answer", True, detail))
     return report
+
+
+_EPSILON = decimal.Decimal(repr(NUMERIC_EPSILON))
+
+
+def _canonical_number(x: float) -> decimal.Decimal:
+    """The exact decimal value of a float's mace-v1 spelling (9 decimals, shortest repr)."""
+    return decimal.Decimal(repr(float(f"{x:.9f}")))
+
+
+def _within_epsilon(before: Any, after: Any) -> bool:
+    """Two floats whose canonical values differ by at most NUMERIC_EPSILON.
+
+    After mace-v1's rounding two different values are at least one unit of the ninth decimal
+    apart, and in binary floating point that unit, `a - b`, comes out a little above or
+    below 1e-9 depending on the magnitudes. So the difference is taken on the exact decimal
+    spellings: one unit in the ninth decimal is within epsilon, two are not.
+    """
+    if type(before) is not float or type(after) is not float:
+        return False
+    try:
+        return abs(_canonical_number(before) - _canonical_number(after)) <= _EPSILON
+    except (ValueError, OverflowError, decimal.InvalidOperation):  # NaN/Infinity: never close
+        return False
+
+
+def _canonically_equal(before: Any, after: Any) -> bool:
+    try:
+        return mace_v1(before) == mace_v1(after)
+    except ValueError:
+        return False
+
+
+def _differences(recorded: Any, recomputed: Any) -> tuple[list[DiffEntry], list[DiffEntry]]:
+    """(divergent, equal only within NUMERIC_EPSILON) entries of a recorded vs recomputed
+    value whose canonical bytes differ; fields with equal canonical bytes (a float that
+    rounds to the same nine decimals, an NFKD-equal string) are neither."""
+    real: list[DiffEntry] = []
+    close: list[DiffEntry] = []
+    for entry in diff(recorded, recomputed):
+        if entry.before is not MISSING and entry.after is not MISSING:
+            if _canonically_equal(entry.before, entry.after):
+                continue
+            if _within_epsilon(entry.before, entry.after):
+                close.append(entry)
+                continue
+        real.append(entry)
+    if not real and not close:  # the bytes differ, so something does: keep the whole diff
+        real = diff(recorded, recomputed) or [DiffEntry("", recorded, recomputed)]
+    return real, close
+
+
+def _epsilon_note(entries: list[Divergence], *, with_step: bool) -> str:
+    where = ", ".join(f"step {d.step} {d.path}" if with_step else d.path for d in entries[:10])
+    if len(entries) > 10:
+        where += f", … ({len(entries) - 10} more)"
+    noun = "value" if len(entries) == 1 else "values"
+    return f"{len(entries)} {noun} equal only within NUMERIC_EPSILON {NUMERIC_EPSILON} ({where})"
+
+
+class _Consumption:
+    """Which external output each consuming step consumed, checked against its recorded hash.
+
+    A deterministic step whose input carries `output_hash` consumed the output of the latest
+    external step before it, or the one its input's `output_ref` names. That output's
+    recorded hash (sealed, whether its content was persisted or not) must be the hash the
+    step consumed; otherwise the output was swapped after it was consumed (seed 003 §6 step
+    8: a persisted output must be the one the run used).
+    """
+
+    def __init__(self) -> None:
+        self.latest: tuple[str, int, str] | None = None  # (output_ref, seq, step_id)
+        self.producers: dict[str, tuple[int, str]] = {}
+        self.checked = 0
+        self.error: tuple[str, dict[str, Any]] | None = None
+
+    def consumed_ref(self, step: Mapping[str, Any]) -> str | None:
+        """The output_ref a deterministic step consumed, or None if it consumed none."""
+        step_input = step.get("input")
+        if not isinstance(step_input, dict) or "output_hash" not in step_input:
+            return None
+        named = step_input.get("output_ref")
+        if isinstance(named, str):
+            return named
+        return self.latest[0] if self.latest is not None else None
+
+    def track(self, step: Mapping[str, Any]) -> None:
+        """Note an external step: later consuming steps consumed its output."""
+        ref = step["output_ref"]
+        self.latest = (ref, step["seq"], step["step_id"])
+        self.producers[ref] = (step["seq"], step["step_id"])
+
+    def see(self, step: Mapping[str, Any], recorded: Mapping[str, str]) -> None:
+        if step["kind"] == "external":
+            self.track(step)
+            return
+        ref = self.consumed_ref(step)
+        if ref is None or ref not in recorded or self.error is not None:
+            return
+        self.checked += 1
+        consumed = step["input"]["output_hash"]
+        if consumed == recorded[ref]:
+            return
+        consumed_text = consumed if isinstance(consumed, str) else json.dumps(consumed)
+        producer = self.producers.get(ref)
+        of = f" of step {producer[0]} ({producer[1]})" if producer is not None else ""
+        self.error = (
+            f"output {ref!r}{of}: its recorded hash {recorded[ref]} is not the hash "
+            f"{consumed_text} that step {step['seq']} ({step['step_id']}) consumed",
+            {"broke_at": step["seq"], "expected": consumed_text, "observed": recorded[ref]},
+        )
 
 
 def _steps(scan: _Scan) -> Iterator[dict[str, Any]]:

@@ -185,12 +185,27 @@ def test_it_handles_documents_deeper_than_the_recursion_limit() -> None:
 # ------------------------------------------------------------------ entries
 
 
-def test_it_serialises_entries_with_missing_sides_omitted() -> None:
+def test_it_spells_a_missing_side_as_null_named_by_absent() -> None:
     assert DiffEntry("/a", 1, None).to_json() == {"path": "/a", "before": 1, "after": None}
-    assert DiffEntry("/a", MISSING, None).to_json() == {"path": "/a", "after": None}
-    assert DiffEntry("/a", 1, MISSING).to_json() == {"path": "/a", "before": 1}
+    assert DiffEntry("/a", MISSING, None).to_json() == {
+        "path": "/a",
+        "before": None,
+        "after": None,
+        "absent": "before",
+    }
+    assert DiffEntry("/a", 1, MISSING).to_json() == {
+        "path": "/a",
+        "before": 1,
+        "after": None,
+        "absent": "after",
+    }
     for entry in diff({"a": 1, "b": None}, {"b": None, "c": None}):
         assert DiffEntry.from_json(json.loads(json.dumps(entry.to_json()))) == entry
+
+
+def test_it_reads_an_entry_that_leaves_the_missing_side_out() -> None:
+    assert DiffEntry.from_json({"path": "/a", "after": None}) == DiffEntry("/a", MISSING, None)
+    assert DiffEntry.from_json({"path": "/a", "before": 1}) == DiffEntry("/a", 1, MISSING)
 
 
 def test_it_names_the_kind_of_each_entry() -> None:

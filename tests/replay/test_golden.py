@@ -333,11 +333,18 @@ def test_REPLAY_07_sandbox_run_is_non_authoritative():
     report = run.report
     assert (run.status, run.error_code, run.authoritative) == ("ok", "", False)
     assert report["authoritative"] is False
-    assert report["substituted"] == ["out-0000", "out-0001", "out-0002"]
+    # the reference mock reproduces the recorder's stand-in agent, so its outputs, which feed
+    # the steps that consumed them, have the recorded hashes
+    recorded = json.loads(golden("unpersisted.trace.json").read_bytes())["outputs"]
+    assert report["substituted"] == [
+        {"output_ref": ref, "step": step, "hash": recorded[ref]["hash"], "matches_recorded": True}
+        for ref, step in (("out-0000", 1), ("out-0001", 4), ("out-0002", 7))
+    ]
     assert report["checks"][-2] == {
         "name": "steps",
         "ok": True,
-        "detail": "9 steps replayed; sandbox mocks stood in for out-0000, out-0001, out-0002",
+        "detail": "9 steps replayed; sandbox mocks stood in for out-0000 (step 1), out-0001 "
+        "(step 4), out-0002 (step 7) and fed the steps that consumed them (non-authoritative)",
     }
     assert mace_v1(report["divergences"]) == b"[]"
     assert canonical_report(report) == golden_report("unpersisted", engine.SANDBOX)

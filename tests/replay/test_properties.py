@@ -3,7 +3,9 @@
 - every recorded trace replays `ok` in every mode its artifacts allow, in every spelling
   (.trace.json / .trace.jsonl, gzipped or not), with the same report;
 - any single-field change to a hashed or signed part is detected;
-- a change to `meta` or `job.started_at` (documented as unprotected) is not.
+- a change to `meta` or `job.started_at` (documented as unprotected) is not;
+- every report of a drifted trace (keys added, removed or changed in step outputs and the
+  final answer) serialises as strict JSON and round-trips, an absent side spelled one way.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import copy
 import gzip
 import io
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +28,7 @@ from replay.recorder import record
 from replay.registry import default_registry
 from replay.runtime import RecordOptions
 from tests.replay.helpers import golden_key_ring, golden_signer
+from tests.replay.mutations import drifted_documents
 
 KEYS = golden_key_ring()
 SIGNER = golden_signer()
@@ -215,3 +219,26 @@ def test_it_says_which_fields_the_seal_does_not_protect():
     seal = next(c for c in report["checks"] if c["name"] == "seal")
     assert seal["detail"] == "HMAC-SHA256 by golden verifies; not covered: meta, job.started_at"
     assert report["unprotected_fields"] == ["meta", "job.started_at"]
+
+
+# --- every report prints -----------------------------------------------------------------------
+
+
+@settings(FAST, max_examples=150)
+@given(document=drifted_documents(), data=st.data())
+def test_every_report_of_a_drifted_trace_serialises_and_round_trips(document, data):
+    filename = data.draw(st.sampled_from(SPELLINGS), label="spelling")
+    try:
+        spelled = spell(document, filename)
+    except ValueError:  # NaN/Infinity: json.dumps writes them, the parser must refuse them
+        spelled = native.dumps_document(document) if "jsonl" not in filename else b"{}"
+    for mode in engine.MODES:
+        report = replay_bytes(spelled, filename, mode)
+        text = json.dumps(report, allow_nan=False, ensure_ascii=False)
+        assert json.loads(text) == report
+        for d in report.get("divergences", []) + report.get("within_epsilon", []):
+            assert set(d) <= {"step", "step_id", "path", "before", "after", "absent"}
+            assert {"step", "step_id", "path", "before", "after"} <= set(d)
+            if "absent" in d:
+                assert d["absent"] in ("before", "after")
+                assert d[d["absent"]] is None
