@@ -169,6 +169,8 @@ STORAGES = {
 REPLAY_AHD_ROOT = env_str("REPLAY_AHD_ROOT") or (
     str(BASE_DIR / "replay" / "demo_ahd") if DEBUG else ""
 )
+# the largest token or brief file re-hashed (a larger one is reported, not read)
+REPLAY_AHD_MAX_INPUT_BYTES = env_int("REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
 
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import shutil
+from pathlib import Path
 from wsgiref.handlers import SimpleHandler
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from replay.models import Trace
 
 THREE_GIB = 3 * 1024**3
 
@@ -54,3 +60,83 @@ def test_it_answers_413_not_500_to_a_content_length_of_3_gib_on_the_upload_page(
     assert status.split(" ", 1)[1] == "413 Request Entity Too Large"
     assert "Connection" not in headers
     assert b"UPLOAD_TOO_LARGE" in body
+
+
+# --- AHD input paths, through the upload page and the verify endpoint ----------------------
+
+SWISS = "2026-04-21-swiss.replay.json"
+SECRET = b"django-insecure-the-server-secret-key\n"
+SECRET_HASH = hashlib.sha256(SECRET).hexdigest()
+
+
+@pytest.fixture
+def hostile_sidecars(settings, tmp_path):
+    """The server's checkout (a copy of the demo's), a secret beside it, and sidecars whose
+    token path reaches for the secret: by climbing out, and by its absolute path."""
+    root = tmp_path / "srv" / "ahd"
+    shutil.copytree(Path(settings.BASE_DIR) / "replay" / "demo_ahd", root)
+    secret = tmp_path / "srv" / "secret_key"
+    secret.write_bytes(SECRET)
+    settings.REPLAY_AHD_ROOT = str(root)
+    doc = json.loads((root / "docs" / "evals" / SWISS).read_bytes())
+    doc["brief"] = None
+
+    def with_token(path: str) -> bytes:
+        return json.dumps({**doc, "token": {**doc["token"], "path": path}}).encode()
+
+    return {"climb": with_token("../secret_key"), "absolute": with_token(str(secret))}
+
+
+def test_the_upload_page_refuses_a_sidecar_whose_token_climbs_out_of_the_checkout(
+    as_persona, hostile_sidecars
+):
+    response = as_persona("alice").post(
+        "/traces/upload/",
+        {"files": [SimpleUploadedFile(SWISS, hostile_sidecars["climb"])]},
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.count('class="upload-outcome refused"') == 1
+    assert "MALFORMED_TRACE" in body
+    assert "token: the recorded path ../secret_key is outside the checkout; not read" in body
+    assert SECRET_HASH not in body
+    assert Trace.objects.count() == 0
+
+
+def test_the_upload_page_says_nothing_of_an_absolute_path_outside_the_checkout(
+    as_persona, hostile_sidecars
+):
+    response = as_persona("alice").post(
+        "/traces/upload/",
+        {"files": [SimpleUploadedFile(SWISS, hostile_sidecars["absolute"])]},
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "MISSING_SNAPSHOT" in body
+    assert "no file under the checkout root matches its trailing parts" in body
+    assert SECRET_HASH not in body
+
+
+@pytest.mark.parametrize(
+    ("attack", "code", "message"),
+    [
+        (
+            "climb",
+            "MALFORMED_TRACE",
+            "token: the recorded path ../secret_key is outside the checkout; not read",
+        ),
+        ("absolute", "MISSING_SNAPSHOT", None),
+    ],
+)
+def test_the_verify_endpoint_never_reveals_a_file_outside_the_checkout(
+    as_persona, hostile_sidecars, attack, code, message
+):
+    response = as_persona("alice").post(
+        "/api/traces/verify/", {"file": SimpleUploadedFile(SWISS, hostile_sidecars[attack])}
+    )
+    assert response.status_code == 200
+    report = response.json()["report"]
+    assert (report["status"], report["error_code"]) == ("refused", code)
+    if message is not None:
+        assert report["message"] == message
+    assert SECRET_HASH not in response.content.decode()
