@@ -56,8 +56,15 @@ def stored_snapshot_body(snapshot_id: str) -> Any:
 
 
 def _limits() -> native.Limits:
+    """What reading one upload may cost (settings override the format's defaults)."""
+    default = native.DEFAULT_LIMITS
     return native.Limits(
         max_total_bytes=getattr(settings, "REPLAY_MAX_DECOMPRESSED_BYTES", 8 * 1024**3),
+        max_ratio=getattr(settings, "REPLAY_MAX_GZIP_RATIO", default.max_ratio),
+        ratio_floor=getattr(settings, "REPLAY_GZIP_RATIO_FLOOR_BYTES", default.ratio_floor),
+        max_blank_lines=getattr(settings, "REPLAY_MAX_BLANK_LINES", default.max_blank_lines),
+        max_keys=getattr(settings, "REPLAY_MAX_JSON_KEYS", default.max_keys),
+        max_object_keys=getattr(settings, "REPLAY_MAX_OBJECT_KEYS", default.max_object_keys),
     )
 
 
