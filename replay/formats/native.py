@@ -75,6 +75,7 @@ HEADER_KEYS = {
 }
 DOCUMENT_KEYS = HEADER_KEYS | {"events", "steps", "outputs"}
 GZIP_MAGIC = b"\x1f\x8b"
+_READ_BYTES = 1 << 20  # what one read of an upload asks for
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() removes
 
 
@@ -681,16 +682,23 @@ class _BoundedReader(io.RawIOBase):
         return True
 
     def readinto(self, b: Any) -> int:
+        # At most 1 MiB a call (a caller's huge buffer must not be filled at once), and never
+        # past the limit: the bytes up to it are delivered, and only a read beyond it, when
+        # the stream has more, is refused (a page reading a stored file up to its budget
+        # gets what lies before it).
+        want = min(len(b), self._left, _READ_BYTES) or 1
         try:
-            data = self._raw.read(min(len(b), self._left + 1))
+            data = self._raw.read(want)
         except (OSError, EOFError, zlib.error) as exc:
             raise _malformed(
                 f"{self._what}: the gzip stream is corrupt or truncated ({exc})"
             ) from None
         if len(data) > self._left:
-            raise _malformed(
+            raise ReplayError(
+                MALFORMED_TRACE,
                 f"{self._what}: more than {self._limit} bytes once decompressed; refused "
-                "(a gzip bomb, or a trace larger than this console accepts)"
+                "(a gzip bomb, or a trace larger than this console accepts)",
+                detail={"limit": "max_total_bytes"},
             )
         self._left -= len(data)
         if self._compressed is not None:
@@ -784,12 +792,21 @@ class _Prefixed(io.RawIOBase):
 
 
 def _read_document_bytes(stream: IO[bytes], limits: Limits) -> bytes:
-    data = stream.read(limits.max_document_bytes + 1)
-    if len(data) > limits.max_document_bytes:
-        raise _malformed(
-            f"the JSON document is larger than {limits.max_document_bytes} bytes; send large "
-            "traces as JSON Lines (*.trace.jsonl), which are streamed"
-        )
+    # in pieces, refused as soon as the limit is crossed: never a buffer of the limit's size
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(_READ_BYTES):
+        size += len(chunk)
+        if size > limits.max_document_bytes:
+            raise ReplayError(
+                MALFORMED_TRACE,
+                f"the JSON document is larger than {limits.max_document_bytes} bytes; send "
+                "large traces as JSON Lines (*.trace.jsonl), which are streamed",
+                detail={"limit": "max_document_bytes"},
+            )
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    del chunks
     if not data.strip():
         raise _malformed("the file is empty")
     return data

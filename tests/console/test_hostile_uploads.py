@@ -140,3 +140,100 @@ def test_the_verify_endpoint_never_reveals_a_file_outside_the_checkout(
     if message is not None:
         assert report["message"] == message
     assert SECRET_HASH not in response.content.decode()
+
+
+# --- a stored file's padding does not make its pages slower ---------------------------------
+
+
+class _Counting(io.RawIOBase):
+    def __init__(self, raw, counter: list[int]) -> None:
+        self._raw = raw
+        self._counter = counter
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self._raw.read(len(b))
+        self._counter[0] += len(data)
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+@pytest.fixture
+def bytes_read(monkeypatch) -> list[int]:
+    """How many bytes the pages read from stored files."""
+    from console import selectors
+
+    counter = [0]
+    real = selectors.blob_open
+
+    def counted(name: str):
+        return io.BufferedReader(_Counting(real(name), counter))
+
+    monkeypatch.setattr(selectors, "blob_open", counted)
+    return counter
+
+
+def _padded_jsonl(trace_key_bytes: bytes, pad: int) -> bytes:
+    from replay.formats import native
+
+    lines = list(native.iter_jsonl(json.loads(trace_key_bytes)))
+    # a stored file of before the limits: every record carries `pad` bytes of trailing spaces
+    return lines[0] + b"".join(line.rstrip(b"\n") + b" " * pad + b"\n" for line in lines[1:])
+
+
+def test_the_trace_page_reads_no_more_than_its_budget_of_a_padded_stored_file(
+    as_persona, trace_key, settings, bytes_read
+):
+    from django.core.files.storage import storages
+
+    from replay.formats import native
+    from replay.services import trace_ingest
+    from tests.console.conftest import trace_bytes
+
+    data = trace_bytes("ok")
+    jsonl = b"".join(native.iter_jsonl(json.loads(data)))
+    trace = trace_ingest(source=io.BytesIO(jsonl), filename="ok.trace.jsonl").trace
+    with storages["blobs"].open(trace.blob.storage_name, "wb") as fh:
+        fh.write(_padded_jsonl(data, pad=256 * 1024))
+    settings.REPLAY_PAGE_READ_BYTES = 1024**2
+
+    response = as_persona("vera").get(f"/traces/{trace.blob.sha256}/")
+
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert (
+        '<p class="notice" id="outline-cut-short">The outline is partial: a page reads at '
+        "most 1048576 bytes of a stored file (REPLAY_PAGE_READ_BYTES); this one is longer, "
+        "so the outline stops there.</p>"
+    ) in body
+    assert bytes_read[0] <= 1024**2 + 2 * 1024**2  # the budget and one read buffer ahead
+
+
+def test_a_padded_stored_document_is_not_parsed_for_its_page(
+    as_persona, trace_key, settings, bytes_read
+):
+    from django.core.files.storage import storages
+
+    from replay.services import trace_ingest
+    from tests.console.conftest import trace_bytes
+
+    data = trace_bytes("ok")
+    trace = trace_ingest(source=io.BytesIO(data), filename="ok.trace.json").trace
+    with storages["blobs"].open(trace.blob.storage_name, "wb") as fh:
+        fh.write(data + b" " * (8 * 1024**2))
+    settings.REPLAY_PAGE_READ_BYTES = 1024**2
+
+    response = as_persona("vera").get(f"/traces/{trace.blob.sha256}/")
+
+    assert response.status_code == 200
+    assert (
+        "The stored file cannot be read: a page reads at most 1048576 bytes of a stored file "
+        "(REPLAY_PAGE_READ_BYTES); this one is longer, so the outline stops there"
+    ) in response.content.decode()
+    assert bytes_read[0] <= 1024**2 + 2 * 1024**2

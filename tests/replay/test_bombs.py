@@ -13,7 +13,6 @@ import resource
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +48,153 @@ def test_it_still_reads_aliases_that_expand_a_little():
     value = load(yaml_laughs(anchor_chars=10_000, aliases=50))  # ~0.5 MB once expanded
     assert len(value) == 51
     assert len(js_sorted(value)) > 500_000
+
+
+# --- measured in a fresh process --------------------------------------------------------------
+
+_MEASURE = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    from pathlib import Path
+    from replay.errors import ReplayError
+    from replay.formats import native, open_trace
+
+    def hwm_kib():
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    path = Path(sys.argv[1])
+    kind = sys.argv[2]
+    before = hwm_kib()
+    t0 = time.perf_counter()
+    out = {"code": None, "message": None}
+    try:
+        if kind == "yaml":
+            from replay.formats import ahd
+            from replay.formats.yaml12 import YAML12Error
+            try:
+                ahd.hash_structured(path.read_text())
+            except YAML12Error as exc:
+                out["code"], out["message"] = "YAML", str(exc)
+        else:
+            with path.open("rb") as fh:
+                trace = open_trace(fh, path.name)
+                for _ in trace.records():
+                    pass
+    except ReplayError as exc:
+        out["code"], out["message"] = exc.code, exc.message
+    out["seconds"] = time.perf_counter() - t0
+    out["baseline_mib"] = before / 1024
+    out["peak_mib"] = hwm_kib() / 1024
+    print(json.dumps(out))
+    """
+)
+
+
+def measured(path: Path, kind: str = "trace", timeout: float = 120) -> dict:
+    """Open `path` as the server does in a fresh process; its refusal, seconds and memory
+    (`peak_mib` the process's peak RSS, `baseline_mib` the peak before reading)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(path), kind],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    result["growth_mib"] = result["peak_mib"] - result["baseline_mib"]
+    # ru_maxrss of the child agrees with /proc: the peak is the whole process's
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 >= result["peak_mib"]
+    return result
+
+
+def header_line() -> bytes:
+    from tests.replay.helpers import golden
+
+    doc = json.loads(golden("ok.trace.jsonl").read_bytes().split(b"\n", 1)[0])
+    return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+
+def gzip_members(path: Path, prefix: bytes, filler: bytes, total: int) -> Path:
+    """`prefix` then `total` bytes of `filler`, as concatenated gzip members (one member of
+    16 MiB repeated: a 1 GiB bomb is written in a moment)."""
+    member = gzip.compress(filler * (16 * MB // len(filler)), compresslevel=9, mtime=0)
+    with path.open("wb") as fh:
+        fh.write(gzip.compress(prefix, mtime=0))
+        for _ in range(total // (16 * MB)):
+            fh.write(member)
+    return path
+
+
+def test_a_gzip_of_1_gib_of_newlines_is_refused_at_once_in_little_memory(tmp_path):
+    path = gzip_members(tmp_path / "newlines.trace.jsonl.gz", header_line(), b"\n", 1024 * MB)
+    assert path.stat().st_size < 2 * MB
+
+    result = measured(path)
+
+    assert result["code"] == "MALFORMED_TRACE"
+    assert result["message"] == (
+        "line 1026: more than 1024 blank lines; refused (padding, not records)"
+    )
+    assert result["seconds"] < 5
+    assert result["growth_mib"] < 16
+
+
+def test_a_small_json_gz_that_inflates_to_256_mib_is_refused_at_the_ratio_limit(tmp_path):
+    prefix = b'{"format": "replay-trace", "schema_version": 1, "meta": {"pad": "'
+    path = gzip_members(tmp_path / "inflate.trace.json.gz", prefix, b" ", 256 * MB)
+    assert path.stat().st_size < 512 * 1024
+
+    result = measured(path)
+
+    assert result["code"] == "MALFORMED_TRACE"
+    assert result["message"].startswith(
+        "inflate.trace.json.gz: decompresses to more than 200 times its compressed size ("
+    )
+    assert result["message"].endswith(", past the first 33554432); refused as a gzip bomb")
+    assert result["growth_mib"] < 2 * 32  # the 32 MiB read before the ratio applies, once
+
+
+def test_two_million_keys_in_meta_are_refused_before_parsing(tmp_path):
+    keys = b",".join(b'"k%d":0' % i for i in range(2_000_000))
+    path = tmp_path / "keys.trace.json"
+    path.write_bytes(b'{"format":"replay-trace","schema_version":1,"meta":{' + keys + b"}}")
+    size_mib = path.stat().st_size / MB
+
+    result = measured(path)
+
+    assert result["code"] == "MALFORMED_TRACE"
+    assert result["message"] == (
+        "trace: an object has more than 100000 keys; refused before parsing it"
+    )
+    assert result["growth_mib"] < 3 * size_mib  # the text read once and decoded, no objects
+
+
+def test_two_million_keys_in_one_json_lines_record_are_refused_before_parsing(tmp_path):
+    keys = b",".join(b'"k%d":0' % i for i in range(2_000_000))
+    path = tmp_path / "keys.trace.jsonl"
+    path.write_bytes(header_line() + b'{"record":"event","payload":{' + keys + b"}}\n")
+    size_mib = path.stat().st_size / MB
+
+    result = measured(path)
+
+    assert result["code"] == "MALFORMED_TRACE"
+    assert result["message"] == (
+        "line 2: an object has more than 100000 keys; refused before parsing it"
+    )
+    assert result["growth_mib"] < 3 * size_mib
+
+
+def test_yaml_aliases_over_a_large_anchor_are_refused_in_little_memory(tmp_path):
+    path = tmp_path / "laughs.yml"
+    path.write_text(yaml_laughs(anchor_chars=2_000_000, aliases=99))  # ~200 MB expanded
+
+    result = measured(path, "yaml")
+
+    assert result["code"] == "YAML"
+    assert result["message"].startswith("aliases expand the document by more than 4000000 ")
+    assert result["growth_mib"] < 64
