@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -237,3 +238,47 @@ def test_a_padded_stored_document_is_not_parsed_for_its_page(
         "(REPLAY_PAGE_READ_BYTES); this one is longer, so the outline stops there"
     ) in response.content.decode()
     assert bytes_read[0] <= 1024**2 + 2 * 1024**2
+
+
+# --- bombs through the API: refused with the limit in the message, nothing stored -----------
+
+
+def _newline_bomb() -> bytes:
+    from replay.formats import native
+    from tests.console.conftest import trace_bytes
+
+    header = next(native.iter_jsonl(json.loads(trace_bytes("ok"))))
+    member = gzip.compress(b"\n" * (16 * 1024**2), compresslevel=9, mtime=0)
+    return gzip.compress(header, mtime=0) + member * 8  # 128 MiB of newlines from ~130 KB
+
+
+def test_the_api_refuses_a_gzip_of_newlines_at_the_blank_line_limit(as_persona, trace_key):
+    response = as_persona("alice").post(
+        "/api/traces/upload/?filename=pad.trace.jsonl.gz",
+        _newline_bomb(),
+        content_type="application/octet-stream",
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert (body["error_code"], body["message"]) == (
+        "MALFORMED_TRACE",
+        "line 1026: more than 1024 blank lines; refused (padding, not records)",
+    )
+    assert not Trace.objects.exists()
+
+
+def test_the_verify_endpoint_refuses_too_many_keys_with_the_limit(as_persona, trace_key, settings):
+    settings.REPLAY_MAX_OBJECT_KEYS = 1000
+    keys = ",".join(f'"k{i}":0' for i in range(1001))
+    data = ('{"format":"replay-trace","schema_version":1,"meta":{' + keys + "}}").encode()
+    response = as_persona("alice").post(
+        "/api/traces/verify/?filename=keys.trace.json",
+        data,
+        content_type="application/octet-stream",
+    )
+    assert response.status_code == 200
+    report = response.json()["report"]
+    assert (report["status"], report["error_code"]) == ("refused", "MALFORMED_TRACE")
+    assert report["message"] == (
+        "trace: an object has more than 1000 keys; refused before parsing it"
+    )
