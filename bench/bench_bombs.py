@@ -204,10 +204,10 @@ def main() -> int:
                 return measured([*base_argv, str(read), kind], env)
             return measured([*base_argv, str(sent)], env)
 
-        _c, _s, baseline, _t = run(tiny, tiny, "trace")
+        _c, base_seconds, baseline, _t = run(tiny, tiny, "trace")
         print(
-            f"bombs refused by {'the parsers' if core else 'manage.py verify'}; "
-            f"baseline peak RSS {baseline:.0f} MiB (a 2-byte file)"
+            f"bombs refused by {'the parsers' if core else 'manage.py verify'}; baseline "
+            f"(a 2-byte file): peak RSS {baseline:.0f} MiB, {base_seconds:.2f} s"
         )
         header = (
             f"{'bomb':<24} {'sent KiB':>10} {'expands MiB':>12} {'seconds':>8} "
