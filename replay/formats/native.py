@@ -686,6 +686,8 @@ class _BoundedReader(io.RawIOBase):
         # past the limit: the bytes up to it are delivered, and only a read beyond it, when
         # the stream has more, is refused (a page reading a stored file up to its budget
         # gets what lies before it).
+        if not len(b):
+            return 0
         want = min(len(b), self._left, _READ_BYTES) or 1
         try:
             data = self._raw.read(want)

@@ -16,8 +16,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay.canonical import js_sorted
+from replay.errors import ReplayError
+from replay.formats.jsonstrict import check_key_count
 from replay.formats.yaml12 import MAX_ALIAS_EXPANSION, YAML12Error, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,3 +202,43 @@ def test_yaml_aliases_over_a_large_anchor_are_refused_in_little_memory(tmp_path)
     assert result["code"] == "YAML"
     assert result["message"].startswith("aliases expand the document by more than 4000000 ")
     assert result["growth_mib"] < 64
+
+
+# --- the key count agrees with the parsed value ----------------------------------------------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\:{}[], \n\u00e9'),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(alphabet='ab"\\:{} \u00e9', max_size=4), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _counts(value) -> tuple[int, int]:
+    """(keys in all, most keys in one object) of a parsed value."""
+    if isinstance(value, dict):
+        inner = [_counts(v) for v in value.values()]
+        return (
+            len(value) + sum(t for t, _ in inner),
+            max([len(value), *(m for _, m in inner)]),
+        )
+    if isinstance(value, list):
+        inner = [_counts(v) for v in value]
+        return sum(t for t, _ in inner), max([0, *(m for _, m in inner)])
+    return 0, 0
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_json_values, st.booleans())
+def test_the_key_count_is_the_parsed_values_whatever_the_strings_hold(value, spaced):
+    data = json.dumps(value, indent=1 if spaced else None, ensure_ascii=False).encode()
+    total, most = _counts(value)
+    # exactly at the limits: accepted (whatever the colons in strings)
+    check_key_count(data, where="t", max_keys=total, max_object_keys=most)
+    if most:
+        with pytest.raises(ReplayError, match="an object has more than"):
+            check_key_count(data, where="t", max_keys=total, max_object_keys=most - 1)
+        with pytest.raises(ReplayError, match="keys in all"):
+            check_key_count(data, where="t", max_keys=total - 1, max_object_keys=most)
