@@ -29,6 +29,10 @@ non-string keys             Python keys                         ``String(key)``:
                                                                 ``"1"``, null -> ``""``
 ==========================  ==================================  ===========================
 
+Beyond ``yaml`` v2, a document whose aliases would add more than ``MAX_ALIAS_EXPANSION``
+nodes and scalar characters once written out is refused: the alias count alone lets 99
+aliases of a large anchor through, and hashing writes every alias out in full.
+
 Explicit tags follow ``yaml`` v2 too: a core tag resolves only when its pattern matches
 (``!!int 0x10`` is 16, ``!!float 1`` stays the string ``"1"``), an unknown tag keeps the
 string (or the plain map / sequence) with a warning in ``yaml``. The YAML 1.1 types ``yaml``
