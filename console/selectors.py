@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from replay.errors import ReplayError
-from replay.formats import SUPPORTED, open_trace
+from replay.formats import SUPPORTED, native, open_trace
 from replay.models import Snapshot, Trace
 from replay.storage import blob_open
 
@@ -200,6 +201,7 @@ class Outline:
     broke_at: int | None
     break_detail: str
     unreadable: str = ""
+    cut_short: str = ""  # the page's read budget ended the outline early
 
 
 def failed_check(report: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -270,6 +272,31 @@ def _brief_step(step: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def page_read_limit() -> int:
+    return int(getattr(settings, "REPLAY_PAGE_READ_BYTES", 64 * 1024**2))
+
+
+def _page_limits() -> native.Limits:
+    """What a page may read of a stored file: at most REPLAY_PAGE_READ_BYTES (decompressed),
+    so no page's cost grows with a stored file's size or padding."""
+    budget = page_read_limit()
+    return native.Limits(
+        max_total_bytes=budget,
+        max_document_bytes=min(budget, native.DEFAULT_LIMITS.max_document_bytes),
+    )
+
+
+def _over_page_budget(exc: ReplayError) -> bool:
+    return exc.detail.get("limit") in ("max_total_bytes", "max_document_bytes")
+
+
+def page_budget_message() -> str:
+    return (
+        f"a page reads at most {page_read_limit()} bytes of a stored file "
+        "(REPLAY_PAGE_READ_BYTES); this one is longer, so the outline stops there"
+    )
+
+
 def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
     """What the trace page shows of the file itself, read in one pass that stops early.
 
@@ -281,9 +308,11 @@ def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
     events: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     steps_total = trace.step_count
+    header: dict[str, Any] | None = None
+    cut_short = ""
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            opened = open_trace(fh, trace.filename)
+            opened = open_trace(fh, trace.filename, limits=_page_limits())
             header = opened.header
             for record in opened.records():
                 if record.kind == "event":
@@ -299,7 +328,12 @@ def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
                 )
                 if events_done and len(steps) >= min(OUTLINE_STEPS, steps_total):
                     break
-    except (ReplayError, OSError) as exc:
+    except ReplayError as exc:
+        if header is None or not _over_page_budget(exc):
+            message = page_budget_message() if _over_page_budget(exc) else str(exc)
+            return Outline({}, [], [], steps_total, [], broke_at, break_detail, message)
+        cut_short = page_budget_message()  # what was read before the budget is shown
+    except OSError as exc:
         return Outline({}, [], [], steps_total, [], broke_at, break_detail, unreadable=str(exc))
     header = {k: v for k, v in header.items() if k not in ("events", "steps", "outputs")}
     return Outline(
@@ -310,6 +344,7 @@ def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
         snapshots=_snapshot_lines(header, report),
         broke_at=broke_at,
         break_detail=break_detail,
+        cut_short=cut_short,
     )
 
 
@@ -322,7 +357,7 @@ def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | st
     wanted = {s for s in steps if isinstance(s, int)}
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            opened = open_trace(fh, trace.filename)
+            opened = open_trace(fh, trace.filename, limits=_page_limits())
             if "final_answer" in steps:
                 found["final_answer"] = opened.header.get("final_answer")
             if wanted:
@@ -342,7 +377,7 @@ def trace_event(trace: Trace, seq: int) -> dict[str, Any] | None:
     """One event of the stored file, read in one pass that stops at it."""
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            for record in open_trace(fh, trace.filename).records():
+            for record in open_trace(fh, trace.filename, limits=_page_limits()).records():
                 if record.kind == "event" and record.body.get("seq") == seq:
                     return record.body
     except (ReplayError, OSError):
@@ -354,7 +389,7 @@ def trace_privacy_policy(trace: Trace) -> Any:
     """The body of the trace's `privacy` snapshot: in the file, else in the store, else None."""
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            header = open_trace(fh, trace.filename).header
+            header = open_trace(fh, trace.filename, limits=_page_limits()).header
     except (ReplayError, OSError):
         return None
     for snap in header.get("snapshots", []):

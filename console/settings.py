@@ -169,9 +169,20 @@ STORAGES = {
 REPLAY_AHD_ROOT = env_str("REPLAY_AHD_ROOT") or (
     str(BASE_DIR / "replay" / "demo_ahd") if DEBUG else ""
 )
+# the largest token or brief file re-hashed (a larger one is reported, not read)
+REPLAY_AHD_MAX_INPUT_BYTES = env_int("REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
 
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
+# what reading one upload may cost (replay/formats/native.py Limits; refused with the limit)
+REPLAY_MAX_DECOMPRESSED_BYTES = env_int("REPLAY_MAX_DECOMPRESSED_BYTES", 8 * 1024**3)
+REPLAY_MAX_GZIP_RATIO = env_int("REPLAY_MAX_GZIP_RATIO", 200)
+REPLAY_GZIP_RATIO_FLOOR_BYTES = env_int("REPLAY_GZIP_RATIO_FLOOR_BYTES", 32 * 1024**2)
+REPLAY_MAX_BLANK_LINES = env_int("REPLAY_MAX_BLANK_LINES", 1024)
+REPLAY_MAX_JSON_KEYS = env_int("REPLAY_MAX_JSON_KEYS", 1_000_000)
+REPLAY_MAX_OBJECT_KEYS = env_int("REPLAY_MAX_OBJECT_KEYS", 100_000)
+# what one page may read of a stored file (the trace, event and diff pages)
+REPLAY_PAGE_READ_BYTES = env_int("REPLAY_PAGE_READ_BYTES", 64 * 1024**2)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024**2
 

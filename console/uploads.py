@@ -64,6 +64,7 @@ def too_large_response(request: HttpRequest) -> HttpResponse:
             request=request,
         )
         response = HttpResponse(html, status=413)
-    # The client may still be sending; make sure the connection is not reused mid-body.
-    response["Connection"] = "close"
+    # No "Connection: close" here: it is a hop-by-hop header, which a WSGI application must
+    # not set (PEP 3333; wsgiref and Django's runserver turn it into a 500). Closing a
+    # connection whose body was not read is the server's business.
     return response

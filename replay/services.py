@@ -4,6 +4,7 @@ these; they load rows, call the pure core, and store what it says."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,9 +60,42 @@ def stored_snapshot_body(snapshot_id: str) -> Any:
 
 
 def _limits() -> native.Limits:
+    """What reading one upload may cost (settings override the format's defaults)."""
+    default = native.DEFAULT_LIMITS
     return native.Limits(
         max_total_bytes=getattr(settings, "REPLAY_MAX_DECOMPRESSED_BYTES", 8 * 1024**3),
+        max_ratio=getattr(settings, "REPLAY_MAX_GZIP_RATIO", default.max_ratio),
+        ratio_floor=getattr(settings, "REPLAY_GZIP_RATIO_FLOOR_BYTES", default.ratio_floor),
+        max_blank_lines=getattr(settings, "REPLAY_MAX_BLANK_LINES", default.max_blank_lines),
+        max_keys=getattr(settings, "REPLAY_MAX_JSON_KEYS", default.max_keys),
+        max_object_keys=getattr(settings, "REPLAY_MAX_OBJECT_KEYS", default.max_object_keys),
     )
+
+
+def _server_data_dirs() -> tuple[str, ...]:
+    """Directories an AHD input path may never lead into, even when the checkout holds them:
+    the server's data (its SQLite database and the WAL/SHM files beside it, blobs, spooled
+    uploads). Reading the database file through another descriptor would release this
+    process's POSIX locks on it."""
+    dirs = [str(settings.VAR_DIR), tempfile.gettempdir()]
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3") and str(db["NAME"]) != ":memory:":
+        dirs.append(os.path.dirname(os.path.abspath(db["NAME"])))
+    location = settings.STORAGES.get("blobs", {}).get("OPTIONS", {}).get("location")
+    if location:
+        dirs.append(str(location))
+    if getattr(settings, "FILE_UPLOAD_TEMP_DIR", None):
+        dirs.append(str(settings.FILE_UPLOAD_TEMP_DIR))
+    return tuple(dirs)
+
+
+def _ahd_limits() -> dict[str, Any]:
+    from replay.formats import ahd
+
+    return {
+        "excluded": _server_data_dirs(),
+        "max_input_bytes": getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
+    }
 
 
 def _verify(
@@ -155,7 +189,9 @@ def _checked(
 
     root = getattr(settings, "REPLAY_AHD_ROOT", None)
     data = stream.read(ahd.MAX_SIDECAR_BYTES + 1)
-    return ahd.verify_upload(data, filename, root=Path(root) if root else None, mode=mode)
+    return ahd.verify_upload(
+        data, filename, root=Path(root) if root else None, mode=mode, **_ahd_limits()
+    )
 
 
 def trace_verify_file(
@@ -193,7 +229,7 @@ def trace_verify_file(
             report.checks.append(engine.Check("format", False, message))
             return report.fail(errors.MALFORMED_TRACE, message).to_json()
         return ahd.verify_path(
-            Path(path), root=Path(root) if root is not None else None, mode=mode
+            Path(path), root=Path(root) if root is not None else None, mode=mode, **_ahd_limits()
         ).to_json()
     return _checked(
         fmt, stream, filename, mode=mode, progress=progress, workers=workers, halts=halts

@@ -13,9 +13,14 @@ exactly as AHD's ``src/eval/verify-replay.ts`` does (seed 000):
   semantics), hashed ``"sha256:" + hex(sha256(js-sorted(value)))``;
 - brief (``null`` on critique runs, then not checked): the raw-bytes hash first (markdown
   briefs), then the canonical-JSON hash of the parsed YAML;
-- a recorded absolute path that does not exist (sidecars written on a CI runner) is looked up
-  under the checkout root by its longest trailing part that exists there, and the check says
-  the recorded path was not portable (AHD itself would report the file missing).
+- a recorded absolute path that is not inside the checkout (sidecars written on a CI runner)
+  is looked up under the checkout root by its longest trailing part that exists there, and the
+  check says the recorded path was not portable (AHD itself would report the file missing);
+- nothing outside the checkout is ever read, links resolved: a relative path leading out is
+  refused (``MALFORMED_TRACE``) and the report says nothing about what it names; only a
+  regular file is read (never a FIFO or device: the open cannot block), at most
+  ``max_input_bytes``; the server's data directories (``excluded``) are never opened even
+  when the checkout holds them.
 
 Verdicts. AHD prints a per-field ok / FAIL list and exits 1 on drift. Here each field is a
 check; the first failing one names the report's error code:
@@ -47,6 +52,7 @@ import ntpath
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -336,12 +342,66 @@ def hash_raw(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _read_text(path: Path) -> str:
-    """``readFileSync(path, "utf8")``: invalid UTF-8 becomes U+FFFD, a BOM is kept."""
-    with path.open("rb") as fh:
-        data = fh.read(MAX_INPUT_BYTES + 1)
-    if len(data) > MAX_INPUT_BYTES:
-        raise OSError(f"larger than {MAX_INPUT_BYTES} bytes")
+class Unreadable(Exception):
+    """An input the verifier will not read; the message says only why, never what is there."""
+
+
+def _inside(path: str, directory: str) -> bool:
+    return os.path.commonpath([path, directory]) == directory
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """Where inputs may be read: the checkout root (links resolved), minus the server's own
+    data directories that lie inside it (the database, blobs, uploads in flight)."""
+
+    root: Path
+    real: str
+    excluded: tuple[str, ...] = ()
+    max_input_bytes: int = MAX_INPUT_BYTES
+
+    @classmethod
+    def at(
+        cls,
+        root: Path,
+        *,
+        excluded: tuple[str | os.PathLike[str], ...] = (),
+        max_input_bytes: int = MAX_INPUT_BYTES,
+    ) -> Checkout:
+        real = os.path.realpath(root)
+        # an excluded directory that holds the whole checkout (a test's /tmp) excludes nothing
+        kept = tuple(d for d in (os.path.realpath(e) for e in excluded) if not _inside(real, d))
+        return cls(Path(root), real, kept, max_input_bytes)
+
+    def allows(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path``, once every link is resolved, lies inside the checkout and
+        outside every excluded directory. Nothing is opened."""
+        real = os.path.realpath(path)
+        return _inside(real, self.real) and not any(_inside(real, d) for d in self.excluded)
+
+
+def _read_input(path: Path, checkout: Checkout) -> str:
+    """``readFileSync(path, "utf8")`` of a regular file inside the checkout, at most
+    ``max_input_bytes``: invalid UTF-8 becomes U+FFFD, a BOM is kept.
+
+    The file is checked before it is opened (a FIFO would block the open) and again through
+    the descriptor (a file swapped in between): the open never follows a final link and never
+    blocks, and only a regular file is read.
+    """
+    limit = checkout.max_input_bytes
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise Unreadable("not a regular file; not read")
+    if st.st_size > limit:
+        raise Unreadable(f"over {limit} bytes; not read")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unreadable("not a regular file; not read")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise Unreadable(f"over {limit} bytes; not read")
     return data.decode("utf-8", "replace")
 
 
@@ -349,38 +409,60 @@ def _is_absolute(recorded: str) -> bool:
     return recorded.startswith("/") or _WINDOWS_ABS.match(recorded) is not None
 
 
-def resolve_input(recorded: str, root: Path) -> tuple[Path, str | None]:
+@dataclass(frozen=True)
+class Located:
+    """Where a recorded path is read (``path``), a note when it was not portable, or why it
+    is not read at all (``refused``: it leads outside the checkout)."""
+
+    path: Path
+    note: str | None = None
+    refused: str | None = None
+
+
+def resolve_input(recorded: str, checkout: Checkout | Path) -> Located:
     """Where to read a recorded path, and a note when the recorded path was not portable.
 
-    A relative path resolves against the root (``path.resolve(root, p)``). An absolute path
-    that exists is used as it is, as AHD does. One that does not exist here (a CI runner's
-    ``/home/runner/work/ahd/ahd/tokens/x.yml``, or a Windows path) is looked up under the
-    root by its longest trailing part that exists there (``tokens/x.yml``); parts with
-    ``..`` are never tried, so the lookup stays inside the root.
+    Every path is read inside the checkout, after resolving links, or not at all. A relative
+    path resolves against the root (``path.resolve(root, p)``); one that leads outside (``..``,
+    or a link out of the checkout) is refused without looking at what it names. An absolute
+    path inside the checkout is used as it is. Any other absolute path (a CI runner's
+    ``/home/runner/work/ahd/ahd/tokens/x.yml``, a Windows path, or a file of this server
+    outside the checkout) is looked up under the root by its longest trailing part that
+    exists there (``tokens/x.yml``); parts with ``..`` are never tried, and whether the path
+    exists outside the checkout changes nothing in the answer.
     """
+    if isinstance(checkout, Path):
+        checkout = Checkout.at(checkout)
+    root = checkout.root
     if not _is_absolute(recorded):
-        return Path(os.path.normpath(os.path.join(root, recorded))), None
+        path = Path(os.path.normpath(os.path.join(root, recorded)))
+        if not checkout.allows(path):
+            return Located(path, refused=f"the recorded path {recorded} is outside the checkout")
+        return Located(path)
     windows = _WINDOWS_ABS.match(recorded) is not None
-    if not windows and os.path.exists(recorded):
-        return Path(recorded), None
-    if windows:
-        parts = PureWindowsPath(ntpath.normpath(recorded)).parts[1:]
+    if not windows:
+        path = Path(posixpath.normpath(recorded))
+        if checkout.allows(path) and os.path.lexists(path):
+            return Located(path)
+        parts = PurePosixPath(path).parts[1:]
     else:
-        parts = PurePosixPath(posixpath.normpath(recorded)).parts[1:]
+        parts = PureWindowsPath(ntpath.normpath(recorded)).parts[1:]
     for i in range(len(parts)):
         tail = parts[i:]
         if ".." in tail:
             continue
         candidate = root.joinpath(*tail)
-        if candidate.exists():
+        if checkout.allows(candidate) and os.path.lexists(candidate):
             rel = "/".join(tail)
-            return candidate, (
+            return Located(
+                candidate,
                 f"the recorded path {recorded} is not portable (an absolute path on the "
-                f"machine that wrote the sidecar); resolved as {rel} under the checkout root"
+                f"machine that wrote the sidecar); resolved as {rel} under the checkout root",
             )
-    return Path(recorded), (
+    return Located(
+        Path(recorded),
         f"the recorded path {recorded} is not portable (an absolute path on the machine that "
-        "wrote the sidecar) and no file under the checkout root matches its trailing parts"
+        "wrote the sidecar) and no file under the checkout root matches its trailing parts",
     )
 
 
@@ -418,20 +500,48 @@ def _result(
     return FieldResult(entry.field, ok, entry.hash, actual, reason, code, note, detail)
 
 
-def verify_token(entry: Input, root: Path) -> FieldResult:
-    """``verifyReplayInputs`` for the token: canonical JSON of the parsed YAML only."""
-    path, note = resolve_input(entry.path, root)
-    if not path.exists():
+def _input_text(entry: Input, checkout: Checkout) -> tuple[str, str | None] | FieldResult:
+    """The text of a recorded input and its not-portable note, or the failed check.
+
+    Only a regular file inside the checkout is read; a path leading outside is refused with
+    the same words whatever is there (MALFORMED_TRACE: the sidecar names what may not be
+    read), and nothing about such a file (existence, hash, parse errors) reaches the report.
+    """
+    located = resolve_input(entry.path, checkout)
+    path, note = located.path, located.note
+    if located.refused is not None:
+        return _result(
+            entry, None, reason=f"{located.refused}; not read", code=errors.MALFORMED_TRACE
+        )
+    if not checkout.allows(path) or not os.path.lexists(path):
         return _result(
             entry,
             None,
-            reason=f"token file not found at {path}",
+            reason=f"{entry.field} file not found at {path}",
             code=errors.MISSING_SNAPSHOT,
             note=note,
         )
     try:
-        actual = hash_structured(_read_text(path))
-    except (OSError, YAML12Error, CanonicalError) as exc:
+        return _read_input(Path(os.path.realpath(path)), checkout), note
+    except Unreadable as exc:
+        reason = f"{entry.field} file at {path} is {exc}"
+    except OSError as exc:
+        reason = f"failed to read {entry.field} at {path}: {_reason(exc)}"
+    return _result(entry, None, reason=reason, code=errors.INTEGRITY_FAILURE, note=note)
+
+
+def verify_token(entry: Input, checkout: Checkout | Path) -> FieldResult:
+    """``verifyReplayInputs`` for the token: canonical JSON of the parsed YAML only."""
+    if isinstance(checkout, Path):
+        checkout = Checkout.at(checkout)
+    read = _input_text(entry, checkout)
+    if isinstance(read, FieldResult):
+        return read
+    text, note = read
+    path = resolve_input(entry.path, checkout).path
+    try:
+        actual = hash_structured(text)
+    except (YAML12Error, CanonicalError) as exc:
         reason = f"failed to parse token at {path}: {_reason(exc)}"
         return _result(entry, None, reason=reason, code=errors.INTEGRITY_FAILURE, note=note)
     if actual != entry.hash:
@@ -440,22 +550,14 @@ def verify_token(entry: Input, root: Path) -> FieldResult:
     return _result(entry, actual, note=note, how=" (canonical JSON of the parsed YAML)")
 
 
-def verify_brief(entry: Input, root: Path) -> FieldResult:
+def verify_brief(entry: Input, checkout: Checkout | Path) -> FieldResult:
     """The brief: raw-bytes hash first (markdown briefs), then canonical JSON of the YAML."""
-    path, note = resolve_input(entry.path, root)
-    if not path.exists():
-        return _result(
-            entry,
-            None,
-            reason=f"brief file not found at {path}",
-            code=errors.MISSING_SNAPSHOT,
-            note=note,
-        )
-    try:
-        text = _read_text(path)
-    except OSError as exc:
-        reason = f"failed to read brief at {path}: {_reason(exc)}"
-        return _result(entry, None, reason=reason, code=errors.INTEGRITY_FAILURE, note=note)
+    if isinstance(checkout, Path):
+        checkout = Checkout.at(checkout)
+    read = _input_text(entry, checkout)
+    if isinstance(read, FieldResult):
+        return read
+    text, note = read
     raw = hash_raw(text)
     if raw == entry.hash:
         return _result(entry, raw, note=note, how=" (raw bytes)")
@@ -526,11 +628,13 @@ def _parsed(report: ReplayReport, data: bytes, name: str) -> Sidecar | None:
     return sidecar
 
 
-def _inputs_verified(report: ReplayReport, sidecar: Sidecar, root: Path, how: str) -> ReplayReport:
-    report.checks.append(Check("root", True, f"checkout root {root} ({how})"))
-    results = [verify_token(sidecar.token, root)]
+def _inputs_verified(
+    report: ReplayReport, sidecar: Sidecar, checkout: Checkout, how: str
+) -> ReplayReport:
+    report.checks.append(Check("root", True, f"checkout root {checkout.root} ({how})"))
+    results = [verify_token(sidecar.token, checkout)]
     if sidecar.brief is not None:
-        results.append(verify_brief(sidecar.brief, root))
+        results.append(verify_brief(sidecar.brief, checkout))
     report.checks += [r.check() for r in results]
     failed = next((r for r in results if not r.ok), None)
     if failed is not None:
@@ -546,8 +650,18 @@ def _inputs_verified(report: ReplayReport, sidecar: Sidecar, root: Path, how: st
     return report
 
 
-def verify_path(path: Path, *, root: Path | None = None, mode: str = AUDIT) -> ReplayReport:
+def verify_path(
+    path: Path,
+    *,
+    root: Path | None = None,
+    mode: str = AUDIT,
+    excluded: tuple[str | os.PathLike[str], ...] = (),
+    max_input_bytes: int = MAX_INPUT_BYTES,
+) -> ReplayReport:
     """Verify an AHD sidecar (``*.replay.json``) or the report ``*.md`` beside it.
+
+    Inputs are read only inside the checkout, never under an ``excluded`` directory (the
+    server's data: its database, blobs and uploads), and at most ``max_input_bytes`` each.
 
     Raises :class:`AhdRootNotFound` when ``root`` is not given and no AHD checkout root is
     found above the file, or when the given root is not a directory (usage errors). Every
@@ -572,7 +686,10 @@ def verify_path(path: Path, *, root: Path | None = None, mode: str = AUDIT) -> R
     if root is not None:
         if not Path(root).is_dir():
             raise AhdRootNotFound(f"--root {root}: not a directory")
-        return _inputs_verified(report, sidecar, Path(os.path.abspath(root)), "given with --root")
+        checkout = Checkout.at(
+            Path(os.path.abspath(root)), excluded=excluded, max_input_bytes=max_input_bytes
+        )
+        return _inputs_verified(report, sidecar, checkout, "given with --root")
     start = Path(os.path.abspath(path)).parent
     found = find_root(start)
     if found is None:
@@ -581,8 +698,9 @@ def verify_path(path: Path, *, root: Path | None = None, mode: str = AUDIT) -> R
             f"{start} or its {ROOT_SEARCH_DIRS - 1} parent directories); pass the "
             "checkout with --root DIR"
         )
+    checkout = Checkout.at(found, excluded=excluded, max_input_bytes=max_input_bytes)
     return _inputs_verified(
-        report, sidecar, found, f"found by walking up to the package.json named {PACKAGE_NAME}"
+        report, sidecar, checkout, f"found by walking up to the package.json named {PACKAGE_NAME}"
     )
 
 
@@ -610,7 +728,15 @@ REPORT_ALONE_MESSAGE = (
 )
 
 
-def verify_upload(data: bytes, name: str, *, root: Path | None, mode: str = AUDIT) -> ReplayReport:
+def verify_upload(
+    data: bytes,
+    name: str,
+    *,
+    root: Path | None,
+    mode: str = AUDIT,
+    excluded: tuple[str | os.PathLike[str], ...] = (),
+    max_input_bytes: int = MAX_INPUT_BYTES,
+) -> ReplayReport:
     """A sidecar that arrived on its own (the console's upload), verified against ``root``,
     the AHD checkout the server keeps (``REPLAY_AHD_ROOT``). Without one, the sidecar's form
     is still checked and the report says which inputs could not be re-hashed
@@ -625,7 +751,8 @@ def verify_upload(data: bytes, name: str, *, root: Path | None, mode: str = AUDI
         return report
     if root is not None and Path(root).is_dir():
         absolute = Path(os.path.abspath(root))
-        _inputs_verified(report, sidecar, absolute, "the AHD checkout this server keeps")
+        checkout = Checkout.at(absolute, excluded=excluded, max_input_bytes=max_input_bytes)
+        _inputs_verified(report, sidecar, checkout, "the AHD checkout this server keeps")
         return _paths_hidden(report, absolute)
     inputs = f"the token {sidecar.token.path}"
     if sidecar.brief is not None:

@@ -21,6 +21,10 @@ except ImportError:  # pragma: no cover - exercised only where orjson is absent
     _orjson = None  # type: ignore[assignment]
 
 BOM = b"\xef\xbb\xbf"
+#: keys one object may have, and keys one JSON text may have in all (a key costs a few hundred
+#: bytes once parsed: 2 million keys in one object grew the server by ~650 MB)
+MAX_OBJECT_KEYS = 100_000
+MAX_KEYS = 1_000_000
 
 
 def _refuse_constant(name: str) -> Any:
@@ -40,6 +44,46 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
 
+# A string (a key when a colon follows), or a brace: enough to count keys per object without
+# building anything. Inside a string a quote is always escaped, so matches stay aligned.
+_KEY_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"[ \t\r\n]*(:)?|[{}]')
+
+
+def check_key_count(
+    data: bytes, *, where: str, max_keys: int = MAX_KEYS, max_object_keys: int = MAX_OBJECT_KEYS
+) -> None:
+    """Refuse a JSON text with more than `max_object_keys` keys in one object or `max_keys`
+    in all, before it is parsed (a parsed key costs far more than its bytes).
+
+    Every key needs a colon, so a text with few colons is let through without a scan; the
+    scan walks strings and braces only, and stops at the first limit crossed.
+    """
+    if data.count(b":") <= min(max_keys, max_object_keys):
+        return
+    total = 0
+    here = 0
+    outer: list[int] = []
+    for m in _KEY_TOKEN.finditer(data):
+        if m.group(1) is not None:
+            total += 1
+            here += 1
+            if here > max_object_keys:
+                raise ReplayError(
+                    MALFORMED_TRACE,
+                    f"{where}: an object has more than {max_object_keys} keys; refused before "
+                    "parsing it",
+                )
+            if total > max_keys:
+                raise ReplayError(
+                    MALFORMED_TRACE,
+                    f"{where}: more than {max_keys} keys in all; refused before parsing it",
+                )
+        elif m.group() == b"{":
+            outer.append(here)
+            here = 0
+        elif m.group() == b"}":
+            here = outer.pop() if outer else 0
+
 
 def _utf8_error(data: bytes, exc: UnicodeDecodeError, where: str) -> ReplayError:
     line = data.count(b"\n", 0, exc.start) + 1
@@ -51,8 +95,16 @@ def _utf8_error(data: bytes, exc: UnicodeDecodeError, where: str) -> ReplayError
     )
 
 
-def loads_strict(data: bytes, *, where: str, line_offset: int = 0) -> Any:
+def loads_strict(
+    data: bytes,
+    *,
+    where: str,
+    line_offset: int = 0,
+    max_keys: int = MAX_KEYS,
+    max_object_keys: int = MAX_OBJECT_KEYS,
+) -> Any:
     """Decode one JSON text from UTF-8 bytes, refusing anything ambiguous or hostile."""
+    check_key_count(data, where=where, max_keys=max_keys, max_object_keys=max_object_keys)
     if data.startswith(BOM):
         raise ReplayError(
             MALFORMED_TRACE,

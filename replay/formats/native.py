@@ -41,7 +41,10 @@ except ImportError:  # pragma: no cover - parse_compact proves nothing without o
     orjson_loads = None  # type: ignore[assignment]
 from replay.errors import MALFORMED_TRACE, UNSUPPORTED_SCHEMA_VERSION, ReplayError
 from replay.formats.jsonstrict import (
+    MAX_KEYS,
+    MAX_OBJECT_KEYS,
     NOT_PROVEN,
+    check_key_count,
     check_shape,
     loads_strict,
     parse_compact,
@@ -72,6 +75,7 @@ HEADER_KEYS = {
 }
 DOCUMENT_KEYS = HEADER_KEYS | {"events", "steps", "outputs"}
 GZIP_MAGIC = b"\x1f\x8b"
+_READ_BYTES = 1 << 20  # what one read of an upload asks for
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() removes
 
 
@@ -85,6 +89,15 @@ class Limits:
     max_depth: int = 64
     max_string: int = 16 * 1024**2  # characters in one string
     max_records: int = 50_000_000
+    max_blank_lines: int = 1024  # whitespace-only JSONL lines: padding, not records
+    # gzip: past `ratio_floor` decompressed bytes, at most `max_ratio` times the bytes read
+    max_ratio: int = 200
+    ratio_floor: int = 32 * 1024**2
+    max_keys: int = MAX_KEYS  # keys in one JSON text (the document, or one JSONL line)
+    max_object_keys: int = MAX_OBJECT_KEYS
+
+    def keys(self) -> dict[str, int]:
+        return {"max_keys": self.max_keys, "max_object_keys": self.max_object_keys}
 
 
 DEFAULT_LIMITS = Limits()
@@ -650,29 +663,71 @@ class _BoundedReader(io.RawIOBase):
     """Reads a (decompressed) stream and refuses to deliver more than `limit` bytes."""
 
     def __init__(
-        self, raw: IO[bytes] | io.RawIOBase | gzip.GzipFile, limit: int, what: str
+        self,
+        raw: IO[bytes] | io.RawIOBase | gzip.GzipFile,
+        limit: int,
+        what: str,
+        compressed: _Counted | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._raw = raw
         self._left = limit
         self._limit = limit
         self._what = what
+        self._compressed = compressed
+        self._ratio = limits.max_ratio
+        self._floor = limits.ratio_floor
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Any) -> int:
+        # At most 1 MiB a call (a caller's huge buffer must not be filled at once), and never
+        # past the limit: the bytes up to it are delivered, and only a read beyond it, when
+        # the stream has more, is refused (a page reading a stored file up to its budget
+        # gets what lies before it).
+        if not len(b):
+            return 0
+        want = min(len(b), self._left, _READ_BYTES) or 1
         try:
-            data = self._raw.read(min(len(b), self._left + 1))
+            data = self._raw.read(want)
         except (OSError, EOFError, zlib.error) as exc:
             raise _malformed(
                 f"{self._what}: the gzip stream is corrupt or truncated ({exc})"
             ) from None
         if len(data) > self._left:
-            raise _malformed(
+            raise ReplayError(
+                MALFORMED_TRACE,
                 f"{self._what}: more than {self._limit} bytes once decompressed; refused "
-                "(a gzip bomb, or a trace larger than this console accepts)"
+                "(a gzip bomb, or a trace larger than this console accepts)",
+                detail={"limit": "max_total_bytes"},
             )
         self._left -= len(data)
+        if self._compressed is not None:
+            out = self._limit - self._left
+            if out > self._floor and out > self._ratio * self._compressed.count:
+                raise _malformed(
+                    f"{self._what}: decompresses to more than {self._ratio} times its "
+                    f"compressed size ({out} bytes from {self._compressed.count}, past the "
+                    f"first {self._floor}); refused as a gzip bomb"
+                )
+        b[: len(data)] = data
+        return len(data)
+
+
+class _Counted(io.RawIOBase):
+    """A stream that counts the bytes read from it (the compressed side of a gzip)."""
+
+    def __init__(self, raw: IO[bytes] | io.RawIOBase) -> None:
+        self._raw = raw
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        data = self._raw.read(len(b))
+        self.count += len(data)
         b[: len(data)] = data
         return len(data)
 
@@ -685,9 +740,14 @@ def open_native(source: IO[bytes], filename: str, limits: Limits = DEFAULT_LIMIT
     name = filename.lower().removesuffix(".gz")
     stream: IO[bytes]
     if compressed:
+        counted = _Counted(rest)
         stream = io.BufferedReader(
             _BoundedReader(
-                gzip.GzipFile(fileobj=rest, mode="rb"), limits.max_total_bytes, filename
+                gzip.GzipFile(fileobj=counted, mode="rb"),
+                limits.max_total_bytes,
+                filename,
+                counted,
+                limits,
             ),
             buffer_size=1 << 20,
         )
@@ -704,7 +764,7 @@ def open_native(source: IO[bytes], filename: str, limits: Limits = DEFAULT_LIMIT
     newline = first.find(b"\n")
     if newline > 0:
         try:
-            candidate = loads_strict(first[:newline], where="line 1")
+            candidate = loads_strict(first[:newline], where="line 1", **limits.keys())
         except ReplayError:
             candidate = None
         if isinstance(candidate, dict) and "events" not in candidate and "format" in candidate:
@@ -734,19 +794,28 @@ class _Prefixed(io.RawIOBase):
 
 
 def _read_document_bytes(stream: IO[bytes], limits: Limits) -> bytes:
-    data = stream.read(limits.max_document_bytes + 1)
-    if len(data) > limits.max_document_bytes:
-        raise _malformed(
-            f"the JSON document is larger than {limits.max_document_bytes} bytes; send large "
-            "traces as JSON Lines (*.trace.jsonl), which are streamed"
-        )
+    # in pieces, refused as soon as the limit is crossed: never a buffer of the limit's size
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(_READ_BYTES):
+        size += len(chunk)
+        if size > limits.max_document_bytes:
+            raise ReplayError(
+                MALFORMED_TRACE,
+                f"the JSON document is larger than {limits.max_document_bytes} bytes; send "
+                "large traces as JSON Lines (*.trace.jsonl), which are streamed",
+                detail={"limit": "max_document_bytes"},
+            )
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    del chunks
     if not data.strip():
         raise _malformed("the file is empty")
     return data
 
 
 def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTrace:
-    doc = loads_strict(_read_document_bytes(stream, limits), where="trace")
+    doc = loads_strict(_read_document_bytes(stream, limits), where="trace", **limits.keys())
     if not isinstance(doc, dict):
         raise _malformed(f"trace: expected a JSON object, got {_type_name(doc)}")
     if doc.get("format") != FORMAT:
@@ -788,7 +857,7 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
     first = _read_line(stream, limits, 1)
     if not first.strip():
         raise _malformed("line 1: the file is empty; a JSON Lines trace starts with its header")
-    header = loads_strict(first, where="line 1")
+    header = loads_strict(first, where="line 1", **limits.keys())
     if isinstance(header, dict):
         for key in ("events", "steps", "outputs"):
             if key in header:
@@ -811,16 +880,23 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
 def _parse_line(line: bytes, where: str, limits: Limits) -> tuple[dict[str, Any], bool]:
     """One JSON Lines record: strictly parsed, an object, within the shape limits; and
     whether `parse_compact` proved it (so ``orjson.loads`` of the line gives it again)."""
+    check_key_count(line, where=where, **limits.keys())
     obj = parse_compact(line)
     proven = obj is not NOT_PROVEN
     if not proven:
-        obj = loads_strict(line, where=where)
+        obj = loads_strict(line, where=where, **limits.keys())
     if type(obj) is not dict:
         raise _malformed(f"{where}: expected a JSON object, got {_type_name(obj)}")
     # jsonstrict.shape_is_bounded, inline: most lines are too short to break the limits
     if len(line) > limits.max_string or line.count(b"{") + line.count(b"[") > limits.max_depth:
         check_shape(obj, where=where, max_depth=limits.max_depth, max_string=limits.max_string)
     return obj, proven
+
+
+def _blank_lines(lineno: int, limit: int) -> ReplayError:
+    return _malformed(
+        f"line {lineno}: more than {limit} blank lines; refused (padding, not records)"
+    )
 
 
 def _bad_kind(kind: Any, where: str) -> ReplayError:
@@ -833,6 +909,8 @@ def _serial_rows(stream: IO[bytes], limits: Limits) -> Iterator[Row]:
     refs: set[str] = set()
     max_line = limits.max_line_bytes
     max_records = limits.max_records
+    max_blank = limits.max_blank_lines
+    blank = 0
     readline = stream.readline
     while True:
         lineno += 1
@@ -844,6 +922,9 @@ def _serial_rows(stream: IO[bytes], limits: Limits) -> Iterator[Row]:
         if not line:
             return
         if line[0] in _WHITESPACE and not line.strip():
+            blank += 1
+            if blank > max_blank:
+                raise _blank_lines(lineno, max_blank)
             continue
         where = f"line {lineno}"
         obj, _proven = _parse_line(line, where, limits)
@@ -931,6 +1012,8 @@ def _event_run(
     for index, (_lineno, line) in enumerate(chunk):
         if len(line) > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
             break
+        if line.count(b":") > min(limits.max_keys, limits.max_object_keys):
+            break  # the row path counts its keys and decides
         obj = parse_compact(line)
         if obj is NOT_PROVEN:  # e.g. 1e-07 where orjson writes 1e-7: the strict parser decides
             try:
@@ -1097,8 +1180,9 @@ def _chunked_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int
         pool = _InProcess(job_seed, limits)
         ahead = 1
     pending: deque[tuple[list[tuple[int, bytes]] | None, Any]] = deque()
-    state = {"lineno": 1, "done": False}
+    state = {"lineno": 1, "done": False, "blank": 0}
     max_line = limits.max_line_bytes
+    max_blank = limits.max_blank_lines
     readline = stream.readline
 
     def read_chunk() -> None:
@@ -1117,6 +1201,9 @@ def _chunked_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int
                     state["done"] = True
                     break
                 if line[0] in _WHITESPACE and not line.strip():
+                    state["blank"] += 1
+                    if state["blank"] > max_blank:
+                        raise _blank_lines(lineno, max_blank)
                     continue
                 chunk.append((lineno, line))
                 size += len(line)

@@ -29,6 +29,10 @@ non-string keys             Python keys                         ``String(key)``:
                                                                 ``"1"``, null -> ``""``
 ==========================  ==================================  ===========================
 
+Beyond ``yaml`` v2, a document whose aliases would add more than ``MAX_ALIAS_EXPANSION``
+nodes and scalar characters once written out is refused: the alias count alone lets 99
+aliases of a large anchor through, and hashing writes every alias out in full.
+
 Explicit tags follow ``yaml`` v2 too: a core tag resolves only when its pattern matches
 (``!!int 0x10`` is 16, ``!!float 1`` stays the string ``"1"``), an unknown tag keeps the
 string (or the plain map / sequence) with a warning in ``yaml``. The YAML 1.1 types ``yaml``
@@ -65,9 +69,13 @@ from yaml.scanner import Scanner
 
 from replay.canonical import es_number_to_string
 
-__all__ = ["MAX_ALIAS_COUNT", "YAML12Error", "load"]
+__all__ = ["MAX_ALIAS_COUNT", "MAX_ALIAS_EXPANSION", "YAML12Error", "load"]
 
 MAX_ALIAS_COUNT = 100  # yaml v2 ToJSOptions.maxAliasCount default
+#: What aliases may add to a document once expanded (hashing writes every alias out in
+#: full), in nodes plus scalar characters. yaml v2's alias count alone lets 99 aliases of a
+#: large anchor through: 1 GB of canonical JSON from a small file.
+MAX_ALIAS_EXPANSION = 4_000_000
 
 _T = "tag:yaml.org,2002:"
 _PLAIN = "?plain"  # an untagged plain scalar: resolved by the core schema
@@ -461,7 +469,9 @@ def load(text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        return restore(_ToJS(loader.anchored).value(node))
+        value = _ToJS(loader.anchored).value(node)  # refuses circular aliases first
+        _check_expansion(node)
+        return restore(value)
     except yaml.MarkedYAMLError as exc:
         raise YAML12Error(_marked_message(exc)) from None
     except yaml.YAMLError as exc:
@@ -471,6 +481,33 @@ def load(text: str) -> Any:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _check_expansion(root: Node) -> None:
+    """Refuse a document whose aliases, written out, add more than MAX_ALIAS_EXPANSION
+    nodes and characters to it (each anchor's size is worked out once: linear time)."""
+    expanded: dict[int, int] = {}
+
+    def size(node: Node, follow: bool) -> int:
+        if isinstance(node, _Alias):
+            return size(node.target, True) if follow else 1
+        if follow and id(node) in expanded:
+            return expanded[id(node)]
+        if isinstance(node, ScalarNode):
+            weight = 1 + len(node.value)
+        elif isinstance(node, SequenceNode):
+            weight = 1 + sum(size(item, follow) for item in node.value)
+        else:
+            weight = 1 + sum(size(k, follow) + size(v, follow) for k, v in node.value)
+        if follow:
+            expanded[id(node)] = weight
+        return weight
+
+    if size(root, True) - size(root, False) > MAX_ALIAS_EXPANSION:
+        raise YAML12Error(
+            f"aliases expand the document by more than {MAX_ALIAS_EXPANSION} nodes and "
+            "characters (a billion-laughs attack); refused"
+        )
 
 
 _BREAKS_1_1 = "\x85\u2028\u2029"  # line breaks to YAML 1.1 (PyYAML), content in YAML 1.2

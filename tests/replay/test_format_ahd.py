@@ -297,9 +297,9 @@ def test_an_absolute_path_that_matches_nothing_under_the_root_is_missing(copy):
     )
 
 
-def test_an_absolute_path_that_exists_is_used_as_it_is(copy):
+def test_an_absolute_path_inside_the_root_is_used_as_it_is(copy):
     doc = sidecar(copy)
-    doc["token"]["path"] = str(CHECKOUT / "tokens" / "swiss-editorial.yml")
+    doc["token"]["path"] = str(copy / "tokens" / "swiss-editorial.yml")
     path = write_sidecar(copy, doc)
 
     report = verify(path)
@@ -308,15 +308,31 @@ def test_an_absolute_path_that_exists_is_used_as_it_is(copy):
     assert "not portable" not in detail(report, "token")
 
 
+def test_an_absolute_path_outside_the_root_is_looked_up_under_it_even_if_it_exists(copy):
+    recorded = str(CHECKOUT / "tokens" / "swiss-editorial.yml")  # exists, outside `copy`
+    doc = sidecar(copy)
+    doc["token"]["path"] = recorded
+    path = write_sidecar(copy, doc)
+
+    report = verify(path)
+
+    assert report["status"] == "ok"
+    assert detail(report, "token") == (
+        f"hash matches {SWISS_TOKEN} (canonical JSON of the parsed YAML); the recorded path "
+        f"{recorded} is not portable (an absolute path on the machine that wrote the sidecar); "
+        "resolved as tokens/swiss-editorial.yml under the checkout root"
+    )
+
+
 def test_the_lookup_stays_under_the_root(copy, tmp_path):
     (tmp_path / "secret.yml").write_text("a: 1\n")  # beside the root, not under it
 
-    found, note = ahd.resolve_input("/home/runner/secret.yml", copy)
+    located = ahd.resolve_input("/home/runner/secret.yml", copy)
 
-    assert found == Path("/home/runner/secret.yml")
-    assert not found.exists()
-    assert note is not None
-    assert note.endswith("no file under the checkout root matches its trailing parts")
+    assert located.path == Path("/home/runner/secret.yml")
+    assert located.refused is None
+    assert located.note is not None
+    assert located.note.endswith("no file under the checkout root matches its trailing parts")
 
 
 # --- the root -------------------------------------------------------------------------------
