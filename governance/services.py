@@ -53,6 +53,9 @@ APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signa
 REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
 REQUEST_NOT_DIVERGED_MESSAGE = "replay {run} did not stop at a divergence ({status})"
 REQUEST_PENDING_MESSAGE = "request {request} for replay {run} is still open"
+REQUEST_ALREADY_APPROVED_MESSAGE = (
+    "request {request} for replay {run} was already approved: the replay resumed as {resumed}"
+)
 REQUEST_REASON_MESSAGE = "a force-continue request needs a reason"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
 PRODUCTION_REASON_MESSAGE = "a production replay request needs a reason"
@@ -388,6 +391,18 @@ def force_continue_request_file(
         raise codes.GovernanceError(
             codes.REQUEST_PENDING,
             REQUEST_PENDING_MESSAGE.format(request=open_request.id, run=run.id),
+        )
+    # an approved request already resumed this run past its divergence: a second one would
+    # ask the council for what it has granted (a rejected or expired one may be asked again)
+    approved = ForceContinueRequest.objects.filter(
+        run=run, state=ForceContinueRequest.State.APPROVED
+    ).first()
+    if approved is not None:
+        raise codes.GovernanceError(
+            codes.REQUEST_ALREADY_APPROVED,
+            REQUEST_ALREADY_APPROVED_MESSAGE.format(
+                request=approved.id, run=run.id, resumed=approved.resumed_run_id
+            ),
         )
     request = ForceContinueRequest(
         run=run,

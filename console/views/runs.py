@@ -51,11 +51,12 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         steps = {d.get("step") for d in report["divergences"]}
         diffs = step_diffs(report, trace_recorded_outputs(run.trace, steps))
     requests = list(force_continue_requests(run_id=run.id))
-    pending = [r for r in requests if r.state == "pending"]
+    # an open or approved request stands for this run: show it, never offer a second one
+    standing = [r for r in requests if r.state in ("pending", "approved")]
     can_request = (
         roles.can(request.user, roles.FORCE_CONTINUE_REQUEST)
         and run.error_code == "REPLAY_DIVERGENCE"
-        and not pending
+        and not standing
     )
     return {
         "run": run,
