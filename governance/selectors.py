@@ -68,6 +68,20 @@ def force_continue_requests(*, run_id: Any = None) -> QuerySet[ForceContinueRequ
     return requests
 
 
+def force_continue_standing(*, run_id: Any) -> ForceContinueRequest | None:
+    """The request that stands for a run: an approved one, else one still open (pending and
+    not expired). While one stands, no other may be filed for that run."""
+    requests = ForceContinueRequest.objects.filter(run_id=run_id).select_related(
+        "requested_by", "resumed_run"
+    )
+    approved = requests.filter(state=ForceContinueRequest.State.APPROVED).first()
+    if approved is not None:
+        return approved
+    return requests.filter(
+        state=ForceContinueRequest.State.PENDING, expires_at__gt=timezone.now()
+    ).first()
+
+
 def _tally(request: CouncilRequest, admins: int) -> council.Tally:
     votes = [
         council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)

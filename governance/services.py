@@ -384,25 +384,21 @@ def force_continue_request_file(
         raise codes.GovernanceError(codes.REQUEST_INVALID, REQUEST_REASON_MESSAGE)
     now = timezone.now()
     expires_at = _expiry(expires_at, now)
-    open_request = ForceContinueRequest.objects.filter(
-        run=run, state=ForceContinueRequest.State.PENDING, expires_at__gt=now
-    ).first()
-    if open_request is not None:
-        raise codes.GovernanceError(
-            codes.REQUEST_PENDING,
-            REQUEST_PENDING_MESSAGE.format(request=open_request.id, run=run.id),
-        )
-    # an approved request already resumed this run past its divergence: a second one would
-    # ask the council for what it has granted (a rejected or expired one may be asked again)
-    approved = ForceContinueRequest.objects.filter(
-        run=run, state=ForceContinueRequest.State.APPROVED
-    ).first()
-    if approved is not None:
+    # an approved request already resumed this run past its divergence, an open one is still
+    # collecting signatures: a second request would ask for the same thing again (a rejected
+    # or expired one may be asked again)
+    standing = selectors.force_continue_standing(run_id=run.id)
+    if standing is not None and standing.state == ForceContinueRequest.State.APPROVED:
         raise codes.GovernanceError(
             codes.REQUEST_ALREADY_APPROVED,
             REQUEST_ALREADY_APPROVED_MESSAGE.format(
-                request=approved.id, run=run.id, resumed=approved.resumed_run_id
+                request=standing.id, run=run.id, resumed=standing.resumed_run_id
             ),
+        )
+    if standing is not None:
+        raise codes.GovernanceError(
+            codes.REQUEST_PENDING,
+            REQUEST_PENDING_MESSAGE.format(request=standing.id, run=run.id),
         )
     request = ForceContinueRequest(
         run=run,

@@ -17,6 +17,7 @@ from console.selectors import trace_recorded_outputs
 from console.views.common import partial_or_page, signed_in
 from governance.selectors import (
     force_continue_requests,
+    force_continue_standing,
     force_continue_tally,
     production_request_for_run,
 )
@@ -51,12 +52,11 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         steps = {d.get("step") for d in report["divergences"]}
         diffs = step_diffs(report, trace_recorded_outputs(run.trace, steps))
     requests = list(force_continue_requests(run_id=run.id))
-    # an open or approved request stands for this run: show it, never offer a second one
-    standing = [r for r in requests if r.state in ("pending", "approved")]
+    # while an open or approved request stands, the page shows it and offers no second one
     can_request = (
         roles.can(request.user, roles.FORCE_CONTINUE_REQUEST)
         and run.error_code == "REPLAY_DIVERGENCE"
-        and not standing
+        and force_continue_standing(run_id=run.id) is None
     )
     return {
         "run": run,

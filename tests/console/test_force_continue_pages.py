@@ -121,6 +121,17 @@ class TestRequest:
         )
         assert ForceContinueRequest.objects.count() == 1
 
+    def test_the_request_page_of_an_approved_run_shows_the_request_instead_of_the_form(
+        self, as_persona, approved
+    ):
+        body = as_persona("alice").get(f"/runs/{approved.run_id}/force-continue/").content.decode()
+        assert 'id="file-request"' not in body
+        notice = body[body.index('id="standing-request"') :]
+        assert notice.startswith(
+            'id="standing-request">A force-continue request for this replay is already approved:'
+        )
+        assert f'href="/runs/{approved.resumed_run_id}/">resumed replay</a>' in notice
+
     def test_the_report_of_an_approved_and_resumed_run_shows_the_request_not_the_button(
         self, as_persona, approved
     ):
