@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -18,7 +19,9 @@ from governance.models import (
     MemberKey,
     ProductionReplayRequest,
 )
+from replay import errors
 from replay.canonical import jcs
+from replay.models import Trace
 
 CHECKPOINT_EMPTY_MESSAGE = "the ledger is empty: there is nothing to checkpoint"
 CHECKPOINT_BROKEN_MESSAGE = "the ledger does not verify (broken at seq {seq}): no checkpoint"
@@ -50,6 +53,60 @@ def halts_active_map() -> dict[str, str]:
     for halt in halts_active():
         halted.setdefault(halt.target_id, f"halt {halt.seq}: {halt.reason}")
     return halted
+
+
+def integrity_snapshot(report: Mapping[str, Any]) -> str | None:
+    """The snapshot id an integrity failure is about, when the snapshots check failed (a
+    governed replay halts it as well as the trace id)."""
+    failed = [c for c in report.get("checks", []) if not c.get("ok")]
+    snapshot_ids = report.get("snapshot_ids") or []
+    index = report.get("broke_at")
+    if (
+        failed
+        and failed[-1].get("name") == "snapshots"
+        and isinstance(index, int)
+        and 0 <= index < len(snapshot_ids)
+    ):
+        return str(snapshot_ids[index])
+    return None
+
+
+@dataclass(frozen=True)
+class HaltPreview:
+    """What a governed replay of a trace whose integrity check failed would halt."""
+
+    trace_id: str
+    message: str
+    traces: list[Trace]  # every stored file carrying the trace id
+    snapshot_id: str | None
+    snapshot_traces: list[Trace]  # every stored trace that needs that snapshot
+
+
+def replay_halt_preview(*, trace: Trace, report: Mapping[str, Any]) -> HaltPreview | None:
+    """What replaying ``trace`` would halt, given a report of it whose integrity check failed
+    (``replay_outcome_record`` halts the trace id, and the snapshot the failure is about);
+    None when ``report`` is no integrity failure or the trace id is already halted."""
+    if report.get("error_code") != errors.INTEGRITY_FAILURE:
+        return None
+    targets = {trace.trace_id} | {r.get("snapshot_id") for r in trace.required_snapshot_ids or []}
+    if targets & set(halts_active_map()):
+        return None  # the replay would be refused FORCE_HALT_ACTIVE and halt nothing more
+    snapshot_id = integrity_snapshot(report)
+    stored = Trace.objects.select_related("blob").order_by("created_at")
+    needing: list[Trace] = []
+    if snapshot_id is not None:
+        needing = [
+            t
+            for t in stored.iterator()
+            if any(r.get("snapshot_id") == snapshot_id for r in t.required_snapshot_ids or [])
+        ]
+    return HaltPreview(
+        trace_id=trace.trace_id,
+        message=str(report.get("message", "")),
+        traces=list(stored.filter(trace_id=trace.trace_id)),
+        snapshot_id=snapshot_id,
+        snapshot_traces=needing,
+    )
 
 
 def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:

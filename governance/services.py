@@ -209,20 +209,6 @@ def replay_run_govern(*, run_id: Any, progress: Any = None, workers: int = 1) ->
     return run
 
 
-def _snapshot_concerned(report: Mapping[str, Any]) -> str | None:
-    failed = [c for c in report.get("checks", []) if not c.get("ok")]
-    snapshot_ids = report.get("snapshot_ids") or []
-    index = report.get("broke_at")
-    if (
-        failed
-        and failed[-1].get("name") == "snapshots"
-        and isinstance(index, int)
-        and 0 <= index < len(snapshot_ids)
-    ):
-        return str(snapshot_ids[index])
-    return None
-
-
 def _halt_set(
     *, target_kind: str, target_id: str, reason: str, cause: GovernanceEvent, actor: Any = None
 ) -> GovernanceEvent:
@@ -276,7 +262,7 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
             )
         )
     if code == errors.INTEGRITY_FAILURE:
-        snapshot_id = _snapshot_concerned(report)
+        snapshot_id = selectors.integrity_snapshot(report)
         failure = ledger.append(
             event_type=codes.INTEGRITY_FAILURE,
             payload={

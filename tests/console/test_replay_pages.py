@@ -182,3 +182,79 @@ class TestReport:
         body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
         assert run.authoritative is False
         assert 'id="non-authoritative">non-authoritative</span>' in body
+
+
+class TestTamperedAndRefused:
+    """A replay of a trace whose integrity check failed halts others: the form says so before
+    it starts; a replay refused before it ran is never shown as an authoritative, complete one."""
+
+    @staticmethod
+    def replay_box(client, trace) -> str:
+        body = client.get(f"/traces/{trace.blob.sha256}/").content.decode()
+        return body[body.index('id="replay-start"') : body.index('id="trace-runs"')]
+
+    def test_it_warns_before_replaying_a_broken_chain_that_every_copy_of_its_id_halts(
+        self, as_persona, ingest
+    ):
+        ok, diverged, broken = ingest("ok"), ingest("diverged"), ingest("broken_chain")
+        box = self.replay_box(as_persona("alice"), broken)
+        assert box.index('id="halt-warning"') < box.index('id="replay-submit"')
+        warning = box[box.index('id="halt-warning"') : box.index("</div>")]
+        assert (
+            "This trace failed its integrity check (<code>INTEGRITY_FAILURE</code>: event 4: the "
+            "chain hash does not verify (the event or one before it changed)). Starting a replay "
+            "records the failure in the ledger and halts every replay of trace id "
+            f"<code>{broken.trace_id}</code> until a council quorum signs FORCE_HALT_CLEAR: "
+            "3 stored files carry that id." in warning
+        )
+        for trace in (ok, diverged, broken):
+            assert f'<a href="/traces/{trace.blob.sha256}/">{trace.filename}</a>' in warning
+        assert "snapshot" not in warning
+
+    def test_it_warns_that_a_tampered_snapshot_halts_every_trace_that_needs_it(
+        self, as_persona, ingest
+    ):
+        ok, tampered = ingest("ok"), ingest("tampered_snapshot")
+        snapshot_id = tampered.ingest_report["snapshot_ids"][1]
+        box = self.replay_box(as_persona("alice"), tampered)
+        warning = box[box.index('id="halt-warning"') : box.index("</div>")]
+        assert "2 stored files carry that id." in warning
+        assert (
+            f"It also halts snapshot <code>{snapshot_id}</code>, which 2 stored traces need."
+            in warning
+        )
+        assert f'<a href="/traces/{ok.blob.sha256}/">{ok.filename}</a>' in warning
+
+    def test_a_trace_that_verified_or_is_already_halted_has_no_warning(
+        self, as_persona, ingest, replayed
+    ):
+        assert 'id="halt-warning"' not in self.replay_box(as_persona("alice"), ingest("ok"))
+        run = replayed("broken_chain")
+        box = self.replay_box(as_persona("alice"), run.trace)
+        assert 'id="halt-warning"' not in box  # the halt banner says what holds now
+
+    def test_a_refused_run_is_not_labelled_authoritative_nor_complete(self, as_persona, replayed):
+        replayed("broken_chain")
+        run = replayed("ok")  # same trace id: halted
+        assert (run.status, run.error_code) == ("refused", "FORCE_HALT_ACTIVE")
+        body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
+        assert "authoritative" not in body.replace("non-authoritative", "")
+        assert "100%" not in body
+        assert f"({run.progress_total} of {run.progress_total})" not in body
+        assert (
+            '<span class="badge verdict-refused" id="run-refused">refused</span> '
+            "<code>FORCE_HALT_ACTIVE</code> at the <strong>halts</strong> check, "
+            "before any step was replayed" in body
+        )
+        assert 'id="non-authoritative"' not in body
+        assert '<span class="badge nonauth" id="no-verdict">no verdict on the trace</span>' in body
+
+    def test_a_refused_run_is_not_listed_as_authoritative(self, as_persona, replayed):
+        replayed("broken_chain")
+        run = replayed("ok")
+        body = as_persona("vera").get(f"/traces/{run.trace.blob.sha256}/").content.decode()
+        history = body[body.index('id="trace-runs"') :]
+        row = history[history.index(f'href="/runs/{run.id}/"') :]
+        row = row[: row.index("</tr>")]
+        assert "<td>yes</td>" not in row
+        assert '<td><span class="badge nonauth">refused: no verdict</span></td>' in row
