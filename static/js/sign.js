@@ -75,11 +75,37 @@
   // "hidden" class) does not survive that. So nothing is kept on them: the <html> element says
   // this browser can sign (the CSS shows the button), and one listener on the document handles
   // the submit of whichever signing form is there, reading its payload at that moment.
+  // The choice (decision, role, reason) the payload shown does not carry yet, if any: a reason
+  // typed and the sign button clicked at once sends the refresh of the payload only as the
+  // field loses focus, after this click; signing then would sign the payload without it.
+  function staleChoice(payloadText) {
+    const choices = document.querySelector("form[data-payload-choices]");
+    if (!choices) return null;
+    let payload;
+    try {
+      payload = JSON.parse(payloadText);
+    } catch (err) {
+      return null;
+    }
+    for (const field of Array.from(choices.elements)) {
+      if (!field.name || !(field.name in payload)) continue;
+      if ((field.type === "radio" || field.type === "checkbox") && !field.checked) continue;
+      if (String(payload[field.name]) !== field.value) return { choices: choices, name: field.name };
+    }
+    return null;
+  }
+
   async function signAndSubmit(form, event) {
     const status = form.querySelector("[id=sign-status]");
     const pasted = form.querySelector("[name=document]");
     if (event.submitter && event.submitter.name === "offline" && pasted && pasted.value.trim()) return;
     event.preventDefault();
+    const stale = staleChoice(form.querySelector("[name=payload]").value);
+    if (stale) {
+      status.textContent = "The payload above does not carry your " + stale.name + " yet; it is being updated: read it and sign again.";
+      if (window.htmx) window.htmx.trigger(stale.choices, "change");
+      return;
+    }
     try {
       const record = await stored(form.dataset.signer);
       if (!record) {

@@ -101,3 +101,29 @@ def test_a_council_member_signs_a_halt_clear_in_the_browser_after_typing_a_reaso
     vote = Approval.objects.get(halt_id=halt.seq)
     assert (vote.approver.username, vote.reason) == ("cora", reason)
     assert GovernanceEvent.objects.filter(type="HALT_CLEAR_APPROVAL").count() == 1
+
+
+def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
+    new_context, shots, trace_key
+):
+    from governance.services import force_continue_request_file
+
+    fc = force_continue_request_file(
+        run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
+    )
+    cora = browser_key_for(new_context, "cora")
+    cora.goto(f"/force-continue/{fc.id}/")
+    cora.wait_for_selector("#sign-button:visible")
+    cora.check("#payload-choices input[name=decision][value=deny]")
+    cora.wait_for_selector('#payload-text:has-text(\'"decision":"deny"\')')
+    cora.fill("#payload-choices input[name=reason]", REASON)
+    cora.click("#sign-button")  # the reason is typed but not yet in the payload shown
+    cora.wait_for_selector(f'#payload-text:has-text(\'"reason":"{REASON}"\')')
+    assert not Approval.objects.exists()
+    shots(cora, "payload-caught-up-with-the-reason")
+
+    cora.click("#sign-button")
+    cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+    no_console_errors(cora)
+    vote = Approval.objects.get(request=fc)
+    assert (vote.decision, vote.reason) == ("deny", REASON)
