@@ -75,6 +75,7 @@
   // "hidden" class) does not survive that. So nothing is kept on them: the <html> element says
   // this browser can sign (the CSS shows the button), and one listener on the document handles
   // the submit of whichever signing form is there, reading its payload at that moment.
+
   // The choice (decision, role, reason) the payload shown does not carry yet, if any: a reason
   // typed and the sign button clicked at once sends the refresh of the payload only as the
   // field loses focus, after this click; signing then would sign the payload without it.
