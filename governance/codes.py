@@ -166,6 +166,7 @@ APPROVAL_MALFORMED: Final = "APPROVAL_MALFORMED"
 REQUEST_CLOSED: Final = "REQUEST_CLOSED"
 REQUEST_NOT_DIVERGED: Final = "REQUEST_NOT_DIVERGED"
 REQUEST_PENDING: Final = "REQUEST_PENDING"
+REQUEST_ALREADY_APPROVED: Final = "REQUEST_ALREADY_APPROVED"
 REQUEST_INVALID: Final = "REQUEST_INVALID"
 REQUEST_NOT_REPLAYABLE: Final = "REQUEST_NOT_REPLAYABLE"
 REQUEST_ROLE: Final = "REQUEST_ROLE"
@@ -195,6 +196,7 @@ REFUSALS: Final[dict[str, str]] = {
     REQUEST_CLOSED: "the request is already approved or rejected",
     REQUEST_NOT_DIVERGED: "force-continue needs a finished replay that diverged",
     REQUEST_PENDING: "a request for this replay (or this trace's production replay) is open",
+    REQUEST_ALREADY_APPROVED: "a force-continue for this replay was already approved (it resumed)",
     REQUEST_INVALID: "the request's reason or expiry is not acceptable",
     REQUEST_NOT_REPLAYABLE: "production replay needs every snapshot and agent output persisted",
     REQUEST_ROLE: "the requester holds no role that may file this request",

@@ -95,8 +95,16 @@ class HaltManager(models.Manager.from_queryset(HaltQuerySet)):  # type: ignore[m
         return super().get_queryset().filter(code=codes.code_of(codes.FORCE_HALT_REPLAY))
 
 
+#: what a halt may name: one stored file (by its sha256), every copy of a trace id, or a
+#: snapshot id (every trace that needs it)
+HALT_BLOB = "blob"
+HALT_TRACE = "trace"
+HALT_SNAPSHOT = "snapshot"
+HALT_TARGET_KINDS = (HALT_BLOB, HALT_TRACE, HALT_SNAPSHOT)
+
+
 class Halt(GovernanceEvent):
-    """A ``FORCE_HALT_REPLAY`` event, seen as a halt on one trace or snapshot."""
+    """A ``FORCE_HALT_REPLAY`` event, seen as a halt on one file, trace id or snapshot."""
 
     objects = HaltManager()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -10,6 +11,8 @@ from django.utils import timezone
 
 from governance import chain, codes, conf, council, ledger, signing
 from governance.models import (
+    HALT_BLOB,
+    HALT_SNAPSHOT,
     Approval,
     CouncilRequest,
     ForceContinueRequest,
@@ -18,7 +21,9 @@ from governance.models import (
     MemberKey,
     ProductionReplayRequest,
 )
+from replay import errors
 from replay.canonical import jcs
+from replay.models import Trace
 
 CHECKPOINT_EMPTY_MESSAGE = "the ledger is empty: there is nothing to checkpoint"
 CHECKPOINT_BROKEN_MESSAGE = "the ledger does not verify (broken at seq {seq}): no checkpoint"
@@ -64,6 +69,69 @@ def halts_on_trace(*, trace: Any, halted: Mapping[str, str] | None = None) -> di
     return {target: halted[target] for target in concerned if target in halted}
 
 
+def integrity_snapshot(report: Mapping[str, Any]) -> str | None:
+    """The snapshot id an integrity failure is about, when the snapshots check failed."""
+    failed = [c for c in report.get("checks", []) if not c.get("ok")]
+    snapshot_ids = report.get("snapshot_ids") or []
+    index = report.get("broke_at")
+    if (
+        failed
+        and failed[-1].get("name") == "snapshots"
+        and isinstance(index, int)
+        and 0 <= index < len(snapshot_ids)
+    ):
+        return str(snapshot_ids[index])
+    return None
+
+
+def integrity_halt_target(*, trace: Trace, report: Mapping[str, Any]) -> tuple[str, str]:
+    """What an integrity failure in a replay of ``trace`` halts, as (kind, id): the snapshot,
+    when its retained body no longer hashes to its own id (every trace using it is then
+    unsafe); otherwise the uploaded file itself, whatever ids it claims (its events, seal,
+    outputs, or a snapshot body it carries)."""
+    from replay.selectors import snapshot_tampered
+
+    snapshot_id = integrity_snapshot(report)
+    if snapshot_id is not None and snapshot_tampered(snapshot_id):
+        return HALT_SNAPSHOT, snapshot_id
+    return HALT_BLOB, trace.blob.sha256
+
+
+@dataclass(frozen=True)
+class HaltPreview:
+    """What a governed replay of a trace whose integrity check failed would halt."""
+
+    target_kind: str  # HALT_BLOB (this file only) or HALT_SNAPSHOT
+    target_id: str
+    message: str
+    traces: list[Trace]  # every stored trace the halt would stop
+
+
+def replay_halt_preview(*, trace: Trace, report: Mapping[str, Any]) -> HaltPreview | None:
+    """What replaying ``trace`` would halt, given a report of it whose integrity check failed
+    (as ``replay_outcome_record`` decides, through :func:`integrity_halt_target`); None when
+    ``report`` is no integrity failure or a halt already stops the replay (it would then be
+    refused FORCE_HALT_ACTIVE and halt nothing more)."""
+    if report.get("error_code") != errors.INTEGRITY_FAILURE or halts_on_trace(trace=trace):
+        return None
+    kind, target = integrity_halt_target(trace=trace, report=report)
+    if kind == HALT_SNAPSHOT:
+        stored = Trace.objects.select_related("blob").order_by("created_at")
+        traces = [
+            t
+            for t in stored.iterator()
+            if any(r.get("snapshot_id") == target for r in t.required_snapshot_ids or [])
+        ]
+    else:
+        traces = [trace]
+    return HaltPreview(
+        target_kind=kind,
+        target_id=target,
+        message=str(report.get("message", "")),
+        traces=traces,
+    )
+
+
 def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:
     return Approval.objects.filter(halt_id=halt_seq).select_related("approver", "key")
 
@@ -78,6 +146,20 @@ def force_continue_requests(*, run_id: Any = None) -> QuerySet[ForceContinueRequ
     if run_id is not None:
         requests = requests.filter(run_id=run_id)
     return requests
+
+
+def force_continue_standing(*, run_id: Any) -> ForceContinueRequest | None:
+    """The request that stands for a run: an approved one, else one still open (pending and
+    not expired). While one stands, no other may be filed for that run."""
+    requests = ForceContinueRequest.objects.filter(run_id=run_id).select_related(
+        "requested_by", "resumed_run"
+    )
+    approved = requests.filter(state=ForceContinueRequest.State.APPROVED).first()
+    if approved is not None:
+        return approved
+    return requests.filter(
+        state=ForceContinueRequest.State.PENDING, expires_at__gt=timezone.now()
+    ).first()
 
 
 def _tally(request: CouncilRequest, admins: int) -> council.Tally:

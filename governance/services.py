@@ -24,6 +24,10 @@ from django.utils import timezone
 from governance import codes, conf, council, ledger, membership, selectors, signing
 from governance.membership import user_has_role
 from governance.models import (
+    HALT_BLOB,
+    HALT_SNAPSHOT,
+    HALT_TARGET_KINDS,
+    HALT_TRACE,
     Approval,
     CouncilRequest,
     ForceContinueRequest,
@@ -53,6 +57,9 @@ APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signa
 REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
 REQUEST_NOT_DIVERGED_MESSAGE = "replay {run} did not stop at a divergence ({status})"
 REQUEST_PENDING_MESSAGE = "request {request} for replay {run} is still open"
+REQUEST_ALREADY_APPROVED_MESSAGE = (
+    "request {request} for replay {run} was already approved: the replay resumed as {resumed}"
+)
 REQUEST_REASON_MESSAGE = "a force-continue request needs a reason"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
 PRODUCTION_REASON_MESSAGE = "a production replay request needs a reason"
@@ -213,27 +220,6 @@ def replay_run_govern(*, run_id: Any, progress: Any = None, workers: int = 1) ->
     return run
 
 
-def _snapshot_concerned(report: Mapping[str, Any]) -> str | None:
-    failed = [c for c in report.get("checks", []) if not c.get("ok")]
-    snapshot_ids = report.get("snapshot_ids") or []
-    index = report.get("broke_at")
-    if (
-        failed
-        and failed[-1].get("name") == "snapshots"
-        and isinstance(index, int)
-        and 0 <= index < len(snapshot_ids)
-    ):
-        return str(snapshot_ids[index])
-    return None
-
-
-#: what a halt may name (governance.models.Halt says what each stops)
-HALT_BLOB = "blob"
-HALT_TRACE = "trace"
-HALT_SNAPSHOT = "snapshot"
-HALT_TARGET_KINDS = (HALT_BLOB, HALT_TRACE, HALT_SNAPSHOT)
-
-
 def _halt_set(
     *,
     target_kind: str,
@@ -261,18 +247,6 @@ def _halt_set(
         actor=actor,
         idempotency_key=f"halt:{target_kind}:{target_id}:{cause.seq}",
     )
-
-
-def _integrity_target(run: ReplayRun, report: Mapping[str, Any]) -> tuple[str, str]:
-    """What an integrity failure halts: the snapshot, when its retained body no longer hashes
-    to its own id (every trace using it is then unsafe); otherwise the uploaded file itself,
-    whatever ids it claims (its events, seal, outputs, or a snapshot body it carries)."""
-    from replay.selectors import snapshot_tampered
-
-    snapshot_id = _snapshot_concerned(report)
-    if snapshot_id is not None and snapshot_tampered(snapshot_id):
-        return HALT_SNAPSHOT, snapshot_id
-    return HALT_BLOB, run.trace.blob.sha256
 
 
 def _username(user: Any) -> str | None:
@@ -311,7 +285,7 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
             )
         )
     if code == errors.INTEGRITY_FAILURE:
-        target_kind, target_id = _integrity_target(run, report)
+        target_kind, target_id = selectors.integrity_halt_target(trace=run.trace, report=report)
         uploader = _username(run.trace.uploaded_by)
         message = str(report.get("message", ""))
         failure = ledger.append(
@@ -323,7 +297,7 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
                 "replayed_by": _username(run.requested_by),
                 "target_kind": target_kind,
                 "target_id": target_id,
-                "snapshot_id": _snapshot_concerned(report),
+                "snapshot_id": selectors.integrity_snapshot(report),
                 "broke_at": report.get("broke_at"),
                 "expected": report.get("expected"),
                 "observed": report.get("observed"),
@@ -431,13 +405,21 @@ def force_continue_request_file(
         raise codes.GovernanceError(codes.REQUEST_INVALID, REQUEST_REASON_MESSAGE)
     now = timezone.now()
     expires_at = _expiry(expires_at, now)
-    open_request = ForceContinueRequest.objects.filter(
-        run=run, state=ForceContinueRequest.State.PENDING, expires_at__gt=now
-    ).first()
-    if open_request is not None:
+    # an approved request already resumed this run past its divergence, an open one is still
+    # collecting signatures: a second request would ask for the same thing again (a rejected
+    # or expired one may be asked again)
+    standing = selectors.force_continue_standing(run_id=run.id)
+    if standing is not None and standing.state == ForceContinueRequest.State.APPROVED:
+        raise codes.GovernanceError(
+            codes.REQUEST_ALREADY_APPROVED,
+            REQUEST_ALREADY_APPROVED_MESSAGE.format(
+                request=standing.id, run=run.id, resumed=standing.resumed_run_id
+            ),
+        )
+    if standing is not None:
         raise codes.GovernanceError(
             codes.REQUEST_PENDING,
-            REQUEST_PENDING_MESSAGE.format(request=open_request.id, run=run.id),
+            REQUEST_PENDING_MESSAGE.format(request=standing.id, run=run.id),
         )
     request = ForceContinueRequest(
         run=run,

@@ -67,6 +67,7 @@ def force_continue_request_view(request: HttpRequest, run_id: str) -> HttpRespon
         "expiry_choices": EXPIRY_CHOICES,
         "default_hours": conf.force_continue_hours(),
         "reason": "",
+        "standing": gov.force_continue_standing(run_id=run.id),
     }
     if request.method == "POST":
         reason = request.POST.get("reason", "")

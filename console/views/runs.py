@@ -17,6 +17,7 @@ from console.selectors import trace_recorded_outputs
 from console.views.common import partial_or_page, signed_in
 from governance.selectors import (
     force_continue_requests,
+    force_continue_standing,
     force_continue_tally,
     production_request_for_run,
 )
@@ -51,11 +52,11 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         steps = {d.get("step") for d in report["divergences"]}
         diffs = step_diffs(report, trace_recorded_outputs(run.trace, steps))
     requests = list(force_continue_requests(run_id=run.id))
-    pending = [r for r in requests if r.state == "pending"]
+    # while an open or approved request stands, the page shows it and offers no second one
     can_request = (
         roles.can(request.user, roles.FORCE_CONTINUE_REQUEST)
         and run.error_code == "REPLAY_DIVERGENCE"
-        and not pending
+        and force_continue_standing(run_id=run.id) is None
     )
     return {
         "run": run,
@@ -68,6 +69,26 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         "production_approval": production_request_for_run(run_id=run.id),
         "done": run.state in (ReplayRun.State.DONE, ReplayRun.State.FAILED),
         "percent": _percent(run),
+        "refusal": _refusal(run),
+    }
+
+
+#: checks after which steps have been re-executed (a refusal there is not "before any step")
+STEP_CHECKS = frozenset({"steps", "final_answer", "timeout"})
+
+
+def _refusal(run: ReplayRun) -> dict[str, object] | None:
+    """Where a refused run stopped. A refusal is no verdict on the trace: the page shows it
+    instead of a progress bar at 100% and of the authoritative label."""
+    if run.status != "refused":
+        return None
+    checks = list((run.report or {}).get("checks") or [])
+    failed = [c for c in checks if not c.get("ok")]
+    return {
+        "code": run.error_code,
+        "check": str(failed[-1].get("name", "")) if failed else "",
+        "broke_at": (run.report or {}).get("broke_at"),
+        "before_steps": not any(c.get("name") in STEP_CHECKS for c in checks),
     }
 
 

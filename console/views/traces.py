@@ -26,9 +26,14 @@ from console.selectors import (
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
-from governance.selectors import halts_active_map, halts_on_trace, production_requests
+from governance.selectors import (
+    halts_active_map,
+    halts_on_trace,
+    production_requests,
+    replay_halt_preview,
+)
 from governance.services import pii_access_record
-from replay.errors import ReplayError
+from replay.errors import INTEGRITY_FAILURE, ReplayError
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
 from replay.services import CheckedOnly, trace_upload
@@ -142,6 +147,16 @@ def latest_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
     return trace.ingest_report or {}
 
 
+def integrity_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
+    """The newest report in which this trace's integrity check failed (a replay's, else the
+    verification at upload), or {}: later refusals (a halt) do not make it whole again."""
+    for run in runs:
+        if run.report and run.error_code == INTEGRITY_FAILURE:
+            return run.report
+    ingested = trace.ingest_report or {}
+    return ingested if ingested.get("error_code") == INTEGRITY_FAILURE else {}
+
+
 @require_GET
 @signed_in
 def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
@@ -163,6 +178,9 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "basis": trace_verdict_basis(trace, runs),
         "halted": halted,
         "modes": modes,
+        "halt_preview": replay_halt_preview(trace=trace, report=integrity_report(trace, runs))
+        if modes
+        else None,
         "can_ask_production": roles.MODE_PRODUCTION not in modes
         and roles.can(request.user, roles.REPLAY_PRODUCTION_REQUEST),
         "production_requests": list(production_requests(trace=trace)[:20]),

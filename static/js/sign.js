@@ -69,41 +69,72 @@
   }
 
   // --- approval and halt pages: sign the exact payload shown --------------------------------
-  function wireSignForm() {
-    const form = document.getElementById("sign-form");
-    if (!form || form.dataset.wired || !supported()) return;
-    form.dataset.wired = "1";
-    const button = document.getElementById("sign-button");
-    const status = document.getElementById("sign-status");
-    button.classList.remove("hidden");
-    form.addEventListener("submit", async function (event) {
-      const pasted = form.querySelector("[name=document]");
-      if (event.submitter && event.submitter.name === "offline" && pasted && pasted.value.trim()) return;
-      event.preventDefault();
-      try {
-        const record = await stored(form.dataset.signer);
-        if (!record) {
-          status.textContent = "This browser holds no signing key for you: generate and register one on the Keys page.";
-          return;
-        }
-        const select = form.querySelector("[name=key_id]");
-        const option = Array.from(select.options).find((o) => o.dataset.publicKey === record.publicHex);
-        if (!option) {
-          status.textContent = "The key in this browser is not registered and confirmed for you yet.";
-          return;
-        }
-        select.value = option.value;
-        const payload = form.querySelector("[name=payload]").value;
-        const signature = await crypto.subtle.sign({ name: "Ed25519" }, record.privateKey, new TextEncoder().encode(payload));
-        form.querySelector("[name=signature]").value = hex(signature);
-        status.textContent = "Signed; submitting…";
-        form.submit();
-      } catch (err) {
-        status.textContent = "Signing failed: " + err;
+  // The payload region is replaced by htmx whenever the decision, role or reason changes, and
+  // htmx "settles" a swapped element by giving it the old element's attributes for a moment and
+  // then its own again: state kept on the form or the button (a "wired" flag, a removed
+  // "hidden" class) does not survive that. So nothing is kept on them: the <html> element says
+  // this browser can sign (the CSS shows the button), and one listener on the document handles
+  // the submit of whichever signing form is there, reading its payload at that moment.
+
+  // The choice (decision, role, reason) the payload shown does not carry yet, if any: a reason
+  // typed and the sign button clicked at once sends the refresh of the payload only as the
+  // field loses focus, after this click; signing then would sign the payload without it.
+  function staleChoice(payloadText) {
+    const choices = document.querySelector("form[data-payload-choices]");
+    if (!choices) return null;
+    let payload;
+    try {
+      payload = JSON.parse(payloadText);
+    } catch (err) {
+      return null;
+    }
+    for (const field of Array.from(choices.elements)) {
+      if (!field.name || !(field.name in payload)) continue;
+      if ((field.type === "radio" || field.type === "checkbox") && !field.checked) continue;
+      if (String(payload[field.name]) !== field.value) return { choices: choices, name: field.name };
+    }
+    return null;
+  }
+
+  async function signAndSubmit(form, event) {
+    const status = form.querySelector("[id=sign-status]");
+    const pasted = form.querySelector("[name=document]");
+    if (event.submitter && event.submitter.name === "offline" && pasted && pasted.value.trim()) return;
+    event.preventDefault();
+    const stale = staleChoice(form.querySelector("[name=payload]").value);
+    if (stale) {
+      status.textContent = "The payload above does not carry your " + stale.name + " yet; it is being updated: read it and sign again.";
+      if (window.htmx) window.htmx.trigger(stale.choices, "change");
+      return;
+    }
+    try {
+      const record = await stored(form.dataset.signer);
+      if (!record) {
+        status.textContent = "This browser holds no signing key for you: generate and register one on the Keys page.";
+        return;
       }
+      const select = form.querySelector("[name=key_id]");
+      const option = Array.from(select.options).find((o) => o.dataset.publicKey === record.publicHex);
+      if (!option) {
+        status.textContent = "The key in this browser is not registered and confirmed for you yet.";
+        return;
+      }
+      select.value = option.value;
+      const payload = form.querySelector("[name=payload]").value;
+      const signature = await crypto.subtle.sign({ name: "Ed25519" }, record.privateKey, new TextEncoder().encode(payload));
+      form.querySelector("[name=signature]").value = hex(signature);
+      status.textContent = "Signed; submitting…";
+      form.submit();
+    } catch (err) {
+      status.textContent = "Signing failed: " + err;
+    }
+  }
+
+  if (supported()) {
+    document.documentElement.classList.add("can-sign");
+    document.addEventListener("submit", function (event) {
+      const form = event.target;
+      if (form instanceof HTMLFormElement && form.id === "sign-form") signAndSubmit(form, event);
     });
   }
-  wireSignForm();
-  // the payload region is replaced by htmx when the decision or reason changes
-  document.body.addEventListener("htmx:afterSwap", wireSignForm);
 })();

@@ -469,6 +469,44 @@ class TestForceContinue:
         assert response.json()["error_code"] == "REQUEST_NOT_DIVERGED"
         assert not ForceContinueRequest.objects.exists()
 
+    def test_a_second_request_while_one_is_open_is_409_request_pending(self, as_persona, world):
+        response = as_persona("alice").post(
+            f"/api/replays/{world['run']}/force-continue/",
+            {"reason": "again"},
+            content_type="application/json",
+        )
+        assert response.status_code == 409
+        assert response.json() == {
+            "error_code": "REQUEST_PENDING",
+            "message": gov_services.REQUEST_PENDING_MESSAGE.format(
+                request=world["fc"], run=world["run"]
+            ),
+        }
+        assert ForceContinueRequest.objects.count() == 1
+
+    def test_it_refuses_a_request_for_a_replay_whose_request_was_approved(
+        self, as_persona, replayed, member_key, django_capture_on_commit_callbacks
+    ):
+        from tests.console.test_force_continue_pages import approved_by_quorum
+
+        run = replayed("diverged")
+        fc = gov_services.force_continue_request_file(run=run, actor=persona("alice"), reason="x")
+        with django_capture_on_commit_callbacks(execute=True):
+            fc = approved_by_quorum(fc, member_key)
+        response = as_persona("alice").post(
+            f"/api/replays/{run.id}/force-continue/",
+            {"reason": "once more"},
+            content_type="application/json",
+        )
+        assert response.status_code == 409
+        assert response.json() == {
+            "error_code": "REQUEST_ALREADY_APPROVED",
+            "message": gov_services.REQUEST_ALREADY_APPROVED_MESSAGE.format(
+                request=fc.id, run=run.id, resumed=fc.resumed_run_id
+            ),
+        }
+        assert ForceContinueRequest.objects.count() == 1
+
     @pytest.mark.parametrize("name", ["vera", "alice", "oscar", "lena", "nora"])
     def test_approvals_are_refused_to_roles_that_cannot_sign(self, as_persona, world, name):
         response = as_persona(name).post(

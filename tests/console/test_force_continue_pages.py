@@ -29,6 +29,29 @@ def fc(diverged):
     )
 
 
+def approved_by_quorum(fc, member_key):
+    """One admin and two council members sign ``fc`` through the service; the replay resumes."""
+    for name, role in [("cora", "council"), ("colin", "council"), ("adam", "admin")]:
+        key, private = member_key(name)
+        payload = payload_for(fc, role)
+        document = {
+            "payload": payload,
+            "key_id": key.key_id,
+            "alg": "ed25519",
+            "signature": sign(private, jcs(payload)),
+        }
+        gov_services.approval_record(request=fc, approver=persona(name), document=document)
+    fc.refresh_from_db()
+    assert fc.state == "approved"
+    return fc
+
+
+@pytest.fixture
+def approved(fc, member_key, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        return approved_by_quorum(fc, member_key)
+
+
 def payload_for(fc, role, decision="approve", reason=""):
     return gov_services.force_continue_payload_for(
         request=fc, decision=decision, role=role, reason=reason
@@ -78,8 +101,67 @@ class TestRequest:
         response = as_persona("alice").post(
             f"/runs/{fc.run_id}/force-continue/", {"reason": "again", "hours": "24"}
         )
+        message = gov_services.REQUEST_PENDING_MESSAGE.format(request=fc.id, run=fc.run_id)
         assert response.status_code == 409
-        assert "REQUEST_PENDING" in response.content.decode()
+        assert f'<code class="code">REQUEST_PENDING</code> {message}' in response.content.decode()
+        assert ForceContinueRequest.objects.count() == 1
+
+    def test_it_refuses_a_request_for_a_replay_whose_request_was_approved(
+        self, as_persona, approved
+    ):
+        response = as_persona("alice").post(
+            f"/runs/{approved.run_id}/force-continue/", {"reason": "once more", "hours": "24"}
+        )
+        message = gov_services.REQUEST_ALREADY_APPROVED_MESSAGE.format(
+            request=approved.id, run=approved.run_id, resumed=approved.resumed_run_id
+        )
+        assert response.status_code == 409
+        assert f'<code class="code">REQUEST_ALREADY_APPROVED</code> {message}' in (
+            response.content.decode()
+        )
+        assert ForceContinueRequest.objects.count() == 1
+
+    def test_the_request_page_of_an_approved_run_shows_the_request_instead_of_the_form(
+        self, as_persona, approved
+    ):
+        body = as_persona("alice").get(f"/runs/{approved.run_id}/force-continue/").content.decode()
+        assert 'id="file-request"' not in body
+        notice = body[body.index('id="standing-request"') :]
+        assert notice.startswith(
+            'id="standing-request">A force-continue request for this replay is already approved:'
+        )
+        assert f'href="/runs/{approved.resumed_run_id}/">resumed replay</a>' in notice
+
+    def test_the_report_of_an_approved_and_resumed_run_shows_the_request_not_the_button(
+        self, as_persona, approved
+    ):
+        body = as_persona("alice").get(f"/runs/{approved.run_id}/").content.decode()
+        section = body[body.index('id="force-continue"') : body.index('id="report-json-box"')]
+        assert 'id="request-force-continue"' not in section
+        assert f'href="/force-continue/{approved.id}/"' in section
+        assert '<span class="badge">approved</span>' in section
+        assert f'href="/runs/{approved.resumed_run_id}/" id="resumed-run-link"' in section
+
+    def test_the_report_of_a_run_with_an_open_request_does_not_offer_another(self, as_persona, fc):
+        body = as_persona("alice").get(f"/runs/{fc.run_id}/").content.decode()
+        assert 'id="request-force-continue"' not in body
+        assert '<span class="badge">pending</span>' in body
+
+    def test_the_report_of_a_run_whose_request_was_rejected_offers_a_new_one(
+        self, as_persona, fc, member_key
+    ):
+        key, private = member_key("cora")
+        payload = payload_for(fc, "council", decision="deny")
+        document = {
+            "payload": payload,
+            "key_id": key.key_id,
+            "alg": "ed25519",
+            "signature": sign(private, jcs(payload)),
+        }
+        gov_services.approval_record(request=fc, approver=persona("cora"), document=document)
+        body = as_persona("alice").get(f"/runs/{fc.run_id}/").content.decode()
+        assert '<span class="badge">rejected</span>' in body
+        assert 'id="request-force-continue"' in body
 
     @pytest.mark.parametrize("name", ["vera", "oscar", "cora", "lena", "nora"])
     def test_roles_that_may_not_request_get_403(self, as_persona, diverged, name):

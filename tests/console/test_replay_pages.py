@@ -182,3 +182,85 @@ class TestReport:
         body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
         assert run.authoritative is False
         assert 'id="non-authoritative">non-authoritative</span>' in body
+
+
+class TestTamperedAndRefused:
+    """A replay of a trace whose integrity check failed halts others: the form says so before
+    it starts; a replay refused before it ran is never shown as an authoritative, complete one."""
+
+    @staticmethod
+    def replay_box(client, trace) -> str:
+        body = client.get(f"/traces/{trace.blob.sha256}/").content.decode()
+        return body[body.index('id="replay-start"') : body.index('id="trace-runs"')]
+
+    def test_it_warns_before_replaying_a_broken_chain_that_it_halts_this_file_only(
+        self, as_persona, ingest
+    ):
+        ok, diverged, broken = ingest("ok"), ingest("diverged"), ingest("broken_chain")
+        box = self.replay_box(as_persona("alice"), broken)
+        assert box.index('id="halt-warning"') < box.index('id="replay-submit"')
+        warning = box[box.index('id="halt-warning"') : box.index("</div>")]
+        assert (
+            "This trace failed its integrity check (<code>INTEGRITY_FAILURE</code>: event 4: the "
+            "chain hash does not verify (the event or one before it changed)).\n  Starting a "
+            "replay records the failure in the ledger and halts this file "
+            f"(<code>{broken.blob.sha256}</code>) until a council quorum signs "
+            "FORCE_HALT_CLEAR; other files with the same trace id and the stored snapshots it "
+            "claims are not halted." in warning
+        )
+        for trace in (ok, diverged):
+            assert trace.blob.sha256 not in warning
+
+    def test_it_warns_that_a_copy_with_an_edited_snapshot_body_halts_only_itself(
+        self, as_persona, ingest
+    ):
+        ok, tampered = ingest("ok"), ingest("tampered_snapshot")
+        snapshot_id = tampered.ingest_report["snapshot_ids"][1]
+        box = self.replay_box(as_persona("alice"), tampered)
+        warning = box[box.index('id="halt-warning"') : box.index("</div>")]
+        assert f"halts this file (<code>{tampered.blob.sha256}</code>)" in warning
+        assert snapshot_id not in warning
+        assert ok.blob.sha256 not in warning
+
+    def test_a_trace_that_verified_or_is_already_halted_has_no_warning(
+        self, as_persona, ingest, replayed
+    ):
+        assert 'id="halt-warning"' not in self.replay_box(as_persona("alice"), ingest("ok"))
+        run = replayed("broken_chain")
+        box = self.replay_box(as_persona("alice"), run.trace)
+        assert 'id="halt-warning"' not in box  # the halt banner says what holds now
+
+    @staticmethod
+    def halted_run(ingest, replayed):
+        """A replay refused because an admin's security incident halts its trace id."""
+        from governance.services import security_incident_declare
+
+        trace = ingest("ok")
+        security_incident_declare(actor=persona("adam"), reason="key leaked", trace=trace.trace_id)
+        return replayed("ok")
+
+    def test_a_refused_run_is_not_labelled_authoritative_nor_complete(
+        self, as_persona, ingest, replayed
+    ):
+        run = self.halted_run(ingest, replayed)
+        assert (run.status, run.error_code) == ("refused", "FORCE_HALT_ACTIVE")
+        body = as_persona("vera").get(f"/runs/{run.id}/").content.decode()
+        assert "authoritative" not in body.replace("non-authoritative", "")
+        assert "100%" not in body
+        assert f"({run.progress_total} of {run.progress_total})" not in body
+        assert (
+            '<span class="badge verdict-refused" id="run-refused">refused</span> '
+            "<code>FORCE_HALT_ACTIVE</code> at the <strong>halts</strong> check, "
+            "before any step was replayed" in body
+        )
+        assert 'id="non-authoritative"' not in body
+        assert '<span class="badge nonauth" id="no-verdict">no verdict on the trace</span>' in body
+
+    def test_a_refused_run_is_not_listed_as_authoritative(self, as_persona, ingest, replayed):
+        run = self.halted_run(ingest, replayed)
+        body = as_persona("vera").get(f"/traces/{run.trace.blob.sha256}/").content.decode()
+        history = body[body.index('id="trace-runs"') :]
+        row = history[history.index(f'href="/runs/{run.id}/"') :]
+        row = row[: row.index("</tr>")]
+        assert "<td>yes</td>" not in row
+        assert '<td><span class="badge nonauth">refused: no verdict</span></td>' in row

@@ -86,6 +86,36 @@ class TestFiling:
             request=request_.id, run=request_.run_id
         )
 
+    def test_it_refuses_a_request_for_a_run_whose_request_was_approved(self, signers, request_):
+        bob, carol, dave = signers["bob"], signers["carol"], signers["dave"]
+        for signer, role in [(bob, "admin"), (carol, "council"), (dave, "council")]:
+            services.approval_record(
+                request=request_,
+                approver=signer.user,
+                document=approve(signer, request_, role=role),
+            )
+        request_.refresh_from_db()
+        events = GovernanceEvent.objects.count()
+        with pytest.raises(codes.GovernanceError) as caught:
+            filed_request(run=request_.run)
+        assert caught.value.code == codes.REQUEST_ALREADY_APPROVED
+        assert caught.value.message == services.REQUEST_ALREADY_APPROVED_MESSAGE.format(
+            request=request_.id, run=request_.run_id, resumed=request_.resumed_run_id
+        )
+        assert GovernanceEvent.objects.count() == events
+        assert ForceContinueRequest.objects.count() == 1
+
+    def test_a_rejected_request_does_not_stop_a_new_one(self, signers, request_):
+        carol = signers["carol"]
+        services.approval_record(
+            request=request_,
+            approver=carol.user,
+            document=approve(carol, request_, decision="deny"),
+        )
+        request_.refresh_from_db()
+        assert request_.state == ForceContinueRequest.State.REJECTED
+        assert filed_request(run=request_.run).state == ForceContinueRequest.State.PENDING
+
     def test_it_refuses_an_expiry_beyond_the_limit(self):
         with pytest.raises(codes.GovernanceError) as caught:
             services.force_continue_request_file(

@@ -1,0 +1,129 @@
+"""Signing in the browser works whatever the signer does first: typing a reason, choosing
+"deny", asking for the payload again. Each of those replaces the payload region over htmx;
+the sign button must stay there and sign the payload shown at that moment."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from governance.models import Approval, GovernanceEvent
+from tests.browser.test_journeys import no_console_errors, sign_in
+from tests.console.conftest import LONG_AGO, TRACE_KEY_ID, TRACE_SECRET, trace_bytes
+from tests.console.personas import persona
+
+pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
+
+
+@pytest.fixture
+def trace_key():
+    from replay.keys import key_add_hmac
+
+    return key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
+
+
+def replayed(name: str):
+    from governance.services import replay_request, replay_run_govern
+    from replay.services import trace_ingest
+
+    trace = trace_ingest(source=io.BytesIO(trace_bytes(name)), filename=f"{name}.trace.json").trace
+    run = replay_request(trace=trace, mode="audit", actor=persona("alice"), enqueue=False)
+    return replay_run_govern(run_id=run.id)
+
+
+def browser_key_for(new_context, name: str):
+    """A page signed in as `name` whose browser holds a key registered and confirmed for her."""
+    from governance.models import MemberKey
+    from governance.services import member_key_confirm
+
+    page = sign_in(new_context, name)
+    page.goto("/governance/keys/")
+    page.click("#generate-key")
+    page.wait_for_selector("text=Key registered. An admin must confirm it before you sign.")
+    key = MemberKey.objects.get(user__username=name)
+    member_key_confirm(key=key, admin=persona("adam"))
+    return page
+
+
+REASON = "The divergence is not explained; deny."
+
+
+def test_a_council_member_denies_in_the_browser_after_typing_a_reason_and_asking_for_the_payload(
+    new_context, shots, trace_key
+):
+    from governance.services import force_continue_request_file
+
+    fc = force_continue_request_file(
+        run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
+    )
+    cora = browser_key_for(new_context, "cora")
+    cora.goto(f"/force-continue/{fc.id}/")
+    cora.wait_for_selector("#sign-button:visible")
+    cora.fill("#payload-choices input[name=reason]", REASON)
+    cora.check("#payload-choices input[name=decision][value=deny]")
+    cora.click("#payload-choices button[type=submit]")
+    cora.wait_for_selector('#payload-text:has-text(\'"decision":"deny"\')')
+    assert f'"reason":"{REASON}"' in cora.inner_text("#payload-text")
+    assert cora.is_visible("#sign-button")
+    shots(cora, "deny-payload-shown")
+
+    cora.click("#sign-button")
+    cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+    shots(cora, "deny-recorded")
+    no_console_errors(cora)
+    vote = Approval.objects.get(request=fc)
+    assert (vote.approver.username, vote.decision, vote.reason) == ("cora", "deny", REASON)
+    event = GovernanceEvent.objects.get(type="FORCE_CONTINUE_APPROVAL")
+    assert event.payload["decision"] == "deny"
+
+
+def test_a_council_member_signs_a_halt_clear_in_the_browser_after_typing_a_reason(
+    new_context, shots, trace_key
+):
+    from governance.models import Halt
+
+    replayed("broken_chain")
+    halt = Halt.objects.active().get(payload__target_kind="trace")
+    reason = "The copy was restored from the archive."
+    cora = browser_key_for(new_context, "cora")
+    cora.goto(f"/governance/halts/{halt.seq}/")
+    cora.wait_for_selector("#sign-button:visible")
+    cora.fill("#sign input[name=reason]", reason)
+    cora.click("#sign form[method=get] button[type=submit]")
+    cora.wait_for_selector(f'#payload-text:has-text(\'"reason":"{reason}"\')')
+    assert cora.is_visible("#sign-button")
+    shots(cora, "halt-payload-shown")
+
+    cora.click("#sign-button")
+    cora.wait_for_selector("text=Your signature toward clearing this halt is recorded.")
+    no_console_errors(cora)
+    vote = Approval.objects.get(halt_id=halt.seq)
+    assert (vote.approver.username, vote.reason) == ("cora", reason)
+    assert GovernanceEvent.objects.filter(type="HALT_CLEAR_APPROVAL").count() == 1
+
+
+def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
+    new_context, shots, trace_key
+):
+    from governance.services import force_continue_request_file
+
+    fc = force_continue_request_file(
+        run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
+    )
+    cora = browser_key_for(new_context, "cora")
+    cora.goto(f"/force-continue/{fc.id}/")
+    cora.wait_for_selector("#sign-button:visible")
+    cora.check("#payload-choices input[name=decision][value=deny]")
+    cora.wait_for_selector('#payload-text:has-text(\'"decision":"deny"\')')
+    cora.fill("#payload-choices input[name=reason]", REASON)
+    cora.click("#sign-button")  # the reason is typed but not yet in the payload shown
+    cora.wait_for_selector(f'#payload-text:has-text(\'"reason":"{REASON}"\')')
+    assert not Approval.objects.exists()
+    shots(cora, "payload-caught-up-with-the-reason")
+
+    cora.click("#sign-button")
+    cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+    no_console_errors(cora)
+    vote = Approval.objects.get(request=fc)
+    assert (vote.decision, vote.reason) == ("deny", REASON)
