@@ -199,6 +199,9 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=` is a documented filter of /api/traces/, not a renderer switch; only the
+    # schema view reads it (console.api.common.SchemaFormatNegotiation).
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Replay Audit Console API",

@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
+from console.api.common import SchemaFormatNegotiation
 from console.views import auth, governance, ops, production, runs, traces
 
 urlpatterns = [
@@ -81,6 +82,10 @@ urlpatterns = [
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
     # API
     path("api/", include("console.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(content_negotiation_class=SchemaFormatNegotiation),
+        name="schema",
+    ),
     path("api/docs/", ops.api_docs_view, name="api-docs"),
 ]
