@@ -224,6 +224,12 @@ CELERY_BEAT_SCHEDULE = {
 # sign-in throttle (console.throttle): this many failures per (username, address) per window
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
+# a locked pair still signs in with password + a valid TOTP code this long after its last failure
+LOGIN_THROTTLE_BACKOFF_SECONDS = env_int("LOGIN_THROTTLE_BACKOFF_SECONDS", 5)
+# the client address behind reverse proxies: unset trusts nobody (REMOTE_ADDR); a hop count
+# ("1") or comma-separated proxy addresses/CIDRs make the throttle read the header below
+REPLAY_TRUSTED_PROXIES = env_str("REPLAY_TRUSTED_PROXIES")
+REPLAY_TRUSTED_PROXY_HEADER = env_str("REPLAY_TRUSTED_PROXY_HEADER", "X-Forwarded-For")
 OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False

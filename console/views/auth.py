@@ -20,8 +20,11 @@ from django_otp import login as otp_login
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console.throttle import (
+    MESSAGE_LOCKED_SECOND_FACTOR,
+    backoff_message,
     client_ip,
     locked_message,
+    login_backoff_wait,
     login_failure_record,
     login_success_record,
     login_throttle_wait,
@@ -41,19 +44,54 @@ def _next_url(request: HttpRequest) -> str:
     return resolve_url(settings.LOGIN_REDIRECT_URL)
 
 
+def _second_factor_login(request: HttpRequest, form: AuthenticationForm) -> bool:
+    """A locked pair's way in: the right password and a valid code, both in this request.
+
+    The code is checked only once the password is right, so nobody without the password can
+    spend the device's own throttle. On success the session is signed in *and* verified.
+    """
+    token = request.POST.get("token", "").strip()
+    if not token or not form.is_valid():
+        return False
+    user = form.get_user()
+    device = _confirmed_device(user)
+    if device is None or verify_token(user, device.persistent_id, token) is None:
+        return False
+    login(request, user)
+    otp_login(request, device)
+    request.session.cycle_key()
+    return True
+
+
 @never_cache
 @require_http_methods(["GET", "POST"])
 def login_view(request: HttpRequest) -> HttpResponse:
     form = AuthenticationForm(request, data=request.POST if request.method == "POST" else None)
     status = 200
     locked = ""
+    second_factor = False
     if request.method == "POST":
         username = request.POST.get("username", "")
         ip = client_ip(request)
         wait = login_throttle_wait(username=username, ip=ip)
-        if wait:
-            # Refused before the password is even checked, so a locked pair learns nothing.
+        if wait and not request.POST.get("token", "").strip():
+            # A password alone is refused before it is even checked, so a locked pair learns
+            # nothing from it.
             locked = locked_message(wait)
+            second_factor = True
+            status = 429
+        elif wait:
+            backoff = login_backoff_wait(username=username, ip=ip)
+            if backoff:
+                locked = backoff_message(backoff)
+            elif _second_factor_login(request, form):
+                login_success_record(username=username, ip=ip)
+                return HttpResponseRedirect(_next_url(request))
+            else:
+                # the same answer whichever of password and code was wrong
+                login_failure_record(username=username, ip=ip)
+                locked = locked_message(wait)
+            second_factor = True
             status = 429
         elif form.is_valid():
             user = form.get_user()
@@ -63,7 +101,13 @@ def login_view(request: HttpRequest) -> HttpResponse:
         else:
             login_failure_record(username=username, ip=ip)
             status = 200
-    context = {"form": form, "locked": locked, "next": _next_url(request)}
+    context = {
+        "form": form,
+        "locked": locked,
+        "second_factor": second_factor,
+        "second_factor_hint": MESSAGE_LOCKED_SECOND_FACTOR,
+        "next": _next_url(request),
+    }
     return render(request, "console/login_anyone.html", context, status=status)
 
 
@@ -109,6 +153,7 @@ def otp_setup_view(request: HttpRequest) -> HttpResponse:
             device.confirmed = True
             device.save(update_fields=["confirmed"])
             otp_login(request, device)
+            request.session.cycle_key()  # a verified session never keeps its earlier key
             return HttpResponseRedirect(_next_url(request))
         error = MESSAGE_BAD_CODE
         status = 400
@@ -146,6 +191,7 @@ def otp_verify_view(request: HttpRequest) -> HttpResponse:
             verified = verify_token(request.user, device.persistent_id, token)
             if verified is not None:
                 otp_login(request, verified)
+                request.session.cycle_key()  # a verified session never keeps its earlier key
                 return HttpResponseRedirect(_next_url(request))
             error = MESSAGE_BAD_CODE
             status = 400
