@@ -21,6 +21,7 @@ from django.contrib.auth.models import Group
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console import roles
+from console.files import private_dir, private_write
 
 #: username -> roles (two council members: the default quorum is 2)
 DEMO_USERS: dict[str, tuple[str, ...]] = {
@@ -142,11 +143,10 @@ def demo_upload_files_write() -> Path:
 
     key, secret = key_demo_ensure()
     traces = dict(demo_traces(signer_for(key.key_id, HMAC_SHA256, secret)))
-    directory = Path(settings.VAR_DIR) / "demo-uploads"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = private_dir(Path(settings.VAR_DIR) / "demo-uploads")
     native, sidecar, corrupt = UPLOAD_SAMPLES
-    (directory / native).write_bytes(traces[native])
+    private_write(directory / native, traces[native])
     ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd" / "docs" / "evals" / sidecar
-    (directory / sidecar).write_bytes(ahd.read_bytes())
-    (directory / corrupt).write_bytes(traces[native][:200])
+    private_write(directory / sidecar, ahd.read_bytes())
+    private_write(directory / corrupt, traces[native][:200])
     return directory

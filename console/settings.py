@@ -15,10 +15,10 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from console.env import env_bool, env_int, env_list, env_secret, env_str
+from console.files import private_dir, private_file, private_sqlite, private_write
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR = private_dir(Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var"))))
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 
@@ -35,9 +35,8 @@ def _local_secret(name: str, env_name: str) -> str:
         raise ImproperlyConfigured(f"{env_name} (or {env_name}_FILE) must be set when DEBUG is off")
     path = VAR_DIR / f".{name}"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        private_write(path, secrets.token_urlsafe(48))
+    return private_file(path).read_text().strip()
 
 
 SECRET_KEY = _local_secret("secret_key", "DJANGO_SECRET_KEY")
@@ -74,6 +73,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "console.security.NoStoreMiddleware",
     "django_otp.middleware.OTPMiddleware",
     "console.security.SecondFactorMiddleware",
     "console.uploads.UploadLimitMiddleware",
@@ -110,6 +110,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if str(DATABASES["default"]["NAME"]) not in ("", ":memory:"):
+        # created owner-only before SQLite opens it; its -wal and -shm inherit the mode
+        private_sqlite(Path(DATABASES["default"]["NAME"]))
     # WAL lets readers proceed during an append; the timeout serialises writers politely.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
@@ -155,6 +158,9 @@ else:
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(VAR_DIR / "blobs")},
     }
+# blobs (and anything else saved through a filesystem storage) are owner-only
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 STORAGES = {
     "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
