@@ -54,7 +54,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
     "template_partials",
@@ -195,7 +194,7 @@ CELERY_TASK_IGNORE_RESULT = True
 REST_FRAMEWORK = {
     # Token first, so an anonymous client gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "console.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -211,6 +210,17 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Replay Audit Console API",
+    # /api/docs/ shows this; tests/console/test_api_tokens.py runs its curl example's header
+    "DESCRIPTION": (
+        "Authenticate with your console session (send the CSRF token as X-CSRFToken on "
+        "writes) or with an API token: create one on the console's API tokens page (/tokens/), "
+        "or with `manage.py api_token create USERNAME`; it is shown once. Send it as "
+        "`Authorization: Token <token>`, for example:\n\n"
+        'curl -H "Authorization: Token $TOKEN" '
+        '"http://127.0.0.1:8000/api/traces/?format=replay-trace"\n\n'
+        "A token acts with its owner's roles other than admin and council (those need a "
+        "second factor); a revoked token gets 401 NOT_AUTHENTICATED."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }

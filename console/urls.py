@@ -5,7 +5,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from console.api.common import SchemaFormatNegotiation
-from console.views import auth, governance, ops, production, runs, traces
+from console.views import auth, governance, ops, production, runs, tokens, traces
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
@@ -80,6 +80,13 @@ urlpatterns = [
     ),
     path("governance/users/", governance.user_list_view, name="user-list"),
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
+    # a person's own API tokens
+    path("tokens/", tokens.api_token_list_view, name="api-token-list"),
+    path(
+        "tokens/<str:token_id>/revoke/",
+        tokens.api_token_revoke_view,
+        name="api-token-revoke",
+    ),
     # API
     path("api/", include("console.api.urls")),
     path(
