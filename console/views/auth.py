@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from binascii import unhexlify
 
 import segno
 from django.conf import settings
@@ -15,10 +14,10 @@ from django.shortcuts import render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
-from django_otp import devices_for_user, verify_token
 from django_otp import login as otp_login
-from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp import verify_token
 
+from console.models import EncryptedTOTPDevice
 from console.throttle import (
     MESSAGE_LOCKED_SECOND_FACTOR,
     backoff_message,
@@ -117,14 +116,12 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(resolve_url(settings.LOGOUT_REDIRECT_URL))
 
 
-def _confirmed_device(user) -> TOTPDevice | None:
-    for device in devices_for_user(user, confirmed=True):
-        if isinstance(device, TOTPDevice):
-            return device
-    return None
+def _confirmed_device(user) -> EncryptedTOTPDevice | None:
+    # through the console's model, whose seed is sealed at rest (console.otp)
+    return EncryptedTOTPDevice.objects.filter(user=user, confirmed=True).order_by("id").first()
 
 
-def _qr_svg(device: TOTPDevice) -> str:
+def _qr_svg(device: EncryptedTOTPDevice) -> str:
     # segno's inline SVG uses attributes only (no style=), so the strict CSP holds.
     return segno.make(device.config_url, error="m").svg_inline(scale=4, dark="#111")
 
@@ -142,9 +139,9 @@ def otp_setup_view(request: HttpRequest) -> HttpResponse:
             {"error": MESSAGE_ALREADY_ENROLLED, "next": _next_url(request)},
             status=409,
         )
-    device = TOTPDevice.objects.filter(user=user, confirmed=False).first()
+    device = EncryptedTOTPDevice.objects.filter(user=user, confirmed=False).first()
     if device is None:
-        device = TOTPDevice.objects.create(user=user, name="console", confirmed=False)
+        device = EncryptedTOTPDevice.objects.create(user=user, name="console", confirmed=False)
     error = ""
     status = 200
     if request.method == "POST":
@@ -159,7 +156,7 @@ def otp_setup_view(request: HttpRequest) -> HttpResponse:
         status = 400
     context = {
         "qr_svg": _qr_svg(device),
-        "secret": base64.b32encode(unhexlify(device.key)).decode(),
+        "secret": base64.b32encode(device.bin_key).decode(),
         "error": error,
         "next": _next_url(request),
     }

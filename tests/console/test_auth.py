@@ -7,7 +7,7 @@ from django.test import Client
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console import throttle
-from console.models import LoginFailure
+from console.models import EncryptedTOTPDevice, LoginFailure
 from console.views import auth
 from tests.console.personas import PASSWORD, current_code, make_user, persona, sign_in
 
@@ -402,12 +402,10 @@ class TestSessionRotation:
         login(client, "adam")
         client.get("/accounts/2fa/setup/")
         before = client.session.session_key
-        device = TOTPDevice.objects.get(user=adam)
-        from binascii import unhexlify
-
+        device = EncryptedTOTPDevice.objects.get(user=adam)
         from django_otp.oath import totp
 
-        code = f"{totp(unhexlify(device.key), step=device.step, t0=device.t0):06d}"
+        code = f"{totp(device.bin_key, step=device.step, t0=device.t0):06d}"
         response = client.post("/accounts/2fa/setup/", {"token": code})
         assert response.status_code == 302
         assert client.session.session_key != before
