@@ -1297,6 +1297,8 @@ def api_token_create(
 
     The ledger's API_TOKEN_CREATED names the token by id and prefix, never the token.
     """
+    if actor is None and actor_label is None:
+        actor = user  # a person creating their own token
     token = API_TOKEN_MARK + secrets.token_urlsafe(30)
     prefix = token[:API_TOKEN_PREFIX_LENGTH]
     ledger.lock()
@@ -1316,7 +1318,7 @@ def api_token_create(
             "user_id": user.pk,
             "username": user.get_username(),
         },
-        actor=actor if actor is not None or actor_label else user,
+        actor=actor,
         actor_label=_system_label(actor, actor_label),
     )
     row.created_at = event.created_at
@@ -1363,7 +1365,9 @@ API_TOKEN_TOUCH_SECONDS = 60
 
 
 def api_token_touch(*, token: ApiToken) -> None:
-    """Note that the token was just used (not a ledger event; at most once a minute)."""
+    """Note that the token was just used (not a ledger event; at most once a minute).
+
+    One UPDATE inside whatever request authenticated with the token, so not durable."""
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > timedelta(
         seconds=API_TOKEN_TOUCH_SECONDS
