@@ -14,7 +14,14 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_int, env_list, env_secret, env_str
+from console.env import (
+    env_bool,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    parse_trusted_proxies,
+)
 from console.files import private_dir, private_file, private_sqlite, private_write
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -245,6 +252,7 @@ LOGIN_THROTTLE_BACKOFF_SECONDS = env_int("LOGIN_THROTTLE_BACKOFF_SECONDS", 5)
 # the client address behind reverse proxies: unset trusts nobody (REMOTE_ADDR); a hop count
 # ("1") or comma-separated proxy addresses/CIDRs make the throttle read the header below
 REPLAY_TRUSTED_PROXIES = env_str("REPLAY_TRUSTED_PROXIES")
+parse_trusted_proxies(REPLAY_TRUSTED_PROXIES)  # nonsense fails at start-up, not at sign-in
 REPLAY_TRUSTED_PROXY_HEADER = env_str("REPLAY_TRUSTED_PROXY_HEADER", "X-Forwarded-For")
 OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True

@@ -27,10 +27,10 @@ import unicodedata
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.utils import timezone
 
+from console.env import TrustedProxies, parse_trusted_proxies
 from console.models import LoginFailure
 
 MESSAGE_LOCKED = (
@@ -41,8 +41,6 @@ MESSAGE_LOCKED_SECOND_FACTOR = (
     "If you have an authenticator, you may sign in now with your password and its current code."
 )
 MESSAGE_BACKOFF = "Too many failed sign-in attempts. Wait {seconds} seconds before the next try."
-
-_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def _limits() -> tuple[int, timedelta]:
@@ -61,20 +59,8 @@ def throttle_username(username: str) -> str:
     return unicodedata.normalize("NFKC", folded)[:150]
 
 
-def _trusted_proxies() -> int | list[_Network]:
-    """`REPLAY_TRUSTED_PROXIES`: a hop count, or comma-separated addresses/CIDRs; 0 if unset."""
-    raw = str(getattr(settings, "REPLAY_TRUSTED_PROXIES", "") or "").strip()
-    if not raw:
-        return 0
-    if raw.isdigit():
-        return int(raw)
-    try:
-        return [ipaddress.ip_network(part.strip(), strict=False) for part in raw.split(",")]
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"REPLAY_TRUSTED_PROXIES={raw!r} is neither a hop count nor a list of addresses "
-            "or CIDR networks"
-        ) from None
+def _trusted_proxies() -> TrustedProxies:
+    return parse_trusted_proxies(getattr(settings, "REPLAY_TRUSTED_PROXIES", ""))
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

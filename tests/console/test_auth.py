@@ -308,6 +308,32 @@ class TestClientAddress:
         settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
         assert throttle.client_ip(self.request("10.0.0.9", "not-an-ip")) == "10.0.0.9"
 
+    def test_a_nonsense_trusted_proxies_setting_stops_the_console_from_starting(self):
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        env = {
+            **os.environ,
+            "REPLAY_TRUSTED_PROXIES": "ten",
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+        }
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode != 0
+        assert (
+            "REPLAY_TRUSTED_PROXIES='ten' is neither a hop count nor a list of addresses "
+            "or CIDR networks"
+        ) in result.stderr
+
     def test_a_nonsense_trusted_proxies_setting_fails_loudly(self, settings):
         from django.core.exceptions import ImproperlyConfigured
 
