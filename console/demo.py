@@ -11,16 +11,16 @@ import base64
 import hashlib
 import hmac
 import io
-from binascii import unhexlify
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console import roles
+from console.files import private_dir, private_write
+from console.models import EncryptedTOTPDevice
 
 #: username -> roles (two council members: the default quorum is 2)
 DEMO_USERS: dict[str, tuple[str, ...]] = {
@@ -63,10 +63,10 @@ def demo_users_ensure() -> list[DemoUser]:
             user.groups.add(Group.objects.get_or_create(name=role)[0])
         demo = DemoUser(username, user_roles, password, created=created)
         if set(user_roles) & roles.STRONG_ROLES:
-            device = TOTPDevice.objects.filter(user=user, confirmed=True).first()
+            device = EncryptedTOTPDevice.objects.filter(user=user, confirmed=True).first()
             if device is None:
-                device = TOTPDevice.objects.create(user=user, name="demo", confirmed=True)
-            demo.totp_secret = base64.b32encode(unhexlify(device.key)).decode()
+                device = EncryptedTOTPDevice.objects.create(user=user, name="demo", confirmed=True)
+            demo.totp_secret = base64.b32encode(device.bin_key).decode()
             demo.totp_uri = device.config_url
         out.append(demo)
     return out
@@ -142,11 +142,10 @@ def demo_upload_files_write() -> Path:
 
     key, secret = key_demo_ensure()
     traces = dict(demo_traces(signer_for(key.key_id, HMAC_SHA256, secret)))
-    directory = Path(settings.VAR_DIR) / "demo-uploads"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = private_dir(Path(settings.VAR_DIR) / "demo-uploads")
     native, sidecar, corrupt = UPLOAD_SAMPLES
-    (directory / native).write_bytes(traces[native])
+    private_write(directory / native, traces[native])
     ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd" / "docs" / "evals" / sidecar
-    (directory / sidecar).write_bytes(ahd.read_bytes())
-    (directory / corrupt).write_bytes(traces[native][:200])
+    private_write(directory / sidecar, ahd.read_bytes())
+    private_write(directory / corrupt, traces[native][:200])
     return directory

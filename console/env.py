@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -53,3 +54,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+TrustedProxies = int | list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+
+
+def parse_trusted_proxies(raw: str) -> TrustedProxies:
+    """`REPLAY_TRUSTED_PROXIES`: a hop count, or comma-separated addresses/CIDRs; 0 if unset."""
+    text = str(raw or "").strip()
+    if not text:
+        return 0
+    if text.isdigit():
+        return int(text)
+    try:
+        return [ipaddress.ip_network(part.strip(), strict=False) for part in text.split(",")]
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"REPLAY_TRUSTED_PROXIES={text!r} is neither a hop count nor a list of addresses "
+            "or CIDR networks"
+        ) from None

@@ -64,6 +64,7 @@ DSR: Final = "dsr"  # open / export Data Subject Requests
 PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
 MANAGE: Final = "manage"  # users, roles, keys
 SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
+API_TOKENS_OWN: Final = "api_tokens_own"  # create, list and revoke one's own API tokens
 
 ACTIONS: Final = (
     BROWSE,
@@ -81,6 +82,7 @@ ACTIONS: Final = (
     PII_REVEAL,
     MANAGE,
     SIGNING_KEY_REGISTER,
+    API_TOKENS_OWN,
 )
 
 #: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
@@ -100,6 +102,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     PII_REVEAL: frozenset({ADMIN}),
     MANAGE: frozenset({ADMIN}),
     SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
+    API_TOKENS_OWN: frozenset(ROLES),  # anyone with a role, for their own tokens only
 }
 
 #: action -> sets of roles that grant it only when held together
@@ -270,6 +273,17 @@ def access_member_key_by_id(user: User, key_id: str, action: str = MANAGE):
     found = MemberKey.objects.filter(key_id=str(key_id)).select_related("user").first()
     if found is None:
         raise Http404("no such key")
+    return found
+
+
+def access_api_token_by_id(user: User, token_id: int | str, action: str = API_TOKENS_OWN):
+    """One of the user's own API tokens: someone else's is a 404, exactly like a missing one."""
+    from governance.selectors import api_token_of
+
+    require(user, action)
+    found = api_token_of(user=user, token_id=token_id)
+    if found is None:
+        raise Http404("no such API token")
     return found
 
 

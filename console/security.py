@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from console import roles
@@ -34,6 +35,26 @@ class ContentSecurityPolicyMiddleware:
         request.csp_nonce = nonce  # type: ignore[attr-defined]
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", CSP_TEMPLATE.format(nonce=nonce))
+        return response
+
+
+class NoStoreMiddleware:
+    """`Cache-Control: no-store` on every answer to a signed-in person and on the whole API.
+
+    What a signed-in person sees (traces, reports, personal data once revealed) must not stay
+    in a browser's or a proxy's cache after they sign out. Static files are left cacheable.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if request.path.startswith("/static/"):
+            return response
+        user = getattr(request, "user", None)
+        if request.path.startswith("/api/") or getattr(user, "is_authenticated", False):
+            add_never_cache_headers(response)
         return response
 
 

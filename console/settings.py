@@ -14,11 +14,18 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_int, env_list, env_secret, env_str
+from console.env import (
+    env_bool,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    parse_trusted_proxies,
+)
+from console.files import private_dir, private_file, private_sqlite, private_write
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR = private_dir(Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var"))))
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 
@@ -35,9 +42,8 @@ def _local_secret(name: str, env_name: str) -> str:
         raise ImproperlyConfigured(f"{env_name} (or {env_name}_FILE) must be set when DEBUG is off")
     path = VAR_DIR / f".{name}"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        private_write(path, secrets.token_urlsafe(48))
+    return private_file(path).read_text().strip()
 
 
 SECRET_KEY = _local_secret("secret_key", "DJANGO_SECRET_KEY")
@@ -55,7 +61,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
     "template_partials",
@@ -74,6 +79,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "console.security.NoStoreMiddleware",
     "django_otp.middleware.OTPMiddleware",
     "console.security.SecondFactorMiddleware",
     "console.uploads.UploadLimitMiddleware",
@@ -110,6 +116,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if str(DATABASES["default"]["NAME"]) not in ("", ":memory:"):
+        # created owner-only before SQLite opens it; its -wal and -shm inherit the mode
+        private_sqlite(Path(DATABASES["default"]["NAME"]))
     # WAL lets readers proceed during an append; the timeout serialises writers politely.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
@@ -155,6 +164,9 @@ else:
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(VAR_DIR / "blobs")},
     }
+# blobs (and anything else saved through a filesystem storage) are owner-only
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 STORAGES = {
     "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
@@ -200,7 +212,7 @@ CELERY_TASK_IGNORE_RESULT = True
 REST_FRAMEWORK = {
     # Token first, so an anonymous client gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "console.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -210,9 +222,23 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=` is a documented filter of /api/traces/, not a renderer switch; only the
+    # schema view reads it (console.api.common.SchemaFormatNegotiation).
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Replay Audit Console API",
+    # /api/docs/ shows this; tests/console/test_api_tokens.py runs its curl example's header
+    "DESCRIPTION": (
+        "Authenticate with your console session (send the CSRF token as X-CSRFToken on "
+        "writes) or with an API token: create one on the console's API tokens page (/tokens/), "
+        "or with `manage.py api_token create USERNAME`; it is shown once. Send it as "
+        "`Authorization: Token <token>`, for example:\n\n"
+        'curl -H "Authorization: Token $TOKEN" '
+        '"http://127.0.0.1:8000/api/traces/?format=replay-trace"\n\n'
+        "A token acts with its owner's roles other than admin and council (those need a "
+        "second factor); a revoked token gets 401 NOT_AUTHENTICATED."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }
@@ -232,6 +258,13 @@ CELERY_BEAT_SCHEDULE = {
 # sign-in throttle (console.throttle): this many failures per (username, address) per window
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
+# a locked pair still signs in with password + a valid TOTP code this long after its last failure
+LOGIN_THROTTLE_BACKOFF_SECONDS = env_int("LOGIN_THROTTLE_BACKOFF_SECONDS", 5)
+# the client address behind reverse proxies: unset trusts nobody (REMOTE_ADDR); a hop count
+# ("1") or comma-separated proxy addresses/CIDRs make the throttle read the header below
+REPLAY_TRUSTED_PROXIES = env_str("REPLAY_TRUSTED_PROXIES")
+parse_trusted_proxies(REPLAY_TRUSTED_PROXIES)  # nonsense fails at start-up, not at sign-in
+REPLAY_TRUSTED_PROXY_HEADER = env_str("REPLAY_TRUSTED_PROXY_HEADER", "X-Forwarded-For")
 OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False

@@ -4,7 +4,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from console.views import auth, governance, ops, production, runs, traces
+from console.api.common import SchemaFormatNegotiation
+from console.views import auth, governance, ops, production, runs, tokens, traces
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
@@ -84,8 +85,19 @@ urlpatterns = [
     ),
     path("governance/users/", governance.user_list_view, name="user-list"),
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
+    # a person's own API tokens
+    path("tokens/", tokens.api_token_list_view, name="api-token-list"),
+    path(
+        "tokens/<str:token_id>/revoke/",
+        tokens.api_token_revoke_view,
+        name="api-token-revoke",
+    ),
     # API
     path("api/", include("console.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(content_negotiation_class=SchemaFormatNegotiation),
+        name="schema",
+    ),
     path("api/docs/", ops.api_docs_view, name="api-docs"),
 ]

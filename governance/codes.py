@@ -11,7 +11,8 @@ Pure (no Django). Two tables live here and nowhere else:
         council's signed approval of a production replay
   2xx   force-continue: requests, signed approvals and denials, quorum decisions
   3xx   halts: FORCE_HALT_REPLAY, council signatures toward FORCE_HALT_CLEAR, incidents
-  4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked)
+  4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked);
+        41x: people's API tokens (created, revoked; the token itself is never in a payload)
   5xx   personal data: every unredacted PII access
   6xx   data subject requests (reserved for the DSR workflow)
   ====  ==================================================================================
@@ -35,6 +36,7 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   303   SECURITY_INCIDENT
   400   KEY_ADDED                401  KEY_ROTATED           402  KEY_REVOKED
   403   KEY_CONFIRMED
+  410   API_TOKEN_CREATED        411  API_TOKEN_REVOKED
   500   PII_REVEALED
   600   DSR_OPENED               601  DSR_EXPORTED          602  DSR_ERASED
   603   DSR_CLOSED
@@ -93,6 +95,8 @@ KEY_ADDED: Final = "KEY_ADDED"
 KEY_ROTATED: Final = "KEY_ROTATED"
 KEY_REVOKED: Final = "KEY_REVOKED"
 KEY_CONFIRMED: Final = "KEY_CONFIRMED"
+API_TOKEN_CREATED: Final = "API_TOKEN_CREATED"  # noqa: S105 - not a secret
+API_TOKEN_REVOKED: Final = "API_TOKEN_REVOKED"  # noqa: S105 - not a secret
 # --- 5xx personal data -----------------------------------------------------------------------
 PII_REVEALED: Final = "PII_REVEALED"
 # --- 6xx data subject requests (reserved) ----------------------------------------------------
@@ -134,6 +138,8 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(401, KEY_ROTATED, "the server signing key was rotated; signed by the old key"),
     EventType(402, KEY_REVOKED, "a key was revoked; what it signed before stays valid"),
     EventType(403, KEY_CONFIRMED, "an admin confirmed a member's public key"),
+    EventType(410, API_TOKEN_CREATED, "a person's API token was created (its id and prefix)"),
+    EventType(411, API_TOKEN_REVOKED, "a person's API token was revoked; it authenticates no more"),
     EventType(500, PII_REVEALED, "unredacted personal data was shown to someone"),
     EventType(600, DSR_OPENED, "reserved: a data subject request was opened"),
     EventType(601, DSR_EXPORTED, "reserved: a data subject access export was produced"),

@@ -204,6 +204,31 @@ class MemberKey(models.Model):
         raise AppendOnlyError("member keys are kept forever to verify old approvals")
 
 
+class ApiToken(models.Model):
+    """A person's API token, kept as its SHA-256 only; the token is shown once, at creation.
+
+    `prefix` (the first characters of the token) lets its owner tell tokens apart in a list.
+    Creation and revocation are ledger events (API_TOKEN_CREATED, API_TOKEN_REVOKED); a
+    revoked token is kept, so the ledger's token ids keep pointing at a row.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the whole token
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"API token {self.prefix}… of {self.user}"
+
+
 class CouncilRequest(models.Model):
     """What every request the council signs on has: who asked, why, until when, and how it
     was decided (the ledger events of the request and of the decision)."""

@@ -13,6 +13,7 @@ from governance import chain, codes, conf, council, ledger, signing
 from governance.models import (
     HALT_BLOB,
     HALT_SNAPSHOT,
+    ApiToken,
     Approval,
     CouncilRequest,
     ForceContinueRequest,
@@ -40,6 +41,35 @@ CHECKPOINT_FORKED_MESSAGE = (
 )
 CHECKPOINT_BROKEN_LEDGER_MESSAGE = "the ledger is broken at seq {seq}: {reason}"
 CHECKPOINT_OK_MESSAGE = "the ledger ({ledger} events) extends the checkpoint ({size} events)"
+
+
+# --- API tokens -------------------------------------------------------------------------------
+
+
+def api_token_active(*, token: str) -> ApiToken | None:
+    """The unrevoked token row of an active user whose SHA-256 matches ``token``, or None."""
+    import hashlib
+
+    digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+    return (
+        ApiToken.objects.select_related("user")
+        .filter(digest=digest, revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+
+
+def api_tokens_of(*, user: Any) -> QuerySet[ApiToken]:
+    """A person's own tokens, newest first, revoked ones included."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def api_token_of(*, user: Any, token_id: Any) -> ApiToken | None:
+    """One of the person's own tokens; someone else's is None, like a missing one."""
+    try:
+        pk = int(token_id)
+    except (TypeError, ValueError):
+        return None
+    return ApiToken.objects.filter(user=user, pk=pk).first()
 
 
 # --- halts ------------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def spool(
 ) -> Spooled:
     """Copy `source` to a temporary file under var/, hashing as it goes; refuse past `limit`."""
     tmp_dir = Path(settings.VAR_DIR) / "tmp"
-    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only, as all of var/
+    tmp_dir.chmod(0o700)
     fd, name = tempfile.mkstemp(dir=tmp_dir, prefix="upload-")
     digest = hashlib.sha256()
     size = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 
 
@@ -15,6 +16,16 @@ class OctetStreamParser(BaseParser):
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None):
         return stream
+
+
+class SchemaFormatNegotiation(DefaultContentNegotiation):
+    """`/api/schema/?format=json`: the one view where `?format=` picks the renderer.
+
+    URL_FORMAT_OVERRIDE is off for the whole API, where `format` is a filter."""
+
+    def select_renderer(self, request: Any, renderers: Any, format_suffix: str | None = None):
+        chosen = format_suffix or request.query_params.get("format") or None
+        return super().select_renderer(request, renderers, chosen)
 
 
 class RunOutput(serializers.Serializer):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from binascii import unhexlify
 
 import segno
 from django.conf import settings
@@ -15,13 +14,16 @@ from django.shortcuts import render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
-from django_otp import devices_for_user, verify_token
 from django_otp import login as otp_login
-from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp import verify_token
 
+from console.models import EncryptedTOTPDevice
 from console.throttle import (
+    MESSAGE_LOCKED_SECOND_FACTOR,
+    backoff_message,
     client_ip,
     locked_message,
+    login_backoff_wait,
     login_failure_record,
     login_success_record,
     login_throttle_wait,
@@ -41,19 +43,54 @@ def _next_url(request: HttpRequest) -> str:
     return resolve_url(settings.LOGIN_REDIRECT_URL)
 
 
+def _second_factor_login(request: HttpRequest, form: AuthenticationForm) -> bool:
+    """A locked pair's way in: the right password and a valid code, both in this request.
+
+    The code is checked only once the password is right, so nobody without the password can
+    spend the device's own throttle. On success the session is signed in *and* verified.
+    """
+    token = request.POST.get("token", "").strip()
+    if not token or not form.is_valid():
+        return False
+    user = form.get_user()
+    device = _confirmed_device(user)
+    if device is None or verify_token(user, device.persistent_id, token) is None:
+        return False
+    login(request, user)
+    otp_login(request, device)
+    request.session.cycle_key()
+    return True
+
+
 @never_cache
 @require_http_methods(["GET", "POST"])
 def login_view(request: HttpRequest) -> HttpResponse:
     form = AuthenticationForm(request, data=request.POST if request.method == "POST" else None)
     status = 200
     locked = ""
+    second_factor = False
     if request.method == "POST":
         username = request.POST.get("username", "")
         ip = client_ip(request)
         wait = login_throttle_wait(username=username, ip=ip)
-        if wait:
-            # Refused before the password is even checked, so a locked pair learns nothing.
+        if wait and not request.POST.get("token", "").strip():
+            # A password alone is refused before it is even checked, so a locked pair learns
+            # nothing from it.
             locked = locked_message(wait)
+            second_factor = True
+            status = 429
+        elif wait:
+            backoff = login_backoff_wait(username=username, ip=ip)
+            if backoff:
+                locked = backoff_message(backoff)
+            elif _second_factor_login(request, form):
+                login_success_record(username=username, ip=ip)
+                return HttpResponseRedirect(_next_url(request))
+            else:
+                # the same answer whichever of password and code was wrong
+                login_failure_record(username=username, ip=ip)
+                locked = locked_message(wait)
+            second_factor = True
             status = 429
         elif form.is_valid():
             user = form.get_user()
@@ -63,7 +100,13 @@ def login_view(request: HttpRequest) -> HttpResponse:
         else:
             login_failure_record(username=username, ip=ip)
             status = 200
-    context = {"form": form, "locked": locked, "next": _next_url(request)}
+    context = {
+        "form": form,
+        "locked": locked,
+        "second_factor": second_factor,
+        "second_factor_hint": MESSAGE_LOCKED_SECOND_FACTOR,
+        "next": _next_url(request),
+    }
     return render(request, "console/login_anyone.html", context, status=status)
 
 
@@ -73,14 +116,12 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(resolve_url(settings.LOGOUT_REDIRECT_URL))
 
 
-def _confirmed_device(user) -> TOTPDevice | None:
-    for device in devices_for_user(user, confirmed=True):
-        if isinstance(device, TOTPDevice):
-            return device
-    return None
+def _confirmed_device(user) -> EncryptedTOTPDevice | None:
+    # through the console's model, whose seed is sealed at rest (console.otp)
+    return EncryptedTOTPDevice.objects.filter(user=user, confirmed=True).order_by("id").first()
 
 
-def _qr_svg(device: TOTPDevice) -> str:
+def _qr_svg(device: EncryptedTOTPDevice) -> str:
     # segno's inline SVG uses attributes only (no style=), so the strict CSP holds.
     return segno.make(device.config_url, error="m").svg_inline(scale=4, dark="#111")
 
@@ -98,9 +139,9 @@ def otp_setup_view(request: HttpRequest) -> HttpResponse:
             {"error": MESSAGE_ALREADY_ENROLLED, "next": _next_url(request)},
             status=409,
         )
-    device = TOTPDevice.objects.filter(user=user, confirmed=False).first()
+    device = EncryptedTOTPDevice.objects.filter(user=user, confirmed=False).first()
     if device is None:
-        device = TOTPDevice.objects.create(user=user, name="console", confirmed=False)
+        device = EncryptedTOTPDevice.objects.create(user=user, name="console", confirmed=False)
     error = ""
     status = 200
     if request.method == "POST":
@@ -109,12 +150,13 @@ def otp_setup_view(request: HttpRequest) -> HttpResponse:
             device.confirmed = True
             device.save(update_fields=["confirmed"])
             otp_login(request, device)
+            request.session.cycle_key()  # a verified session never keeps its earlier key
             return HttpResponseRedirect(_next_url(request))
         error = MESSAGE_BAD_CODE
         status = 400
     context = {
         "qr_svg": _qr_svg(device),
-        "secret": base64.b32encode(unhexlify(device.key)).decode(),
+        "secret": base64.b32encode(device.bin_key).decode(),
         "error": error,
         "next": _next_url(request),
     }
@@ -146,6 +188,7 @@ def otp_verify_view(request: HttpRequest) -> HttpResponse:
             verified = verify_token(request.user, device.persistent_id, token)
             if verified is not None:
                 otp_login(request, verified)
+                request.session.cycle_key()  # a verified session never keeps its earlier key
                 return HttpResponseRedirect(_next_url(request))
             error = MESSAGE_BAD_CODE
             status = 400

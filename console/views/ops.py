@@ -97,5 +97,11 @@ def api_docs_view(request: HttpRequest) -> HttpResponse:
                     "tags": op.get("tags", []),
                 }
             )
-    context = {"operations": operations, "info": schema.get("info", {})}
+    info = schema.get("info", {})
+    blocks = [
+        {"text": block.strip(), "code": block.strip().startswith("curl ")}
+        for block in str(info.get("description", "")).split("\n\n")
+        if block.strip()
+    ]
+    context = {"operations": operations, "info": info, "description_blocks": blocks}
     return render(request, "console/api_docs.html", context)

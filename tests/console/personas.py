@@ -8,15 +8,13 @@ it, as the OTP page would.
 
 from __future__ import annotations
 
-from binascii import unhexlify
-
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django_otp import DEVICE_ID_SESSION_KEY
 from django_otp.oath import totp
-from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console import roles
+from console.models import EncryptedTOTPDevice
 
 PASSWORD = "correct horse battery staple"
 
@@ -52,7 +50,7 @@ def make_user(name: str, *role_names: str, device: bool | None = None) -> User:
     if device is None:
         device = bool(set(role_names) & roles.STRONG_ROLES)
     if device:
-        TOTPDevice.objects.create(user=user, name="phone", confirmed=True)
+        EncryptedTOTPDevice.objects.create(user=user, name="phone", confirmed=True)
     return user
 
 
@@ -62,15 +60,15 @@ def persona(name: str) -> User:
 
 
 def current_code(user: User) -> str:
-    device = TOTPDevice.objects.get(user=user, confirmed=True)
-    code = totp(unhexlify(device.key), step=device.step, t0=device.t0, digits=device.digits)
+    device = EncryptedTOTPDevice.objects.get(user=user, confirmed=True)
+    code = totp(device.bin_key, step=device.step, t0=device.t0, digits=device.digits)
     return f"{code:0{device.digits}d}"
 
 
 def sign_in(client: Client, user: User, *, verified: bool = True) -> Client:
     """Signs the user in; with a TOTP device and `verified`, as if the code was entered."""
     client.force_login(user)
-    device = TOTPDevice.objects.filter(user=user, confirmed=True).first()
+    device = EncryptedTOTPDevice.objects.filter(user=user, confirmed=True).first()
     if device is not None and verified:
         session = client.session
         session[DEVICE_ID_SESSION_KEY] = device.persistent_id

@@ -6,7 +6,6 @@ import io
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from governance import services as gov_services
 from governance.models import Approval, ForceContinueRequest
@@ -107,24 +106,28 @@ def test_an_anonymous_client_gets_401_with_the_token_scheme(client, world):
     }
 
 
+def token_for(name: str) -> str:
+    return gov_services.api_token_create(user=persona(name))[1]
+
+
 class TestTokenAuth:
     def test_a_token_works_for_alice(self, world):
-        token = Token.objects.create(user=persona("alice"))
-        response = Client().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {token.key}")
+        token = token_for("alice")
+        response = Client().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {token}")
         assert response.status_code == 200
 
     def test_a_token_does_not_carry_strong_roles_without_a_second_factor(self, world):
-        token = Token.objects.create(user=persona("adam"))
-        response = Client().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {token.key}")
+        token = token_for("adam")
+        response = Client().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {token}")
         assert response.status_code == 403
-        sam = Token.objects.create(user=persona("sam"))  # auditor + admin
-        ok = Client().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {sam.key}")
+        sam = token_for("sam")  # auditor + admin
+        ok = Client().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {sam}")
         assert ok.status_code == 200
         production = Client().post(
             "/api/replays/",
             {"trace": world["sha"], "mode": "production"},
             content_type="application/json",
-            HTTP_AUTHORIZATION=f"Token {sam.key}",
+            HTTP_AUTHORIZATION=f"Token {sam}",
         )
         assert production.status_code == 403
         assert production.json() == {

@@ -56,10 +56,10 @@ def _keep_the_test_connection():
 
 @pytest.fixture
 def token(db):
-    from rest_framework.authtoken.models import Token
+    from governance.services import api_token_create
 
     user = make_user("taylor", "viewer", "auditor", "operator", "legal", "admin", "council")
-    return Token.objects.create(user=user).key
+    return api_token_create(user=user)[1]
 
 
 @schema.parametrize()

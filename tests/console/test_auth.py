@@ -7,7 +7,7 @@ from django.test import Client
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console import throttle
-from console.models import LoginFailure
+from console.models import EncryptedTOTPDevice, LoginFailure
 from console.views import auth
 from tests.console.personas import PASSWORD, current_code, make_user, persona, sign_in
 
@@ -195,3 +195,243 @@ class TestSecondFactor:
         make_user("adam", "admin", device=False)
         login(client, "adam")
         assert client.get("/accounts/2fa/verify/")["Location"].startswith("/accounts/2fa/setup/")
+
+
+class TestThrottleKeys:
+    """The throttle keys on the name the form signs in with and on the real client address."""
+
+    @pytest.fixture(autouse=True)
+    def _limits(self, settings):
+        settings.LOGIN_THROTTLE_FAILURES = 3
+        settings.LOGIN_THROTTLE_WINDOW_SECONDS = 600
+
+    def test_it_refuses_a_look_alike_username_a_fresh_budget(self, client):
+        persona("lena")
+        for _ in range(3):
+            login(client, "lena", "wrong")
+        # FULLWIDTH LATIN SMALL LETTER L: NFKC makes it "lena", so the form signs in as lena
+        response = login(client, "\uff4cena", "wrong")
+        assert response.status_code == 429
+        response = login(client, "\uff4cENA")
+        assert response.status_code == 429
+        assert set(LoginFailure.objects.values_list("username", flat=True)) == {"lena"}
+
+    def test_the_key_is_the_nfkc_normalised_case_folded_name(self):
+        assert throttle.throttle_username(" \uff4c\uff25na ") == "lena"
+        assert throttle.throttle_username("Stra\u00dfe") == "strasse"
+
+    def test_it_ignores_a_forwarded_header_when_no_proxy_is_trusted(self, client, settings):
+        settings.REPLAY_TRUSTED_PROXIES = ""
+        persona("alice")
+        for n in range(3):
+            client.post(
+                "/accounts/login/",
+                {"username": "alice", "password": "wrong"},
+                REMOTE_ADDR="10.0.0.1",
+                HTTP_X_FORWARDED_FOR=f"198.51.100.{n}",
+            )
+        response = client.post(
+            "/accounts/login/",
+            {"username": "alice", "password": PASSWORD},
+            REMOTE_ADDR="10.0.0.1",
+            HTTP_X_FORWARDED_FOR="198.51.100.99",
+        )
+        assert response.status_code == 429
+        assert set(LoginFailure.objects.values_list("ip", flat=True)) == {"10.0.0.1"}
+
+    def test_behind_a_trusted_proxy_one_client_cannot_lock_out_another(self, client, settings):
+        settings.REPLAY_TRUSTED_PROXIES = "1"
+        settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
+        persona("alice")
+        proxy = {"REMOTE_ADDR": "10.0.0.9"}
+        for _ in range(3):
+            client.post(
+                "/accounts/login/",
+                {"username": "alice", "password": "wrong"},
+                HTTP_X_FORWARDED_FOR="203.0.113.5",
+                **proxy,
+            )
+        assert set(LoginFailure.objects.values_list("ip", flat=True)) == {"203.0.113.5"}
+        attacker = client.post(
+            "/accounts/login/",
+            {"username": "alice", "password": PASSWORD},
+            HTTP_X_FORWARDED_FOR="203.0.113.5",
+            **proxy,
+        )
+        assert attacker.status_code == 429
+        owner = Client().post(
+            "/accounts/login/",
+            {"username": "alice", "password": PASSWORD},
+            HTTP_X_FORWARDED_FOR="198.51.100.7",
+            **proxy,
+        )
+        assert owner.status_code == 302
+
+
+class TestClientAddress:
+    @staticmethod
+    def request(remote: str, forwarded: str | None = None, header: str = "HTTP_X_FORWARDED_FOR"):
+        from django.test import RequestFactory
+
+        extra = {header: forwarded} if forwarded is not None else {}
+        return RequestFactory().get("/", REMOTE_ADDR=remote, **extra)
+
+    def test_without_trusted_proxies_it_is_the_peer_address(self, settings):
+        settings.REPLAY_TRUSTED_PROXIES = ""
+        assert throttle.client_ip(self.request("10.0.0.1", "1.2.3.4")) == "10.0.0.1"
+
+    def test_a_count_takes_that_many_hops_from_the_right(self, settings):
+        settings.REPLAY_TRUSTED_PROXIES = "2"
+        settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
+        # the client forged the first entry; two proxies appended the next two
+        forwarded = "6.6.6.6, 203.0.113.5, 10.0.0.8"
+        assert throttle.client_ip(self.request("10.0.0.9", forwarded)) == "203.0.113.5"
+        # fewer entries than trusted hops: nothing in the header can be trusted
+        assert throttle.client_ip(self.request("10.0.0.9", "203.0.113.5")) == "10.0.0.9"
+
+    def test_networks_skip_trusted_hops_and_need_a_trusted_peer(self, settings):
+        settings.REPLAY_TRUSTED_PROXIES = "10.0.0.0/8, 192.168.1.1"
+        settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
+        forwarded = "6.6.6.6, 203.0.113.5, 192.168.1.1, 10.1.2.3"
+        assert throttle.client_ip(self.request("10.0.0.9", forwarded)) == "203.0.113.5"
+        # a peer outside the trusted networks is the client, whatever it forwards
+        assert throttle.client_ip(self.request("198.51.100.1", forwarded)) == "198.51.100.1"
+
+    def test_it_reads_the_configured_header(self, settings):
+        settings.REPLAY_TRUSTED_PROXIES = "1"
+        settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Real-IP"
+        request = self.request("10.0.0.9", "203.0.113.5", header="HTTP_X_REAL_IP")
+        assert throttle.client_ip(request) == "203.0.113.5"
+
+    def test_a_malformed_forwarded_address_falls_back_to_the_peer(self, settings):
+        settings.REPLAY_TRUSTED_PROXIES = "1"
+        settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
+        assert throttle.client_ip(self.request("10.0.0.9", "not-an-ip")) == "10.0.0.9"
+
+    def test_a_nonsense_trusted_proxies_setting_stops_the_console_from_starting(self):
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        env = {
+            **os.environ,
+            "REPLAY_TRUSTED_PROXIES": "ten",
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+        }
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode != 0
+        assert (
+            "REPLAY_TRUSTED_PROXIES='ten' is neither a hop count nor a list of addresses "
+            "or CIDR networks"
+        ) in result.stderr
+
+    def test_a_nonsense_trusted_proxies_setting_fails_loudly(self, settings):
+        from django.core.exceptions import ImproperlyConfigured
+
+        settings.REPLAY_TRUSTED_PROXIES = "ten"
+        with pytest.raises(ImproperlyConfigured, match="REPLAY_TRUSTED_PROXIES"):
+            throttle.client_ip(self.request("10.0.0.9", "203.0.113.5"))
+
+
+class TestLockedOwnerWithSecondFactor:
+    """An attacker who knows only the username cannot lock out its owner: a locked pair still
+    signs in with the right password and a valid code, after a short backoff."""
+
+    @pytest.fixture(autouse=True)
+    def _limits(self, settings):
+        settings.LOGIN_THROTTLE_FAILURES = 3
+        settings.LOGIN_THROTTLE_WINDOW_SECONDS = 600
+        settings.LOGIN_THROTTLE_BACKOFF_SECONDS = 5
+
+    @staticmethod
+    def lock(name: str, client: Client) -> None:
+        for _ in range(3):
+            login(client, name, "wrong")
+
+    @staticmethod
+    def age_failures(seconds: int) -> None:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        LoginFailure.objects.update(created_at=timezone.now() - timedelta(seconds=seconds))
+
+    def test_it_signs_the_owner_in_with_password_and_code_after_the_backoff(self, client):
+        cora = persona("cora")
+        self.lock("cora", Client())
+        early = login(client, "cora", token=current_code(cora))
+        assert early.status_code == 429
+        assert throttle.MESSAGE_BACKOFF.format(seconds=5) in early.content.decode()
+        self.age_failures(6)
+        response = login(client, "cora", token=current_code(cora))
+        assert response.status_code == 302
+        assert response["Location"] == "/traces/"
+        assert not LoginFailure.objects.filter(username="cora").exists()
+        page = client.get("/traces/")
+        assert page.status_code == 200
+        assert page.wsgi_request.user.is_verified()
+
+    def test_the_locked_page_offers_the_code_field(self, client):
+        persona("cora")
+        self.lock("cora", client)
+        body = login(client, "cora").content.decode()
+        assert 'name="token"' in body
+        assert throttle.MESSAGE_LOCKED_SECOND_FACTOR in body
+
+    def test_it_keeps_refusing_the_right_password_with_a_wrong_code(self, client):
+        persona("cora")
+        self.lock("cora", client)
+        self.age_failures(6)
+        response = login(client, "cora", token="000000")
+        assert response.status_code == 429
+        assert "_auth_user_id" not in client.session
+        assert LoginFailure.objects.filter(username="cora").count() == 4
+
+    def test_it_keeps_refusing_a_wrong_password_with_a_right_code(self, client):
+        cora = persona("cora")
+        self.lock("cora", client)
+        self.age_failures(6)
+        response = login(client, "cora", "wrong", token=current_code(cora))
+        assert response.status_code == 429
+        assert "_auth_user_id" not in client.session
+
+    def test_a_person_without_an_authenticator_stays_locked_for_the_window(self, client):
+        persona("alice")
+        self.lock("alice", client)
+        self.age_failures(6)
+        response = login(client, "alice", token="123456")
+        assert response.status_code == 429
+        assert "_auth_user_id" not in client.session
+
+
+class TestSessionRotation:
+    def test_the_session_key_changes_when_the_second_factor_is_verified(self, client):
+        cora = persona("cora")
+        login(client, "cora")
+        before = client.session.session_key
+        response = client.post("/accounts/2fa/verify/", {"token": current_code(cora)})
+        assert response.status_code == 302
+        assert client.session.session_key != before
+        assert client.get("/traces/").status_code == 200
+
+    def test_the_session_key_changes_when_a_new_device_is_confirmed(self, client):
+        adam = make_user("adam", "admin", device=False)
+        login(client, "adam")
+        client.get("/accounts/2fa/setup/")
+        before = client.session.session_key
+        device = EncryptedTOTPDevice.objects.get(user=adam)
+        from django_otp.oath import totp
+
+        code = f"{totp(device.bin_key, step=device.step, t0=device.t0):06d}"
+        response = client.post("/accounts/2fa/setup/", {"token": code})
+        assert response.status_code == 302
+        assert client.session.session_key != before

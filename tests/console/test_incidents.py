@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from governance import codes
 from governance import services as gov_services
@@ -148,12 +147,14 @@ class TestTheApi:
         assert not Halt.objects.exists()
 
     def test_a_token_carries_no_admin_role(self, trace):
-        token = Token.objects.create(user=persona("adam"))
+        from governance.services import api_token_create
+
+        _row, token = api_token_create(user=persona("adam"))
         response = Client().post(
             self.URL,
             {"trace": trace.trace_id, "reason": "r"},
             content_type="application/json",
-            HTTP_AUTHORIZATION=f"Token {token.key}",
+            HTTP_AUTHORIZATION=f"Token {token}",
         )
         assert response.status_code == 403
         assert not Halt.objects.exists()

@@ -61,6 +61,7 @@ FULL_PAGES = {
     "users",
     "operations",
     "api docs",
+    "api tokens",
     "report json",
 }
 
@@ -125,6 +126,7 @@ PAGES = [
     ("users", lambda w: "/governance/users/", None, {AD}),
     ("operations", lambda w: "/ops/", None, ANYONE),
     ("api docs", lambda w: "/api/docs/", None, ANYONE),
+    ("api tokens", lambda w: "/tokens/", None, ANYONE),
 ]
 
 
@@ -185,8 +187,10 @@ def test_the_matrix_above_covers_every_page_route():
         "user-list",
         "ops-dashboard",
         "api-docs",
+        "api-token-list",
     }
     posts_tested_elsewhere = {
+        "api-token-revoke",
         "run-start",
         "incident-declare",  # tests/console/test_incidents.py
         "checkpoint-check",

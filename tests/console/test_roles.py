@@ -33,6 +33,7 @@ EXPECTED = {
     roles.PII_REVEAL: {AD},
     roles.MANAGE: {AD},
     roles.SIGNING_KEY_REGISTER: {AD, CO},
+    roles.API_TOKENS_OWN: {V, AU, OP, AD, CO, LE},
 }
 
 

@@ -47,6 +47,8 @@ def test_the_codes_never_move():
         "KEY_ROTATED": 401,
         "KEY_REVOKED": 402,
         "KEY_CONFIRMED": 403,
+        "API_TOKEN_CREATED": 410,
+        "API_TOKEN_REVOKED": 411,
         "PII_REVEALED": 500,
         "DSR_OPENED": 600,
         "DSR_EXPORTED": 601,
