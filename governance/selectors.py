@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from governance import chain, codes, conf, council, ledger, signing
+from governance import codes, conf, council, ledger, reconcile, signing
 from governance.models import (
     Approval,
     CouncilRequest,
@@ -34,6 +36,8 @@ CHECKPOINT_FORKED_MESSAGE = (
     "event {size} has hash {observed}, the checkpoint saw {expected}: the past was rewritten"
 )
 CHECKPOINT_BROKEN_LEDGER_MESSAGE = "the ledger is broken at seq {seq}: {reason}"
+CHECKPOINT_TABLES_MESSAGE = "a table disagrees with the ledger: {message}"
+CHECKPOINT_TABLES_EXPORT_MESSAGE = "a table disagrees with the ledger ({message}): no checkpoint"
 CHECKPOINT_OK_MESSAGE = "the ledger ({ledger} events) extends the checkpoint ({size} events)"
 
 
@@ -68,22 +72,131 @@ def force_continue_requests(*, run_id: Any = None) -> QuerySet[ForceContinueRequ
     return requests
 
 
-def _tally(request: CouncilRequest, admins: int) -> council.Tally:
-    votes = [
-        council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)
-        for a in request.approvals.select_related("key")
-    ]
+@dataclass(frozen=True, slots=True)
+class Ballot:
+    """One signed vote as the ledger has it: what the pages list and the tallies count.
+
+    Read from the vote events themselves (signer, key, signed decision and role), never from
+    the Approval rows, which only mirror them (``governance verify`` checks that they do).
+    """
+
+    seq: int
+    approver: Any
+    approver_id: int
+    key_id: str
+    role: str
+    decision: str
+    reason: str
+    created_at: datetime
+
+    @property
+    def vote(self) -> council.Vote:
+        return council.Vote(
+            person=self.approver_id, key_id=self.key_id, role=self.role, decision=self.decision
+        )
+
+
+def _ballots(*, event_type: str, field: str, value: Any, after_seq: int) -> list[Ballot]:
+    # a vote is appended after the event it votes on, so the scan starts there
+    events = (
+        GovernanceEvent.objects.filter(
+            code=codes.code_of(event_type),
+            seq__gt=after_seq,
+            actor_key_id__isnull=False,
+            **{f"payload__{field}": value},
+        )
+        .select_related("actor")
+        .order_by("seq")
+    )
+    ballots = []
+    for event in events:
+        decision, role = reconcile.vote_of(
+            reconcile.VoteEvent(
+                event.seq,
+                event.code,
+                event.type,
+                event.actor_id,
+                event.actor_key_id,
+                event.actor_signature,
+                event.payload,
+            )
+        )
+        reason = event.payload.get("reason") if isinstance(event.payload, dict) else ""
+        ballots.append(
+            Ballot(
+                seq=event.seq,
+                approver=event.actor,
+                approver_id=event.actor_id or 0,
+                key_id=str(event.actor_key_id),
+                role=role,
+                decision=decision,
+                reason=reason if isinstance(reason, str) else "",
+                created_at=event.created_at,
+            )
+        )
+    return ballots
+
+
+def force_continue_ballots(*, request: ForceContinueRequest) -> list[Ballot]:
+    """The signed votes on a force-continue request, oldest first, from the ledger."""
+    return _ballots(
+        event_type=codes.FORCE_CONTINUE_APPROVAL,
+        field="request_id",
+        value=str(request.id),
+        after_seq=request.request_event_id,
+    )
+
+
+def production_ballots(*, request: ProductionReplayRequest) -> list[Ballot]:
+    """The signed votes on a production replay request, oldest first, from the ledger."""
+    return _ballots(
+        event_type=codes.PRODUCTION_REPLAY_APPROVAL,
+        field="request_id",
+        value=str(request.id),
+        after_seq=request.request_event_id,
+    )
+
+
+def halt_ballots(*, halt_seq: int) -> list[Ballot]:
+    """The council signatures toward clearing a halt, oldest first, from the ledger."""
+    return _ballots(
+        event_type=codes.HALT_CLEAR_APPROVAL, field="halt_seq", value=halt_seq, after_seq=halt_seq
+    )
+
+
+def halt_signature_counts(*, halt_seqs: list[int]) -> dict[int, int]:
+    """How many council signatures toward clearing each of these halts the ledger holds."""
+    wanted = set(halt_seqs)
+    counts: dict[int, int] = {}
+    if not wanted:
+        return counts
+    for halt_seq in GovernanceEvent.objects.filter(
+        code=codes.code_of(codes.HALT_CLEAR_APPROVAL),
+        seq__gt=min(wanted),
+        actor_key_id__isnull=False,
+    ).values_list("payload__halt_seq", flat=True):
+        if halt_seq in wanted:
+            counts[halt_seq] = counts.get(halt_seq, 0) + 1
+    return counts
+
+
+def _tally(ballots: list[Ballot], admins: int) -> council.Tally:
     return council.tally(
-        votes,
+        [b.vote for b in ballots],
         admins_required=admins,
         council_required=conf.council_quorum(),
         deny_threshold=conf.deny_threshold(),
     )
 
 
-def force_continue_tally(*, request: ForceContinueRequest) -> council.Tally:
-    """One admin and a council quorum."""
-    return _tally(request, admins=1)
+def force_continue_tally(
+    *, request: ForceContinueRequest, ballots: list[Ballot] | None = None
+) -> council.Tally:
+    """One admin and a council quorum, counted from the ledger's signed votes (``ballots``
+    when the caller has already read them)."""
+    if ballots is None:
+        ballots = force_continue_ballots(request=request)
+    return _tally(ballots, admins=1)
 
 
 def request_is_expired(*, request: CouncilRequest) -> bool:
@@ -106,16 +219,19 @@ def production_request_for_run(*, run_id: Any) -> ProductionReplayRequest | None
     return production_requests().filter(run_id=run_id).first()
 
 
-def production_signers(*, requests: Any) -> QuerySet[Any]:
-    """(request id, approver id) of every signature on these production replay requests."""
-    return Approval.objects.filter(production__in=requests).values_list(
-        "production_id", "approver_id"
-    )
+def production_signers(*, requests: Any) -> set[tuple[Any, int]]:
+    """(request id, approver id) of every signature on these production replay requests, as
+    the ledger's signed votes say."""
+    return {
+        (request.id, ballot.approver_id)
+        for request in requests
+        for ballot in production_ballots(request=request)
+    }
 
 
 def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
-    """A council quorum, no admin signature."""
-    return _tally(request, admins=0)
+    """A council quorum, no admin signature, counted from the ledger's signed votes."""
+    return _tally(production_ballots(request=request), admins=0)
 
 
 # --- keys and events --------------------------------------------------------------------------
@@ -125,8 +241,15 @@ def member_keys(*, user: Any = None, usable: bool = False) -> QuerySet[MemberKey
     keys = MemberKey.objects.select_related("user", "confirmed_by")
     if user is not None:
         keys = keys.filter(user=user)
-    if usable:
-        keys = keys.filter(confirmed_at__isnull=False, revoked_at__isnull=True)
+    if usable:  # what the ledger says, not the row's columns
+        states = ledger.member_key_states()
+        keys = keys.filter(
+            key_id__in=[
+                key_id
+                for key_id, state in states.items()
+                if state.confirmed_seq is not None and state.revoked_seq is None
+            ]
+        )
     return keys
 
 
@@ -141,18 +264,23 @@ def events(*, code_range: int | None = None) -> QuerySet[GovernanceEvent]:
 # --- verification and checkpoints ---------------------------------------------------------------
 
 
-def ledger_verify(*, workers: int | None = None) -> chain.ChainResult:
-    """Walk the whole ledger with the real verifier; names the first broken seq."""
-    return ledger.verify(workers=workers)
+def ledger_verify(*, workers: int | None = None) -> reconcile.Verdict:
+    """Walk the whole ledger with the real verifier (names the first broken seq), then check
+    every table the decisions depend on against it (names each row that disagrees)."""
+    return ledger.verify_all(workers=workers)
 
 
 def checkpoint_export(*, workers: int | None = None) -> dict[str, Any]:
     """A signed head of a verified ledger: ``{"checkpoint": body, "alg", "signature"}``."""
-    result = ledger.verify(workers=workers)
-    if not result.ok:
-        assert result.broken is not None
+    result = ledger.verify_all(workers=workers)
+    if result.broken is not None:
         raise codes.GovernanceError(
             codes.LEDGER_BROKEN, CHECKPOINT_BROKEN_MESSAGE.format(seq=result.broken.seq)
+        )
+    if result.mismatches:
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN,
+            CHECKPOINT_TABLES_EXPORT_MESSAGE.format(message=result.mismatches[0].message),
         )
     key = ledger.server_key_current()
     if result.size == 0 or key is None:
@@ -256,15 +384,22 @@ def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.Che
             size,
             ledger_size,
         )
-    result = ledger.verify(workers=workers)
-    if not result.ok:
-        assert result.broken is not None
+    result = ledger.verify_all(workers=workers)
+    if result.broken is not None:
         return ledger.CheckpointVerdict(
             False,
             codes.CHECKPOINT_LEDGER_BROKEN,
             CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(
                 seq=result.broken.seq, reason=result.broken.reason
             ),
+            size,
+            ledger_size,
+        )
+    if result.mismatches:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_TABLES_MESSAGE.format(message=result.mismatches[0].message),
             size,
             ledger_size,
         )

@@ -26,7 +26,7 @@ from governance import codes, conf, ledger, signing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
-from governance.models import Approval, ForceContinueRequest, GovernanceEvent, Halt, SigningKey
+from governance.models import ForceContinueRequest, GovernanceEvent, Halt, SigningKey
 from replay.canonical import jcs
 from replay.models import VerificationKey
 
@@ -97,17 +97,14 @@ def _awaits(user: Any, fc: ForceContinueRequest, signed_by: set[int]) -> bool:
 def force_continue_list_view(request: HttpRequest) -> HttpResponse:
     roles.require(request.user, roles.BROWSE)
     requests = list(gov.force_continue_requests()[:200])
-    signed = {
-        (a.request_id, a.approver_id)
-        for a in Approval.objects.filter(request__in=requests).only("request_id", "approver_id")
-    }
     rows = []
     for fc in requests:
-        signers = {approver for (rid, approver) in signed if rid == fc.id}
+        ballots = gov.force_continue_ballots(request=fc)  # the ledger's votes, not the rows
+        signers = {b.approver_id for b in ballots}
         rows.append(
             {
                 "fc": fc,
-                "tally": gov.force_continue_tally(request=fc),
+                "tally": gov.force_continue_tally(request=fc, ballots=ballots),
                 "expired": gov.request_is_expired(request=fc),
                 "awaits_me": _awaits(request.user, fc, signers),
             }
@@ -133,7 +130,7 @@ def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[st
     payload = gov_services.force_continue_payload_for(
         request=fc, decision=decision, role=role, reason=reason
     )
-    approvals = list(fc.approvals.select_related("approver", "key").order_by("created_at"))
+    approvals = gov.force_continue_ballots(request=fc)  # the ledger's votes, not the rows
     expired = gov.request_is_expired(request=fc)
     blocker = ""
     if fc.state != ForceContinueRequest.State.PENDING:
@@ -150,7 +147,7 @@ def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[st
         "fc": fc,
         "run": fc.run,
         "trace": fc.run.trace,
-        "tally": gov.force_continue_tally(request=fc),
+        "tally": gov.force_continue_tally(request=fc, ballots=approvals),
         "approvals": approvals,
         "expired": expired,
         "signer_roles": signer_roles,
@@ -312,9 +309,7 @@ def halt_list_view(request: HttpRequest) -> HttpResponse:
     roles.require(request.user, roles.BROWSE)
     active = {h.seq for h in gov.halts_active()}
     halts = list(Halt.objects.order_by("-seq")[:200])
-    counts: dict[int, int] = {}
-    for approval in Approval.objects.filter(halt__in=[h.seq for h in halts]).only("halt_id"):
-        counts[approval.halt_id] = counts.get(approval.halt_id, 0) + 1
+    counts = gov.halt_signature_counts(halt_seqs=[h.seq for h in halts])
     rows = [
         {"halt": h, "active": h.seq in active, "signatures": counts.get(h.seq, 0)} for h in halts
     ]
@@ -328,7 +323,7 @@ def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
     halt = roles.access_halt_by_seq(request.user, halt_seq, roles.BROWSE)
     reason = request.GET.get("reason", request.POST.get("reason_text", ""))
     active = gov.halts_active().filter(seq=halt.seq).exists()
-    approvals = list(gov.halt_approvals(halt_seq=halt.seq))
+    approvals = gov.halt_ballots(halt_seq=halt.seq)  # the ledger's signatures, not the rows
     context = {
         "halt": halt,
         "active": active,

@@ -166,11 +166,18 @@ class Command(BaseCommand):
         elif result.ok:
             self.stdout.write(f"ok: {result.size} events verify; head {result.head_hash}")
         else:
-            assert result.broken is not None
             b = result.broken
-            self.stdout.write(f"BROKEN at seq {b.seq} ({b.code}): {b.reason}")
-            if b.expected is not None or b.observed is not None:
-                self.stdout.write(f"  expected: {b.expected}\n  observed: {b.observed}")
+            if b is not None:
+                self.stdout.write(f"BROKEN at seq {b.seq} ({b.code}): {b.reason}")
+                if b.expected is not None or b.observed is not None:
+                    self.stdout.write(f"  expected: {b.expected}\n  observed: {b.observed}")
+            else:
+                self.stdout.write(
+                    f"the chain verifies ({result.size} events), but "
+                    f"{len(result.mismatches)} table row(s) disagree with it:"
+                )
+            for mismatch in result.mismatches:
+                self.stdout.write(f"{mismatch.code}: {mismatch.message}")
         if not result.ok:
             sys.exit(1)
 

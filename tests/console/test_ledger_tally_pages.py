@@ -1,0 +1,74 @@
+"""The tallies the pages show are the signed ledger's: an approval row rewritten underneath (the
+append-only trigger dropped, as the table's owner could) changes nothing a page counts."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from governance import services as gov_services
+from governance.models import Approval
+from replay.canonical import jcs
+from replay.dbguards import drop_append_only_sql
+from tests.console.personas import persona
+from tests.console.test_force_continue_pages import payload_for, post_signature
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fc(replayed):
+    run = replayed("diverged", by="alice")
+    return gov_services.force_continue_request_file(
+        run=run, actor=persona("alice"), reason="drift in the router is known"
+    )
+
+
+def test_the_force_continue_page_counts_the_ledgers_decision_not_a_flipped_row(
+    as_persona, fc, member_key
+):
+    key, private = member_key("adam")
+    assert post_signature(as_persona("adam"), fc, key, private, "admin").status_code == 303
+    approval = Approval.objects.get()
+    with connection.cursor() as cur:
+        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+            cur.execute(sql)
+        cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+
+    body = as_persona("cora").get(f"/force-continue/{fc.id}/").content.decode()
+
+    assert "Still needed: <strong>2 council approval(s)</strong> (1/1 admin, 0/2 council)" in body
+    assert "adam as admin: <strong>approve</strong>" in body
+    assert jcs(payload_for(fc, "council")).decode() in body.replace("&quot;", '"')
+
+
+def test_the_list_counts_the_ledgers_decision_too(as_persona, fc, member_key):
+    key, private = member_key("adam")
+    post_signature(as_persona("adam"), fc, key, private, "admin")
+    with connection.cursor() as cur:
+        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+            cur.execute(sql)
+        cur.execute("UPDATE governance_approval SET decision = 'deny'", [])
+
+    body = as_persona("cora").get("/force-continue/").content.decode()
+
+    assert "2 council approval(s)" in body
+    assert "1 admin approval(s)" not in body
+
+
+def test_the_ledger_page_names_the_row_that_disagrees(as_persona, fc, member_key):
+    key, private = member_key("adam")
+    post_signature(as_persona("adam"), fc, key, private, "admin")
+    approval = Approval.objects.get()
+    with connection.cursor() as cur:
+        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+            cur.execute(sql)
+        cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+
+    body = as_persona("vera").get("/governance/?verify=1").content.decode()
+
+    assert "but 1 table row(s) disagree with it." in body
+    assert (
+        f"<li><code>TABLE_APPROVAL</code> approval row {approval.id} says decision deny, its "
+        f"ledger event {approval.event_id} says approve</li>"
+    ) in body
