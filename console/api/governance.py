@@ -341,7 +341,17 @@ class EventListApi(APIView):
         return Response(self.OutputSerializer(body).data)
 
 
+class TableMismatchOutput(serializers.Serializer):
+    code = serializers.CharField()
+    table = serializers.CharField()
+    row = serializers.CharField()
+    message = serializers.CharField()
+
+
 class LedgerVerificationApi(APIView):
+    """The chain, then every table the decisions depend on checked against it (``tables``
+    names each row that disagrees with the ledger)."""
+
     @extend_schema_serializer(component_name="LedgerVerificationOutput")
     class OutputSerializer(serializers.Serializer):
         ok = serializers.BooleanField()
@@ -351,6 +361,7 @@ class LedgerVerificationApi(APIView):
         broke_at = serializers.IntegerField(allow_null=True)
         code = serializers.CharField(allow_null=True)
         reason = serializers.CharField(allow_null=True)
+        tables = TableMismatchOutput(many=True)
 
     @extend_schema(
         operation_id="governance_verification", responses={200: OutputSerializer, **ERRORS}

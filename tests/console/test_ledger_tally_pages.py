@@ -72,3 +72,31 @@ def test_the_ledger_page_names_the_row_that_disagrees(as_persona, fc, member_key
         f"<li><code>TABLE_APPROVAL</code> approval row {approval.id} says decision deny, its "
         f"ledger event {approval.event_id} says approve</li>"
     ) in body
+
+
+def test_the_verification_api_names_a_key_whose_revocation_was_undone(as_persona, member_key):
+    key, _ = member_key("cora")
+    gov_services.member_key_revoke(key=key, actor=persona("cora"), reason="laptop stolen")
+    revoked = key.__class__.objects.get(pk=key.pk)
+    with connection.cursor() as cur:
+        cur.execute("UPDATE governance_memberkey SET revoked_at = NULL WHERE id = %s", [key.pk])
+
+    body = as_persona("vera").get("/api/governance/verification/").json()
+
+    assert (body["ok"], body["broke_at"]) == (False, None)
+    assert body["tables"] == [
+        {
+            "code": "TABLE_MEMBER_KEY",
+            "table": "governance_memberkey",
+            "row": key.key_id,
+            "message": f"member key {key.key_id} is revoked in the ledger (event "
+            f"{_revocation_seq(key.key_id)}) but not in the table",
+        }
+    ]
+    assert revoked.revoked_at is not None
+
+
+def _revocation_seq(key_id: str) -> int:
+    from governance.models import GovernanceEvent
+
+    return GovernanceEvent.objects.get(type="KEY_REVOKED", payload__key_id=key_id).seq

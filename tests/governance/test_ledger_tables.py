@@ -371,6 +371,7 @@ def test_it_names_a_request_whose_state_was_changed_in_its_table(admin_approved)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="ALTER TABLE ... DISABLE TRIGGER")
 def test_it_names_a_row_flipped_with_the_trigger_disabled_on_postgresql(admin_approved):
     _, approval = admin_approved
+    _sql("SET CONSTRAINTS ALL IMMEDIATE", [])  # no deferred foreign key checks pending
     _sql("ALTER TABLE governance_approval DISABLE TRIGGER USER", [])
     _sql("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
     _sql("ALTER TABLE governance_approval ENABLE TRIGGER USER", [])
