@@ -210,6 +210,60 @@ def test_it_names_an_approval_row_without_a_ledger_vote(admin_approved):
     ]
 
 
+def test_a_production_replay_decision_follows_the_ledger_not_a_flipped_row(stored_traces):
+    from tests.governance.conftest import ingest
+
+    carol, dave = enrol("carol"), enrol("dave")
+    asked = services.production_replay_request_file(
+        trace=ingest("ok"), actor=person("alice"), reason="drill"
+    )
+
+    def vote(signer):
+        payload = services.production_replay_payload_for(request=asked, decision="approve")
+        return services.production_replay_approval_record(
+            request=asked, approver=signer.user, document=signer.sign(payload)
+        )
+
+    _flip_to_deny(vote(carol))
+    vote(dave)
+    asked.refresh_from_db()
+
+    assert asked.state == "approved"  # the row's "deny" would have rejected it
+    assert (asked.decision_event.payload["council"], asked.decision_event.payload["denials"]) == (
+        2,
+        0,
+    )
+
+
+def test_a_halt_clears_on_the_ledgers_signatures_when_a_row_was_deleted():
+    from governance.selectors import halts_active
+
+    carol, dave = enrol("carol"), enrol("dave")
+    services.security_incident_record(
+        actor=person("bob"), targets=[("trace", "a" * 32)], reason="leaked key"
+    )
+    halt = halts_active().get()
+    payload = services.halt_clear_payload_for(halt=halt, reason="rotated")
+    first = services.halt_clear_approval_record(
+        halt_seq=halt.seq, approver=carol.user, document=carol.sign(payload)
+    )
+    _drop_triggers("governance_approval")
+    _sql("DELETE FROM governance_approval WHERE id = %s", [first.id])
+
+    with pytest.raises(GovernanceError) as again:
+        services.halt_clear_approval_record(
+            halt_seq=halt.seq, approver=carol.user, document=carol.sign(payload)
+        )
+    assert again.value.code == "APPROVAL_DUPLICATE_KEY"
+    services.halt_clear_approval_record(
+        halt_seq=halt.seq, approver=dave.user, document=dave.sign(payload)
+    )
+
+    assert not halts_active().exists()
+    cleared = GovernanceEvent.objects.get(code=codes.code_of(codes.FORCE_HALT_CLEAR))
+    assert cleared.payload["approval_seqs"] == [first.event_id, cleared.seq - 1]
+
+
 # --- member keys ----------------------------------------------------------------------------
 
 
