@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from governance import codes, conf, council, ledger, reconcile, signing
 from governance.models import (
-    Approval,
     CouncilRequest,
     ForceContinueRequest,
     GovernanceEvent,
@@ -54,10 +53,6 @@ def halts_active_map() -> dict[str, str]:
     for halt in halts_active():
         halted.setdefault(halt.target_id, f"halt {halt.seq}: {halt.reason}")
     return halted
-
-
-def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:
-    return Approval.objects.filter(halt_id=halt_seq).select_related("approver", "key")
 
 
 # --- force-continue ---------------------------------------------------------------------------

@@ -100,3 +100,19 @@ def _revocation_seq(key_id: str) -> int:
     from governance.models import GovernanceEvent
 
     return GovernanceEvent.objects.get(type="KEY_REVOKED", payload__key_id=key_id).seq
+
+
+def test_the_request_api_lists_the_ledgers_votes_not_a_flipped_row(as_persona, fc, member_key):
+    key, private = member_key("adam")
+    post_signature(as_persona("adam"), fc, key, private, "admin")
+    approval = Approval.objects.get()
+    with connection.cursor() as cur:
+        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+            cur.execute(sql)
+        cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+
+    body = as_persona("vera").get(f"/api/force-continue/{fc.id}/").json()
+
+    assert [
+        (a["seq"], a["approver"], a["role"], a["decision"], a["key_id"]) for a in body["approvals"]
+    ] == [(approval.event_id, "adam", "admin", "approve", key.key_id)]
