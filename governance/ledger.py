@@ -450,11 +450,11 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
         )
         .iterator(chunk_size=2000)
     )
-    # rows pointing at an event that is not a vote: say what that event is
-    strays = Approval.objects.exclude(event__code__in=reconcile.VOTE_CODES).values_list(
-        "event_id", "event__type"
-    )
-    yield from reconcile.approvals(rows, events, {seq: t for seq, t in strays if t})
+
+    def type_of(seq: int) -> str | None:
+        return GovernanceEvent.objects.filter(seq=seq).values_list("type", flat=True).first()
+
+    yield from reconcile.approvals(rows, events, type_of)
 
 
 def _member_key_mismatches() -> Iterator[reconcile.Mismatch]:

@@ -18,7 +18,7 @@ Each disagreement is a :class:`Mismatch` naming the table, the row and what diff
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -131,12 +131,11 @@ def _approval_problem(row: ApprovalRow, event: VoteEvent) -> str | None:
 def approvals(
     rows: Iterable[ApprovalRow],
     events: Iterable[VoteEvent],
-    other_event_types: Mapping[int, str],
+    type_of: Callable[[int], str | None],
 ) -> Iterator[Mismatch]:
-    """Merge ``rows`` (ordered by ``event_id``) with the vote ``events`` (ordered by seq).
-
-    ``other_event_types`` gives the type of any event a row points at that is not a vote.
-    """
+    """Merge ``rows`` (ordered by ``event_id``) with the vote ``events`` (ordered by seq): one
+    pass over each. ``type_of(seq)`` names an event a row points at that is not a vote (asked
+    only for such rows)."""
 
     def approval(row: ApprovalRow, message: str) -> Mismatch:
         return Mismatch(codes.TABLE_APPROVAL, APPROVALS_TABLE, str(row.id), message)
@@ -156,7 +155,7 @@ def approvals(
             yield missing(event)
             event = next(pending_events, None)
         if event is None or event.seq != row.event_id:
-            other = other_event_types.get(row.event_id)
+            other = type_of(row.event_id)
             where = f"event {row.event_id} is {other}" if other else f"no event {row.event_id}"
             yield approval(row, f"approval row {row.id} has no ledger event ({where})")
             continue
