@@ -763,6 +763,23 @@ def _force_continue_refusal_record(*, run: ReplayRun, step: int | None, actor: A
     )
 
 
+def _approved_in_ledger(request: ForceContinueRequest, resumed: ReplayRun) -> bool:
+    """The ledger, not the row, says ``request`` was approved and ``resumed`` is its run."""
+    decision = GovernanceEvent.objects.filter(seq=request.decision_event_id).first()
+    resumed_request = GovernanceEvent.objects.filter(
+        idempotency_key=f"replay-request:{resumed.id}"
+    ).first()
+    return (
+        decision is not None
+        and decision.type == codes.FORCE_CONTINUE_APPROVED
+        and isinstance(decision.payload, dict)
+        and decision.payload.get("request_id") == str(request.id)
+        and resumed_request is not None
+        and isinstance(resumed_request.payload, dict)
+        and resumed_request.payload.get("force_continue_request") == str(request.id)
+    )
+
+
 def force_continue_resume(*, run: ReplayRun, actor: Any = None) -> ReplayRun:
     """The resumed run of an approved force-continue of ``run``, or a refusal.
 
@@ -777,7 +794,11 @@ def force_continue_resume(*, run: ReplayRun, actor: Any = None) -> ReplayRun:
         .order_by("-decided_at")
         .first()
     )
-    if approved is not None and approved.resumed_run is not None:
+    if (
+        approved is not None
+        and approved.resumed_run is not None
+        and _approved_in_ledger(approved, approved.resumed_run)
+    ):
         return approved.resumed_run
     found = _diverged_step(run)
     step = found[0] if found else None

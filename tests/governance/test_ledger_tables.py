@@ -418,6 +418,31 @@ def test_it_names_a_request_whose_state_was_changed_in_its_table(admin_approved)
     assert ForceContinueRequest.objects.get().state == "approved"
 
 
+def test_a_request_approved_only_in_its_table_resumes_nothing(admin_approved):
+    from replay import errors
+    from replay.errors import ReplayError
+    from tests.governance.factories import diverged_run
+
+    request, _ = admin_approved
+    elsewhere = diverged_run()
+    _sql(
+        "UPDATE governance_forcecontinuerequest SET state = 'approved', resumed_run_id = %s "
+        "WHERE id = %s",
+        [
+            elsewhere.id.hex if connection.vendor == "sqlite" else elsewhere.id,
+            request.id.hex if connection.vendor == "sqlite" else request.id,
+        ],
+    )
+
+    with pytest.raises(ReplayError) as refused:
+        services.force_continue_resume(run=request.run, actor=person("alice"))
+
+    assert refused.value.code == errors.FORCE_CONTINUE_REQUIRED
+    assert str(refused.value.message) == services.FORCE_CONTINUE_REQUIRED_MESSAGE.format(
+        run=request.run_id, step=3, quorum=2
+    )
+
+
 # --- PostgreSQL: the owner disables the trigger instead of dropping it -----------------------
 
 
