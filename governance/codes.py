@@ -16,6 +16,10 @@ Pure (no Django). Two tables live here and nowhere else:
   6xx   data subject requests (reserved for the DSR workflow)
   ====  ==================================================================================
 
+* ``CHAIN_BREAKS`` and ``TABLE_MISMATCHES``: what ``governance verify`` finds, in the hash
+  chain (the first broken seq) and in the tables the decisions depend on (each row that
+  disagrees with the ledger; ``governance.reconcile``).
+
 * ``REFUSALS``: why a governance action was refused. Verdict error codes of a replay
   (``FORCE_CONTINUE_REQUIRED``, ``FORCE_HALT_ACTIVE`` ...) are not here: they live in
   ``replay.errors`` only. The human-readable messages are constants next to the service

@@ -443,6 +443,15 @@ def test_a_request_approved_only_in_its_table_resumes_nothing(admin_approved):
     )
 
 
+def test_every_verification_finding_is_explained_and_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "error-codes.md").read_text()
+    findings = {**codes.TABLE_MISMATCHES, codes.CHAIN_MEMBER_KEY: ""}
+    assert all(text for text in codes.TABLE_MISMATCHES.values())
+    assert [code for code in sorted(findings) if f"| `{code}` |" not in doc] == []
+
+
 # --- PostgreSQL: the owner disables the trigger instead of dropping it -----------------------
 
 

@@ -47,7 +47,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True, parser_class=CommandParser)
 
-        p = sub.add_parser("verify", help="verify the whole ledger; exit 1 at the first break")
+        p = sub.add_parser(
+            "verify",
+            help="verify the whole ledger, then the tables against it; exit 1 naming what broke",
+        )
         p.add_argument("--json", action="store_true", dest="as_json")
         p.add_argument("--workers", type=int, default=None)
 
