@@ -151,6 +151,21 @@ def test_check_checkpoint_fails_on_a_flipped_approval_row(admin_approved, tmp_pa
     )
 
 
+def test_no_checkpoint_is_signed_over_a_table_that_disagrees(admin_approved):
+    _, approval = admin_approved
+    _flip_to_deny(approval)
+
+    err = StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command("governance", "checkpoint", stdout=StringIO(), stderr=err)
+
+    assert exited.value.code == 1
+    assert err.getvalue().strip() == (
+        f"LEDGER_BROKEN: a table disagrees with the ledger (approval row {approval.id} says "
+        f"decision deny, its ledger event {approval.event_id} says approve): no checkpoint"
+    )
+
+
 def test_the_quorum_follows_the_ledger_not_a_flipped_row(admin_approved):
     request, approval = admin_approved
     _flip_to_deny(approval)
