@@ -474,10 +474,78 @@ def _member_key_mismatches() -> Iterator[reconcile.Mismatch]:
     yield from reconcile.member_keys(rows, member_key_states())
 
 
+def _time_text(value: Any) -> str:
+    return signing.format_time(value) if isinstance(value, datetime) else str(value)
+
+
+def _filed_terms(kind: str, actor_id: Any, payload: Any) -> dict[str, Any]:
+    """What a filing event signed, in the shape of :func:`_row_terms`."""
+    p = payload if isinstance(payload, dict) else {}
+    terms = {
+        "expires_at": p.get("expires_at"),
+        "reason": p.get("reason"),
+        "requested_by": f"user {actor_id}",
+    }
+    if kind == codes.FORCE_CONTINUE_REQUEST:
+        terms.update(
+            run_id=p.get("run_id"),
+            step=p.get("step"),
+            divergence_digest=p.get("divergence_digest"),
+        )
+    else:
+        terms.update(trace_sha256=p.get("trace_sha256"))
+    return terms
+
+
+def _force_continue_rows() -> Iterator[reconcile.RequestRow]:
+    for r in ForceContinueRequest.objects.order_by("created_at").values_list(
+        "id",
+        "state",
+        "request_event_id",
+        "decision_event_id",
+        "expires_at",
+        "reason",
+        "requested_by_id",
+        "run_id",
+        "step",
+        "divergence_digest",
+    ):
+        terms = {
+            "expires_at": _time_text(r[4]),
+            "reason": r[5],
+            "requested_by": f"user {r[6]}",
+            "run_id": str(r[7]),
+            "step": r[8],
+            "divergence_digest": r[9],
+        }
+        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+
+
+def _production_rows() -> Iterator[reconcile.RequestRow]:
+    for r in ProductionReplayRequest.objects.order_by("created_at").values_list(
+        "id",
+        "state",
+        "request_event_id",
+        "decision_event_id",
+        "expires_at",
+        "reason",
+        "requested_by_id",
+        "trace__blob__sha256",
+    ):
+        terms = {
+            "expires_at": _time_text(r[4]),
+            "reason": r[5],
+            "requested_by": f"user {r[6]}",
+            "trace_sha256": r[7],
+        }
+        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+
+
 _REQUEST_KINDS: Final = (
     (
         "force-continue",
         ForceContinueRequest,
+        _force_continue_rows,
         codes.FORCE_CONTINUE_REQUEST,
         codes.FORCE_CONTINUE_APPROVED,
         codes.FORCE_CONTINUE_REJECTED,
@@ -485,6 +553,7 @@ _REQUEST_KINDS: Final = (
     (
         "production replay",
         ProductionReplayRequest,
+        _production_rows,
         codes.PRODUCTION_REPLAY_REQUEST,
         codes.PRODUCTION_REPLAY_APPROVED,
         codes.PRODUCTION_REPLAY_REJECTED,
@@ -493,28 +562,24 @@ _REQUEST_KINDS: Final = (
 
 
 def _request_mismatches() -> Iterator[reconcile.Mismatch]:
-    for label, model, filing, approved, rejected in _REQUEST_KINDS:
-        filed: dict[str, int] = {}
+    for label, model, rows, filing, approved, rejected in _REQUEST_KINDS:
+        filed: dict[str, reconcile.Filing] = {}
         decided: dict[str, tuple[int, str]] = {}
         outcome = {codes.code_of(approved): "approved", codes.code_of(rejected): "rejected"}
         wanted = [codes.code_of(filing), *outcome]
-        for seq, code, request_id in (
+        for seq, code, actor_id, payload in (
             GovernanceEvent.objects.filter(code__in=wanted)
             .order_by("seq")
-            .values_list("seq", "code", "payload__request_id")
+            .values_list("seq", "code", "actor_id", "payload")
+            .iterator(chunk_size=2000)
         ):
+            request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
             if code in outcome:
-                decided.setdefault(str(request_id), (seq, outcome[code]))
-            else:
-                filed.setdefault(str(request_id), seq)
-        rows = (
-            reconcile.RequestRow(str(r[0]), r[1], r[2], r[3])
-            for r in model.objects.order_by("created_at").values_list(
-                "id", "state", "request_event_id", "decision_event_id"
-            )
-        )
+                decided.setdefault(request_id, (seq, outcome[code]))
+            elif request_id not in filed:
+                filed[request_id] = reconcile.Filing(seq, _filed_terms(filing, actor_id, payload))
         yield from reconcile.requests(
-            label=label, table=model._meta.db_table, rows=rows, filed=filed, decided=decided
+            label=label, table=model._meta.db_table, rows=rows(), filed=filed, decided=decided
         )
 
 

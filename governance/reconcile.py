@@ -252,6 +252,14 @@ class RequestRow:
     state: str
     request_event_id: int
     decision_event_id: int | None
+    #: what the filing event signed, as the row holds it (expires_at, reason, requested_by ...)
+    terms: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Filing:
+    seq: int
+    terms: Mapping[str, Any]
 
 
 def requests(
@@ -259,24 +267,33 @@ def requests(
     label: str,
     table: str,
     rows: Iterable[RequestRow],
-    filed: Mapping[str, int],
+    filed: Mapping[str, Filing],
     decided: Mapping[str, tuple[int, str]],
 ) -> Iterator[Mismatch]:
-    """Request rows against the ledger: ``filed`` maps a request id to the seq of the event that
-    filed it; ``decided`` to the seq and state (approved/rejected) of its decision event."""
+    """Request rows against the ledger: ``filed`` maps a request id to the event that filed it
+    (its seq and the terms it signed); ``decided`` to the seq and state (approved/rejected) of
+    its decision event."""
     seen: set[str] = set()
     for row in rows:
         seen.add(row.id)
         name = f"{label} request {row.id}"
-        filed_at = filed.get(row.id)
+        filing = filed.get(row.id)
         decision_seq, state = decided.get(row.id, (None, "pending"))
         problem = None
-        if filed_at is None:
+        if filing is None:
             problem = f"{name} is in the table but no ledger event filed it"
-        elif row.request_event_id != filed_at:
+        elif row.request_event_id != filing.seq:
             problem = (
                 f"{name} names event {row.request_event_id} as its filing, but the ledger filed "
-                f"it at event {filed_at}"
+                f"it at event {filing.seq}"
+            )
+        elif differs := next(
+            (term for term in sorted(row.terms) if row.terms[term] != filing.terms.get(term)),
+            None,
+        ):
+            problem = (
+                f"{name} has {differs} {row.terms[differs]} in the table, but its filing event "
+                f"{filing.seq} says {filing.terms.get(differs)}"
             )
         elif row.state != state:
             problem = f"{name} is {row.state} in the table, the ledger says {state}"
@@ -287,13 +304,14 @@ def requests(
             )
         if problem is not None:
             yield Mismatch(codes.TABLE_REQUEST, table, row.id, problem)
-    for request_id, seq in filed.items():
+    for request_id, filing in filed.items():
         if request_id not in seen:
             yield Mismatch(
                 codes.TABLE_REQUEST,
                 table,
                 request_id,
-                f"ledger event {seq} filed {label} request {request_id}, which is not in the table",
+                f"ledger event {filing.seq} filed {label} request {request_id}, which is not in "
+                "the table",
             )
 
 

@@ -132,24 +132,64 @@ def _ballots(*, event_type: str, field: str, value: Any, after_seq: int) -> list
     return ballots
 
 
-def force_continue_ballots(*, request: ForceContinueRequest) -> list[Ballot]:
-    """The signed votes on a force-continue request, oldest first, from the ledger."""
+def _filing_type(request: CouncilRequest) -> str:
+    if isinstance(request, ProductionReplayRequest):
+        return codes.PRODUCTION_REPLAY_REQUEST
+    return codes.FORCE_CONTINUE_REQUEST
+
+
+def request_filing(*, request: CouncilRequest) -> GovernanceEvent | None:
+    """The ledger event that filed ``request``: the one its row names if that event really
+    filed it (the usual case, one primary-key read), else found by its payload."""
+    code = codes.code_of(_filing_type(request))
+    named = GovernanceEvent.objects.filter(seq=request.request_event_id).first()
+    if (
+        named is not None
+        and named.code == code
+        and isinstance(named.payload, dict)
+        and named.payload.get("request_id") == str(request.id)
+    ):
+        return named
+    return (
+        GovernanceEvent.objects.filter(code=code, payload__request_id=str(request.id))
+        .order_by("seq")
+        .first()
+    )
+
+
+def request_expiry(*, request: CouncilRequest) -> datetime:
+    """When a request stops taking votes: the expiry its filing event signed, or the row's
+    if that is earlier (a row can only shorten it)."""
+    filing = request_filing(request=request)
+    signed = filing.payload.get("expires_at") if filing is not None else None
+    try:
+        ledger_expiry = signing.parse_time(signed) if isinstance(signed, str) else None
+    except ValueError:
+        ledger_expiry = None
+    if ledger_expiry is None:
+        return request.expires_at
+    return min(ledger_expiry, request.expires_at)
+
+
+def _request_ballots(request: CouncilRequest, event_type: str) -> list[Ballot]:
+    filing = request_filing(request=request)
+    # a vote is appended after the filing; without one in the ledger, look at every vote
     return _ballots(
-        event_type=codes.FORCE_CONTINUE_APPROVAL,
+        event_type=event_type,
         field="request_id",
         value=str(request.id),
-        after_seq=request.request_event_id,
+        after_seq=filing.seq if filing is not None else 0,
     )
+
+
+def force_continue_ballots(*, request: ForceContinueRequest) -> list[Ballot]:
+    """The signed votes on a force-continue request, oldest first, from the ledger."""
+    return _request_ballots(request, codes.FORCE_CONTINUE_APPROVAL)
 
 
 def production_ballots(*, request: ProductionReplayRequest) -> list[Ballot]:
     """The signed votes on a production replay request, oldest first, from the ledger."""
-    return _ballots(
-        event_type=codes.PRODUCTION_REPLAY_APPROVAL,
-        field="request_id",
-        value=str(request.id),
-        after_seq=request.request_event_id,
-    )
+    return _request_ballots(request, codes.PRODUCTION_REPLAY_APPROVAL)
 
 
 def halt_ballots(*, halt_seq: int) -> list[Ballot]:
@@ -196,7 +236,9 @@ def force_continue_tally(
 
 def request_is_expired(*, request: CouncilRequest) -> bool:
     """A pending request (force-continue or production replay) past its expiry."""
-    return request.state == CouncilRequest.State.PENDING and timezone.now() >= request.expires_at
+    return request.state == CouncilRequest.State.PENDING and timezone.now() >= request_expiry(
+        request=request
+    )
 
 
 # --- production replay approved by the council ------------------------------------------------

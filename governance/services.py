@@ -619,11 +619,12 @@ def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) ->
             codes.REQUEST_CLOSED,
             REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
         )
-    if now >= request.expires_at:
+    expires_at = selectors.request_expiry(request=request)  # the signed filing's, at the latest
+    if now >= expires_at:
         raise codes.GovernanceError(
             codes.APPROVAL_EXPIRED,
             APPROVAL_EXPIRED_MESSAGE.format(
-                request=request.id, expires_at=signing.format_time(request.expires_at)
+                request=request.id, expires_at=signing.format_time(expires_at)
             ),
         )
     if approver.pk == request.requested_by_id:

@@ -433,6 +433,71 @@ def test_it_names_a_request_whose_state_was_changed_in_its_table(admin_approved)
     assert ForceContinueRequest.objects.get().state == "approved"
 
 
+def _row_id(value):
+    return value.hex if connection.vendor == "sqlite" else value
+
+
+def test_the_tally_follows_the_ledger_when_a_request_row_names_a_later_filing(admin_approved):
+    from governance.selectors import force_continue_tally
+
+    request, approval = admin_approved
+    filed_at = request.request_event_id
+    # the application role may UPDATE request rows: point the filing past bob's vote
+    _sql(
+        "UPDATE governance_forcecontinuerequest SET request_event_id = %s WHERE id = %s",
+        [approval.event_id, _row_id(request.id)],
+    )
+    request.refresh_from_db()
+
+    assert force_continue_tally(request=request).admins == 1
+    code, result = _verify()
+    assert code == 1
+    assert [m["message"] for m in result["tables"]] == [
+        f"force-continue request {request.id} names event {approval.event_id} as its filing, "
+        f"but the ledger filed it at event {filed_at}"
+    ]
+
+
+def test_an_expiry_extended_in_the_table_does_not_extend_the_vote():
+    import time
+    from datetime import timedelta
+
+    from tests.governance.factories import diverged_run
+
+    carol = enrol("carol")
+    request = services.force_continue_request_file(
+        run=diverged_run(),
+        actor=person("alice"),
+        reason="hot fix",
+        expires_at=timezone.now() + timedelta(seconds=1),
+    )
+    filed = request.expires_at
+    time.sleep(1.1)
+    later = filed + timedelta(days=1)
+    _sql(
+        "UPDATE governance_forcecontinuerequest SET expires_at = %s WHERE id = %s",
+        [later, _row_id(request.id)],
+    )
+    request.refresh_from_db()
+
+    with pytest.raises(GovernanceError) as refused:
+        services.approval_record(
+            request=request, approver=carol.user, document=approve(carol, request)
+        )
+
+    assert refused.value.code == "APPROVAL_EXPIRED"
+    assert refused.value.message == services.APPROVAL_EXPIRED_MESSAGE.format(
+        request=request.id, expires_at=signing.format_time(filed)
+    )
+    code, result = _verify()
+    assert code == 1
+    assert [m["message"] for m in result["tables"]] == [
+        f"force-continue request {request.id} has expires_at {signing.format_time(later)} in "
+        f"the table, but its filing event {request.request_event_id} says "
+        f"{signing.format_time(filed)}"
+    ]
+
+
 def test_a_request_approved_only_in_its_table_resumes_nothing(admin_approved):
     from replay import errors
     from replay.errors import ReplayError
