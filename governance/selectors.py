@@ -290,6 +290,59 @@ def member_keys(*, user: Any = None, usable: bool = False) -> QuerySet[MemberKey
     return keys
 
 
+@dataclass(frozen=True, slots=True)
+class KeyView:
+    """A member key as pages and the API show it: who and what from its row, its state
+    (confirmed, revoked, by whom and when) from the ledger's key events."""
+
+    key_id: str
+    user: Any
+    user_id: int
+    label: str
+    public_key: str
+    fingerprint: str
+    registered_at: datetime
+    confirmed_at: datetime | None
+    confirmed_by: Any
+    revoked_at: datetime | None
+    revoked_by: Any
+
+
+def member_key_list(*, user: Any = None) -> list[KeyView]:
+    """Member keys with the state the ledger gives them (a key it never added is unconfirmed)."""
+    from django.contrib.auth import get_user_model
+
+    states = ledger.member_key_states()
+    people_ids = {
+        person
+        for state in states.values()
+        for person in (state.confirmed_by, state.revoked_by)
+        if person is not None
+    }
+    people = get_user_model().objects.in_bulk(list(people_ids))
+    found = []
+    for key in member_keys(user=user):
+        state = states.get(key.key_id)
+        confirmed = state is not None and state.confirmed_seq is not None
+        revoked = state is not None and state.revoked_seq is not None
+        found.append(
+            KeyView(
+                key_id=key.key_id,
+                user=key.user,
+                user_id=key.user_id,
+                label=key.label,
+                public_key=key.public_key,
+                fingerprint=key.fingerprint,
+                registered_at=key.registered_at,
+                confirmed_at=state.confirmed_at if confirmed and state else None,
+                confirmed_by=people.get(state.confirmed_by) if confirmed and state else None,
+                revoked_at=state.revoked_at if revoked and state else None,
+                revoked_by=people.get(state.revoked_by) if revoked and state else None,
+            )
+        )
+    return found
+
+
 def events(*, code_range: int | None = None) -> QuerySet[GovernanceEvent]:
     """Ledger events, newest first; ``code_range`` 1..6 keeps one range (1 -> 100..199)."""
     found = GovernanceEvent.objects.order_by("-seq")

@@ -261,7 +261,7 @@ class KeyListApi(APIView):
         from governance.models import SigningKey
 
         roles.require(request.user, roles.BROWSE)
-        body = {"member_keys": gov.member_keys(), "server_keys": SigningKey.objects.all()}
+        body = {"member_keys": gov.member_key_list(), "server_keys": SigningKey.objects.all()}
         return Response(self.OutputSerializer(body).data)
 
 

@@ -356,8 +356,8 @@ def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
 
 def _keys_context(request: HttpRequest) -> dict[str, Any]:
     return {
-        "my_keys": list(gov.member_keys(user=request.user)),
-        "member_keys": list(gov.member_keys()),
+        "my_keys": gov.member_key_list(user=request.user),  # states as the ledger says
+        "member_keys": gov.member_key_list(),
         "server_keys": list(SigningKey.objects.all()),
         "verification_keys": list(VerificationKey.objects.all()),
         "current_server_key": ledger.server_key_current(),

@@ -116,3 +116,20 @@ def test_the_request_api_lists_the_ledgers_votes_not_a_flipped_row(as_persona, f
     assert [
         (a["seq"], a["approver"], a["role"], a["decision"], a["key_id"]) for a in body["approvals"]
     ] == [(approval.event_id, "adam", "admin", "approve", key.key_id)]
+
+
+def test_the_keys_page_shows_the_ledgers_state_of_a_key(as_persona, member_key):
+    key, _ = member_key("cora")
+    gov_services.member_key_revoke(key=key, actor=persona("cora"), reason="laptop stolen")
+    with connection.cursor() as cur:
+        cur.execute("UPDATE governance_memberkey SET revoked_at = NULL WHERE id = %s", [key.pk])
+
+    page = as_persona("adam").get("/governance/keys/").content.decode()
+    listed = as_persona("adam").get("/api/keys/").json()["member_keys"]
+
+    row = page[page.index(f"<td><code>{key.key_id}</code>") :]
+    row = row[: row.index("</tr>")]
+    assert "revoked " in row
+    assert "confirmed by" not in row
+    (api_key,) = [k for k in listed if k["key_id"] == key.key_id]
+    assert api_key["revoked_at"] is not None
