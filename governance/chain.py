@@ -29,6 +29,13 @@ from it (``prev_hash``, ``hash``, ``server_signature``)::
   announced key, and the announced public key must equal the registry's. After
   ``KEY_ROTATED`` the old key signs nothing more; after ``KEY_REVOKED`` the revoked key
   signs nothing more. So swapping the registry's key for one of an attacker's fails.
+* Member keys (admins' and council members' public keys) are announced in the chain too:
+  ``KEY_ADDED`` with ``payload.registry == "member"`` names the key, its owner and its public
+  key; a ``KEY_CONFIRMED`` by someone other than the owner makes it usable; after
+  ``KEY_REVOKED`` it signs nothing more. An event's ``actor_key_id`` must be such a key of
+  the event's actor, added and confirmed (and not revoked) by earlier events
+  (:class:`MemberKeys`), and its ``actor_signature`` verifies with the public key the ledger
+  announced, not with whatever the member key table holds now.
 
 Every stored field is either in the body or derived from it, so changing any single field of
 any event breaks verification at that event's ``seq`` (or, for ``seq`` itself, at the seq
@@ -95,7 +102,11 @@ Row = Sequence[Any]
 _KEY_ADDED = codes.code_of(codes.KEY_ADDED)
 _KEY_ROTATED = codes.code_of(codes.KEY_ROTATED)
 _KEY_REVOKED = codes.code_of(codes.KEY_REVOKED)
-_KEY_CODES = frozenset((_KEY_ADDED, _KEY_ROTATED, _KEY_REVOKED))
+_KEY_CONFIRMED = codes.code_of(codes.KEY_CONFIRMED)
+_KEY_CODES = frozenset((_KEY_ADDED, _KEY_ROTATED, _KEY_REVOKED, _KEY_CONFIRMED))
+MEMBER_REGISTRY: Final = "member"
+#: the events that make a member key's state: added, confirmed, revoked
+MEMBER_KEY_CODES: Final = frozenset((_KEY_ADDED, _KEY_CONFIRMED, _KEY_REVOKED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +127,88 @@ class ServerKey:
             return f"key {self.key_id} was retired at {format_time(self.valid_until)}"
         if self.revoked_at is not None and at >= self.revoked_at:
             return f"key {self.key_id} was revoked at {format_time(self.revoked_at)}"
+        return None
+
+
+@dataclass(slots=True)
+class MemberKeyState:
+    """A member key as the ledger's key events say it is (never as its table row says)."""
+
+    key_id: str
+    user_id: int | None
+    public_key: str
+    fingerprint: str
+    added_seq: int
+    added_at: datetime
+    confirmed_seq: int | None = None
+    confirmed_at: datetime | None = None
+    confirmed_by: int | None = None
+    revoked_seq: int | None = None
+    revoked_at: datetime | None = None
+    revoked_by: int | None = None
+
+
+@dataclass(slots=True)
+class MemberKeys:
+    """Member keys' states, fed the ledger's member key events in seq order.
+
+    A key is announced by ``KEY_ADDED`` (``payload.registry == "member"``), usable once a
+    ``KEY_CONFIRMED`` by someone other than its owner follows, and signs nothing after a
+    ``KEY_REVOKED``. :meth:`feed` says what is wrong with an event that breaks these rules.
+    """
+
+    keys: dict[str, MemberKeyState] = field(default_factory=dict)
+
+    def feed(
+        self, seq: int, code: int, created_at: datetime, actor_id: int | None, payload: Any
+    ) -> str | None:
+        if not isinstance(payload, Mapping) or payload.get("registry") != MEMBER_REGISTRY:
+            return None
+        key_id = str(payload.get("key_id"))
+        known = self.keys.get(key_id)
+        if code == _KEY_ADDED:
+            if known is not None:
+                first = known.added_seq
+                return f"event {seq} adds member key {key_id} again (added by event {first})"
+            user_id = payload.get("user_id")
+            self.keys[key_id] = MemberKeyState(
+                key_id=key_id,
+                user_id=user_id if isinstance(user_id, int) else None,
+                public_key=str(payload.get("public_key", "")),
+                fingerprint=str(payload.get("fingerprint", "")),
+                added_seq=seq,
+                added_at=created_at,
+            )
+            return None
+        if code not in (_KEY_CONFIRMED, _KEY_REVOKED):
+            return None
+        action = "confirms" if code == _KEY_CONFIRMED else "revokes"
+        if known is None:
+            return f"event {seq} {action} member key {key_id}, which no earlier KEY_ADDED announced"
+        if known.revoked_seq is not None:
+            return f"event {seq} {action} member key {key_id}, revoked by event {known.revoked_seq}"
+        if code == _KEY_REVOKED:
+            known.revoked_seq, known.revoked_at, known.revoked_by = seq, created_at, actor_id
+            return None
+        if known.confirmed_seq is not None:
+            return f"event {seq} confirms member key {key_id} again (event {known.confirmed_seq})"
+        if actor_id is not None and actor_id == known.user_id:
+            return f"event {seq} confirms member key {key_id} by its own owner"
+        known.confirmed_seq, known.confirmed_at, known.confirmed_by = seq, created_at, actor_id
+        return None
+
+    def signer_problem(self, seq: int, key_id: str, actor_id: int | None) -> str | None:
+        """Why member key ``key_id`` could not sign event ``seq`` for ``actor_id``, or None."""
+        known = self.keys.get(key_id)
+        signed = f"event {seq} is signed by member key {key_id}"
+        if known is None:
+            return f"{signed}, which no earlier KEY_ADDED announced"
+        if known.user_id != actor_id:
+            return f"{signed}, which event {known.added_seq} added for user {known.user_id}"
+        if known.revoked_seq is not None:
+            return f"{signed}, revoked by event {known.revoked_seq}"
+        if known.confirmed_seq is None:
+            return f"{signed}, which no earlier KEY_CONFIRMED confirmed"
         return None
 
 
@@ -325,6 +418,7 @@ class Linker:
     genesis_hash: str = ""
     announced: dict[str, str] = field(default_factory=dict)
     retired: dict[str, int] = field(default_factory=dict)
+    members: MemberKeys = field(default_factory=MemberKeys)
     broken: Break | None = None
 
     def feed(self, row: Row) -> Break | None:
@@ -350,7 +444,16 @@ class Linker:
                 row[_PREV],
             )
             return self.broken
-        self.broken = self._keys(row)
+        payload = row[_PAYLOAD]
+        if row[_CODE] in _KEY_CODES:
+            if isinstance(payload, str):
+                try:
+                    payload = json.loads(payload)
+                except ValueError:
+                    payload = {}  # check_row reports the malformed payload at this seq
+            if not isinstance(payload, dict):
+                payload = {}
+        self.broken = self._keys(row, payload) or self._member_keys(row, payload)
         if self.broken is not None:
             return self.broken
         if seq == 1:
@@ -359,14 +462,19 @@ class Linker:
         self.next_seq = seq + 1
         return None
 
-    def _keys(self, row: Row) -> Break | None:
+    def _member_keys(self, row: Row, payload: Any) -> Break | None:
+        """Member key events follow their rules, and an actor signature is by a key that was
+        added for that actor, confirmed by someone else and not revoked, all before it."""
+        seq = row[_SEQ]
+        problem = None
+        if row[_CODE] in MEMBER_KEY_CODES:
+            problem = self.members.feed(seq, row[_CODE], row[_CREATED], row[_ACTOR_ID], payload)
+        if problem is None and row[_AKEY] is not None:
+            problem = self.members.signer_problem(seq, row[_AKEY], row[_ACTOR_ID])
+        return Break(seq, codes.CHAIN_MEMBER_KEY, problem) if problem is not None else None
+
+    def _keys(self, row: Row, payload: Any) -> Break | None:
         seq, signer, code = row[_SEQ], row[_SKEY], row[_CODE]
-        payload = row[_PAYLOAD]
-        if isinstance(payload, str) and code in _KEY_CODES:
-            try:
-                payload = json.loads(payload)
-            except ValueError:
-                payload = {}  # check_row reports the malformed payload at this seq
         if not isinstance(payload, dict):
             payload = {}
         server_event = payload.get("registry") == SERVER_REGISTRY

@@ -17,6 +17,10 @@ Pure (no Django). Two tables live here and nowhere else:
   6xx   data subject requests (reserved for the DSR workflow)
   ====  ==================================================================================
 
+* ``CHAIN_BREAKS`` and ``TABLE_MISMATCHES``: what ``governance verify`` finds, in the hash
+  chain (the first broken seq) and in the tables the decisions depend on (each row that
+  disagrees with the ledger; ``governance.reconcile``).
+
 * ``REFUSALS``: why a governance action was refused. Verdict error codes of a replay
   (``FORCE_CONTINUE_REQUIRED``, ``FORCE_HALT_ACTIVE`` ...) are not here: they live in
   ``replay.errors`` only. The human-readable messages are constants next to the service
@@ -229,6 +233,7 @@ CHAIN_KEY_WINDOW: Final = "CHAIN_KEY_WINDOW"
 CHAIN_KEY_UNANNOUNCED: Final = "CHAIN_KEY_UNANNOUNCED"
 CHAIN_SIGNATURE: Final = "CHAIN_SIGNATURE"
 CHAIN_ACTOR_SIGNATURE: Final = "CHAIN_ACTOR_SIGNATURE"
+CHAIN_MEMBER_KEY: Final = "CHAIN_MEMBER_KEY"
 CHAIN_MALFORMED: Final = "CHAIN_MALFORMED"
 
 CHAIN_BREAKS: Final[dict[str, str]] = {
@@ -240,7 +245,25 @@ CHAIN_BREAKS: Final[dict[str, str]] = {
     CHAIN_KEY_UNANNOUNCED: "the server key was not introduced by an earlier key event",
     CHAIN_SIGNATURE: "the server's Ed25519 signature over the hash does not verify",
     CHAIN_ACTOR_SIGNATURE: "the actor's Ed25519 signature over the payload does not verify",
+    CHAIN_MEMBER_KEY: (
+        "a member key event or an actor signature the ledger's member key events do not allow"
+        " (a key never added, confirmed by its owner, not yet confirmed, or already revoked)"
+    ),
     CHAIN_MALFORMED: "a stored field cannot be read (wrong type or encoding)",
+}
+
+# --- ledger verification: a table the decisions depend on disagrees with the ledger -----------
+TABLE_APPROVAL: Final = "TABLE_APPROVAL"
+TABLE_APPROVAL_MISSING: Final = "TABLE_APPROVAL_MISSING"
+TABLE_MEMBER_KEY: Final = "TABLE_MEMBER_KEY"
+TABLE_REQUEST: Final = "TABLE_REQUEST"
+
+TABLE_MISMATCHES: Final[dict[str, str]] = {
+    TABLE_APPROVAL: "an approval row differs from its signed ledger event, or has none",
+    TABLE_APPROVAL_MISSING: "a signed vote in the ledger has no approval row",
+    TABLE_MEMBER_KEY: "a member key row differs from the ledger's key events (added, confirmed,"
+    " revoked), or the ledger has a key the table lacks",
+    TABLE_REQUEST: "a request row's state or events differ from the ledger's",
 }
 
 # --- checkpoints -------------------------------------------------------------------------------

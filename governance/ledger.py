@@ -27,8 +27,15 @@ from typing import Any, Final
 from django.db import connection
 from django.utils import timezone
 
-from governance import chain, codes, keystore, signing
-from governance.models import GovernanceEvent, MemberKey, SigningKey
+from governance import chain, codes, keystore, reconcile, signing
+from governance.models import (
+    Approval,
+    ForceContinueRequest,
+    GovernanceEvent,
+    MemberKey,
+    ProductionReplayRequest,
+    SigningKey,
+)
 
 #: an arbitrary constant naming the ledger's advisory lock ("gov-ledg")
 ADVISORY_LOCK_ID: Final = 0x676F762D6C656467
@@ -290,11 +297,28 @@ def server_keys() -> dict[str, chain.ServerKey]:
     }
 
 
+def member_key_states(*, key_id: str | None = None) -> dict[str, chain.MemberKeyState]:
+    """Member keys as the ledger's key events say they are (all of them, or one)."""
+    events = GovernanceEvent.objects.filter(code__in=chain.MEMBER_KEY_CODES)
+    if key_id is not None:
+        events = events.filter(payload__key_id=key_id)
+    keys = chain.MemberKeys()
+    for seq, code, created_at, actor_id, payload in events.order_by("seq").values_list(
+        "seq", "code", "created_at", "actor_id", "payload"
+    ):
+        keys.feed(seq, code, created_at, actor_id, payload)  # verify names what breaks a rule
+    return keys.keys
+
+
 def actor_keys() -> dict[str, bytes]:
-    return {
-        key_id: bytes.fromhex(public)
-        for key_id, public in MemberKey.objects.values_list("key_id", "public_key")
-    }
+    """Member public keys as the ledger announced them (not as the table holds them now)."""
+    found: dict[str, bytes] = {}
+    for key_id, state in member_key_states().items():
+        try:
+            found[key_id] = bytes.fromhex(state.public_key)
+        except ValueError:
+            continue  # an actor signature by this key is then named as unverifiable
+    return found
 
 
 def rows(*, chunk_size: int = 2000, after_seq: int = 0) -> Iterator[tuple[Any, ...]]:
@@ -377,6 +401,196 @@ def verify(
         for future in pending:
             future.cancel()
     return linker.result(first_local)
+
+
+# --- the tables the decisions depend on --------------------------------------------------------
+
+
+def _uuid_text(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
+    rows = (
+        reconcile.ApprovalRow(
+            id=r[0],
+            event_id=r[1],
+            request_id=_uuid_text(r[2]),
+            halt_id=r[3],
+            production_id=_uuid_text(r[4]),
+            approver_id=r[5],
+            role=r[6],
+            key_id=r[7],
+            decision=r[8],
+            payload=r[9],
+            signature=r[10],
+        )
+        for r in Approval.objects.order_by("event_id")
+        .values_list(
+            "id",
+            "event_id",
+            "request_id",
+            "halt_id",
+            "production_id",
+            "approver_id",
+            "role",
+            "key__key_id",
+            "decision",
+            "payload",
+            "signature",
+        )
+        .iterator(chunk_size=2000)
+    )
+    events = (
+        reconcile.VoteEvent(*e)
+        for e in GovernanceEvent.objects.filter(code__in=reconcile.VOTE_CODES)
+        .order_by("seq")
+        .values_list(
+            "seq", "code", "type", "actor_id", "actor_key_id", "actor_signature", "payload"
+        )
+        .iterator(chunk_size=2000)
+    )
+
+    def type_of(seq: int) -> str | None:
+        return GovernanceEvent.objects.filter(seq=seq).values_list("type", flat=True).first()
+
+    yield from reconcile.approvals(rows, events, type_of)
+
+
+def _member_key_mismatches() -> Iterator[reconcile.Mismatch]:
+    rows = (
+        reconcile.KeyRow(*r)
+        for r in MemberKey.objects.order_by("id").values_list(
+            "key_id",
+            "user_id",
+            "public_key",
+            "fingerprint",
+            "confirmed_at",
+            "confirmed_by_id",
+            "revoked_at",
+            "revoked_by_id",
+        )
+    )
+    yield from reconcile.member_keys(rows, member_key_states())
+
+
+def _time_text(value: Any) -> str:
+    return signing.format_time(value) if isinstance(value, datetime) else str(value)
+
+
+def _filed_terms(kind: str, actor_id: Any, payload: Any) -> dict[str, Any]:
+    """What a filing event signed, in the shape of :func:`_row_terms`."""
+    p = payload if isinstance(payload, dict) else {}
+    terms = {
+        "expires_at": p.get("expires_at"),
+        "reason": p.get("reason"),
+        "requested_by": f"user {actor_id}",
+    }
+    if kind == codes.FORCE_CONTINUE_REQUEST:
+        terms.update(
+            run_id=p.get("run_id"),
+            step=p.get("step"),
+            divergence_digest=p.get("divergence_digest"),
+        )
+    else:
+        terms.update(trace_sha256=p.get("trace_sha256"))
+    return terms
+
+
+def _force_continue_rows() -> Iterator[reconcile.RequestRow]:
+    for r in ForceContinueRequest.objects.order_by("created_at").values_list(
+        "id",
+        "state",
+        "request_event_id",
+        "decision_event_id",
+        "expires_at",
+        "reason",
+        "requested_by_id",
+        "run_id",
+        "step",
+        "divergence_digest",
+    ):
+        terms = {
+            "expires_at": _time_text(r[4]),
+            "reason": r[5],
+            "requested_by": f"user {r[6]}",
+            "run_id": str(r[7]),
+            "step": r[8],
+            "divergence_digest": r[9],
+        }
+        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+
+
+def _production_rows() -> Iterator[reconcile.RequestRow]:
+    for r in ProductionReplayRequest.objects.order_by("created_at").values_list(
+        "id",
+        "state",
+        "request_event_id",
+        "decision_event_id",
+        "expires_at",
+        "reason",
+        "requested_by_id",
+        "trace__blob__sha256",
+    ):
+        terms = {
+            "expires_at": _time_text(r[4]),
+            "reason": r[5],
+            "requested_by": f"user {r[6]}",
+            "trace_sha256": r[7],
+        }
+        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+
+
+_REQUEST_KINDS: Final = (
+    (
+        "force-continue",
+        ForceContinueRequest,
+        _force_continue_rows,
+        codes.FORCE_CONTINUE_REQUEST,
+        codes.FORCE_CONTINUE_APPROVED,
+        codes.FORCE_CONTINUE_REJECTED,
+    ),
+    (
+        "production replay",
+        ProductionReplayRequest,
+        _production_rows,
+        codes.PRODUCTION_REPLAY_REQUEST,
+        codes.PRODUCTION_REPLAY_APPROVED,
+        codes.PRODUCTION_REPLAY_REJECTED,
+    ),
+)
+
+
+def _request_mismatches() -> Iterator[reconcile.Mismatch]:
+    for label, model, rows, filing, approved, rejected in _REQUEST_KINDS:
+        filed: dict[str, reconcile.Filing] = {}
+        decided: dict[str, tuple[int, str]] = {}
+        outcome = {codes.code_of(approved): "approved", codes.code_of(rejected): "rejected"}
+        wanted = [codes.code_of(filing), *outcome]
+        for seq, code, actor_id, payload in (
+            GovernanceEvent.objects.filter(code__in=wanted)
+            .order_by("seq")
+            .values_list("seq", "code", "actor_id", "payload")
+            .iterator(chunk_size=2000)
+        ):
+            request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
+            if code in outcome:
+                decided.setdefault(request_id, (seq, outcome[code]))
+            elif request_id not in filed:
+                filed[request_id] = reconcile.Filing(seq, _filed_terms(filing, actor_id, payload))
+        yield from reconcile.requests(
+            label=label, table=model._meta.db_table, rows=rows(), filed=filed, decided=decided
+        )
+
+
+def tables_check() -> list[reconcile.Mismatch]:
+    """Every row of the tables the decisions depend on that disagrees with the ledger."""
+    return [*_approval_mismatches(), *_member_key_mismatches(), *_request_mismatches()]
+
+
+def verify_all(*, workers: int | None = None) -> reconcile.Verdict:
+    """The chain (:func:`verify`), then the tables checked against it."""
+    return reconcile.Verdict(verify(workers=workers), tuple(tables_check()))
 
 
 # --- checkpoints ------------------------------------------------------------------------------

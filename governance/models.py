@@ -165,7 +165,10 @@ class MemberKey(models.Model):
     """An admin's or council member's Ed25519 public key (the private key never comes here).
 
     Registered by its owner, usable once an admin (not the owner) confirmed it, revocable by
-    its owner or an admin; approvals recorded before revocation keep counting.
+    its owner or an admin; approvals recorded before revocation keep counting. The ledger's
+    KEY_ADDED, KEY_CONFIRMED and KEY_REVOKED events are the key's state: signing checks read
+    them (``governance.ledger.member_key_states``), and ``governance verify`` names a row
+    whose columns differ from them.
     """
 
     key_id = models.CharField(max_length=128, unique=True)
@@ -311,7 +314,11 @@ class ProductionReplayRequest(CouncilRequest):
 
 class Approval(AppendOnlyModel):
     """One signed vote: on a force-continue request, toward clearing a halt, or on a
-    production replay request (exactly one of ``request``, ``halt``, ``production``)."""
+    production replay request (exactly one of ``request``, ``halt``, ``production``).
+
+    A mirror of its ledger ``event``: tallies and decisions count the signed vote events
+    (``governance.selectors.force_continue_ballots`` ...), and ``governance verify`` names a
+    row that differs from its event."""
 
     class Decision(models.TextChoices):
         APPROVE = "approve", "approve"

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from governance import chain, codes, conf, council, ledger, signing
+from governance import codes, conf, council, ledger, reconcile, signing
 from governance.models import (
     HALT_BLOB,
     HALT_SNAPSHOT,
     ApiToken,
-    Approval,
     CouncilRequest,
     ForceContinueRequest,
     GovernanceEvent,
@@ -40,6 +40,8 @@ CHECKPOINT_FORKED_MESSAGE = (
     "event {size} has hash {observed}, the checkpoint saw {expected}: the past was rewritten"
 )
 CHECKPOINT_BROKEN_LEDGER_MESSAGE = "the ledger is broken at seq {seq}: {reason}"
+CHECKPOINT_TABLES_MESSAGE = "a table disagrees with the ledger: {message}"
+CHECKPOINT_TABLES_EXPORT_MESSAGE = "a table disagrees with the ledger ({message}): no checkpoint"
 CHECKPOINT_OK_MESSAGE = "the ledger ({ledger} events) extends the checkpoint ({size} events)"
 
 
@@ -162,10 +164,6 @@ def replay_halt_preview(*, trace: Trace, report: Mapping[str, Any]) -> HaltPrevi
     )
 
 
-def halt_approvals(*, halt_seq: int) -> QuerySet[Approval]:
-    return Approval.objects.filter(halt_id=halt_seq).select_related("approver", "key")
-
-
 # --- force-continue ---------------------------------------------------------------------------
 
 
@@ -192,27 +190,178 @@ def force_continue_standing(*, run_id: Any) -> ForceContinueRequest | None:
     ).first()
 
 
-def _tally(request: CouncilRequest, admins: int) -> council.Tally:
-    votes = [
-        council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)
-        for a in request.approvals.select_related("key")
-    ]
+@dataclass(frozen=True, slots=True)
+class Ballot:
+    """One signed vote as the ledger has it: what the pages list and the tallies count.
+
+    Read from the vote events themselves (signer, key, signed decision and role), never from
+    the Approval rows, which only mirror them (``governance verify`` checks that they do).
+    """
+
+    seq: int
+    approver: Any
+    approver_id: int
+    key_id: str
+    role: str
+    decision: str
+    reason: str
+    created_at: datetime
+
+    @property
+    def vote(self) -> council.Vote:
+        return council.Vote(
+            person=self.approver_id, key_id=self.key_id, role=self.role, decision=self.decision
+        )
+
+
+def _ballots(*, event_type: str, field: str, value: Any, after_seq: int) -> list[Ballot]:
+    # a vote is appended after the event it votes on, so the scan starts there
+    events = (
+        GovernanceEvent.objects.filter(
+            code=codes.code_of(event_type),
+            seq__gt=after_seq,
+            actor_key_id__isnull=False,
+            **{f"payload__{field}": value},
+        )
+        .select_related("actor")
+        .order_by("seq")
+    )
+    ballots = []
+    for event in events:
+        decision, role = reconcile.vote_of(
+            reconcile.VoteEvent(
+                event.seq,
+                event.code,
+                event.type,
+                event.actor_id,
+                event.actor_key_id,
+                event.actor_signature,
+                event.payload,
+            )
+        )
+        reason = event.payload.get("reason") if isinstance(event.payload, dict) else ""
+        ballots.append(
+            Ballot(
+                seq=event.seq,
+                approver=event.actor,
+                approver_id=event.actor_id or 0,
+                key_id=str(event.actor_key_id),
+                role=role,
+                decision=decision,
+                reason=reason if isinstance(reason, str) else "",
+                created_at=event.created_at,
+            )
+        )
+    return ballots
+
+
+def _filing_type(request: CouncilRequest) -> str:
+    if isinstance(request, ProductionReplayRequest):
+        return codes.PRODUCTION_REPLAY_REQUEST
+    return codes.FORCE_CONTINUE_REQUEST
+
+
+def request_filing(*, request: CouncilRequest) -> GovernanceEvent | None:
+    """The ledger event that filed ``request``: the one its row names if that event really
+    filed it (the usual case, one primary-key read), else found by its payload."""
+    code = codes.code_of(_filing_type(request))
+    named = GovernanceEvent.objects.filter(seq=request.request_event_id).first()
+    if (
+        named is not None
+        and named.code == code
+        and isinstance(named.payload, dict)
+        and named.payload.get("request_id") == str(request.id)
+    ):
+        return named
+    return (
+        GovernanceEvent.objects.filter(code=code, payload__request_id=str(request.id))
+        .order_by("seq")
+        .first()
+    )
+
+
+def request_expiry(*, request: CouncilRequest) -> datetime:
+    """When a request stops taking votes: the expiry its filing event signed, or the row's
+    if that is earlier (a row can only shorten it)."""
+    filing = request_filing(request=request)
+    signed = filing.payload.get("expires_at") if filing is not None else None
+    try:
+        ledger_expiry = signing.parse_time(signed) if isinstance(signed, str) else None
+    except ValueError:
+        ledger_expiry = None
+    if ledger_expiry is None:
+        return request.expires_at
+    return min(ledger_expiry, request.expires_at)
+
+
+def _request_ballots(request: CouncilRequest, event_type: str) -> list[Ballot]:
+    filing = request_filing(request=request)
+    # a vote is appended after the filing; without one in the ledger, look at every vote
+    return _ballots(
+        event_type=event_type,
+        field="request_id",
+        value=str(request.id),
+        after_seq=filing.seq if filing is not None else 0,
+    )
+
+
+def force_continue_ballots(*, request: ForceContinueRequest) -> list[Ballot]:
+    """The signed votes on a force-continue request, oldest first, from the ledger."""
+    return _request_ballots(request, codes.FORCE_CONTINUE_APPROVAL)
+
+
+def production_ballots(*, request: ProductionReplayRequest) -> list[Ballot]:
+    """The signed votes on a production replay request, oldest first, from the ledger."""
+    return _request_ballots(request, codes.PRODUCTION_REPLAY_APPROVAL)
+
+
+def halt_ballots(*, halt_seq: int) -> list[Ballot]:
+    """The council signatures toward clearing a halt, oldest first, from the ledger."""
+    return _ballots(
+        event_type=codes.HALT_CLEAR_APPROVAL, field="halt_seq", value=halt_seq, after_seq=halt_seq
+    )
+
+
+def halt_signature_counts(*, halt_seqs: list[int]) -> dict[int, int]:
+    """How many council signatures toward clearing each of these halts the ledger holds."""
+    wanted = set(halt_seqs)
+    counts: dict[int, int] = {}
+    if not wanted:
+        return counts
+    for halt_seq in GovernanceEvent.objects.filter(
+        code=codes.code_of(codes.HALT_CLEAR_APPROVAL),
+        seq__gt=min(wanted),
+        actor_key_id__isnull=False,
+    ).values_list("payload__halt_seq", flat=True):
+        if halt_seq in wanted:
+            counts[halt_seq] = counts.get(halt_seq, 0) + 1
+    return counts
+
+
+def _tally(ballots: list[Ballot], admins: int) -> council.Tally:
     return council.tally(
-        votes,
+        [b.vote for b in ballots],
         admins_required=admins,
         council_required=conf.council_quorum(),
         deny_threshold=conf.deny_threshold(),
     )
 
 
-def force_continue_tally(*, request: ForceContinueRequest) -> council.Tally:
-    """One admin and a council quorum."""
-    return _tally(request, admins=1)
+def force_continue_tally(
+    *, request: ForceContinueRequest, ballots: list[Ballot] | None = None
+) -> council.Tally:
+    """One admin and a council quorum, counted from the ledger's signed votes (``ballots``
+    when the caller has already read them)."""
+    if ballots is None:
+        ballots = force_continue_ballots(request=request)
+    return _tally(ballots, admins=1)
 
 
 def request_is_expired(*, request: CouncilRequest) -> bool:
     """A pending request (force-continue or production replay) past its expiry."""
-    return request.state == CouncilRequest.State.PENDING and timezone.now() >= request.expires_at
+    return request.state == CouncilRequest.State.PENDING and timezone.now() >= request_expiry(
+        request=request
+    )
 
 
 # --- production replay approved by the council ------------------------------------------------
@@ -230,16 +379,19 @@ def production_request_for_run(*, run_id: Any) -> ProductionReplayRequest | None
     return production_requests().filter(run_id=run_id).first()
 
 
-def production_signers(*, requests: Any) -> QuerySet[Any]:
-    """(request id, approver id) of every signature on these production replay requests."""
-    return Approval.objects.filter(production__in=requests).values_list(
-        "production_id", "approver_id"
-    )
+def production_signers(*, requests: Any) -> set[tuple[Any, int]]:
+    """(request id, approver id) of every signature on these production replay requests, as
+    the ledger's signed votes say."""
+    return {
+        (request.id, ballot.approver_id)
+        for request in requests
+        for ballot in production_ballots(request=request)
+    }
 
 
 def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
-    """A council quorum, no admin signature."""
-    return _tally(request, admins=0)
+    """A council quorum, no admin signature, counted from the ledger's signed votes."""
+    return _tally(production_ballots(request=request), admins=0)
 
 
 # --- keys and events --------------------------------------------------------------------------
@@ -249,9 +401,69 @@ def member_keys(*, user: Any = None, usable: bool = False) -> QuerySet[MemberKey
     keys = MemberKey.objects.select_related("user", "confirmed_by")
     if user is not None:
         keys = keys.filter(user=user)
-    if usable:
-        keys = keys.filter(confirmed_at__isnull=False, revoked_at__isnull=True)
+    if usable:  # what the ledger says, not the row's columns
+        states = ledger.member_key_states()
+        keys = keys.filter(
+            key_id__in=[
+                key_id
+                for key_id, state in states.items()
+                if state.confirmed_seq is not None and state.revoked_seq is None
+            ]
+        )
     return keys
+
+
+@dataclass(frozen=True, slots=True)
+class KeyView:
+    """A member key as pages and the API show it: who and what from its row, its state
+    (confirmed, revoked, by whom and when) from the ledger's key events."""
+
+    key_id: str
+    user: Any
+    user_id: int
+    label: str
+    public_key: str
+    fingerprint: str
+    registered_at: datetime
+    confirmed_at: datetime | None
+    confirmed_by: Any
+    revoked_at: datetime | None
+    revoked_by: Any
+
+
+def member_key_list(*, user: Any = None) -> list[KeyView]:
+    """Member keys with the state the ledger gives them (a key it never added is unconfirmed)."""
+    from django.contrib.auth import get_user_model
+
+    states = ledger.member_key_states()
+    people_ids = {
+        person
+        for state in states.values()
+        for person in (state.confirmed_by, state.revoked_by)
+        if person is not None
+    }
+    people = get_user_model().objects.in_bulk(list(people_ids))
+    found = []
+    for key in member_keys(user=user):
+        state = states.get(key.key_id)
+        confirmed = state is not None and state.confirmed_seq is not None
+        revoked = state is not None and state.revoked_seq is not None
+        found.append(
+            KeyView(
+                key_id=key.key_id,
+                user=key.user,
+                user_id=key.user_id,
+                label=key.label,
+                public_key=key.public_key,
+                fingerprint=key.fingerprint,
+                registered_at=key.registered_at,
+                confirmed_at=state.confirmed_at if confirmed and state else None,
+                confirmed_by=people.get(state.confirmed_by) if confirmed and state else None,
+                revoked_at=state.revoked_at if revoked and state else None,
+                revoked_by=people.get(state.revoked_by) if revoked and state else None,
+            )
+        )
+    return found
 
 
 def events(*, code_range: int | None = None) -> QuerySet[GovernanceEvent]:
@@ -265,18 +477,23 @@ def events(*, code_range: int | None = None) -> QuerySet[GovernanceEvent]:
 # --- verification and checkpoints ---------------------------------------------------------------
 
 
-def ledger_verify(*, workers: int | None = None) -> chain.ChainResult:
-    """Walk the whole ledger with the real verifier; names the first broken seq."""
-    return ledger.verify(workers=workers)
+def ledger_verify(*, workers: int | None = None) -> reconcile.Verdict:
+    """Walk the whole ledger with the real verifier (names the first broken seq), then check
+    every table the decisions depend on against it (names each row that disagrees)."""
+    return ledger.verify_all(workers=workers)
 
 
 def checkpoint_export(*, workers: int | None = None) -> dict[str, Any]:
     """A signed head of a verified ledger: ``{"checkpoint": body, "alg", "signature"}``."""
-    result = ledger.verify(workers=workers)
-    if not result.ok:
-        assert result.broken is not None
+    result = ledger.verify_all(workers=workers)
+    if result.broken is not None:
         raise codes.GovernanceError(
             codes.LEDGER_BROKEN, CHECKPOINT_BROKEN_MESSAGE.format(seq=result.broken.seq)
+        )
+    if result.mismatches:
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN,
+            CHECKPOINT_TABLES_EXPORT_MESSAGE.format(message=result.mismatches[0].message),
         )
     key = ledger.server_key_current()
     if result.size == 0 or key is None:
@@ -380,15 +597,22 @@ def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.Che
             size,
             ledger_size,
         )
-    result = ledger.verify(workers=workers)
-    if not result.ok:
-        assert result.broken is not None
+    result = ledger.verify_all(workers=workers)
+    if result.broken is not None:
         return ledger.CheckpointVerdict(
             False,
             codes.CHECKPOINT_LEDGER_BROKEN,
             CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(
                 seq=result.broken.seq, reason=result.broken.reason
             ),
+            size,
+            ledger_size,
+        )
+    if result.mismatches:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_TABLES_MESSAGE.format(message=result.mismatches[0].message),
             size,
             ledger_size,
         )

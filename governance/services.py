@@ -22,7 +22,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, membership, selectors, signing
+from governance import chain, codes, conf, council, ledger, membership, selectors, signing
 from governance.membership import user_has_role
 from governance.models import (
     HALT_BLOB,
@@ -95,6 +95,7 @@ KEY_CONFIRM_OWN_MESSAGE = "{user} cannot confirm their own key {key_id}"
 KEY_CONFIRM_ROLE_MESSAGE = "only an admin can confirm a member key"
 KEY_ALREADY_CONFIRMED_MESSAGE = "key {key_id} is already confirmed"
 KEY_ALREADY_REVOKED_MESSAGE = "key {key_id} was already revoked at {revoked_at}"
+KEY_UNANNOUNCED_MESSAGE = "key {key_id} was never added in the ledger"
 KEY_REVOKE_ROLE_MESSAGE = "{user} can revoke only their own keys unless they are an admin"
 SERVER_KEY_UNKNOWN_MESSAGE = "no server signing key {key_id}"
 SERVER_KEY_CURRENT_MESSAGE = "key {key_id} is the current signing key: rotate it first"
@@ -503,24 +504,32 @@ def _document(document: Any) -> tuple[dict[str, Any], str, str]:
 def _signer_key(
     *, approver: Any, key_id: str, payload: dict[str, Any], signature: str, now: datetime
 ) -> MemberKey:
+    """The approver's key, if the ledger says it may sign now: added for them, confirmed by
+    another admin, not revoked (its table row's columns are not asked). The signature is
+    checked with the public key the ledger announced."""
     key = MemberKey.objects.filter(key_id=key_id, user=approver).first()
-    if key is None:
+    state = ledger.member_key_states(key_id=key_id).get(key_id)
+    if key is None or state is None or state.user_id != approver.pk:
         raise codes.GovernanceError(
             codes.APPROVAL_KEY_UNKNOWN,
             APPROVAL_KEY_UNKNOWN_MESSAGE.format(key_id=key_id, user=approver.get_username()),
         )
-    if key.revoked_at is not None and key.revoked_at <= now:
+    if state.revoked_at is not None and state.revoked_at <= now:
         raise codes.GovernanceError(
             codes.APPROVAL_KEY_REVOKED,
             APPROVAL_KEY_REVOKED_MESSAGE.format(
-                key_id=key.key_id, revoked_at=signing.format_time(key.revoked_at)
+                key_id=key_id, revoked_at=signing.format_time(state.revoked_at)
             ),
         )
-    if key.confirmed_at is None:
+    if state.confirmed_seq is None:
         raise codes.GovernanceError(
             codes.APPROVAL_KEY_UNCONFIRMED, APPROVAL_KEY_UNCONFIRMED_MESSAGE.format(key_id=key_id)
         )
-    if not signing.verify(bytes.fromhex(key.public_key), jcs(payload), signature):
+    try:
+        public = bytes.fromhex(state.public_key)
+    except ValueError:
+        public = b""
+    if not signing.verify(public, jcs(payload), signature):
         raise codes.GovernanceError(
             codes.APPROVAL_BAD_SIGNATURE, APPROVAL_BAD_SIGNATURE_MESSAGE.format(key_id=key_id)
         )
@@ -550,13 +559,15 @@ def _compare(
             )
 
 
-def _not_twice(*, approvals: Any, approver: Any, key: MemberKey, subject: str) -> None:
-    if approvals.filter(key=key).exists():
+def _not_twice(
+    *, ballots: Sequence[selectors.Ballot], approver: Any, key: MemberKey, subject: str
+) -> None:
+    if any(b.key_id == key.key_id for b in ballots):
         raise codes.GovernanceError(
             codes.APPROVAL_DUPLICATE_KEY,
             APPROVAL_DUPLICATE_KEY_MESSAGE.format(key_id=key.key_id, subject=subject),
         )
-    if approvals.filter(approver=approver).exists():
+    if any(b.approver_id == approver.pk for b in ballots):
         raise codes.GovernanceError(
             codes.APPROVAL_DUPLICATE_PERSON,
             APPROVAL_DUPLICATE_PERSON_MESSAGE.format(user=approver.get_username(), subject=subject),
@@ -601,7 +612,7 @@ def _require_role(approver: Any, role: str) -> None:
 def _vote_append(
     *,
     event_type: str,
-    approvals: Any,
+    ballots: Sequence[selectors.Ballot],
     approver: Any,
     key: MemberKey,
     payload: Mapping[str, Any],
@@ -613,9 +624,9 @@ def _vote_append(
     **subject: Any,
 ) -> Approval:
     """Append a signed vote to the ledger and keep its Approval row (request=, halt= or
-    production=), once per person and per key among the subject's ``approvals``; ``label``
-    names the subject in refusals."""
-    _not_twice(approvals=approvals, approver=approver, key=key, subject=label)
+    production=), once per person and per key among the subject's signed ``ballots`` (the
+    ledger's); ``label`` names the subject in refusals."""
+    _not_twice(ballots=ballots, approver=approver, key=key, subject=label)
     event = ledger.append(
         event_type=event_type,
         payload=payload,
@@ -637,13 +648,6 @@ def _vote_append(
     )
 
 
-def _votes(approvals: Any) -> list[council.Vote]:
-    return [
-        council.Vote(person=a.approver_id, key_id=a.key.key_id, role=a.role, decision=a.decision)
-        for a in approvals.select_related("key")
-    ]
-
-
 def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) -> None:
     """A request (force-continue or production replay) takes this approver's vote now."""
     if request.state != CouncilRequest.State.PENDING:
@@ -651,11 +655,12 @@ def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) ->
             codes.REQUEST_CLOSED,
             REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
         )
-    if now >= request.expires_at:
+    expires_at = selectors.request_expiry(request=request)  # the signed filing's, at the latest
+    if now >= expires_at:
         raise codes.GovernanceError(
             codes.APPROVAL_EXPIRED,
             APPROVAL_EXPIRED_MESSAGE.format(
-                request=request.id, expires_at=signing.format_time(request.expires_at)
+                request=request.id, expires_at=signing.format_time(expires_at)
             ),
         )
     if approver.pk == request.requested_by_id:
@@ -722,7 +727,7 @@ def approval_record(
     _require_role(approver, str(role))
     approval = _vote_append(
         event_type=codes.FORCE_CONTINUE_APPROVAL,
-        approvals=request.approvals.all(),
+        ballots=selectors.force_continue_ballots(request=request),
         approver=approver,
         key=key,
         payload=payload,
@@ -741,7 +746,7 @@ def approval_record(
 
 def _force_continue_decide(*, request: ForceContinueRequest, result: council.Tally) -> None:
     run = request.run
-    approvals = list(request.approvals.order_by("event_id").values_list("event_id", flat=True))
+    approvals = [b.seq for b in selectors.force_continue_ballots(request=request)]
     payload = {
         "request_id": str(request.id),
         "run_id": str(run.id),
@@ -795,6 +800,23 @@ def _force_continue_refusal_record(*, run: ReplayRun, step: int | None, actor: A
     )
 
 
+def _approved_in_ledger(request: ForceContinueRequest, resumed: ReplayRun) -> bool:
+    """The ledger, not the row, says ``request`` was approved and ``resumed`` is its run."""
+    decision = GovernanceEvent.objects.filter(seq=request.decision_event_id).first()
+    resumed_request = GovernanceEvent.objects.filter(
+        idempotency_key=f"replay-request:{resumed.id}"
+    ).first()
+    return (
+        decision is not None
+        and decision.type == codes.FORCE_CONTINUE_APPROVED
+        and isinstance(decision.payload, dict)
+        and decision.payload.get("request_id") == str(request.id)
+        and resumed_request is not None
+        and isinstance(resumed_request.payload, dict)
+        and resumed_request.payload.get("force_continue_request") == str(request.id)
+    )
+
+
 def force_continue_resume(*, run: ReplayRun, actor: Any = None) -> ReplayRun:
     """The resumed run of an approved force-continue of ``run``, or a refusal.
 
@@ -809,7 +831,11 @@ def force_continue_resume(*, run: ReplayRun, actor: Any = None) -> ReplayRun:
         .order_by("-decided_at")
         .first()
     )
-    if approved is not None and approved.resumed_run is not None:
+    if (
+        approved is not None
+        and approved.resumed_run is not None
+        and _approved_in_ledger(approved, approved.resumed_run)
+    ):
         return approved.resumed_run
     found = _diverged_step(run)
     step = found[0] if found else None
@@ -959,7 +985,7 @@ def production_replay_approval_record(
     _require_role(approver, signing.ROLE_COUNCIL)
     approval = _vote_append(
         event_type=codes.PRODUCTION_REPLAY_APPROVAL,
-        approvals=request.approvals.all(),
+        ballots=selectors.production_ballots(request=request),
         approver=approver,
         key=key,
         payload=payload,
@@ -981,9 +1007,7 @@ def _production_replay_decide(*, request: ProductionReplayRequest, result: counc
         "request_id": str(request.id),
         "trace_id": request.trace.trace_id,
         "trace_sha256": request.trace.blob.sha256,
-        "approval_seqs": list(
-            request.approvals.order_by("event_id").values_list("event_id", flat=True)
-        ),
+        "approval_seqs": [b.seq for b in selectors.production_ballots(request=request)],
         "council": result.council,
         "denials": result.denials,
     }
@@ -1142,10 +1166,9 @@ def halt_clear_approval_record(
     expected = halt_clear_payload_for(halt=halt, reason=reason)
     _compare(payload, expected, subject, chosen=("reason",))
     _require_role(approver, signing.ROLE_COUNCIL)
-    approvals = Approval.objects.filter(halt=halt)
     approval = _vote_append(
         event_type=codes.HALT_CLEAR_APPROVAL,
-        approvals=approvals,
+        ballots=selectors.halt_ballots(halt_seq=halt.seq),
         approver=approver,
         key=key,
         payload=payload,
@@ -1156,8 +1179,9 @@ def halt_clear_approval_record(
         label=subject,
         halt=halt,
     )
+    ballots = selectors.halt_ballots(halt_seq=halt.seq)
     result = council.tally(
-        _votes(approvals),
+        [b.vote for b in ballots],
         admins_required=0,
         council_required=conf.council_quorum(),
         deny_threshold=1_000_000,
@@ -1169,9 +1193,7 @@ def halt_clear_approval_record(
                 "halt_seq": halt.seq,
                 "target_kind": halt.payload.get("target_kind"),
                 "target_id": halt.payload.get("target_id"),
-                "approval_seqs": list(
-                    approvals.order_by("event_id").values_list("event_id", flat=True)
-                ),
+                "approval_seqs": [b.seq for b in ballots],
             },
             idempotency_key=f"halt-clear:{halt.seq}",
         )
@@ -1298,6 +1320,16 @@ def member_key_register(*, user: Any, public_key: bytes | str, label: str = "") 
     )
 
 
+def _key_state(key: MemberKey) -> chain.MemberKeyState:
+    """A member key's state as the ledger says it (refused if the ledger never added it)."""
+    state = ledger.member_key_states(key_id=key.key_id).get(key.key_id)
+    if state is None or state.user_id != key.user_id:
+        raise codes.GovernanceError(
+            codes.KEY_STATE, KEY_UNANNOUNCED_MESSAGE.format(key_id=key.key_id)
+        )
+    return state
+
+
 @transaction.atomic(durable=True)
 def member_key_confirm(*, key: MemberKey, admin: Any) -> MemberKey:
     """An admin (not the key's owner) confirms that the key belongs to its owner."""
@@ -1310,14 +1342,15 @@ def member_key_confirm(*, key: MemberKey, admin: Any) -> MemberKey:
             codes.APPROVAL_SELF,
             KEY_CONFIRM_OWN_MESSAGE.format(user=admin.get_username(), key_id=key.key_id),
         )
-    if key.revoked_at is not None:
+    state = _key_state(key)
+    if state.revoked_at is not None:
         raise codes.GovernanceError(
             codes.KEY_STATE,
             KEY_ALREADY_REVOKED_MESSAGE.format(
-                key_id=key.key_id, revoked_at=signing.format_time(key.revoked_at)
+                key_id=key.key_id, revoked_at=signing.format_time(state.revoked_at)
             ),
         )
-    if key.confirmed_at is not None:
+    if state.confirmed_seq is not None:
         raise codes.GovernanceError(
             codes.KEY_STATE, KEY_ALREADY_CONFIRMED_MESSAGE.format(key_id=key.key_id)
         )
@@ -1346,11 +1379,12 @@ def member_key_revoke(*, key: MemberKey, actor: Any, reason: str) -> MemberKey:
         raise codes.GovernanceError(
             codes.APPROVAL_ROLE, KEY_REVOKE_ROLE_MESSAGE.format(user=actor.get_username())
         )
-    if key.revoked_at is not None:
+    state = _key_state(key)
+    if state.revoked_at is not None:
         raise codes.GovernanceError(
             codes.KEY_STATE,
             KEY_ALREADY_REVOKED_MESSAGE.format(
-                key_id=key.key_id, revoked_at=signing.format_time(key.revoked_at)
+                key_id=key.key_id, revoked_at=signing.format_time(state.revoked_at)
             ),
         )
     event = ledger.append(

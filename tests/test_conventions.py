@@ -47,6 +47,7 @@ PURE_CORE = [
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").glob("*.py")),
     "governance/chain.py",
     "governance/signing.py",
+    "governance/reconcile.py",
 ]
 
 

@@ -67,6 +67,18 @@ class ApprovalOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class BallotOutput(serializers.Serializer):
+    """A signed vote as the ledger has it (``governance.selectors.Ballot``)."""
+
+    seq = serializers.IntegerField()
+    approver = serializers.CharField(source="approver.username")
+    role = serializers.CharField()
+    key_id = serializers.CharField()
+    decision = serializers.CharField()
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
 class ForceContinueRequestCreateApi(APIView):
     """File a force-continue request for a replay that stopped at a divergence."""
 
@@ -119,7 +131,7 @@ class ForceContinueDetailApi(APIView):
 
     @extend_schema_serializer(component_name="ForceContinueDetailOutput")
     class OutputSerializer(ForceContinueOutput):
-        approvals = ApprovalOutput(many=True, source="approval_list")
+        approvals = BallotOutput(many=True, source="approval_list")
         payload = serializers.JSONField()
         payload_jcs = serializers.CharField()
 
@@ -146,7 +158,7 @@ class ForceContinueDetailApi(APIView):
         payload = gov_services.force_continue_payload_for(
             request=fc, decision=decision, role=role, reason=request.query_params.get("reason", "")
         )
-        fc.approval_list = list(fc.approvals.select_related("approver", "key"))  # type: ignore[attr-defined]
+        fc.approval_list = gov.force_continue_ballots(request=fc)  # type: ignore[attr-defined]
         fc.payload = payload  # type: ignore[attr-defined]
         fc.payload_jcs = jcs(payload).decode()  # type: ignore[attr-defined]
         return Response(self.OutputSerializer(fc).data)
@@ -194,7 +206,7 @@ class HaltListApi(APIView):
         halts = list(Halt.objects.order_by("-seq")[:200])
         for halt in halts:
             halt.active = halt.seq in active  # type: ignore[attr-defined]
-            halt.signatures = gov.halt_approvals(halt_seq=halt.seq).count()  # type: ignore[attr-defined]
+            halt.signatures = len(gov.halt_ballots(halt_seq=halt.seq))  # type: ignore[attr-defined]
             halt.clear_payload = gov_services.halt_clear_payload_for(halt=halt)  # type: ignore[attr-defined]
         return Response(HaltOutput(halts, many=True).data)
 
@@ -295,7 +307,7 @@ class KeyListApi(APIView):
         from governance.models import SigningKey
 
         roles.require(request.user, roles.BROWSE)
-        body = {"member_keys": gov.member_keys(), "server_keys": SigningKey.objects.all()}
+        body = {"member_keys": gov.member_key_list(), "server_keys": SigningKey.objects.all()}
         return Response(self.OutputSerializer(body).data)
 
 
@@ -387,7 +399,17 @@ class EventListApi(APIView):
         return Response(self.OutputSerializer(body).data)
 
 
+class TableMismatchOutput(serializers.Serializer):
+    code = serializers.CharField()
+    table = serializers.CharField()
+    row = serializers.CharField()
+    message = serializers.CharField()
+
+
 class LedgerVerificationApi(APIView):
+    """The chain, then every table the decisions depend on checked against it (``tables``
+    names each row that disagrees with the ledger)."""
+
     @extend_schema_serializer(component_name="LedgerVerificationOutput")
     class OutputSerializer(serializers.Serializer):
         ok = serializers.BooleanField()
@@ -397,6 +419,7 @@ class LedgerVerificationApi(APIView):
         broke_at = serializers.IntegerField(allow_null=True)
         code = serializers.CharField(allow_null=True)
         reason = serializers.CharField(allow_null=True)
+        tables = TableMismatchOutput(many=True)
 
     @extend_schema(
         operation_id="governance_verification", responses={200: OutputSerializer, **ERRORS}

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import roles
-from console.api.governance import ERRORS, ApprovalOutput, SignedApprovalInput
+from console.api.governance import ERRORS, ApprovalOutput, BallotOutput, SignedApprovalInput
 from governance import conf, signing
 from governance import selectors as gov
 from governance import services as gov_services
@@ -98,7 +98,7 @@ class ProductionRequestDetailApi(APIView):
 
     @extend_schema_serializer(component_name="ProductionRequestDetailOutput")
     class OutputSerializer(ProductionRequestOutput):
-        approvals = ApprovalOutput(many=True, source="approval_list")
+        approvals = BallotOutput(many=True, source="approval_list")
         payload = serializers.JSONField()
         payload_jcs = serializers.CharField()
 
@@ -120,7 +120,7 @@ class ProductionRequestDetailApi(APIView):
         payload = gov_services.production_replay_payload_for(
             request=asked, decision=decision, reason=request.query_params.get("reason", "")
         )
-        asked.approval_list = list(asked.approvals.select_related("approver", "key"))  # type: ignore[attr-defined]
+        asked.approval_list = gov.production_ballots(request=asked)  # type: ignore[attr-defined]
         asked.payload = payload  # type: ignore[attr-defined]
         asked.payload_jcs = jcs(payload).decode()  # type: ignore[attr-defined]
         return Response(self.OutputSerializer(asked).data)

@@ -26,7 +26,7 @@ from governance import codes, conf, ledger, signing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
-from governance.models import Approval, ForceContinueRequest, GovernanceEvent, Halt, SigningKey
+from governance.models import ForceContinueRequest, GovernanceEvent, Halt, SigningKey
 from replay.canonical import jcs
 from replay.models import VerificationKey
 
@@ -98,17 +98,14 @@ def _awaits(user: Any, fc: ForceContinueRequest, signed_by: set[int]) -> bool:
 def force_continue_list_view(request: HttpRequest) -> HttpResponse:
     roles.require(request.user, roles.BROWSE)
     requests = list(gov.force_continue_requests()[:200])
-    signed = {
-        (a.request_id, a.approver_id)
-        for a in Approval.objects.filter(request__in=requests).only("request_id", "approver_id")
-    }
     rows = []
     for fc in requests:
-        signers = {approver for (rid, approver) in signed if rid == fc.id}
+        ballots = gov.force_continue_ballots(request=fc)  # the ledger's votes, not the rows
+        signers = {b.approver_id for b in ballots}
         rows.append(
             {
                 "fc": fc,
-                "tally": gov.force_continue_tally(request=fc),
+                "tally": gov.force_continue_tally(request=fc, ballots=ballots),
                 "expired": gov.request_is_expired(request=fc),
                 "awaits_me": _awaits(request.user, fc, signers),
             }
@@ -134,7 +131,7 @@ def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[st
     payload = gov_services.force_continue_payload_for(
         request=fc, decision=decision, role=role, reason=reason
     )
-    approvals = list(fc.approvals.select_related("approver", "key").order_by("created_at"))
+    approvals = gov.force_continue_ballots(request=fc)  # the ledger's votes, not the rows
     expired = gov.request_is_expired(request=fc)
     blocker = ""
     if fc.state != ForceContinueRequest.State.PENDING:
@@ -151,7 +148,7 @@ def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[st
         "fc": fc,
         "run": fc.run,
         "trace": fc.run.trace,
-        "tally": gov.force_continue_tally(request=fc),
+        "tally": gov.force_continue_tally(request=fc, ballots=approvals),
         "approvals": approvals,
         "expired": expired,
         "signer_roles": signer_roles,
@@ -313,9 +310,7 @@ INCIDENT_KINDS = ("trace", "snapshot")
 def _halts_context(request: HttpRequest) -> dict[str, Any]:
     active = {h.seq for h in gov.halts_active()}
     halts = list(Halt.objects.order_by("-seq")[:200])
-    counts: dict[int, int] = {}
-    for approval in Approval.objects.filter(halt__in=[h.seq for h in halts]).only("halt_id"):
-        counts[approval.halt_id] = counts.get(approval.halt_id, 0) + 1
+    counts = gov.halt_signature_counts(halt_seqs=[h.seq for h in halts])
     rows = [
         {"halt": h, "active": h.seq in active, "signatures": counts.get(h.seq, 0)} for h in halts
     ]
@@ -366,7 +361,7 @@ def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
     halt = roles.access_halt_by_seq(request.user, halt_seq, roles.BROWSE)
     reason = request.GET.get("reason", request.POST.get("reason_text", ""))
     active = gov.halts_active().filter(seq=halt.seq).exists()
-    approvals = list(gov.halt_approvals(halt_seq=halt.seq))
+    approvals = gov.halt_ballots(halt_seq=halt.seq)  # the ledger's signatures, not the rows
     context = {
         "halt": halt,
         "active": active,
@@ -399,8 +394,8 @@ def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
 
 def _keys_context(request: HttpRequest) -> dict[str, Any]:
     return {
-        "my_keys": list(gov.member_keys(user=request.user)),
-        "member_keys": list(gov.member_keys()),
+        "my_keys": gov.member_key_list(user=request.user),  # states as the ledger says
+        "member_keys": gov.member_key_list(),
         "server_keys": list(SigningKey.objects.all()),
         "verification_keys": list(VerificationKey.objects.all()),
         "current_server_key": ledger.server_key_current(),

@@ -96,7 +96,7 @@ def _detail_context(request: HttpRequest, asked: ProductionReplayRequest) -> dic
     if decision not in signing.DECISIONS:
         decision = signing.APPROVE
     reason = request.GET.get("reason", request.POST.get("reason_text", ""))
-    approvals = list(asked.approvals.select_related("approver", "key").order_by("created_at"))
+    approvals = gov.production_ballots(request=asked)  # the ledger's votes, not the rows
     expired = gov.request_is_expired(request=asked)
     blocker = ""
     if asked.state != ProductionReplayRequest.State.PENDING:
