@@ -1,8 +1,11 @@
 """The roles and permission matrix: the one place that says who may do what.
 
-Roles are Django Groups named after the constants below; a user may hold several. Every view,
-API endpoint and task entry point asks `can(user, action)` or goes through one of the
-`access_*_by_id` functions at the bottom, never the ORM directly.
+The table (role names, actions, which roles allow which action) is `governance.roles`, shared
+with governance and the management commands; this module adds what belongs to a web request.
+A user's roles are what the ledger says (`governance.membership`: the last role event naming
+them); a user may hold several. Every view, API endpoint and task entry point asks
+`can(user, action)` or goes through one of the `access_*_by_id` functions at the bottom, never
+the ORM directly.
 
 Rules that are not a plain "role X may do Y":
 
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Final
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from governance import membership
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
@@ -36,91 +41,77 @@ if TYPE_CHECKING:
 
     User = AbstractBaseUser | AnonymousUser
 
-# --- roles (Django Group names) ------------------------------------------------------------
-VIEWER: Final = "viewer"
-AUDITOR: Final = "auditor"
-OPERATOR: Final = "operator"
-ADMIN: Final = "admin"
-COUNCIL: Final = "council"
-LEGAL: Final = "legal"
-
-ROLES: Final = (VIEWER, AUDITOR, OPERATOR, ADMIN, COUNCIL, LEGAL)
-#: roles that count only in a session verified with TOTP
-STRONG_ROLES: Final = frozenset({ADMIN, COUNCIL})
-
-# --- actions -------------------------------------------------------------------------------
-BROWSE: Final = "browse"  # traces, reports (PII redacted), ledger, dashboard
-UPLOAD: Final = "upload"
-REPLAY_AUDIT: Final = "replay_audit"  # audit and sandbox modes
-REPLAY_PRODUCTION: Final = "replay_production"
-REPLAY_PRODUCTION_REQUEST: Final = "replay_production_request"  # ask the council
-REPLAY_PRODUCTION_APPROVE: Final = "replay_production_approve"  # a council signature
-FORCE_CONTINUE_REQUEST: Final = "force_continue_request"
-FORCE_CONTINUE_APPROVE_ADMIN: Final = "force_continue_approve_admin"
-FORCE_CONTINUE_APPROVE_COUNCIL: Final = "force_continue_approve_council"
-HALT_CLEAR: Final = "halt_clear"  # a council quorum; each member adds a signed vote
-DSR: Final = "dsr"  # open / export Data Subject Requests
-PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
-MANAGE: Final = "manage"  # users, roles, keys
-SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
-
-ACTIONS: Final = (
+# The table itself (role names, actions, MATRIX, COMBINATIONS) is governance.roles, so the
+# management commands and governance use the very same one; its names stay importable here.
+from governance.roles import (
+    ACTIONS,
+    ADMIN,
+    AUDITOR,
     BROWSE,
-    UPLOAD,
-    REPLAY_AUDIT,
-    REPLAY_PRODUCTION,
-    REPLAY_PRODUCTION_REQUEST,
-    REPLAY_PRODUCTION_APPROVE,
-    FORCE_CONTINUE_REQUEST,
+    COMBINATIONS,
+    COUNCIL,
+    DSR,
     FORCE_CONTINUE_APPROVE_ADMIN,
     FORCE_CONTINUE_APPROVE_COUNCIL,
+    FORCE_CONTINUE_REQUEST,
     HALT_CLEAR,
-    DSR,
-    PII_REVEAL,
+    LEGAL,
     MANAGE,
+    MATRIX,
+    MODE_AUDIT,
+    MODE_PRODUCTION,
+    MODE_SANDBOX,
+    OPERATOR,
+    PII_REVEAL,
+    REPLAY_AUDIT,
+    REPLAY_PRODUCTION,
+    REPLAY_PRODUCTION_APPROVE,
+    REPLAY_PRODUCTION_REQUEST,
+    ROLES,
     SIGNING_KEY_REGISTER,
+    STRONG_ROLES,
+    UPLOAD,
+    VIEWER,
+    allowed,
 )
 
-#: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
-MATRIX: Final[dict[str, frozenset[str]]] = {
-    BROWSE: frozenset(ROLES),
-    UPLOAD: frozenset({AUDITOR, OPERATOR, ADMIN}),
-    REPLAY_AUDIT: frozenset({AUDITOR, OPERATOR, ADMIN}),
-    REPLAY_PRODUCTION: frozenset(),  # only the combination below
-    REPLAY_PRODUCTION_REQUEST: frozenset({AUDITOR, ADMIN}),
-    REPLAY_PRODUCTION_APPROVE: frozenset({COUNCIL}),
-    FORCE_CONTINUE_REQUEST: frozenset({AUDITOR, ADMIN}),
-    FORCE_CONTINUE_APPROVE_ADMIN: frozenset({ADMIN}),
-    FORCE_CONTINUE_APPROVE_COUNCIL: frozenset({COUNCIL}),
-    HALT_CLEAR: frozenset({COUNCIL}),
-    DSR: frozenset({ADMIN, LEGAL}),
-    PII_REVEAL: frozenset({ADMIN}),
-    MANAGE: frozenset({ADMIN}),
-    SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
-}
-
-#: action -> sets of roles that grant it only when held together
-COMBINATIONS: Final[dict[str, tuple[frozenset[str], ...]]] = {
-    REPLAY_PRODUCTION: (frozenset({AUDITOR, ADMIN}),),
-}
-
-MODE_AUDIT: Final = "audit"
-MODE_SANDBOX: Final = "sandbox"
-MODE_PRODUCTION: Final = "production"
-
-_CACHE_ATTR = "_console_roles"
+__all__ = [
+    "ACTIONS",
+    "ADMIN",
+    "AUDITOR",
+    "BROWSE",
+    "COMBINATIONS",
+    "COUNCIL",
+    "DSR",
+    "FORCE_CONTINUE_APPROVE_ADMIN",
+    "FORCE_CONTINUE_APPROVE_COUNCIL",
+    "FORCE_CONTINUE_REQUEST",
+    "HALT_CLEAR",
+    "LEGAL",
+    "MANAGE",
+    "MATRIX",
+    "MODE_AUDIT",
+    "MODE_PRODUCTION",
+    "MODE_SANDBOX",
+    "OPERATOR",
+    "PII_REVEAL",
+    "REPLAY_AUDIT",
+    "REPLAY_PRODUCTION",
+    "REPLAY_PRODUCTION_APPROVE",
+    "REPLAY_PRODUCTION_REQUEST",
+    "ROLES",
+    "SIGNING_KEY_REGISTER",
+    "STRONG_ROLES",
+    "UPLOAD",
+    "VIEWER",
+]
 
 
 def held_roles(user: User) -> frozenset[str]:
-    """Every role the user holds through group membership, verified or not."""
+    """Every role the user holds per the ledger (governance.membership), verified or not."""
     if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
         return frozenset()
-    cached = getattr(user, _CACHE_ATTR, None)
-    if cached is None:
-        names = user.groups.filter(name__in=ROLES).values_list("name", flat=True)  # type: ignore[union-attr]
-        cached = frozenset(names)
-        setattr(user, _CACHE_ATTR, cached)
-    return cached
+    return membership.roles_held(user)
 
 
 def is_verified(user: User) -> bool:
@@ -143,12 +134,7 @@ def roles(user: User) -> frozenset[str]:
 
 
 def can(user: User, action: str) -> bool:
-    if action not in MATRIX:
-        raise ValueError(f"unknown action {action!r}")
-    effective = roles(user)
-    if effective & MATRIX[action]:
-        return True
-    return any(combo <= effective for combo in COMBINATIONS.get(action, ()))
+    return allowed(roles(user), action)
 
 
 def require(user: User, action: str) -> None:

@@ -14,6 +14,8 @@ Pure (no Django). Two tables live here and nowhere else:
   4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked)
   5xx   personal data: every unredacted PII access
   6xx   data subject requests (reserved for the DSR workflow)
+  7xx   roles: the installation's first admins and council members, every role change,
+        and the council's signed approval of an admin or council grant
   ====  ==================================================================================
 
 * ``REFUSALS``: why a governance action was refused. Verdict error codes of a replay
@@ -38,6 +40,8 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   500   PII_REVEALED
   600   DSR_OPENED               601  DSR_EXPORTED          602  DSR_ERASED
   603   DSR_CLOSED
+  700   ROLES_INSTALLED          701  ROLES_CHANGED         702  ROLE_GRANT_REQUEST
+  703   ROLE_GRANT_APPROVAL      704  ROLE_GRANT_APPROVED   705  ROLE_GRANT_REJECTED
   ====  ======================================================================
 
 To add an event type: append a line to ``EVENT_TYPES`` in its range with the next free code
@@ -65,6 +69,7 @@ RANGES: Final[dict[int, str]] = {
     4: "keys",
     5: "personal-data access",
     6: "data subject requests (reserved)",
+    7: "roles",
 }
 
 # --- 1xx replay ------------------------------------------------------------------------------
@@ -100,6 +105,15 @@ DSR_OPENED: Final = "DSR_OPENED"
 DSR_EXPORTED: Final = "DSR_EXPORTED"
 DSR_ERASED: Final = "DSR_ERASED"
 DSR_CLOSED: Final = "DSR_CLOSED"
+# --- 7xx roles -------------------------------------------------------------------------------
+ROLES_INSTALLED: Final = "ROLES_INSTALLED"
+ROLES_CHANGED: Final = "ROLES_CHANGED"
+ROLE_GRANT_REQUEST: Final = "ROLE_GRANT_REQUEST"
+ROLE_GRANT_APPROVAL: Final = "ROLE_GRANT_APPROVAL"
+ROLE_GRANT_APPROVED: Final = "ROLE_GRANT_APPROVED"
+ROLE_GRANT_REJECTED: Final = "ROLE_GRANT_REJECTED"
+#: the events that set someone's roles (their payload's ``user_id`` and ``roles_after``)
+ROLE_SETTING_EVENTS: Final = (ROLES_INSTALLED, ROLES_CHANGED, ROLE_GRANT_APPROVED)
 
 EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(100, REPLAY_REQUEST, "a replay was requested (actor, mode, trace, run); signed"),
@@ -137,6 +151,12 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(601, DSR_EXPORTED, "reserved: a data subject access export was produced"),
     EventType(602, DSR_ERASED, "reserved: personal data was erased for a data subject request"),
     EventType(603, DSR_CLOSED, "reserved: a data subject request was closed"),
+    EventType(700, ROLES_INSTALLED, "installation set a first admin or council member's roles"),
+    EventType(701, ROLES_CHANGED, "an admin changed someone else's roles: before and after"),
+    EventType(702, ROLE_GRANT_REQUEST, "an admin asked the council to grant admin or council"),
+    EventType(703, ROLE_GRANT_APPROVAL, "one council member's signed vote on a role grant"),
+    EventType(704, ROLE_GRANT_APPROVED, "a role grant reached quorum: the new roles take effect"),
+    EventType(705, ROLE_GRANT_REJECTED, "a role grant reached the deny threshold"),
 )
 
 BY_NAME: Final[dict[str, EventType]] = {t.name: t for t in EVENT_TYPES}
@@ -175,6 +195,9 @@ KEY_STATE: Final = "KEY_STATE"
 EVENT_TYPE_UNKNOWN: Final = "EVENT_TYPE_UNKNOWN"
 LEDGER_EMPTY: Final = "LEDGER_EMPTY"
 LEDGER_BROKEN: Final = "LEDGER_BROKEN"
+ROLE_SELF: Final = "ROLE_SELF"
+ROLE_UNKNOWN: Final = "ROLE_UNKNOWN"
+ROLES_ALREADY_INSTALLED: Final = "ROLES_ALREADY_INSTALLED"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -203,6 +226,9 @@ REFUSALS: Final[dict[str, str]] = {
     EVENT_TYPE_UNKNOWN: "the event type is not in governance.codes.EVENT_TYPES",
     LEDGER_EMPTY: "the ledger has no events (nothing to checkpoint)",
     LEDGER_BROKEN: "the ledger does not verify (no checkpoint is signed over it)",
+    ROLE_SELF: "nobody changes their own roles",
+    ROLE_UNKNOWN: "a role named in a role change is not in the roles matrix",
+    ROLES_ALREADY_INSTALLED: "the ledger already records roles: installation happens once",
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------

@@ -17,6 +17,7 @@ from governance.models import (
     Halt,
     MemberKey,
     ProductionReplayRequest,
+    RoleGrantRequest,
 )
 from replay.canonical import jcs
 
@@ -114,6 +115,21 @@ def production_signers(*, requests: Any) -> QuerySet[Any]:
 
 
 def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
+    """A council quorum, no admin signature."""
+    return _tally(request, admins=0)
+
+
+# --- role grants approved by the council -----------------------------------------------------
+
+
+def role_grants(*, user: Any = None) -> QuerySet[RoleGrantRequest]:
+    found = RoleGrantRequest.objects.select_related("user", "requested_by")
+    if user is not None:
+        found = found.filter(user=user)
+    return found
+
+
+def role_grant_tally(*, request: RoleGrantRequest) -> council.Tally:
     """A council quorum, no admin signature."""
     return _tally(request, admins=0)
 

@@ -103,6 +103,11 @@ def member_key():
     from governance.services import member_key_confirm, member_key_register
     from governance.signing import public_key_of
 
+    # the signers exist (their roles in the ledger) before the test files anything: an
+    # approval counts only in a role held before its request was filed
+    for signer in ("adam", "sam", "cora", "colin"):
+        persona(signer)
+
     def make(name: str, confirm: bool = True):
         private = keystore.generate_private_key()
         key = member_key_register(user=persona(name), public_key=public_key_of(private).hex())
