@@ -67,6 +67,7 @@ from governance.roles import (
     REPLAY_PRODUCTION,
     REPLAY_PRODUCTION_APPROVE,
     REPLAY_PRODUCTION_REQUEST,
+    ROLE_GRANT_APPROVE,
     ROLES,
     SIGNING_KEY_REGISTER,
     STRONG_ROLES,
@@ -100,6 +101,7 @@ __all__ = [
     "REPLAY_PRODUCTION_APPROVE",
     "REPLAY_PRODUCTION_REQUEST",
     "ROLES",
+    "ROLE_GRANT_APPROVE",
     "SIGNING_KEY_REGISTER",
     "STRONG_ROLES",
     "UPLOAD",
@@ -253,6 +255,29 @@ def access_member_key_by_id(user: User, key_id: str, action: str = MANAGE):
     found = MemberKey.objects.filter(key_id=str(key_id)).select_related("user").first()
     if found is None:
         raise Http404("no such key")
+    return found
+
+
+def may_see_role_grants(user: User) -> bool:
+    """Admins file role grants and the council signs them: both see them."""
+    return can(user, MANAGE) or can(user, ROLE_GRANT_APPROVE)
+
+
+def access_role_grant_by_id(user: User, request_id: uuid.UUID | str, action: str | None = None):
+    """A role grant request; without ``action``, for seeing it (admins and the council)."""
+    from governance.models import RoleGrantRequest
+
+    if action is None and not may_see_role_grants(user):
+        raise PermissionDenied("your roles do not allow seeing role grants")
+    if action is not None:
+        require(user, action)
+    try:
+        key = uuid.UUID(str(request_id))
+    except ValueError:
+        raise Http404("no such role grant") from None
+    found = RoleGrantRequest.objects.select_related("user", "requested_by").filter(id=key).first()
+    if found is None:
+        raise Http404("no such role grant")
     return found
 
 

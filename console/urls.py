@@ -78,6 +78,12 @@ urlpatterns = [
         name="key-revoke",
     ),
     path("governance/users/", governance.user_list_view, name="user-list"),
+    path("governance/role-grants/", governance.role_grant_list_view, name="role-grant-list"),
+    path(
+        "governance/role-grants/<str:request_id>/",
+        governance.role_grant_detail_view,
+        name="role-grant-detail",
+    ),
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
     # API
     path("api/", include("console.api.urls")),

@@ -41,6 +41,7 @@ HALT_CLEAR: Final = "halt_clear"  # a council quorum; each member adds a signed 
 DSR: Final = "dsr"  # open / export Data Subject Requests
 PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
 MANAGE: Final = "manage"  # users, roles, keys
+ROLE_GRANT_APPROVE: Final = "role_grant_approve"  # a council signature on an admin/council grant
 SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
 
 ACTIONS: Final = (
@@ -57,6 +58,7 @@ ACTIONS: Final = (
     DSR,
     PII_REVEAL,
     MANAGE,
+    ROLE_GRANT_APPROVE,
     SIGNING_KEY_REGISTER,
 )
 
@@ -75,6 +77,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     DSR: frozenset({ADMIN, LEGAL}),
     PII_REVEAL: frozenset({ADMIN}),
     MANAGE: frozenset({ADMIN}),
+    ROLE_GRANT_APPROVE: frozenset({COUNCIL}),
     SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
 }
 

@@ -93,8 +93,37 @@ EVENT_TYPE_UNKNOWN_MESSAGE = "unknown governance event type {event_type!r}"
 PRODUCTION_MODE = "production"
 
 
+ACTION_ROLE_MESSAGE = (
+    "{user} may not {action}: their roles per the ledger ({roles}) do not allow it"
+)
+#: how a management command run without --user is named in the ledger (it acts as the system)
+CLI_SYSTEM_ACTOR = "system:cli"
+
+
 def _system_label(actor: Any, actor_label: str | None) -> str | None:
     return actor_label if actor is None else None
+
+
+def actor_require(*, actor: Any, action: str) -> None:
+    """A person acting outside a browser session (a command's ``--user``) may do ``action``
+    per the roles matrix, with the roles the ledger says they hold; the system (no actor) may.
+
+    Shell access to the server is a stronger credential than a signed-in session, so strong
+    roles count here without a second factor; what counts is that the ledger records them.
+    """
+    if actor is None:
+        return
+    membership.forget(actor)
+    held = membership.roles_held(actor)
+    if not matrix.allowed(held, action):
+        raise codes.GovernanceError(
+            codes.REQUEST_ROLE,
+            ACTION_ROLE_MESSAGE.format(
+                user=actor.get_username(),
+                action=matrix.describe(action),
+                roles=", ".join(sorted(held)) or "none",
+            ),
+        )
 
 
 # --- the ledger -------------------------------------------------------------------------------
@@ -165,6 +194,8 @@ def _replay_request(
         payload["force_continue_request"] = str(force_continue.id)
     if production is not None:
         payload["production_request"] = str(production.id)
+    if actor is None:
+        payload["acting_as"] = "system"
     ledger.append(
         event_type=codes.REPLAY_REQUEST,
         payload=payload,
@@ -187,8 +218,10 @@ def replay_request(
     """Create a queued run, append its signed REPLAY_REQUEST, and queue it on commit.
 
     ``enqueue=False`` leaves execution to the caller (the CLI runs it in-process with
-    :func:`replay_run_govern`).
+    :func:`replay_run_govern`). A person needs the mode's action in the roles matrix
+    (REQUEST_ROLE otherwise); without an actor the system asks, and the payload says so.
     """
+    actor_require(actor=actor, action=matrix.MODE_ACTIONS[mode])
     run = _replay_request(trace=trace, mode=mode, actor=actor, actor_label=actor_label)
     if enqueue:
         _enqueue(run)
@@ -373,6 +406,7 @@ def force_continue_request_file(
     expires_at: datetime | None = None,
 ) -> ForceContinueRequest:
     """File a request to continue ``run`` past the step where it diverged."""
+    actor_require(actor=actor, action=matrix.FORCE_CONTINUE_REQUEST)
     ledger.lock()
     run = ReplayRun.objects.select_related("trace").get(id=run.id)
     found = _diverged_step(run)

@@ -31,6 +31,7 @@ EXPECTED = {
     roles.DSR: {AD, LE},
     roles.PII_REVEAL: {AD},
     roles.MANAGE: {AD},
+    roles.ROLE_GRANT_APPROVE: {CO},
     roles.SIGNING_KEY_REGISTER: {AD, CO},
 }
 

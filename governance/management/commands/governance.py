@@ -27,7 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from governance import codes, keystore, selectors, services, signing
+from governance import codes, keystore, membership, roles, selectors, services, signing
 from governance.models import ForceContinueRequest, Halt, MemberKey, ProductionReplayRequest
 from replay.models import ReplayRun, Trace
 from replay.selectors import trace_by_trace_id
@@ -116,6 +116,19 @@ class Command(BaseCommand):
         p.add_argument("--reason", required=True)
 
         sub.add_parser("halts", help="list active halts")
+
+        p = sub.add_parser(
+            "install-roles",
+            help="record the installation's first admins and council members (once)",
+        )
+        p.add_argument("--admin", action="append", default=[], metavar="NAME")
+        p.add_argument("--council", action="append", default=[], metavar="NAME")
+
+        p = sub.add_parser("set-roles", help="an admin sets someone else's roles")
+        p.add_argument("username")
+        p.add_argument("roles", nargs="*", help="the roles the person should hold (none: revoke)")
+        p.add_argument("--user", required=True, help="the admin who changes them")
+        p.add_argument("--reason", default="")
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         handler = getattr(self, "do_" + action.replace("-", "_"))
@@ -342,7 +355,9 @@ class Command(BaseCommand):
         text = Path(public_key).read_text(encoding="utf-8")
         if "PRIVATE KEY" in text:  # a keygen file: register its public half, send nothing else
             text = signing.public_key_of(signing.private_key_from_text(text)).hex()
-        key = services.member_key_register(user=self._user(user), public_key=text, label=label)
+        owner = self._user(user)
+        services.actor_require(actor=owner, action=roles.SIGNING_KEY_REGISTER)
+        key = services.member_key_register(user=owner, public_key=text, label=label)
         self.stdout.write(key.key_id)
 
     def do_confirm_key(self, *, key_id: str, admin: str, **_: Any) -> None:
@@ -360,15 +375,42 @@ class Command(BaseCommand):
         self.stdout.write(f"revoked {key_id}")
 
     def do_rotate_key(self, *, as_json: bool, **_: Any) -> None:
-        key = services.signing_key_rotate(actor_label="cli")
+        key = services.signing_key_rotate(actor_label=services.CLI_SYSTEM_ACTOR)
         if as_json:
             self.stdout.write(json.dumps({"key_id": key.key_id, "fingerprint": key.fingerprint}))
         else:
             self.stdout.write(f"now signing with {key.key_id} ({key.fingerprint})")
 
     def do_revoke_server_key(self, *, key_id: str, reason: str, **_: Any) -> None:
-        services.signing_key_revoke(key_id=key_id, reason=reason, actor_label="cli")
+        services.signing_key_revoke(
+            key_id=key_id, reason=reason, actor_label=services.CLI_SYSTEM_ACTOR
+        )
         self.stdout.write(f"revoked {key_id}")
+
+    def do_install_roles(self, *, admin: list[str], council: list[str], **_: Any) -> None:
+        events = services.roles_install(
+            admins=[self._user(name) for name in admin],
+            council=[self._user(name) for name in council],
+        )
+        for event in events:
+            held = ", ".join(event.payload["roles_after"])
+            self.stdout.write(f"{event.payload['username']}: {held} (seq {event.seq})")
+
+    def do_set_roles(
+        self, *, username: str, roles: list[str], user: str, reason: str, **_: Any
+    ) -> None:
+        subject = self._user(username)
+        change = services.user_roles_change(
+            actor=self._user(user), user=subject, roles=roles, reason=reason
+        )
+        now = sorted(membership.roles_held(get_user_model().objects.get(pk=subject.pk)))
+        line = f"{username}: {', '.join(now) or 'no roles'}"
+        if change.grant is not None:
+            line += (
+                f"; grant of {', '.join(change.grant.roles)} awaits the council "
+                f"(request {change.grant.id})"
+            )
+        self.stdout.write(line)
 
     def do_halts(self, **_: Any) -> None:
         for halt in selectors.halts_active():

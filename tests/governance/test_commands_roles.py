@@ -1,0 +1,153 @@
+"""Commands that act for a person apply the same roles matrix as the pages and the API, with
+the person's roles as the ledger records them; without --user a command acts as the system
+and the ledger says so."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from governance import codes, membership, services
+from governance.models import ForceContinueRequest, GovernanceEvent
+from replay.models import ReplayRun
+from tests.governance.factories import diverged_run, person
+
+pytestmark = pytest.mark.django_db
+
+
+def manage(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command(*args, stdout=out, stderr=err)
+    except SystemExit as exc:
+        return int(exc.code or 0), out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
+
+
+class TestRequestContinue:
+    def test_it_refuses_a_viewer_filing_a_force_continue_request(self):
+        run = diverged_run()
+        person("frank")
+        before = GovernanceEvent.objects.count()
+        code, out, err = manage(
+            "governance", "request-continue", str(run.id), "--user", "frank", "--reason", "r"
+        )
+        assert (code, out) == (1, "")
+        assert err.strip() == (
+            "REQUEST_ROLE: frank may not force continue request: their roles per the ledger "
+            "(viewer) do not allow it"
+        )
+        assert GovernanceEvent.objects.count() == before
+        assert not ForceContinueRequest.objects.exists()
+
+    def test_an_auditor_files_one(self):
+        run = diverged_run()
+        person("alice")
+        code, _, err = manage(
+            "governance", "request-continue", str(run.id), "--user", "alice", "--reason", "r"
+        )
+        assert (code, err) == (0, "")
+        assert ForceContinueRequest.objects.get().requested_by.username == "alice"
+
+
+@pytest.mark.usefixtures("stored_traces")
+class TestReplayCommand:
+    @pytest.fixture
+    def trace(self):
+        from tests.governance.conftest import ingest
+
+        return ingest("ok")
+
+    def test_it_refuses_a_production_replay_to_an_auditor_alone(self, trace):
+        person("alice")
+        before = GovernanceEvent.objects.count()
+        code, out, err = manage(
+            "replay", trace.trace_id, "--mode", "production", "--user", "alice", "--json"
+        )
+        assert (code, out) == (1, "")
+        assert err.strip() == (
+            "REQUEST_ROLE: alice may not replay production: their roles per the ledger "
+            "(auditor) do not allow it"
+        )
+        assert GovernanceEvent.objects.count() == before
+        assert not ReplayRun.objects.exists()
+
+    def test_an_auditor_and_admin_runs_a_production_replay(self, trace):
+        sam = person("sam")
+        services.user_roles_change(actor=person("bob"), user=sam, roles=["admin", "auditor"])
+        code, _, err = manage(
+            "replay", trace.trace_id, "--mode", "production", "--user", "sam", "--json"
+        )
+        assert (code, err) == (0, "")
+        run = ReplayRun.objects.get()
+        assert (run.mode, run.requested_by.username) == ("production", "sam")
+        request = GovernanceEvent.objects.get(type=codes.REPLAY_REQUEST)
+        assert (request.actor_id, request.actor_label) == (sam.pk, "sam")
+
+    def test_a_group_edited_outside_the_ledger_does_not_count_on_the_command_line(self, trace):
+        from django.contrib.auth.models import Group
+
+        alice = person("alice")
+        alice.groups.add(Group.objects.get_or_create(name="admin")[0])
+        code, _, err = manage("replay", trace.trace_id, "--mode", "production", "--user", "alice")
+        assert code == 1
+        assert err.startswith("REQUEST_ROLE: alice may not replay production")
+
+    def test_it_refuses_a_viewer_even_an_audit_replay(self, trace):
+        person("frank")
+        code, _, err = manage("replay", trace.trace_id, "--user", "frank")
+        assert code == 1
+        assert err.strip() == (
+            "REQUEST_ROLE: frank may not replay audit: their roles per the ledger (viewer) do "
+            "not allow it"
+        )
+
+    def test_without_user_it_acts_as_the_system_and_the_ledger_says_so(self, trace):
+        code, _, err = manage("replay", trace.trace_id, "--mode", "production", "--json")
+        assert (code, err) == (0, "")
+        request = GovernanceEvent.objects.get(type=codes.REPLAY_REQUEST)
+        assert (request.actor_id, request.actor_label) == (None, "system:cli")
+        assert request.payload["acting_as"] == "system"
+
+
+class TestRolesInstallCommand:
+    def test_it_records_the_first_admins_and_council_members(self):
+        for name in ("ada", "cy", "dee"):
+            User.objects.create_user(name)
+        code, out, err = manage(
+            "governance", "install-roles", "--admin", "ada", "--council", "cy", "--council", "dee"
+        )
+        assert (code, err) == (0, "")
+        assert out.splitlines() == [
+            "ada: admin (seq 2)",
+            "cy: council (seq 3)",
+            "dee: council (seq 4)",
+        ]
+        installed = GovernanceEvent.objects.filter(type=codes.ROLES_INSTALLED)
+        assert [e.actor_label for e in installed] == ["system:installation"] * 3
+        assert membership.roles_held(User.objects.get(username="cy")) == {"council"}
+
+    def test_a_second_installation_exits_1_with_its_code(self):
+        for name in ("ada", "cy"):
+            User.objects.create_user(name)
+        assert manage("governance", "install-roles", "--admin", "ada", "--council", "cy")[0] == 0
+        code, _, err = manage("governance", "install-roles", "--admin", "cy", "--council", "ada")
+        assert code == 1
+        assert err.startswith("ROLES_ALREADY_INSTALLED: the ledger already records roles (seq 2)")
+
+
+class TestRolesCommand:
+    def test_an_admin_sets_roles_from_the_command_line_and_never_their_own(self):
+        person("bob")
+        User.objects.create_user("nina")
+        code, out, err = manage(
+            "governance", "set-roles", "nina", "viewer", "auditor", "--user", "bob"
+        )
+        assert (code, err) == (0, "")
+        assert out.strip() == "nina: auditor, viewer"
+        code, _, err = manage("governance", "set-roles", "bob", "council", "--user", "bob")
+        assert code == 1
+        assert err.strip() == "ROLE_SELF: bob cannot change their own roles: ask another admin"
