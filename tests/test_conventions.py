@@ -46,6 +46,7 @@ PURE_CORE = [
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").glob("*.py")),
     "governance/chain.py",
     "governance/signing.py",
+    "governance/roles.py",
 ]
 
 

@@ -151,3 +151,57 @@ class TestRolesCommand:
         code, _, err = manage("governance", "set-roles", "bob", "council", "--user", "bob")
         assert code == 1
         assert err.strip() == "ROLE_SELF: bob cannot change their own roles: ask another admin"
+
+
+def test_a_council_grant_is_asked_signed_offline_and_recorded_from_the_command_line(
+    tmp_path, settings
+):
+    settings.GOVERNANCE_COUNCIL_QUORUM = 1
+    for name in ("carol", "grace", "bob"):
+        person(name)
+    User.objects.create_user("nina")
+    key_file = tmp_path / "carol.pem"
+    assert manage("governance", "keygen", "--out", str(key_file))[0] == 0
+    code, key_id, _ = manage(
+        "governance", "register-key", "--user", "carol", "--public-key", str(key_file)
+    )
+    assert code == 0
+    assert manage("governance", "confirm-key", key_id.strip(), "--admin", "grace")[0] == 0
+    code, out, err = manage(
+        "governance", "set-roles", "nina", "council", "--user", "bob", "--reason", "elected"
+    )
+    assert (code, err) == (0, "")
+    grant = services.selectors.role_grants().get()
+    assert (
+        out.strip() == f"nina: no roles; grant of council awaits the council (request {grant.id})"
+    )
+    signed = tmp_path / "signed.json"
+    code, _, _ = manage(
+        "governance",
+        "sign",
+        "--key",
+        str(key_file),
+        "--role-grant",
+        str(grant.id),
+        "--out",
+        str(signed),
+    )
+    assert code == 0
+    code, out, err = manage("governance", "record-approval", str(signed), "--user", "carol")
+    assert (code, err) == (0, "")
+    assert out.strip() == f"recorded approve by carol; role grant {grant.id} is approved"
+    assert membership.roles_held(User.objects.get(username="nina")) == {"council"}
+
+
+def test_a_viewer_cannot_register_a_signing_key_from_the_command_line(tmp_path):
+    person("frank")
+    key_file = tmp_path / "frank.pem"
+    assert manage("governance", "keygen", "--out", str(key_file))[0] == 0
+    code, _, err = manage(
+        "governance", "register-key", "--user", "frank", "--public-key", str(key_file)
+    )
+    assert code == 1
+    assert err.strip() == (
+        "REQUEST_ROLE: frank may not signing key register: their roles per the ledger "
+        "(viewer) do not allow it"
+    )

@@ -1,4 +1,5 @@
-"""``manage.py governance <action>``: verify the ledger, checkpoints, keys, offline signing.
+"""``manage.py governance <action>``: verify the ledger, checkpoints, keys, offline signing,
+roles.
 
 Exit codes: 0 done / verified, 1 verification failed or the action was refused, 2 usage.
 
@@ -12,6 +13,19 @@ the database is reachable) or from the payload JSON the console page shows (``--
 so it works on an offline machine too. On the server, ``record-approval FILE --user U``
 records such a document for user U through the same service as the API (the signature is
 still checked against U's registered, confirmed key).
+
+Acting for a person (``--user``, ``--admin``): the roles matrix (``governance.roles``) decides,
+with the roles the ledger records for that person, exactly as for the pages and the API; a
+refusal prints ``CODE: message`` (``REQUEST_ROLE``, ``APPROVAL_ROLE``, ``ROLE_SELF`` ...) on
+stderr and exits 1. The shell has no second factor, and needs none: access to the server's
+shell is a stronger credential than a browser session, and what counts is that the ledger
+records the role. Without a person (``rotate-key``, ``install-roles``) the command acts as the
+system and the ledger names it so (``system:cli``, ``system:installation``).
+
+Roles: ``install-roles --admin A --council C ...`` records the installation's first admins and
+council members (once: the ledger's first role events); after that ``set-roles NAME ROLE...
+--user ADMIN`` changes someone else's roles (a grant of admin or council waits for a council
+quorum, signed with ``sign --role-grant ID`` and recorded with ``record-approval``).
 """
 
 from __future__ import annotations
@@ -28,7 +42,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from governance import codes, keystore, membership, roles, selectors, services, signing
-from governance.models import ForceContinueRequest, Halt, MemberKey, ProductionReplayRequest
+from governance.models import (
+    ForceContinueRequest,
+    Halt,
+    MemberKey,
+    ProductionReplayRequest,
+    RoleGrantRequest,
+)
 from replay.models import ReplayRun, Trace
 from replay.selectors import trace_by_trace_id
 
@@ -39,6 +59,7 @@ TRACE_UNKNOWN_MESSAGE = "no stored trace {trace}"
 RUN_UNKNOWN_MESSAGE = "no replay run {run}"
 HALT_UNKNOWN_MESSAGE = "no halt {halt}"
 KEY_UNKNOWN_MESSAGE = "no member key {key_id}"
+ROLE_GRANT_UNKNOWN_MESSAGE = "no role grant request {request}"
 
 
 class Command(BaseCommand):
@@ -70,6 +91,7 @@ class Command(BaseCommand):
         what.add_argument("--request", help="a force-continue request id (reads the database)")
         what.add_argument("--halt", type=int, help="a halt's seq, to sign its clearing")
         what.add_argument("--production", help="a production replay request id (reads the db)")
+        what.add_argument("--role-grant", help="a role grant request id (reads the database)")
         what.add_argument("--payload", help="a payload JSON file as the console shows it")
         p.add_argument("--deny", action="store_true", help="sign a denial")
         p.add_argument("--reason", default=None)
@@ -158,6 +180,18 @@ class Command(BaseCommand):
             raise CommandError(PRODUCTION_UNKNOWN_MESSAGE.format(request=request_id), returncode=2)
         return found
 
+    def _role_grant(self, request_id: str) -> RoleGrantRequest:
+        found = (
+            RoleGrantRequest.objects.select_related("user", "requested_by")
+            .filter(id=request_id)
+            .first()
+            if _is_uuid(request_id)
+            else None
+        )
+        if found is None:
+            raise CommandError(ROLE_GRANT_UNKNOWN_MESSAGE.format(request=request_id), returncode=2)
+        return found
+
     def _read_json(self, path: str) -> Any:
         try:
             return json.loads(Path(path).read_text(encoding="utf-8"))
@@ -227,6 +261,7 @@ class Command(BaseCommand):
         request: str | None,
         halt: int | None,
         production: str | None,
+        role_grant: str | None,
         payload: str | None,
         deny: bool,
         reason: str | None,
@@ -262,6 +297,10 @@ class Command(BaseCommand):
             body = services.production_replay_payload_for(
                 request=self._production(production), decision=decision, reason=reason or ""
             )
+        elif role_grant is not None:
+            body = services.role_grant_payload_for(
+                request=self._role_grant(role_grant), decision=decision, reason=reason or ""
+            )
         else:
             assert payload is not None
             body = self._read_json(payload)
@@ -270,6 +309,7 @@ class Command(BaseCommand):
             if body.get("type") in (
                 signing.FORCE_CONTINUE_APPROVAL_TYPE,
                 signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
+                signing.ROLE_GRANT_APPROVAL_TYPE,
             ):
                 body["decision"] = decision
             if role is not None:
@@ -304,6 +344,16 @@ class Command(BaseCommand):
                 f"recorded {approval.decision} by {user}; production replay request {asked.id} "
                 f"is {asked.state}"
                 + (f"; production replay {asked.run_id}" if asked.run_id else "")
+            )
+            return
+        if kind == signing.ROLE_GRANT_APPROVAL_TYPE:
+            grant = self._role_grant(str(payload.get("request_id")))  # type: ignore[union-attr]
+            approval = services.role_grant_approval_record(
+                request=grant, approver=approver, document=document
+            )
+            grant.refresh_from_db()
+            self.stdout.write(
+                f"recorded {approval.decision} by {user}; role grant {grant.id} is {grant.state}"
             )
             return
         request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
