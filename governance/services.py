@@ -1398,12 +1398,16 @@ def _roles_payload(user: Any, before: Iterable[str], after: Iterable[str]) -> di
 
 @transaction.atomic(durable=True)
 def roles_install(
-    *, admins: Sequence[Any], council: Sequence[Any], actor_label: str = INSTALL_ACTOR
+    *,
+    admins: Sequence[Any],
+    council: Sequence[Any],
+    others: Sequence[tuple[Any, Iterable[str]]] = (),
+    actor_label: str = INSTALL_ACTOR,
 ) -> list[GovernanceEvent]:
-    """Record the installation's first admins and council members as the ledger's first role
-    events (ROLES_INSTALLED, one per person). Once only: refused when the ledger already
-    records any role, since from then on every grant of admin or council needs a council
-    quorum."""
+    """Record the installation's first admins and council members (and, from ``others``,
+    anyone's other roles, e.g. an upgrade's existing groups) as the ledger's first role events
+    (ROLES_INSTALLED, one per person). Once only: refused when the ledger already records any
+    role, since from then on every grant of admin or council needs a council quorum."""
     ledger.lock()
     if not admins or not council:
         raise codes.GovernanceError(codes.REQUEST_INVALID, ROLES_INSTALL_EMPTY_MESSAGE)
@@ -1422,6 +1426,10 @@ def roles_install(
     for role, people in ((matrix.ADMIN, admins), (matrix.COUNCIL, council)):
         for user in people:
             wanted.setdefault(user.pk, (user, set()))[1].add(role)
+    for user, held in others:
+        checked = _roles_checked(held)
+        if checked:  # someone with no role needs no event
+            wanted.setdefault(user.pk, (user, set()))[1].update(checked)
     appended = []
     for user, held in sorted(wanted.values(), key=lambda pair: pair[0].get_username()):
         appended.append(

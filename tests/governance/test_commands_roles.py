@@ -205,3 +205,24 @@ def test_a_viewer_cannot_register_a_signing_key_from_the_command_line(tmp_path):
         "REQUEST_ROLE: frank may not signing key register: their roles per the ledger "
         "(viewer) do not allow it"
     )
+
+
+def test_an_upgrade_records_the_role_groups_as_they_are_once():
+    from django.contrib.auth.models import Group
+
+    for name, groups in {"ada": ["admin"], "cy": ["council"], "vic": ["viewer", "auditor"]}.items():
+        user = User.objects.create_user(name)
+        for group in groups:
+            user.groups.add(Group.objects.get_or_create(name=group)[0])
+    User.objects.create_user("nobody")
+    code, out, err = manage("governance", "install-roles", "--from-groups")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "ada: admin (seq 2)",
+        "cy: council (seq 3)",
+        "vic: auditor, viewer (seq 4)",
+    ]
+    assert membership.roles_held(User.objects.get(username="vic")) == {"auditor", "viewer"}
+    code, _, err = manage("governance", "install-roles", "--from-groups")
+    assert code == 1
+    assert err.startswith("ROLES_ALREADY_INSTALLED:")

@@ -145,6 +145,11 @@ class Command(BaseCommand):
         )
         p.add_argument("--admin", action="append", default=[], metavar="NAME")
         p.add_argument("--council", action="append", default=[], metavar="NAME")
+        p.add_argument(
+            "--from-groups",
+            action="store_true",
+            help="an upgrade: record every active user's role groups as they are now",
+        )
 
         p = sub.add_parser("set-roles", help="an admin sets someone else's roles")
         p.add_argument("username")
@@ -437,11 +442,19 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"revoked {key_id}")
 
-    def do_install_roles(self, *, admin: list[str], council: list[str], **_: Any) -> None:
-        events = services.roles_install(
-            admins=[self._user(name) for name in admin],
-            council=[self._user(name) for name in council],
-        )
+    def do_install_roles(
+        self, *, admin: list[str], council: list[str], from_groups: bool, **_: Any
+    ) -> None:
+        admins = [self._user(name) for name in admin]
+        members = [self._user(name) for name in council]
+        others = []
+        if from_groups:
+            for user in get_user_model().objects.filter(is_active=True).order_by("username"):
+                held = set(user.groups.filter(name__in=roles.ROLES).values_list("name", flat=True))
+                admins += [user] if roles.ADMIN in held else []
+                members += [user] if roles.COUNCIL in held else []
+                others.append((user, held - roles.STRONG_ROLES))
+        events = services.roles_install(admins=admins, council=members, others=others)
         for event in events:
             held = ", ".join(event.payload["roles_after"])
             self.stdout.write(f"{event.payload['username']}: {held} (seq {event.seq})")
