@@ -18,7 +18,6 @@ from typing import Any, Final
 
 from governance import codes
 from governance import roles as matrix
-from governance.roles import ADMIN, AUDITOR, COUNCIL  # noqa: F401 - older imports use these
 
 _CACHE_ATTR: Final = "_governance_roles"
 

@@ -865,7 +865,8 @@ def production_replay_request_file(
 
     ledger.lock()
     trace = Trace.objects.select_related("blob").get(pk=trace.pk)
-    if not (user_has_role(actor, membership.ADMIN) or user_has_role(actor, membership.AUDITOR)):
+    membership.forget(actor)
+    if not membership.user_may(actor, matrix.REPLAY_PRODUCTION_REQUEST):
         raise codes.GovernanceError(
             codes.REQUEST_ROLE, PRODUCTION_ROLE_MESSAGE.format(user=actor.get_username())
         )
