@@ -210,7 +210,7 @@ REFUSALS: Final[dict[str, str]] = {
     APPROVAL_KEY_UNKNOWN: "the signing key is not registered to this person",
     APPROVAL_KEY_UNCONFIRMED: "the signing key has not been confirmed by an admin",
     APPROVAL_BAD_SIGNATURE: "the Ed25519 signature does not verify over the payload",
-    APPROVAL_ROLE: "the signer does not hold the role they signed in",
+    APPROVAL_ROLE: "the signer lacked the role they signed in, per the ledger, before the request",
     APPROVAL_MALFORMED: "the signed approval document is not well formed",
     REQUEST_CLOSED: "the request is already approved or rejected",
     REQUEST_NOT_DIVERGED: "force-continue needs a finished replay that diverged",

@@ -310,3 +310,27 @@ class TestInstallation:
             f"the ledger already records roles (seq {first.seq}): grant roles on the Users page "
             "instead"
         )
+
+
+def test_an_admin_granted_after_the_request_was_filed_does_not_count_as_its_admin():
+    signers = {name: enrol(name) for name in ("grace", "carol", "dave", "erin")}
+    request = filed_request(by="alice")
+    newcomer = signers["carol"]  # council now; made admin after the request was filed
+    grant = services.user_roles_change(
+        actor=signers["grace"].user, user=newcomer.user, roles=["council", "admin"], reason="x"
+    ).grant
+    for name in ("dave", "erin"):
+        voter = signers[name]
+        services.role_grant_approval_record(
+            request=grant, approver=voter.user, document=_grant_signature(voter, grant)
+        )
+    carol_now = User.objects.get(pk=newcomer.user.pk)
+    assert membership.roles_held(carol_now) == {"council", "admin"}
+    error = _refused(
+        codes.APPROVAL_ROLE,
+        services.approval_record,
+        request=request,
+        approver=carol_now,
+        document=approve(newcomer, request, role=signing.ROLE_ADMIN),
+    )
+    assert error.message.startswith("carol signed as admin but, per the ledger, did not hold")
