@@ -214,7 +214,7 @@ REFUSALS: Final[dict[str, str]] = {
     APPROVAL_MALFORMED: "the signed approval document is not well formed",
     REQUEST_CLOSED: "the request is already approved or rejected",
     REQUEST_NOT_DIVERGED: "force-continue needs a finished replay that diverged",
-    REQUEST_PENDING: "a request for this replay (or this trace's production replay) is open",
+    REQUEST_PENDING: "a request for this replay (this production replay, this role grant) is open",
     REQUEST_INVALID: "the request's reason or expiry is not acceptable",
     REQUEST_NOT_REPLAYABLE: "production replay needs every snapshot and agent output persisted",
     REQUEST_ROLE: "the requester holds no role that may file this request",

@@ -226,3 +226,16 @@ def test_an_upgrade_records_the_role_groups_as_they_are_once():
     code, _, err = manage("governance", "install-roles", "--from-groups")
     assert code == 1
     assert err.startswith("ROLES_ALREADY_INSTALLED:")
+
+
+def test_it_refuses_a_viewer_resuming_a_diverged_replay():
+    run = diverged_run()
+    person("frank")
+    before = GovernanceEvent.objects.count()
+    code, _, err = manage("replay", run.trace.trace_id, "--resume", str(run.id), "--user", "frank")
+    assert code == 1
+    assert err.strip() == (
+        "REQUEST_ROLE: frank may not replay audit: their roles per the ledger (viewer) do not "
+        "allow it"
+    )
+    assert GovernanceEvent.objects.count() == before
