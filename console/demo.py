@@ -16,7 +16,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 
 from console import roles
 from console.files import private_dir, private_write
@@ -51,7 +50,15 @@ def demo_password(username: str) -> str:
 
 
 def demo_users_ensure() -> list[DemoUser]:
+    """The demo users, with their roles recorded in the ledger: adam and sam are installed as
+    the first admins and cora and colin as the council (``governance install-roles``, once),
+    then adam (sam for adam himself) sets everyone's other roles, as on the Users page. Run
+    again, it appends nothing for roles already recorded."""
+    from governance import membership
+    from governance.services import roles_install, user_roles_change
+
     user_model = get_user_model()
+    users = {}
     out = []
     for username, user_roles in DEMO_USERS.items():
         password = demo_password(username)
@@ -59,8 +66,7 @@ def demo_users_ensure() -> list[DemoUser]:
         created = user is None
         if user is None:
             user = user_model.objects.create_user(username, f"{username}@example.org", password)
-        for role in user_roles:
-            user.groups.add(Group.objects.get_or_create(name=role)[0])
+        users[username] = user
         demo = DemoUser(username, user_roles, password, created=created)
         if set(user_roles) & roles.STRONG_ROLES:
             device = EncryptedTOTPDevice.objects.filter(user=user, confirmed=True).first()
@@ -69,6 +75,23 @@ def demo_users_ensure() -> list[DemoUser]:
             demo.totp_secret = base64.b32encode(device.bin_key).decode()
             demo.totp_uri = device.config_url
         out.append(demo)
+    if not membership.roles_installed():
+        roles_install(
+            admins=[users[n] for n, r in DEMO_USERS.items() if roles.ADMIN in r],
+            council=[users[n] for n, r in DEMO_USERS.items() if roles.COUNCIL in r],
+        )
+    for username, user_roles in DEMO_USERS.items():
+        user = users[username]
+        membership.forget(user)
+        held = membership.roles_held(user)
+        # strong roles come from the installation (or a council quorum), never from here
+        wanted = (set(user_roles) - roles.STRONG_ROLES) | (held & roles.STRONG_ROLES)
+        if wanted == held:
+            continue
+        admin = users["sam" if username == "adam" else "adam"]
+        membership.forget(admin)
+        if roles.ADMIN in membership.roles_held(admin):
+            user_roles_change(actor=admin, user=user, roles=wanted, reason="demo users")
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from governance import codes
 
-_FORBIDDEN = {codes.APPROVAL_SELF, codes.APPROVAL_ROLE, codes.REQUEST_ROLE}
+_FORBIDDEN = {codes.APPROVAL_SELF, codes.APPROVAL_ROLE, codes.REQUEST_ROLE, codes.ROLE_SELF}
 _CONFLICT = {
     codes.REQUEST_CLOSED,
     codes.REQUEST_PENDING,
@@ -24,6 +24,7 @@ _CONFLICT = {
     codes.HALT_NOT_ACTIVE,
     codes.LEDGER_EMPTY,
     codes.LEDGER_BROKEN,
+    codes.ROLES_ALREADY_INSTALLED,
 }
 
 

@@ -1,8 +1,11 @@
 """The roles and permission matrix: the one place that says who may do what.
 
-Roles are Django Groups named after the constants below; a user may hold several. Every view,
-API endpoint and task entry point asks `can(user, action)` or goes through one of the
-`access_*_by_id` functions at the bottom, never the ORM directly.
+The table (role names, actions, which roles allow which action) is `governance.roles`, shared
+with governance and the management commands; this module adds what belongs to a web request.
+A user's roles are what the ledger says (`governance.membership`: the last role event naming
+them); a user may hold several. Every view, API endpoint and task entry point asks
+`can(user, action)` or goes through one of the `access_*_by_id` functions at the bottom, never
+the ORM directly.
 
 Rules that are not a plain "role X may do Y":
 
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Final
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from governance import membership
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
@@ -36,97 +41,83 @@ if TYPE_CHECKING:
 
     User = AbstractBaseUser | AnonymousUser
 
-# --- roles (Django Group names) ------------------------------------------------------------
-VIEWER: Final = "viewer"
-AUDITOR: Final = "auditor"
-OPERATOR: Final = "operator"
-ADMIN: Final = "admin"
-COUNCIL: Final = "council"
-LEGAL: Final = "legal"
-
-ROLES: Final = (VIEWER, AUDITOR, OPERATOR, ADMIN, COUNCIL, LEGAL)
-#: roles that count only in a session verified with TOTP
-STRONG_ROLES: Final = frozenset({ADMIN, COUNCIL})
-
-# --- actions -------------------------------------------------------------------------------
-BROWSE: Final = "browse"  # traces, reports (PII redacted), ledger, dashboard
-UPLOAD: Final = "upload"
-REPLAY_AUDIT: Final = "replay_audit"  # audit and sandbox modes
-REPLAY_PRODUCTION: Final = "replay_production"
-REPLAY_PRODUCTION_REQUEST: Final = "replay_production_request"  # ask the council
-REPLAY_PRODUCTION_APPROVE: Final = "replay_production_approve"  # a council signature
-FORCE_CONTINUE_REQUEST: Final = "force_continue_request"
-FORCE_CONTINUE_APPROVE_ADMIN: Final = "force_continue_approve_admin"
-FORCE_CONTINUE_APPROVE_COUNCIL: Final = "force_continue_approve_council"
-HALT_CLEAR: Final = "halt_clear"  # a council quorum; each member adds a signed vote
-INCIDENT_DECLARE: Final = "incident_declare"  # SECURITY_INCIDENT: halts until a council clear
-DSR: Final = "dsr"  # open / export Data Subject Requests
-PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
-MANAGE: Final = "manage"  # users, roles, keys
-SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
-API_TOKENS_OWN: Final = "api_tokens_own"  # create, list and revoke one's own API tokens
-
-ACTIONS: Final = (
+# The table itself (role names, actions, MATRIX, COMBINATIONS) is governance.roles, so the
+# management commands and governance use the very same one; its names stay importable here.
+from governance.roles import (
+    ACTIONS,
+    ADMIN,
+    API_TOKENS_OWN,
+    AUDITOR,
     BROWSE,
-    UPLOAD,
-    REPLAY_AUDIT,
-    REPLAY_PRODUCTION,
-    REPLAY_PRODUCTION_REQUEST,
-    REPLAY_PRODUCTION_APPROVE,
-    FORCE_CONTINUE_REQUEST,
+    COMBINATIONS,
+    COUNCIL,
+    DSR,
     FORCE_CONTINUE_APPROVE_ADMIN,
     FORCE_CONTINUE_APPROVE_COUNCIL,
+    FORCE_CONTINUE_REQUEST,
     HALT_CLEAR,
     INCIDENT_DECLARE,
-    DSR,
-    PII_REVEAL,
+    LEGAL,
     MANAGE,
+    MATRIX,
+    MODE_AUDIT,
+    MODE_PRODUCTION,
+    MODE_SANDBOX,
+    OPERATOR,
+    PII_REVEAL,
+    REPLAY_AUDIT,
+    REPLAY_PRODUCTION,
+    REPLAY_PRODUCTION_APPROVE,
+    REPLAY_PRODUCTION_REQUEST,
+    ROLE_GRANT_APPROVE,
+    ROLES,
     SIGNING_KEY_REGISTER,
-    API_TOKENS_OWN,
+    STRONG_ROLES,
+    UPLOAD,
+    VIEWER,
+    allowed,
 )
 
-#: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
-MATRIX: Final[dict[str, frozenset[str]]] = {
-    BROWSE: frozenset(ROLES),
-    UPLOAD: frozenset({AUDITOR, OPERATOR, ADMIN}),
-    REPLAY_AUDIT: frozenset({AUDITOR, OPERATOR, ADMIN}),
-    REPLAY_PRODUCTION: frozenset(),  # only the combination below
-    REPLAY_PRODUCTION_REQUEST: frozenset({AUDITOR, ADMIN}),
-    REPLAY_PRODUCTION_APPROVE: frozenset({COUNCIL}),
-    FORCE_CONTINUE_REQUEST: frozenset({AUDITOR, ADMIN}),
-    FORCE_CONTINUE_APPROVE_ADMIN: frozenset({ADMIN}),
-    FORCE_CONTINUE_APPROVE_COUNCIL: frozenset({COUNCIL}),
-    HALT_CLEAR: frozenset({COUNCIL}),
-    INCIDENT_DECLARE: frozenset({ADMIN}),
-    DSR: frozenset({ADMIN, LEGAL}),
-    PII_REVEAL: frozenset({ADMIN}),
-    MANAGE: frozenset({ADMIN}),
-    SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
-    API_TOKENS_OWN: frozenset(ROLES),  # anyone with a role, for their own tokens only
-}
-
-#: action -> sets of roles that grant it only when held together
-COMBINATIONS: Final[dict[str, tuple[frozenset[str], ...]]] = {
-    REPLAY_PRODUCTION: (frozenset({AUDITOR, ADMIN}),),
-}
-
-MODE_AUDIT: Final = "audit"
-MODE_SANDBOX: Final = "sandbox"
-MODE_PRODUCTION: Final = "production"
-
-_CACHE_ATTR = "_console_roles"
+__all__ = [
+    "ACTIONS",
+    "ADMIN",
+    "API_TOKENS_OWN",
+    "AUDITOR",
+    "BROWSE",
+    "COMBINATIONS",
+    "COUNCIL",
+    "DSR",
+    "FORCE_CONTINUE_APPROVE_ADMIN",
+    "FORCE_CONTINUE_APPROVE_COUNCIL",
+    "FORCE_CONTINUE_REQUEST",
+    "HALT_CLEAR",
+    "INCIDENT_DECLARE",
+    "LEGAL",
+    "MANAGE",
+    "MATRIX",
+    "MODE_AUDIT",
+    "MODE_PRODUCTION",
+    "MODE_SANDBOX",
+    "OPERATOR",
+    "PII_REVEAL",
+    "REPLAY_AUDIT",
+    "REPLAY_PRODUCTION",
+    "REPLAY_PRODUCTION_APPROVE",
+    "REPLAY_PRODUCTION_REQUEST",
+    "ROLES",
+    "ROLE_GRANT_APPROVE",
+    "SIGNING_KEY_REGISTER",
+    "STRONG_ROLES",
+    "UPLOAD",
+    "VIEWER",
+]
 
 
 def held_roles(user: User) -> frozenset[str]:
-    """Every role the user holds through group membership, verified or not."""
+    """Every role the user holds per the ledger (governance.membership), verified or not."""
     if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
         return frozenset()
-    cached = getattr(user, _CACHE_ATTR, None)
-    if cached is None:
-        names = user.groups.filter(name__in=ROLES).values_list("name", flat=True)  # type: ignore[union-attr]
-        cached = frozenset(names)
-        setattr(user, _CACHE_ATTR, cached)
-    return cached
+    return membership.roles_held(user)
 
 
 def is_verified(user: User) -> bool:
@@ -149,12 +140,7 @@ def roles(user: User) -> frozenset[str]:
 
 
 def can(user: User, action: str) -> bool:
-    if action not in MATRIX:
-        raise ValueError(f"unknown action {action!r}")
-    effective = roles(user)
-    if effective & MATRIX[action]:
-        return True
-    return any(combo <= effective for combo in COMBINATIONS.get(action, ()))
+    return allowed(roles(user), action)
 
 
 def require(user: User, action: str) -> None:
@@ -284,6 +270,29 @@ def access_api_token_by_id(user: User, token_id: int | str, action: str = API_TO
     found = api_token_of(user=user, token_id=token_id)
     if found is None:
         raise Http404("no such API token")
+    return found
+
+
+def may_see_role_grants(user: User) -> bool:
+    """Admins file role grants and the council signs them: both see them."""
+    return can(user, MANAGE) or can(user, ROLE_GRANT_APPROVE)
+
+
+def access_role_grant_by_id(user: User, request_id: uuid.UUID | str, action: str | None = None):
+    """A role grant request; without ``action``, for seeing it (admins and the council)."""
+    from governance.models import RoleGrantRequest
+
+    if action is None and not may_see_role_grants(user):
+        raise PermissionDenied("your roles do not allow seeing role grants")
+    if action is not None:
+        require(user, action)
+    try:
+        key = uuid.UUID(str(request_id))
+    except ValueError:
+        raise Http404("no such role grant") from None
+    found = RoleGrantRequest.objects.select_related("user", "requested_by").filter(id=key).first()
+    if found is None:
+        raise Http404("no such role grant")
     return found
 
 

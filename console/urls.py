@@ -84,6 +84,12 @@ urlpatterns = [
         name="key-revoke",
     ),
     path("governance/users/", governance.user_list_view, name="user-list"),
+    path("governance/role-grants/", governance.role_grant_list_view, name="role-grant-list"),
+    path(
+        "governance/role-grants/<str:request_id>/",
+        governance.role_grant_detail_view,
+        name="role-grant-detail",
+    ),
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
     # a person's own API tokens
     path("tokens/", tokens.api_token_list_view, name="api-token-list"),

@@ -15,6 +15,8 @@ Pure (no Django). Two tables live here and nowhere else:
         41x: people's API tokens (created, revoked; the token itself is never in a payload)
   5xx   personal data: every unredacted PII access
   6xx   data subject requests (reserved for the DSR workflow)
+  7xx   roles: the installation's first admins and council members, every role change,
+        and the council's signed approval of an admin or council grant
   ====  ==================================================================================
 
 * ``CHAIN_BREAKS`` and ``TABLE_MISMATCHES``: what ``governance verify`` finds, in the hash
@@ -44,6 +46,8 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   500   PII_REVEALED
   600   DSR_OPENED               601  DSR_EXPORTED          602  DSR_ERASED
   603   DSR_CLOSED
+  700   ROLES_INSTALLED          701  ROLES_CHANGED         702  ROLE_GRANT_REQUEST
+  703   ROLE_GRANT_APPROVAL      704  ROLE_GRANT_APPROVED   705  ROLE_GRANT_REJECTED
   ====  ======================================================================
 
 To add an event type: append a line to ``EVENT_TYPES`` in its range with the next free code
@@ -71,6 +75,7 @@ RANGES: Final[dict[int, str]] = {
     4: "keys",
     5: "personal-data access",
     6: "data subject requests (reserved)",
+    7: "roles",
 }
 
 # --- 1xx replay ------------------------------------------------------------------------------
@@ -108,6 +113,15 @@ DSR_OPENED: Final = "DSR_OPENED"
 DSR_EXPORTED: Final = "DSR_EXPORTED"
 DSR_ERASED: Final = "DSR_ERASED"
 DSR_CLOSED: Final = "DSR_CLOSED"
+# --- 7xx roles -------------------------------------------------------------------------------
+ROLES_INSTALLED: Final = "ROLES_INSTALLED"
+ROLES_CHANGED: Final = "ROLES_CHANGED"
+ROLE_GRANT_REQUEST: Final = "ROLE_GRANT_REQUEST"
+ROLE_GRANT_APPROVAL: Final = "ROLE_GRANT_APPROVAL"
+ROLE_GRANT_APPROVED: Final = "ROLE_GRANT_APPROVED"
+ROLE_GRANT_REJECTED: Final = "ROLE_GRANT_REJECTED"
+#: the events that set someone's roles (their payload's ``user_id`` and ``roles_after``)
+ROLE_SETTING_EVENTS: Final = (ROLES_INSTALLED, ROLES_CHANGED, ROLE_GRANT_APPROVED)
 
 EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(100, REPLAY_REQUEST, "a replay was requested (actor, mode, trace, run); signed"),
@@ -149,6 +163,12 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(601, DSR_EXPORTED, "reserved: a data subject access export was produced"),
     EventType(602, DSR_ERASED, "reserved: personal data was erased for a data subject request"),
     EventType(603, DSR_CLOSED, "reserved: a data subject request was closed"),
+    EventType(700, ROLES_INSTALLED, "installation set a first admin or council member's roles"),
+    EventType(701, ROLES_CHANGED, "an admin changed someone else's roles: before and after"),
+    EventType(702, ROLE_GRANT_REQUEST, "an admin asked the council to grant admin or council"),
+    EventType(703, ROLE_GRANT_APPROVAL, "one council member's signed vote on a role grant"),
+    EventType(704, ROLE_GRANT_APPROVED, "a role grant reached quorum: the new roles take effect"),
+    EventType(705, ROLE_GRANT_REJECTED, "a role grant reached the deny threshold"),
 )
 
 BY_NAME: Final[dict[str, EventType]] = {t.name: t for t in EVENT_TYPES}
@@ -189,6 +209,9 @@ KEY_STATE: Final = "KEY_STATE"
 EVENT_TYPE_UNKNOWN: Final = "EVENT_TYPE_UNKNOWN"
 LEDGER_EMPTY: Final = "LEDGER_EMPTY"
 LEDGER_BROKEN: Final = "LEDGER_BROKEN"
+ROLE_SELF: Final = "ROLE_SELF"
+ROLE_UNKNOWN: Final = "ROLE_UNKNOWN"
+ROLES_ALREADY_INSTALLED: Final = "ROLES_ALREADY_INSTALLED"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -201,11 +224,11 @@ REFUSALS: Final[dict[str, str]] = {
     APPROVAL_KEY_UNKNOWN: "the signing key is not registered to this person",
     APPROVAL_KEY_UNCONFIRMED: "the signing key has not been confirmed by an admin",
     APPROVAL_BAD_SIGNATURE: "the Ed25519 signature does not verify over the payload",
-    APPROVAL_ROLE: "the signer does not hold the role they signed in",
+    APPROVAL_ROLE: "the signer lacked the role they signed in, per the ledger, before the request",
     APPROVAL_MALFORMED: "the signed approval document is not well formed",
     REQUEST_CLOSED: "the request is already approved or rejected",
     REQUEST_NOT_DIVERGED: "force-continue needs a finished replay that diverged",
-    REQUEST_PENDING: "a request for this replay (or this trace's production replay) is open",
+    REQUEST_PENDING: "a request for this replay (this production replay, this role grant) is open",
     REQUEST_ALREADY_APPROVED: "a force-continue for this replay was already approved (it resumed)",
     REQUEST_INVALID: "the request's reason or expiry is not acceptable",
     REQUEST_NOT_REPLAYABLE: "production replay needs every snapshot and agent output persisted",
@@ -222,6 +245,9 @@ REFUSALS: Final[dict[str, str]] = {
     EVENT_TYPE_UNKNOWN: "the event type is not in governance.codes.EVENT_TYPES",
     LEDGER_EMPTY: "the ledger has no events (nothing to checkpoint)",
     LEDGER_BROKEN: "the ledger does not verify (no checkpoint is signed over it)",
+    ROLE_SELF: "nobody changes their own roles",
+    ROLE_UNKNOWN: "a role named in a role change is not in the roles matrix",
+    ROLES_ALREADY_INSTALLED: "the ledger already records roles: installation happens once",
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------

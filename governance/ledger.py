@@ -34,6 +34,7 @@ from governance.models import (
     GovernanceEvent,
     MemberKey,
     ProductionReplayRequest,
+    RoleGrantRequest,
     SigningKey,
 )
 
@@ -418,12 +419,13 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
             request_id=_uuid_text(r[2]),
             halt_id=r[3],
             production_id=_uuid_text(r[4]),
-            approver_id=r[5],
-            role=r[6],
-            key_id=r[7],
-            decision=r[8],
-            payload=r[9],
-            signature=r[10],
+            role_grant_id=_uuid_text(r[5]),
+            approver_id=r[6],
+            role=r[7],
+            key_id=r[8],
+            decision=r[9],
+            payload=r[10],
+            signature=r[11],
         )
         for r in Approval.objects.order_by("event_id")
         .values_list(
@@ -432,6 +434,7 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
             "request_id",
             "halt_id",
             "production_id",
+            "role_grant_id",
             "approver_id",
             "role",
             "key__key_id",
@@ -492,6 +495,8 @@ def _filed_terms(kind: str, actor_id: Any, payload: Any) -> dict[str, Any]:
             step=p.get("step"),
             divergence_digest=p.get("divergence_digest"),
         )
+    elif kind == codes.ROLE_GRANT_REQUEST:
+        terms.update(user_id=p.get("user_id"), grant=p.get("grant"))
     else:
         terms.update(trace_sha256=p.get("trace_sha256"))
     return terms
@@ -541,6 +546,28 @@ def _production_rows() -> Iterator[reconcile.RequestRow]:
         yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
 
 
+def _role_grant_rows() -> Iterator[reconcile.RequestRow]:
+    for r in RoleGrantRequest.objects.order_by("created_at").values_list(
+        "id",
+        "state",
+        "request_event_id",
+        "decision_event_id",
+        "expires_at",
+        "reason",
+        "requested_by_id",
+        "user_id",
+        "roles",
+    ):
+        terms = {
+            "expires_at": _time_text(r[4]),
+            "reason": r[5],
+            "requested_by": f"user {r[6]}",
+            "user_id": r[7],
+            "grant": sorted(r[8]) if isinstance(r[8], list) else r[8],
+        }
+        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+
+
 _REQUEST_KINDS: Final = (
     (
         "force-continue",
@@ -557,6 +584,14 @@ _REQUEST_KINDS: Final = (
         codes.PRODUCTION_REPLAY_REQUEST,
         codes.PRODUCTION_REPLAY_APPROVED,
         codes.PRODUCTION_REPLAY_REJECTED,
+    ),
+    (
+        "role grant",
+        RoleGrantRequest,
+        _role_grant_rows,
+        codes.ROLE_GRANT_REQUEST,
+        codes.ROLE_GRANT_APPROVED,
+        codes.ROLE_GRANT_REJECTED,
     ),
 )
 

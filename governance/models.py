@@ -312,9 +312,26 @@ class ProductionReplayRequest(CouncilRequest):
         return f"production replay {self.id} ({self.state})"
 
 
+class RoleGrantRequest(CouncilRequest):
+    """An admin's request that ``user`` be granted admin or council (``roles``): it takes
+    effect only once a council quorum signed it (a ROLE_GRANT_APPROVED event)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="role_grants"
+    )
+    roles = models.JSONField()  # the roles to add, sorted
+
+    class Meta(CouncilRequest.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"role grant {self.id} ({self.state})"
+
+
 class Approval(AppendOnlyModel):
-    """One signed vote: on a force-continue request, toward clearing a halt, or on a
-    production replay request (exactly one of ``request``, ``halt``, ``production``).
+    """One signed vote: on a force-continue request, toward clearing a halt, on a production
+    replay request, or on a role grant (exactly one of ``request``, ``halt``, ``production``,
+    ``role_grant``).
 
     A mirror of its ledger ``event``: tallies and decisions count the signed vote events
     (``governance.selectors.force_continue_ballots`` ...), and ``governance verify`` names a
@@ -341,6 +358,13 @@ class Approval(AppendOnlyModel):
         on_delete=models.PROTECT,
         related_name="approvals",
     )
+    role_grant = models.ForeignKey(
+        RoleGrantRequest,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="approvals",
+    )
     approver = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="governance_approvals"
     )
@@ -360,11 +384,30 @@ class Approval(AppendOnlyModel):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(
-                    request__isnull=False, halt__isnull=True, production__isnull=True
+                    request__isnull=False,
+                    halt__isnull=True,
+                    production__isnull=True,
+                    role_grant__isnull=True,
                 )
-                | models.Q(request__isnull=True, halt__isnull=False, production__isnull=True)
-                | models.Q(request__isnull=True, halt__isnull=True, production__isnull=False),
-                name="approval_one_of_three_subjects",
+                | models.Q(
+                    request__isnull=True,
+                    halt__isnull=False,
+                    production__isnull=True,
+                    role_grant__isnull=True,
+                )
+                | models.Q(
+                    request__isnull=True,
+                    halt__isnull=True,
+                    production__isnull=False,
+                    role_grant__isnull=True,
+                )
+                | models.Q(
+                    request__isnull=True,
+                    halt__isnull=True,
+                    production__isnull=True,
+                    role_grant__isnull=False,
+                ),
+                name="approval_one_of_four_subjects",
             ),
             models.UniqueConstraint(
                 fields=["request", "approver"],
@@ -395,6 +438,16 @@ class Approval(AppendOnlyModel):
                 fields=["production", "key"],
                 condition=models.Q(production__isnull=False),
                 name="production_approval_once_per_key",
+            ),
+            models.UniqueConstraint(
+                fields=["role_grant", "approver"],
+                condition=models.Q(role_grant__isnull=False),
+                name="role_grant_approval_once_per_person",
+            ),
+            models.UniqueConstraint(
+                fields=["role_grant", "key"],
+                condition=models.Q(role_grant__isnull=False),
+                name="role_grant_approval_once_per_key",
             ),
         ]
 

@@ -5,13 +5,15 @@ The ledger is the source of truth. A table row is a convenience (a foreign key t
 column to filter on) and must say exactly what the ledger says:
 
 * every ``Approval`` row matches exactly one signed vote event (``FORCE_CONTINUE_APPROVAL``,
-  ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``): same subject, decision, role,
+  ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``, ``ROLE_GRANT_APPROVAL``): same
+  subject, decision, role,
   signer, key, signature and payload; every such event has its row;
 * every ``MemberKey`` row is a key the ledger added (same owner, public key, fingerprint), is
   confirmed and revoked exactly when and by whom the ledger's key events say, and every key
   the ledger added has its row;
-* every force-continue and production replay request row names the ledger event that filed
-  it, and its state and decision event are the ledger's decision (pending without one).
+* every force-continue, production replay and role grant request row names the ledger event
+  that filed it, and its state and decision event are the ledger's decision (pending without
+  one).
 
 Each disagreement is a :class:`Mismatch` naming the table, the row and what differs.
 """
@@ -33,11 +35,13 @@ MEMBER_KEYS_TABLE: Final = "governance_memberkey"
 _FORCE_CONTINUE_VOTE = codes.code_of(codes.FORCE_CONTINUE_APPROVAL)
 _PRODUCTION_VOTE = codes.code_of(codes.PRODUCTION_REPLAY_APPROVAL)
 _HALT_VOTE = codes.code_of(codes.HALT_CLEAR_APPROVAL)
+_ROLE_GRANT_VOTE = codes.code_of(codes.ROLE_GRANT_APPROVAL)
 #: the signed vote events, each with the payload field naming its subject
 VOTE_CODES: Final = {
     _FORCE_CONTINUE_VOTE: "request_id",
     _PRODUCTION_VOTE: "request_id",
     _HALT_VOTE: "halt_seq",
+    _ROLE_GRANT_VOTE: "request_id",
 }
 
 
@@ -61,6 +65,7 @@ class ApprovalRow:
     request_id: str | None
     halt_id: int | None
     production_id: str | None
+    role_grant_id: str | None
     approver_id: int
     role: str
     key_id: str
@@ -85,6 +90,8 @@ def _subject_of_row(row: ApprovalRow) -> str:
         return f"force-continue request {row.request_id}"
     if row.production_id is not None:
         return f"production replay request {row.production_id}"
+    if row.role_grant_id is not None:
+        return f"role grant {row.role_grant_id}"
     return f"halt {row.halt_id}"
 
 
@@ -94,6 +101,8 @@ def _subject_of_event(event: VoteEvent) -> str:
         return f"force-continue request {payload.get('request_id')}"
     if event.code == _PRODUCTION_VOTE:
         return f"production replay request {payload.get('request_id')}"
+    if event.code == _ROLE_GRANT_VOTE:
+        return f"role grant {payload.get('request_id')}"
     return f"halt {payload.get('halt_seq')}"
 
 

@@ -21,6 +21,7 @@ from governance.models import (
     Halt,
     MemberKey,
     ProductionReplayRequest,
+    RoleGrantRequest,
 )
 from replay import errors
 from replay.canonical import jcs
@@ -258,6 +259,8 @@ def _ballots(*, event_type: str, field: str, value: Any, after_seq: int) -> list
 def _filing_type(request: CouncilRequest) -> str:
     if isinstance(request, ProductionReplayRequest):
         return codes.PRODUCTION_REPLAY_REQUEST
+    if isinstance(request, RoleGrantRequest):
+        return codes.ROLE_GRANT_REQUEST
     return codes.FORCE_CONTINUE_REQUEST
 
 
@@ -392,6 +395,29 @@ def production_signers(*, requests: Any) -> set[tuple[Any, int]]:
 def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
     """A council quorum, no admin signature, counted from the ledger's signed votes."""
     return _tally(production_ballots(request=request), admins=0)
+
+
+# --- role grants approved by the council -----------------------------------------------------
+
+
+def role_grants(*, user: Any = None) -> QuerySet[RoleGrantRequest]:
+    found = RoleGrantRequest.objects.select_related("user", "requested_by")
+    if user is not None:
+        found = found.filter(user=user)
+    return found
+
+
+def role_grant_ballots(*, request: RoleGrantRequest) -> list[Ballot]:
+    """The council's signed votes on a grant of admin or council, oldest first, from the
+    ledger."""
+    return _request_ballots(request, codes.ROLE_GRANT_APPROVAL)
+
+
+def role_grant_tally(
+    *, request: RoleGrantRequest, ballots: list[Ballot] | None = None
+) -> council.Tally:
+    """A council quorum, no admin signature, counted from the ledger's signed votes."""
+    return _tally(role_grant_ballots(request=request) if ballots is None else ballots, admins=0)
 
 
 # --- keys and events --------------------------------------------------------------------------

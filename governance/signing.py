@@ -36,6 +36,7 @@ ALG: Final = "ed25519"
 FORCE_CONTINUE_APPROVAL_TYPE: Final = "replay-audit-console/force-continue-approval/v1"
 HALT_CLEAR_APPROVAL_TYPE: Final = "replay-audit-console/halt-clear-approval/v1"
 PRODUCTION_REPLAY_APPROVAL_TYPE: Final = "replay-audit-console/production-replay-approval/v1"
+ROLE_GRANT_APPROVAL_TYPE: Final = "replay-audit-console/role-grant-approval/v1"
 CHECKPOINT_TYPE: Final = "replay-audit-console/governance-checkpoint/v1"
 APPROVE: Final = "approve"
 DENY: Final = "deny"
@@ -287,6 +288,38 @@ def production_replay_payload(
         "trace_id": trace_id,
         "trace_sha256": trace_sha256,
         "mode": "production",
+        "requested_by": requested_by,
+        "decision": decision,
+        "role": ROLE_COUNCIL,
+        "expires_at": expires_at,
+        "reason": reason,
+    }
+
+
+def role_grant_payload(
+    *,
+    request_id: str,
+    user_id: int,
+    username: str,
+    grant: Sequence[str],
+    requested_by: str,
+    decision: str,
+    expires_at: str,
+    reason: str = "",
+) -> dict[str, Any]:
+    """The payload a council member approves or denies a grant of admin or council with.
+
+    Bound to the person (id and name), the exact roles to add, who asked and the request's
+    expiry; council members sign it in the ``council`` capacity only.
+    """
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
+    return {
+        "type": ROLE_GRANT_APPROVAL_TYPE,
+        "request_id": request_id,
+        "user_id": user_id,
+        "username": username,
+        "grant": sorted(grant),
         "requested_by": requested_by,
         "decision": decision,
         "role": ROLE_COUNCIL,

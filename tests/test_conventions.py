@@ -48,6 +48,7 @@ PURE_CORE = [
     "governance/chain.py",
     "governance/signing.py",
     "governance/reconcile.py",
+    "governance/roles.py",
 ]
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.api import governance, production, replays, traces
+from console.api import governance, production, replays, traces, users
 
 urlpatterns = [
     path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
@@ -68,6 +68,19 @@ urlpatterns = [
     path("keys/", governance.KeyListApi.as_view(), name="api-key-list"),
     path("keys/register/", governance.KeyRegisterApi.as_view(), name="api-key-register"),
     path("keys/<str:key_id>/confirm/", governance.KeyConfirmApi.as_view(), name="api-key-confirm"),
+    path("users/", users.UserListApi.as_view(), name="api-user-list"),
+    path("users/<str:user_id>/roles/", users.UserRolesApi.as_view(), name="api-user-roles"),
+    path("role-grants/", users.RoleGrantListApi.as_view(), name="api-role-grant-list"),
+    path(
+        "role-grants/<str:request_id>/",
+        users.RoleGrantDetailApi.as_view(),
+        name="api-role-grant-detail",
+    ),
+    path(
+        "role-grants/<str:request_id>/approvals/",
+        users.RoleGrantApprovalCreateApi.as_view(),
+        name="api-role-grant-approve",
+    ),
     path("governance/events/", governance.EventListApi.as_view(), name="api-event-list"),
     path(
         "governance/verification/",

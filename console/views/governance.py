@@ -11,8 +11,6 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -22,18 +20,24 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.refusals import governance_status
 from console.views.common import partial_or_page, signed_in
-from governance import codes, conf, ledger, signing
+from governance import codes, conf, ledger, membership, signing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
-from governance.models import ForceContinueRequest, GovernanceEvent, Halt, SigningKey
+from governance.models import (
+    ForceContinueRequest,
+    GovernanceEvent,
+    Halt,
+    RoleGrantRequest,
+    SigningKey,
+)
 from replay.canonical import jcs
 from replay.models import VerificationKey
 
 MESSAGE_OWN_REQUEST = "You filed this request: someone else must approve it."
 MESSAGE_NO_DOCUMENT = "Sign the payload in this browser, or paste a signed approval document."
 MESSAGE_BAD_DOCUMENT = "The signed approval document is not JSON: {problem}"
-MESSAGE_SELF_DEMOTION = "You cannot take the admin role from yourself; ask another admin."
+MESSAGE_OWN_GRANT = "This grant gives you roles: someone else must sign it."
 EXPIRY_CHOICES = (4, 24, 72, 168)
 LEDGER_PAGE = 50
 
@@ -482,36 +486,112 @@ def server_key_rotate_view(request: HttpRequest) -> HttpResponse:
 # --- users and roles -----------------------------------------------------------------------
 
 
+def _user_rows() -> list[dict[str, Any]]:
+    users = list(get_user_model().objects.order_by("username")[:500])
+    pending = {
+        g.user_id: g
+        for g in gov.role_grants()
+        .filter(state=RoleGrantRequest.State.PENDING)
+        .order_by("created_at")
+    }
+    return [
+        {"user": u, "roles": membership.roles_held(u), "grant": pending.get(u.pk)} for u in users
+    ]
+
+
 @signed_in
 @require_http_methods(["GET", "POST"])
 def user_list_view(request: HttpRequest) -> HttpResponse:
+    """Admins set other people's roles: the others at once (a signed ROLES_CHANGED event),
+    admin and council through the council (a role grant that a quorum signs)."""
     roles.require(request.user, roles.MANAGE)
-    status = 200
-    error = ""
+    template = "console/users_manage.html"
     if request.method == "POST":
         target = roles.access_user_by_id(request.user, request.POST.get("user_id"), roles.MANAGE)
-        wanted = {r for r in request.POST.getlist("roles") if r in roles.ROLES}
-        if target.pk == request.user.pk and roles.ADMIN not in wanted:
-            error, status = MESSAGE_SELF_DEMOTION, 409
-        else:
-            _roles_set(target, wanted)
-            messages.success(
-                request, f"Roles of {target.get_username()}: {', '.join(sorted(wanted)) or 'none'}."
+        try:
+            change = gov_services.user_roles_change(
+                actor=request.user,
+                user=target,
+                roles=request.POST.getlist("roles"),
+                reason=request.POST.get("reason", "")[:5000],
             )
-            return HttpResponseRedirect(reverse("user-list"), status=303)
-    users = list(get_user_model().objects.order_by("username").prefetch_related("groups")[:500])
-    rows = [
-        {"user": u, "roles": {g.name for g in u.groups.all()} & set(roles.ROLES)} for u in users
-    ]
-    context = {"rows": rows, "all_roles": roles.ROLES, "error": error}
-    return render(request, "console/users_manage.html", context, status=status)
+        except GovernanceError as exc:
+            return refused(request, exc, template, {"rows": _user_rows(), "all_roles": roles.ROLES})
+        membership.forget(target)
+        now = ", ".join(sorted(membership.roles_held(target))) or "none"
+        note = f"Roles of {target.get_username()}: {now}."
+        if change.grant is not None:
+            note += (
+                f" The grant of {', '.join(change.grant.roles)} awaits a council quorum's "
+                "signatures."
+            )
+        messages.success(request, note)
+        return HttpResponseRedirect(reverse("user-list"), status=303)
+    context = {"rows": _user_rows(), "all_roles": roles.ROLES}
+    return render(request, template, context)
 
 
-@transaction.atomic
-def _roles_set(user: Any, wanted: set[str]) -> None:
-    groups = {g.name: g for g in Group.objects.filter(name__in=roles.ROLES)}
-    for name in roles.ROLES:
-        if name not in groups:
-            groups[name] = Group.objects.create(name=name)
-    user.groups.remove(*[groups[n] for n in roles.ROLES if n not in wanted])
-    user.groups.add(*[groups[n] for n in wanted])
+@require_GET
+@signed_in
+def role_grant_list_view(request: HttpRequest) -> HttpResponse:
+    if not roles.may_see_role_grants(request.user):
+        roles.require(request.user, roles.MANAGE)
+    grants = list(gov.role_grants()[:200])
+    rows = [{"grant": g, "tally": gov.role_grant_tally(request=g)} for g in grants]
+    return render(request, "console/rolegrant_list.html", {"rows": rows})
+
+
+def _role_grant_context(request: HttpRequest, grant: RoleGrantRequest) -> dict[str, Any]:
+    user = request.user
+    decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
+    if decision not in signing.DECISIONS:
+        decision = signing.APPROVE
+    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
+    approvals = gov.role_grant_ballots(request=grant)  # the ledger's signed votes, not rows
+    expired = gov.request_is_expired(request=grant)
+    blocker = ""
+    if grant.state != RoleGrantRequest.State.PENDING:
+        blocker = f"This grant is {grant.state}: it can no longer be signed."
+    elif expired:
+        blocker = f"This grant expired at {signing.format_time(grant.expires_at)}."
+    elif grant.requested_by_id == user.pk:
+        blocker = MESSAGE_OWN_REQUEST
+    elif grant.user_id == user.pk:
+        blocker = MESSAGE_OWN_GRANT
+    elif any(a.approver_id == user.pk for a in approvals):
+        blocker = "You have already signed this grant."
+    payload = gov_services.role_grant_payload_for(request=grant, decision=decision, reason=reason)
+    return {
+        "grant": grant,
+        "tally": gov.role_grant_tally(request=grant, ballots=approvals),
+        "approvals": approvals,
+        "expired": expired,
+        "can_sign": roles.can(user, roles.ROLE_GRANT_APPROVE),
+        "blocker": blocker,
+        "decision": decision,
+        "decisions": signing.DECISIONS,
+        "reason": reason,
+        "payload_text": payload_text(payload),
+        "keys": list(gov.member_keys(user=user, usable=True)),
+    }
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def role_grant_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    grant = roles.access_role_grant_by_id(request.user, request_id)
+    template = "console/rolegrant_approve.html"
+    if request.method == "POST":
+        roles.require(request.user, roles.ROLE_GRANT_APPROVE)
+        context = _role_grant_context(request, grant)
+        try:
+            gov_services.role_grant_approval_record(
+                request=grant, approver=request.user, document=signed_document(request)
+            )
+        except GovernanceError as exc:
+            return refused(request, exc, template, context)
+        messages.success(request, "Your signed decision is recorded in the ledger.")
+        return HttpResponseRedirect(reverse("role-grant-detail", args=[grant.id]), status=303)
+    return partial_or_page(
+        request, template, "signing-payload", _role_grant_context(request, grant)
+    )

@@ -96,7 +96,14 @@ def replayed(ingest):
 
 
 @pytest.fixture
-def member_key():
+def signers(db):
+    """adam, sam, cora and colin exist, their roles in the ledger, before the test files
+    anything: an approval counts only in a role held before its request was filed."""
+    return {name: persona(name) for name in ("adam", "sam", "cora", "colin")}
+
+
+@pytest.fixture
+def member_key(signers):
     """`member_key("cora")`: registers a fresh Ed25519 key for her, confirmed by adam, and
     returns (MemberKey, private key bytes)."""
     from governance import keystore

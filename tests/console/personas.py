@@ -8,13 +8,14 @@ it, as the OTP page would.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django_otp import DEVICE_ID_SESSION_KEY
 from django_otp.oath import totp
 
 from console import roles
 from console.models import EncryptedTOTPDevice
+from tests.governance.factories import roles_installed_for
 
 PASSWORD = "correct horse battery staple"
 
@@ -43,10 +44,9 @@ EVERYONE = ["vera", "alice", "oscar", "adam", "cora", "lena", "nora"]
 
 
 def make_user(name: str, *role_names: str, device: bool | None = None) -> User:
-    user = User.objects.create_user(name, f"{name}@example.com", PASSWORD)
-    for role in role_names:
-        group, _ = Group.objects.get_or_create(name=role)
-        user.groups.add(group)
+    user = roles_installed_for(
+        User.objects.create_user(name, f"{name}@example.com", PASSWORD), *role_names
+    )
     if device is None:
         device = bool(set(role_names) & roles.STRONG_ROLES)
     if device:

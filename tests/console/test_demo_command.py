@@ -91,3 +91,29 @@ def test_it_writes_the_files_of_the_auditors_first_upload(settings, tmp_path):
         trace_upload(source=io.BytesIO(corrupt.read_bytes()), filename=corrupt.name)
     assert caught.value.code == "MALFORMED_TRACE"
     assert caught.value.message.startswith("trace: malformed JSON at line 9 column 15: ")
+
+
+def test_it_records_every_demo_role_in_the_ledger_once(settings):
+    from django.contrib.auth.models import User
+
+    from governance import membership
+    from governance.models import GovernanceEvent
+
+    settings.DEBUG = True
+    run("--no-traces")
+    installed = GovernanceEvent.objects.filter(type="ROLES_INSTALLED")
+    assert sorted(e.payload["username"] for e in installed) == ["adam", "colin", "cora", "sam"]
+    assert {e.actor_label for e in installed} == {"system:installation"}
+    changed = GovernanceEvent.objects.filter(type="ROLES_CHANGED")
+    assert {(e.payload["username"], e.actor_label) for e in changed} == {
+        ("vera", "adam"),
+        ("alice", "adam"),
+        ("oscar", "adam"),
+        ("sam", "adam"),
+        ("lena", "adam"),
+    }
+    for username, roles in DEMO_USERS.items():
+        assert membership.roles_held(User.objects.get(username=username)) == set(roles)
+    count = GovernanceEvent.objects.count()
+    run("--no-traces")
+    assert GovernanceEvent.objects.count() == count

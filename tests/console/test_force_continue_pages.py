@@ -23,7 +23,7 @@ def diverged(replayed):
 
 
 @pytest.fixture
-def fc(diverged):
+def fc(diverged, signers):
     return gov_services.force_continue_request_file(
         run=diverged, actor=persona("alice"), reason="drift in the router is known"
     )

@@ -53,8 +53,9 @@ class TestThePage:
 
     @pytest.mark.parametrize("name", NOT_ADMINS)
     def test_it_refuses_everyone_else(self, as_persona, trace, name):
+        client = as_persona(name)  # creating the persona records its roles in the ledger
         before = GovernanceEvent.objects.count()
-        response = self._declare(as_persona(name), kind="trace", target=trace.trace_id, reason="r")
+        response = self._declare(client, kind="trace", target=trace.trace_id, reason="r")
         assert response.status_code == 403
         assert GovernanceEvent.objects.count() == before
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def fc(replayed):
+def fc(replayed, signers):
     run = replayed("diverged", by="alice")
     return gov_services.force_continue_request_file(
         run=run, actor=persona("alice"), reason="drift in the router is known"

@@ -24,12 +24,17 @@ class World:
     halt: int
     ok_sha: str
     production: str
+    role_grant: str
 
 
 @pytest.fixture
 def world(replayed):
     from governance.models import Halt
-    from governance.services import force_continue_request_file, production_replay_request_file
+    from governance.services import (
+        force_continue_request_file,
+        production_replay_request_file,
+        user_roles_change,
+    )
     from tests.console.personas import persona
 
     ok = replayed("ok").trace
@@ -39,6 +44,9 @@ def world(replayed):
     diverged = replayed("diverged")
     replayed("broken_chain")  # an integrity failure halts that file
     fc = force_continue_request_file(run=diverged, actor=persona("alice"), reason="known drift")
+    grant = user_roles_change(
+        actor=persona("adam"), user=persona("lena"), roles=["legal", "council"], reason="elected"
+    ).grant
     return World(
         sha=diverged.trace.blob.sha256,
         run=str(diverged.id),
@@ -46,6 +54,7 @@ def world(replayed):
         halt=Halt.objects.order_by("seq").first().seq,
         ok_sha=ok.blob.sha256,
         production=str(production.id),
+        role_grant=str(grant.id),
     )
 
 
@@ -59,6 +68,7 @@ FULL_PAGES = {
     "halts",
     "keys",
     "users",
+    "role grants",
     "operations",
     "api docs",
     "api tokens",
@@ -124,6 +134,13 @@ PAGES = [
     ("halt", lambda w: f"/governance/halts/{w.halt}/", "/governance/halts/999999/", ANYONE),
     ("keys", lambda w: "/governance/keys/", None, ANYONE),
     ("users", lambda w: "/governance/users/", None, {AD}),
+    ("role grants", lambda w: "/governance/role-grants/", None, {AD, CO}),
+    (
+        "role grant",
+        lambda w: f"/governance/role-grants/{w.role_grant}/",
+        f"/governance/role-grants/{MISSING_UUID}/",
+        {AD, CO},
+    ),
     ("operations", lambda w: "/ops/", None, ANYONE),
     ("api docs", lambda w: "/api/docs/", None, ANYONE),
     ("api tokens", lambda w: "/tokens/", None, ANYONE),
@@ -180,6 +197,8 @@ def test_the_matrix_above_covers_every_page_route():
         "production-request",
         "production-list",
         "production-detail",
+        "role-grant-list",
+        "role-grant-detail",
         "ledger",
         "halt-list",
         "halt-detail",

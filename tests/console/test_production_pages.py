@@ -24,7 +24,7 @@ def ok_trace(ingest):
 
 
 @pytest.fixture
-def asked(ok_trace):
+def asked(ok_trace, signers):
     return gov_services.production_replay_request_file(
         trace=ok_trace, actor=persona("alice"), reason="disaster recovery drill"
     )

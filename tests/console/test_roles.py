@@ -32,6 +32,7 @@ EXPECTED = {
     roles.DSR: {AD, LE},
     roles.PII_REVEAL: {AD},
     roles.MANAGE: {AD},
+    roles.ROLE_GRANT_APPROVE: {CO},
     roles.SIGNING_KEY_REGISTER: {AD, CO},
     roles.API_TOKENS_OWN: {V, AU, OP, AD, CO, LE},
 }
@@ -123,13 +124,24 @@ def test_it_rejects_an_unknown_action():
 
 
 def test_roles_are_read_once_per_user_object():
-    from django.contrib.auth.models import Group
+    from governance.services import user_roles_change
 
     alice = make_user("alice", V)
     assert roles.held_roles(alice) == {V}
-    alice.groups.add(Group.objects.get_or_create(name=AU)[0])
+    again = type(alice).objects.get(pk=alice.pk)
+    user_roles_change(actor=make_user("adam", AD), user=again, roles={V, AU})
     assert roles.held_roles(alice) == {V}  # this request's object keeps what it read
     assert roles.held_roles(type(alice).objects.get(pk=alice.pk)) == {V, AU}
+
+
+def test_it_ignores_a_role_group_edited_outside_the_ledger():
+    from django.contrib.auth.models import Group
+
+    alice = make_user("alice", V)
+    alice.groups.add(Group.objects.get_or_create(name=AD)[0])
+    alice = verified(type(alice).objects.get(pk=alice.pk))
+    assert roles.held_roles(alice) == {V}
+    assert not roles.can(alice, roles.MANAGE)
 
 
 class TestAccessTraceById:

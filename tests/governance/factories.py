@@ -13,9 +13,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
+from django.db import transaction
 
-from governance import keystore, services, signing
+from governance import codes, keystore, ledger, membership, services, signing
 from governance.models import ForceContinueRequest, MemberKey
 from replay.errors import REPLAY_DIVERGENCE
 from replay.models import Blob, ReplayRun, Trace
@@ -47,15 +48,32 @@ class Signer:
         )
 
 
+def roles_installed_for(user: User, *role_names: str) -> User:
+    """Give ``user`` these roles as an installation would: a ROLES_INSTALLED event in the
+    ledger (what every role check reads), mirrored to the groups."""
+    if role_names:
+        with transaction.atomic():
+            ledger.append(
+                event_type=codes.ROLES_INSTALLED,
+                payload={
+                    "user_id": user.pk,
+                    "username": user.get_username(),
+                    "roles_before": [],
+                    "roles_after": sorted(set(role_names)),
+                    "acting_as": "system",
+                },
+                actor_label=services.INSTALL_ACTOR,
+            )
+            membership.groups_mirror(user, role_names)
+    return user
+
+
 def person(name: str) -> User:
     user = User.objects.filter(username=name).first()
     if user is not None:
         return user
     user = User.objects.create_user(name, f"{name}@example.com", "pw")
-    for role in PERSONAS[name]:
-        group, _ = Group.objects.get_or_create(name=role)
-        user.groups.add(group)
-    return user
+    return roles_installed_for(user, *PERSONAS[name])
 
 
 def enrol(name: str, *, confirm: bool = True) -> Signer:

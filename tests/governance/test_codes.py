@@ -54,6 +54,12 @@ def test_the_codes_never_move():
         "DSR_EXPORTED": 601,
         "DSR_ERASED": 602,
         "DSR_CLOSED": 603,
+        "ROLES_INSTALLED": 700,
+        "ROLES_CHANGED": 701,
+        "ROLE_GRANT_REQUEST": 702,
+        "ROLE_GRANT_APPROVAL": 703,
+        "ROLE_GRANT_APPROVED": 704,
+        "ROLE_GRANT_REJECTED": 705,
     }
 
 

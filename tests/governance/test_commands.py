@@ -92,6 +92,9 @@ def test_a_member_signs_a_denial_offline_from_the_payload_the_page_shows(carol_k
 
 
 def test_a_refused_approval_exits_1_with_its_code(carol_key, tmp_path):
+    services.user_roles_change(
+        actor=person("bob"), user=person("carol"), roles=["council", "auditor"]
+    )
     request = filed_request(by="carol")  # carol cannot approve her own request
     signed = tmp_path / "signed.json"
     manage(

@@ -33,7 +33,7 @@ def test_a_replay_request_is_signed_queued_on_commit_and_its_result_recorded_onc
     alice = person("alice")
     trace = ingest("ok")
     with django_capture_on_commit_callbacks() as callbacks:
-        run = services.replay_request(trace=trace, mode="production", actor=alice)
+        run = services.replay_request(trace=trace, mode="audit", actor=alice)
     assert len(callbacks) == 1
     assert run.state == ReplayRun.State.QUEUED
     (request,) = _events(codes.REPLAY_REQUEST)
@@ -42,7 +42,7 @@ def test_a_replay_request_is_signed_queued_on_commit_and_its_result_recorded_onc
         "run_id": str(run.id),
         "trace_id": trace.trace_id,
         "trace_sha256": trace.blob.sha256,
-        "mode": "production",
+        "mode": "audit",
         "continue_past": [],
         "resumed_from": None,
     }

@@ -1,17 +1,17 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 
 from governance import chain, codes, ledger, services, signing
 from governance.models import GovernanceEvent, SigningKey
 from replay.models import AppendOnlyError
-from tests.governance.factories import person
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_introduces_the_first_server_key_in_the_first_event():
-    alice = person("alice")
+    alice = User.objects.create_user("alice")  # no roles: nothing in the ledger yet
     event = services.event_append(
         event_type=codes.PII_REVEALED, payload={"trace_id": "t"}, actor=alice
     )

@@ -74,8 +74,10 @@ def _unannounced_key(name: str) -> Signer:
 
 @pytest.fixture
 def admin_approved():
-    """bob's signed admin approval on alice's request (still pending: the council has not)."""
+    """bob's signed admin approval on alice's request (still pending: the council has not).
+    The council members who sign later hold their role before the request is filed."""
     bob = enrol("bob")
+    person("carol"), person("dave")
     request = filed_request()
     approval = services.approval_record(
         request=request,

@@ -121,9 +121,10 @@ class TestAsking:
             actor=person("bob"), targets=[(target, target_id)], reason="key leaked"
         )
         halt = selectors.halts_active().get()
+        alice = person("alice")
         before = GovernanceEvent.objects.count()
         with pytest.raises(codes.GovernanceError) as caught:
-            services.production_replay_request_file(trace=trace, actor=person("alice"), reason="r")
+            services.production_replay_request_file(trace=trace, actor=alice, reason="r")
         assert caught.value.code == codes.REQUEST_HALTED
         assert caught.value.message == services.PRODUCTION_HALTED_MESSAGE.format(
             trace=trace.trace_id,

@@ -1,4 +1,5 @@
-"""``manage.py governance <action>``: verify the ledger, checkpoints, keys, offline signing.
+"""``manage.py governance <action>``: verify the ledger, checkpoints, keys, offline signing,
+roles.
 
 Exit codes: 0 done / verified, 1 verification failed or the action was refused, 2 usage.
 
@@ -12,6 +13,19 @@ the database is reachable) or from the payload JSON the console page shows (``--
 so it works on an offline machine too. On the server, ``record-approval FILE --user U``
 records such a document for user U through the same service as the API (the signature is
 still checked against U's registered, confirmed key).
+
+Acting for a person (``--user``, ``--admin``): the roles matrix (``governance.roles``) decides,
+with the roles the ledger records for that person, exactly as for the pages and the API; a
+refusal prints ``CODE: message`` (``REQUEST_ROLE``, ``APPROVAL_ROLE``, ``ROLE_SELF`` ...) on
+stderr and exits 1. The shell has no second factor, and needs none: access to the server's
+shell is a stronger credential than a browser session, and what counts is that the ledger
+records the role. Without a person (``rotate-key``, ``install-roles``) the command acts as the
+system and the ledger names it so (``system:cli``, ``system:installation``).
+
+Roles: ``install-roles --admin A --council C ...`` records the installation's first admins and
+council members (once: the ledger's first role events); after that ``set-roles NAME ROLE...
+--user ADMIN`` changes someone else's roles (a grant of admin or council waits for a council
+quorum, signed with ``sign --role-grant ID`` and recorded with ``record-approval``).
 """
 
 from __future__ import annotations
@@ -27,8 +41,14 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from governance import codes, keystore, selectors, services, signing
-from governance.models import ForceContinueRequest, Halt, MemberKey, ProductionReplayRequest
+from governance import codes, keystore, membership, roles, selectors, services, signing
+from governance.models import (
+    ForceContinueRequest,
+    Halt,
+    MemberKey,
+    ProductionReplayRequest,
+    RoleGrantRequest,
+)
 from replay.models import ReplayRun, Trace
 from replay.selectors import trace_by_trace_id
 
@@ -39,6 +59,7 @@ TRACE_UNKNOWN_MESSAGE = "no stored trace {trace}"
 RUN_UNKNOWN_MESSAGE = "no replay run {run}"
 HALT_UNKNOWN_MESSAGE = "no halt {halt}"
 KEY_UNKNOWN_MESSAGE = "no member key {key_id}"
+ROLE_GRANT_UNKNOWN_MESSAGE = "no role grant request {request}"
 
 
 class Command(BaseCommand):
@@ -73,6 +94,7 @@ class Command(BaseCommand):
         what.add_argument("--request", help="a force-continue request id (reads the database)")
         what.add_argument("--halt", type=int, help="a halt's seq, to sign its clearing")
         what.add_argument("--production", help="a production replay request id (reads the db)")
+        what.add_argument("--role-grant", help="a role grant request id (reads the database)")
         what.add_argument("--payload", help="a payload JSON file as the console shows it")
         p.add_argument("--deny", action="store_true", help="sign a denial")
         p.add_argument("--reason", default=None)
@@ -131,6 +153,24 @@ class Command(BaseCommand):
         p.add_argument("--reason", required=True)
         p.add_argument("--user", required=True, help="the admin declaring it")
 
+        p = sub.add_parser(
+            "install-roles",
+            help="record the installation's first admins and council members (once)",
+        )
+        p.add_argument("--admin", action="append", default=[], metavar="NAME")
+        p.add_argument("--council", action="append", default=[], metavar="NAME")
+        p.add_argument(
+            "--from-groups",
+            action="store_true",
+            help="an upgrade: record every active user's role groups as they are now",
+        )
+
+        p = sub.add_parser("set-roles", help="an admin sets someone else's roles")
+        p.add_argument("username")
+        p.add_argument("roles", nargs="*", help="the roles the person should hold (none: revoke)")
+        p.add_argument("--user", required=True, help="the admin who changes them")
+        p.add_argument("--reason", default="")
+
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         handler = getattr(self, "do_" + action.replace("-", "_"))
         try:
@@ -157,6 +197,18 @@ class Command(BaseCommand):
         )
         if found is None:
             raise CommandError(PRODUCTION_UNKNOWN_MESSAGE.format(request=request_id), returncode=2)
+        return found
+
+    def _role_grant(self, request_id: str) -> RoleGrantRequest:
+        found = (
+            RoleGrantRequest.objects.select_related("user", "requested_by")
+            .filter(id=request_id)
+            .first()
+            if _is_uuid(request_id)
+            else None
+        )
+        if found is None:
+            raise CommandError(ROLE_GRANT_UNKNOWN_MESSAGE.format(request=request_id), returncode=2)
         return found
 
     def _read_json(self, path: str) -> Any:
@@ -235,6 +287,7 @@ class Command(BaseCommand):
         request: str | None,
         halt: int | None,
         production: str | None,
+        role_grant: str | None,
         payload: str | None,
         deny: bool,
         reason: str | None,
@@ -270,6 +323,10 @@ class Command(BaseCommand):
             body = services.production_replay_payload_for(
                 request=self._production(production), decision=decision, reason=reason or ""
             )
+        elif role_grant is not None:
+            body = services.role_grant_payload_for(
+                request=self._role_grant(role_grant), decision=decision, reason=reason or ""
+            )
         else:
             assert payload is not None
             body = self._read_json(payload)
@@ -278,6 +335,7 @@ class Command(BaseCommand):
             if body.get("type") in (
                 signing.FORCE_CONTINUE_APPROVAL_TYPE,
                 signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
+                signing.ROLE_GRANT_APPROVAL_TYPE,
             ):
                 body["decision"] = decision
             if role is not None:
@@ -312,6 +370,16 @@ class Command(BaseCommand):
                 f"recorded {approval.decision} by {user}; production replay request {asked.id} "
                 f"is {asked.state}"
                 + (f"; production replay {asked.run_id}" if asked.run_id else "")
+            )
+            return
+        if kind == signing.ROLE_GRANT_APPROVAL_TYPE:
+            grant = self._role_grant(str(payload.get("request_id")))  # type: ignore[union-attr]
+            approval = services.role_grant_approval_record(
+                request=grant, approver=approver, document=document
+            )
+            grant.refresh_from_db()
+            self.stdout.write(
+                f"recorded {approval.decision} by {user}; role grant {grant.id} is {grant.state}"
             )
             return
         request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
@@ -363,7 +431,9 @@ class Command(BaseCommand):
         text = Path(public_key).read_text(encoding="utf-8")
         if "PRIVATE KEY" in text:  # a keygen file: register its public half, send nothing else
             text = signing.public_key_of(signing.private_key_from_text(text)).hex()
-        key = services.member_key_register(user=self._user(user), public_key=text, label=label)
+        owner = self._user(user)
+        services.actor_require(actor=owner, action=roles.SIGNING_KEY_REGISTER)
+        key = services.member_key_register(user=owner, public_key=text, label=label)
         self.stdout.write(key.key_id)
 
     def do_confirm_key(self, *, key_id: str, admin: str, **_: Any) -> None:
@@ -381,14 +451,16 @@ class Command(BaseCommand):
         self.stdout.write(f"revoked {key_id}")
 
     def do_rotate_key(self, *, as_json: bool, **_: Any) -> None:
-        key = services.signing_key_rotate(actor_label="cli")
+        key = services.signing_key_rotate(actor_label=services.CLI_SYSTEM_ACTOR)
         if as_json:
             self.stdout.write(json.dumps({"key_id": key.key_id, "fingerprint": key.fingerprint}))
         else:
             self.stdout.write(f"now signing with {key.key_id} ({key.fingerprint})")
 
     def do_revoke_server_key(self, *, key_id: str, reason: str, **_: Any) -> None:
-        services.signing_key_revoke(key_id=key_id, reason=reason, actor_label="cli")
+        services.signing_key_revoke(
+            key_id=key_id, reason=reason, actor_label=services.CLI_SYSTEM_ACTOR
+        )
         self.stdout.write(f"revoked {key_id}")
 
     def do_incident(
@@ -401,6 +473,39 @@ class Command(BaseCommand):
             f"SECURITY_INCIDENT {incident.seq} recorded; halt {halt.seq} on "
             f"{halt.payload['target_kind']} {halt.payload['target_id']}"
         )
+
+    def do_install_roles(
+        self, *, admin: list[str], council: list[str], from_groups: bool, **_: Any
+    ) -> None:
+        admins = [self._user(name) for name in admin]
+        members = [self._user(name) for name in council]
+        others = []
+        if from_groups:
+            for user in get_user_model().objects.filter(is_active=True).order_by("username"):
+                held = set(user.groups.filter(name__in=roles.ROLES).values_list("name", flat=True))
+                admins += [user] if roles.ADMIN in held else []
+                members += [user] if roles.COUNCIL in held else []
+                others.append((user, held - roles.STRONG_ROLES))
+        events = services.roles_install(admins=admins, council=members, others=others)
+        for event in events:
+            held = ", ".join(event.payload["roles_after"])
+            self.stdout.write(f"{event.payload['username']}: {held} (seq {event.seq})")
+
+    def do_set_roles(
+        self, *, username: str, roles: list[str], user: str, reason: str, **_: Any
+    ) -> None:
+        subject = self._user(username)
+        change = services.user_roles_change(
+            actor=self._user(user), user=subject, roles=roles, reason=reason
+        )
+        now = sorted(membership.roles_held(get_user_model().objects.get(pk=subject.pk)))
+        line = f"{username}: {', '.join(now) or 'no roles'}"
+        if change.grant is not None:
+            line += (
+                f"; grant of {', '.join(change.grant.roles)} awaits the council "
+                f"(request {change.grant.id})"
+            )
+        self.stdout.write(line)
 
     def do_halts(self, **_: Any) -> None:
         for halt in selectors.halts_active():

@@ -8,6 +8,12 @@ friends after) and runs in this process.
 ``--resume RUN_ID`` continues a diverged run past its divergence. That needs an approved
 force-continue (one admin and a council quorum, signed); without one the replay is refused
 with FORCE_CONTINUE_REQUIRED (seed 003 REPLAY-06) and the attempt is logged.
+
+``--user NAME`` acts for that person: the roles matrix (``governance.roles``) decides with the
+roles the ledger records for them, as for the pages and the API (production needs auditor and
+admin together); a refusal prints ``REQUEST_ROLE: ...`` on stderr and exits 1. Without
+``--user`` the command acts as the system: the REPLAY_REQUEST's actor is ``system:cli`` and
+its payload says ``"acting_as": "system"``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,15 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from governance.services import force_continue_resume, replay_request, replay_run_govern
+from governance import roles
+from governance.codes import GovernanceError
+from governance.services import (
+    CLI_SYSTEM_ACTOR,
+    actor_require,
+    force_continue_resume,
+    replay_request,
+    replay_run_govern,
+)
 from replay import engine
 from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.errors import ReplayError
@@ -30,7 +44,7 @@ from replay.models import ReplayRun
 from replay.selectors import trace_by_trace_id
 from replay.services import trace_ingest
 
-CLI_ACTOR = "cli"
+CLI_ACTOR = CLI_SYSTEM_ACTOR
 
 
 def refused_report(*, trace: Any, mode: str, error: ReplayError) -> dict[str, Any]:
@@ -68,10 +82,21 @@ class Command(BaseCommand):
             help="continue this diverged run past its divergence (needs an approved "
             "force-continue)",
         )
-        parser.add_argument("--user", default=None, help="who asks (default: the CLI)")
+        parser.add_argument(
+            "--user",
+            default=None,
+            help="who asks, with their roles per the ledger (default: the system, so named)",
+        )
         add_workers_argument(parser)
 
-    def handle(self, *args, target, mode, as_json, resume, user, workers, **options):
+    def handle(self, *args, **options):
+        try:
+            self._handle(*args, **options)
+        except GovernanceError as exc:
+            self.stderr.write(f"{exc.code}: {exc.message}")
+            sys.exit(1)
+
+    def _handle(self, *args, target, mode, as_json, resume, user, workers, **options):
         actor = None
         if user is not None:
             actor = get_user_model().objects.filter(username=user).first()
@@ -87,6 +112,7 @@ class Command(BaseCommand):
             path = Path(target)
             if not path.is_file():
                 raise CommandError(f"{target}: neither a stored trace id nor a file", returncode=2)
+            actor_require(actor=actor, action=roles.UPLOAD)
             try:
                 with path.open("rb") as fh:
                     trace = trace_ingest(
@@ -111,6 +137,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"replay {run.id} is of trace {run.trace.trace_id}, not {target}", returncode=2
             )
+        actor_require(actor=actor, action=roles.MODE_ACTIONS[run.mode])
         try:
             resumed = force_continue_resume(run=run, actor=actor)
         except ReplayError as exc:
