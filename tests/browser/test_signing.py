@@ -49,6 +49,13 @@ def browser_key_for(new_context, name: str):
 REASON = "The divergence is not explained; deny."
 
 
+@pytest.fixture(autouse=True)
+def signers(flushable_transactional_db):
+    """cora and adam hold their roles per the ledger before anything is filed: an approval
+    counts only in a role held before its request was filed."""
+    return persona("cora"), persona("adam")
+
+
 def test_a_council_member_denies_in_the_browser_after_typing_a_reason_and_asking_for_the_payload(
     new_context, shots, trace_key
 ):
@@ -83,8 +90,8 @@ def test_a_council_member_signs_a_halt_clear_in_the_browser_after_typing_a_reaso
 ):
     from governance.models import Halt
 
-    replayed("broken_chain")
-    halt = Halt.objects.active().get(payload__target_kind="trace")
+    replayed("broken_chain")  # a tampered file: its replay halts that file
+    halt = Halt.objects.active().get(payload__target_kind="blob")
     reason = "The copy was restored from the archive."
     cora = browser_key_for(new_context, "cora")
     cora.goto(f"/governance/halts/{halt.seq}/")
