@@ -165,6 +165,8 @@ class ReplayReport:
     def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
         self.error_code = code
         self.status = _STATUS_OF.get(code, REFUSED)
+        if self.status == REFUSED:  # no verdict was reached: nothing to rely on
+            self.authoritative = False
         self.message = message
         self.broke_at = where.get("broke_at")
         self.expected = where.get("expected")

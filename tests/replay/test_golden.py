@@ -356,7 +356,7 @@ def test_REPLAY_07_sandbox_run_is_non_authoritative():
     # the same trace in production is refused: nothing was persisted to replay from
     production = replay_stored(trace, engine.PRODUCTION)
     assert production.error_code == MISSING_PERSISTED_AGENT_OUTPUT
-    assert production.authoritative is True
+    assert production.authoritative is False  # refused: no verdict, nothing to rely on
 
 
 def test_it_marks_even_a_fully_persisted_sandbox_replay_non_authoritative():

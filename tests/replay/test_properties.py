@@ -91,7 +91,10 @@ def test_it_replays_every_recorded_trace_ok_in_every_mode_its_artifacts_allow(op
                 assert report["status"] == engine.OK, report["message"]
                 assert report["error_code"] is None
                 assert report["divergences"] == []
-            assert report["authoritative"] is (mode != engine.SANDBOX)
+            # sandbox is never authoritative, and neither is a refusal (it reached no verdict)
+            assert report["authoritative"] is (
+                mode != engine.SANDBOX and report["status"] != engine.REFUSED
+            )
             assert report["replayable"] is (opts.persist_outputs or not has_external)
             missing = (
                 []
