@@ -177,7 +177,18 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024**2
 
 # --- tasks ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Where queued replays run (replay/background.py): "celery" on the broker's workers, "thread"
+# in a small pool inside the web process (the embedded default: the request returns at once
+# and the progress page shows the run), "eager" inline (the test overlay).
+REPLAY_TASK_RUNNER = env_str("REPLAY_TASK_RUNNER", "celery" if CELERY_BROKER_URL else "thread")
+if REPLAY_TASK_RUNNER not in ("celery", "thread", "eager"):
+    raise ImproperlyConfigured(
+        f"REPLAY_TASK_RUNNER={REPLAY_TASK_RUNNER!r}: use celery, thread or eager"
+    )
+if REPLAY_TASK_RUNNER == "celery" and not CELERY_BROKER_URL:
+    raise ImproperlyConfigured("REPLAY_TASK_RUNNER=celery needs CELERY_BROKER_URL")
+REPLAY_TASK_THREADS = env_int("REPLAY_TASK_THREADS", 2)
+CELERY_TASK_ALWAYS_EAGER = REPLAY_TASK_RUNNER == "eager"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
