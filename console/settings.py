@@ -68,6 +68,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "console.security.ContentSecurityPolicyMiddleware",
+    "console.views.errors.ErrorPagesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -82,6 +83,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "console.urls"
+# DEBUG's 500 page is the console's too (console/views/errors.py): Django's needs inline styles
+DEFAULT_EXCEPTION_REPORTER = "console.views.errors.ConsoleExceptionReporter"
 WSGI_APPLICATION = "console.wsgi.application"
 ASGI_APPLICATION = "console.asgi.application"
 

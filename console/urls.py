@@ -4,7 +4,12 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from console.views import auth, governance, ops, production, runs, traces
+from console.views import auth, errors, governance, ops, production, runs, traces
+
+handler400 = errors.bad_request
+handler403 = errors.permission_denied
+handler404 = errors.page_not_found
+handler500 = errors.server_error
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
