@@ -4,7 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from console.views import auth, errors, governance, ops, production, runs, traces
+from console.views import auth, errors, governance, health, ops, production, runs, traces
 
 handler400 = errors.bad_request
 handler403 = errors.permission_denied
@@ -13,6 +13,7 @@ handler500 = errors.server_error
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
+    path("healthz", health.healthz_view, name="healthz"),
     # sign-in and the second factor
     path("accounts/login/", auth.login_view, name="login"),
     path("accounts/logout/", auth.logout_view, name="logout"),

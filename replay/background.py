@@ -17,6 +17,7 @@ queued (use a broker where that matters; docs/deployment.md).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -73,8 +74,9 @@ def _run(task: Any, args: tuple[Any, ...]) -> Any:
 
 
 def submit(task: Any, *args: Any) -> Future:
-    """Run ``task(*args)`` on the pool now (not on commit); its future."""
-    return pool().submit(_run, task, args)
+    """Run ``task(*args)`` on the pool now (not on commit); its future. The task runs in a
+    copy of the caller's context, so its log records carry the request's id."""
+    return pool().submit(contextvars.copy_context().run, _run, task, args)
 
 
 def enqueue(task: Any, *args: Any) -> None:
