@@ -17,6 +17,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from django.core.signals import request_finished
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -50,26 +52,30 @@ class RequestIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         rid = request_id_for(request.META.get("HTTP_X_REQUEST_ID"))
         request.request_id = rid  # type: ignore[attr-defined]
-        token = request_id.set(rid)
+        # kept until the response is closed (request_finished): Django logs a refused
+        # request's "Not Found" / "Forbidden" record after the middleware has returned
+        request_id.set(rid)
         started = time.monotonic()
-        try:
-            response = self.get_response(request)
-            response[REQUEST_ID_HEADER] = rid
-            user = getattr(request, "user", None)
-            access_log.info(
-                "%s %s %s",
-                request.method,
-                request.path,
-                response.status_code,
-                extra={
-                    "request_id": rid,
-                    "method": request.method,
-                    "path": request.path,
-                    "status": response.status_code,
-                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
-                    "user": user.get_username() if user and user.is_authenticated else None,
-                },
-            )
-            return response
-        finally:
-            request_id.reset(token)
+        response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = rid
+        user = getattr(request, "user", None)
+        access_log.info(
+            "%s %s %s",
+            request.method,
+            request.path,
+            response.status_code,
+            extra={
+                "request_id": rid,
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                "user": user.get_username() if user and user.is_authenticated else None,
+            },
+        )
+        return response
+
+
+@receiver(request_finished, dispatch_uid="console.requestlog.forget_request_id")
+def _forget_request_id(**kwargs: object) -> None:
+    request_id.set(NO_REQUEST)

@@ -217,3 +217,21 @@ def test_it_refuses_insecure_localhost_for_a_public_host(tmp_path):
         "REPLAY_INSECURE_LOCALHOST=1 is only honoured when DJANGO_ALLOWED_HOSTS names nothing but "
         "127.0.0.1, localhost or [::1] (it names example.com)"
     ) in done.stderr
+
+
+def test_the_record_django_makes_of_a_refused_request_carries_its_id(client):
+    from console.requestlog import RequestIdFilter
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    try:
+        client.get("/no/such/page/", HTTP_X_REQUEST_ID="rid-404")
+    finally:
+        logger.removeHandler(handler)
+    assert [(r.getMessage(), r.request_id) for r in records] == [
+        ("Not Found: /no/such/page/", "rid-404")
+    ]
