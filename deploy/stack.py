@@ -173,7 +173,8 @@ def main() -> int:
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput", "-v", "0")
     if args.demo:
-        manage(env, "demo", "--allow-production")
+        credentials = Path(env["REPLAY_VAR_DIR"]) / "secrets" / "demo-users.json"
+        manage(env, "demo", "--allow-production", "--credentials", str(credentials))
 
     signal.signal(signal.SIGINT, _raise_stop)
     signal.signal(signal.SIGTERM, _raise_stop)
