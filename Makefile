@@ -1,10 +1,11 @@
-# Two set-up commands for a fresh machine: `make run` and `make test`.
+# Two set-up commands for a fresh machine: `make run` and `make test`; `make prod` starts the
+# production stack on this machine (PostgreSQL, Redis, gunicorn, Celery worker and beat).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres bench lint fmt demo migrate clean
+.PHONY: run prod test test-postgres bench lint fmt demo migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +22,11 @@ demo: migrate
 run: demo
 	@echo "Replay Audit Console on http://127.0.0.1:8000 (sign in with a user printed above)"
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# DEBUG off, secrets generated under var/prod/secrets/, migrate, collectstatic, demo users,
+# then gunicorn + Celery worker + beat until Ctrl-C (deploy/stack.py, docs/deployment.md)
+prod: $(STAMP)
+	$(BIN)/python deploy/stack.py --demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

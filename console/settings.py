@@ -72,8 +72,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "console.requestlog.RequestIdMiddleware",
     "console.security.ContentSecurityPolicyMiddleware",
+    "console.views.errors.ErrorPagesMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # static files without runserver: compressed, cache-busted names, far-future caching
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -88,6 +92,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "console.urls"
+# DEBUG's 500 page is the console's too (console/views/errors.py): Django's needs inline styles
+DEFAULT_EXCEPTION_REPORTER = "console.views.errors.ConsoleExceptionReporter"
 WSGI_APPLICATION = "console.wsgi.application"
 ASGI_APPLICATION = "console.asgi.application"
 
@@ -142,7 +148,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# collectstatic writes here; WhiteNoise serves it. Owner-only like the rest of var/: the
+# console's processes run as one user, and nothing else needs to read it.
+STATIC_ROOT = private_dir(VAR_DIR / "staticfiles")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "trace-list"
@@ -173,7 +181,13 @@ STORAGES = {
         "OPTIONS": {"location": str(VAR_DIR / "media")},
     },
     "blobs": _blob_storage,
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # DEBUG serves the files as they are; production serves what collectstatic wrote:
+    # gzip-compressed copies and content-hashed names (cache-busted, cached for a year)
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
 }
 
 # --- AHD sidecars: the checkout whose token and brief files an uploaded sidecar is re-hashed
@@ -200,13 +214,26 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024**2
 
 # --- tasks ---------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Where queued replays run (replay/background.py): "celery" on the broker's workers, "thread"
+# in a small pool inside the web process (the embedded default: the request returns at once
+# and the progress page shows the run), "eager" inline (the test overlay).
+REPLAY_TASK_RUNNER = env_str("REPLAY_TASK_RUNNER", "celery" if CELERY_BROKER_URL else "thread")
+if REPLAY_TASK_RUNNER not in ("celery", "thread", "eager"):
+    raise ImproperlyConfigured(
+        f"REPLAY_TASK_RUNNER={REPLAY_TASK_RUNNER!r}: use celery, thread or eager"
+    )
+if REPLAY_TASK_RUNNER == "celery" and not CELERY_BROKER_URL:
+    raise ImproperlyConfigured("REPLAY_TASK_RUNNER=celery needs CELERY_BROKER_URL")
+REPLAY_TASK_THREADS = env_int("REPLAY_TASK_THREADS", 2)
+CELERY_TASK_ALWAYS_EAGER = REPLAY_TASK_RUNNER == "eager"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
+# workers log through LOGGING below (JSON in production), not Celery's own handlers
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- REST API ------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -271,20 +298,63 @@ CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# REPLAY_INSECURE_LOCALHOST=1: with DEBUG off, plain http on this machine only (the local
+# production stack, `make prod`): cookies without Secure, no redirect to https, no HSTS.
+# Honoured only when DJANGO_ALLOWED_HOSTS names nothing but the loopback host.
+REPLAY_INSECURE_LOCALHOST = not DEBUG and env_bool("REPLAY_INSECURE_LOCALHOST", False)
+_LOOPBACK = {"127.0.0.1", "localhost", "[::1]"}
+if REPLAY_INSECURE_LOCALHOST and not set(ALLOWED_HOSTS) <= _LOOPBACK:
+    raise ImproperlyConfigured(
+        "REPLAY_INSECURE_LOCALHOST=1 is only honoured when DJANGO_ALLOWED_HOSTS names nothing "
+        f"but 127.0.0.1, localhost or [::1] (it names {', '.join(ALLOWED_HOSTS)})"
+    )
 if not DEBUG:
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
-    SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000)
+    SESSION_COOKIE_SECURE = not REPLAY_INSECURE_LOCALHOST
+    CSRF_COOKIE_SECURE = not REPLAY_INSECURE_LOCALHOST
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True) and not (
+        REPLAY_INSECURE_LOCALHOST
+    )
+    SECURE_HSTS_SECONDS = (
+        0 if REPLAY_INSECURE_LOCALHOST else env_int("DJANGO_HSTS_SECONDS", 31536000)
+    )
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # a load balancer's health probe may speak plain http to the web process
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# Logs: one JSON object a line in production (REPLAY_LOG_FORMAT=json, the default with DEBUG
+# off), readable text in development; every record carries the request id
+# (console/requestlog.py), and each request ends with one `console.access` record.
+REPLAY_LOG_FORMAT = env_str("REPLAY_LOG_FORMAT", "text" if DEBUG else "json")
+if REPLAY_LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"REPLAY_LOG_FORMAT={REPLAY_LOG_FORMAT!r}: use json or text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"request_id": {"()": "console.requestlog.RequestIdFilter"}},
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": REPLAY_LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "WARNING")},
+    "loggers": {
+        # the access log: on by default in production (REPLAY_ACCESS_LOG=0 turns it off)
+        "console.access": {
+            "level": "INFO" if env_bool("REPLAY_ACCESS_LOG", not DEBUG) else "WARNING"
+        },
+    },
 }
 
 # --- governance (issue 3; governance/conf.py documents each) ------------------------------

@@ -1,7 +1,13 @@
-"""The tiny test overlay: fast password hashing, an isolated var/ directory."""
+"""The tiny test overlay: fast password hashing, tasks inline unless a broker is set."""
 
 from __future__ import annotations
 
 from console.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Deterministic tests: without a broker, queued work runs inline (eager), not on the thread
+# pool; tests/console/test_background.py switches the pool back on to prove the default.
+if REPLAY_TASK_RUNNER == "thread":  # noqa: F405
+    REPLAY_TASK_RUNNER = "eager"
+    CELERY_TASK_ALWAYS_EAGER = True

@@ -5,10 +5,16 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from console.api.common import SchemaFormatNegotiation
-from console.views import auth, governance, ops, production, runs, tokens, traces
+from console.views import auth, errors, governance, health, ops, production, runs, tokens, traces
+
+handler400 = errors.bad_request
+handler403 = errors.permission_denied
+handler404 = errors.page_not_found
+handler500 = errors.server_error
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="trace-list", permanent=False)),
+    path("healthz", health.healthz_view, name="healthz"),
     # sign-in and the second factor
     path("accounts/login/", auth.login_view, name="login"),
     path("accounts/logout/", auth.logout_view, name="logout"),

@@ -176,9 +176,9 @@ def event_append(
 
 def _enqueue(run: ReplayRun) -> None:
     from governance.tasks import replay_run_governed
+    from replay.background import enqueue
 
-    run_id = str(run.id)
-    transaction.on_commit(lambda: replay_run_governed.delay(run_id))
+    enqueue(replay_run_governed, str(run.id))
 
 
 def _replay_request(

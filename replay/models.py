@@ -11,6 +11,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from replay.fields import JSONTextField
+
 
 class AppendOnlyError(Exception):
     """Raised by the model layer when code tries to rewrite an append-only row."""
@@ -89,7 +91,7 @@ class Trace(models.Model):
     missing_outputs = models.JSONField(default=list)
     # the signature verdict at ingest, witnessed by the console (key revocation later
     # does not un-sign what was verified while the key was valid)
-    ingest_report = models.JSONField(default=dict)
+    ingest_report = JSONTextField(default=dict)
     # The trace's verdict, by the one rule of replay/verdicts.py (the upload's verdict, then
     # the latest authoritative audit or production replay's), not merely the last run's:
     # recomputed by replay.services at upload and whenever a run finishes.
@@ -136,7 +138,7 @@ class ReplayRun(models.Model):
     resumed_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="resumptions"
     )
-    report = models.JSONField(null=True, blank=True)
+    report = JSONTextField(null=True, blank=True)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -30,6 +30,7 @@ UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
 NOT_ACCEPTABLE = "NOT_ACCEPTABLE"
 THROTTLED = "THROTTLED"
 REPORT_NOT_READY = "REPORT_NOT_READY"
+SERVER_ERROR = "SERVER_ERROR"
 
 #: HTTP-level codes (the verdict and governance codes live in their own modules)
 HTTP_CODES: dict[str, str] = {
@@ -44,6 +45,7 @@ HTTP_CODES: dict[str, str] = {
     NOT_ACCEPTABLE: "the response cannot be produced in the requested media type",
     THROTTLED: "too many requests",
     REPORT_NOT_READY: "the replay has not finished, so it has no report yet",
+    SERVER_ERROR: "something failed on the server's side; the error was logged",
     UPLOAD_TOO_LARGE: "the upload is larger than REPLAY_MAX_UPLOAD_BYTES",
 }
 

@@ -117,3 +117,20 @@ def test_it_records_every_demo_role_in_the_ledger_once(settings):
     count = GovernanceEvent.objects.count()
     run("--no-traces")
     assert GovernanceEvent.objects.count() == count
+
+
+def test_it_writes_the_credentials_to_an_owner_only_file_when_asked(settings, tmp_path):
+    import json
+    import stat
+
+    settings.DEBUG = True
+    path = tmp_path / "demo-users.json"
+    output = run("--no-traces", "--credentials", str(path))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    written = json.loads(path.read_text())
+    assert sorted(written) == sorted(DEMO_USERS)
+    for username, entry in written.items():
+        assert f"password: {entry['password']}" in output
+        assert authenticate(username=username, password=entry["password"]) is not None
+    assert written["alice"]["totp_secret"] == ""
+    assert f"TOTP secret: {written['cora']['totp_secret']} " in output

@@ -78,6 +78,7 @@ def test_a_fresh_var_directory_and_everything_in_it_is_owner_only(tmp_path):
         "db.sqlite3": "0o600",
         "db.sqlite3-wal": "0o600",
         "db.sqlite3-shm": "0o600",
+        "staticfiles": "0o700",
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import time
 
@@ -66,6 +67,24 @@ def test_a_replay_started_in_the_page_runs_on_the_worker(celery_worker, ingest, 
     run.refresh_from_db()
     assert (run.state, run.error_code) == ("done", "REPLAY_DIVERGENCE")
     assert results.count() == 1
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_the_worker_logs_the_replay_with_the_id_of_the_request_that_queued_it(
+    celery_worker, ingest, as_persona
+):
+    trace = ingest("ok")
+    alice = as_persona("alice")
+    response = alice.post(
+        f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"}, HTTP_X_REQUEST_ID="ci-rid-42"
+    )
+    assert response["X-Request-ID"] == "ci-rid-42"
+    run = ReplayRun.objects.get(trace=trace)
+    done = "[ci-rid-42] Task governance.tasks.replay_run_governed["
+    _wait_for(lambda: done in celery_worker.output(), 60, "the task's log record", celery_worker)
+    [line] = [x for x in celery_worker.output().splitlines() if done in x]
+    assert re.search(r"\] succeeded in [0-9.]+s: 'ok'$", line), line
+    _wait_for(lambda: _run_state(run.id).state == "done", 60, "the replay", celery_worker)
 
 
 def _long_trace(trace_key):

@@ -478,3 +478,16 @@ def test_it_refuses_an_unknown_format_at_ingest():
 
     assert refused.value.code == MALFORMED_TRACE
     assert refused.value.message == "unknown format 'paxman'; supported: replay-trace"
+
+
+def test_a_stored_report_reads_back_exactly_as_the_engine_wrote_it():
+    """PostgreSQL's jsonb would read the float 2.678192983196815e+16 back as the integer
+    26781929831968150, another value in Python: reports are kept as their exact JSON text."""
+    big = 2.678192983196815e16
+    report = {"divergences": [{"before": big, "after": None, "absent": "after"}], "x": 0.1}
+    trace = ingest_path(golden("ok.trace.json"))
+    run = ReplayRun.objects.create(trace=trace, mode="audit", report=report)
+    stored = ReplayRun.objects.get(pk=run.pk).report
+    assert stored == report
+    assert type(stored["divergences"][0]["before"]) is float
+    assert ReplayRun.objects.filter(pk=run.pk).values_list("report", flat=True).get() == report

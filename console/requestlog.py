@@ -1,0 +1,81 @@
+"""Request ids and the access log.
+
+Every request gets an id: the incoming ``X-Request-ID`` when it is sane (1-128 characters of
+letters, digits and ``._:-``, as a proxy or load balancer sets it), else a fresh one. It is
+echoed in the response's ``X-Request-ID``, attached to every log record made while the
+request runs (``request_id``; the JSON formatter prints it), carried into the background
+thread pool with the task (replay/background.py), and each request ends with one
+``console.access`` record: method, path, status, duration, user.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+
+from django.core.signals import request_finished
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
+
+REQUEST_ID_HEADER = "X-Request-ID"
+NO_REQUEST = "-"
+_SANE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default=NO_REQUEST)
+access_log = logging.getLogger("console.access")
+
+
+def request_id_for(incoming: str | None) -> str:
+    """The incoming id if it is sane, else a new one (32 hex digits)."""
+    if incoming and _SANE.fullmatch(incoming):
+        return incoming
+    return uuid.uuid4().hex
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the current request id on every record (``-`` outside a request)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = request_id.get()
+        return True
+
+
+class RequestIdMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        rid = request_id_for(request.META.get("HTTP_X_REQUEST_ID"))
+        request.request_id = rid  # type: ignore[attr-defined]
+        # kept until the response is closed (request_finished): Django logs a refused
+        # request's "Not Found" / "Forbidden" record after the middleware has returned
+        request_id.set(rid)
+        started = time.monotonic()
+        response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = rid
+        user = getattr(request, "user", None)
+        access_log.info(
+            "%s %s %s",
+            request.method,
+            request.path,
+            response.status_code,
+            extra={
+                "request_id": rid,
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                "user": user.get_username() if user and user.is_authenticated else None,
+            },
+        )
+        return response
+
+
+@receiver(request_finished, dispatch_uid="console.requestlog.forget_request_id")
+def _forget_request_id(**kwargs: object) -> None:
+    request_id.set(NO_REQUEST)

@@ -1,0 +1,87 @@
+"""Where queued work runs: Celery workers, a thread pool inside this process, or inline.
+
+``settings.REPLAY_TASK_RUNNER`` decides (console/settings.py):
+
+- ``"celery"`` (CELERY_BROKER_URL is set): ``task.delay(...)``, a worker runs it;
+- ``"thread"`` (the embedded default, no broker to install): a small
+  ``concurrent.futures.ThreadPoolExecutor`` in the web process runs the task body, so the
+  request that queued it returns at once and the progress page shows the run advancing;
+- ``"eager"`` (the test overlay): ``task.delay(...)`` with Celery's ``task_always_eager``.
+
+Whatever the runner, the work is handed over on commit: the row it reads exists by then. A
+Celery app forced eager (``task_always_eager``, as the tests do) runs inline under every runner.
+The same task code runs in each; a task body run in a thread closes its database connections
+when it ends. Work queued in a thread when the process stops is lost with it: the run stays
+queued (use a broker where that matters; docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connections, transaction
+
+logger = logging.getLogger(__name__)
+
+CELERY = "celery"
+THREAD = "thread"
+EAGER = "eager"
+RUNNERS = (CELERY, THREAD, EAGER)
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def runner() -> str:
+    return getattr(settings, "REPLAY_TASK_RUNNER", EAGER)
+
+
+def pool() -> ThreadPoolExecutor:
+    """The process's pool, made on first use with ``REPLAY_TASK_THREADS`` threads."""
+    global _pool  # noqa: PLW0603 (one pool per process, made lazily)
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=max(1, int(getattr(settings, "REPLAY_TASK_THREADS", 2))),
+                thread_name_prefix="replay-task",
+            )
+        return _pool
+
+
+def pool_shutdown(*, wait: bool = True) -> None:
+    """Stop the pool (the next `enqueue` makes a new one); tests use it to start clean."""
+    global _pool
+    with _lock:
+        current, _pool = _pool, None
+    if current is not None:
+        current.shutdown(wait=wait)
+
+
+def _run(task: Any, args: tuple[Any, ...]) -> Any:
+    close_old_connections()
+    try:
+        return task(*args)
+    except Exception:
+        logger.exception("background task %s%r failed", task.name, args)
+        raise
+    finally:
+        connections.close_all()  # this thread's connections only
+
+
+def submit(task: Any, *args: Any) -> Future:
+    """Run ``task(*args)`` on the pool now (not on commit); its future. The task runs in a
+    copy of the caller's context, so its log records carry the request's id."""
+    return pool().submit(contextvars.copy_context().run, _run, task, args)
+
+
+def enqueue(task: Any, *args: Any) -> None:
+    """Hand ``task(*args)`` to the configured runner when the current transaction commits."""
+    if runner() == THREAD and not task.app.conf.task_always_eager:
+        transaction.on_commit(lambda: submit(task, *args))
+    else:
+        transaction.on_commit(lambda: task.delay(*args))

@@ -1,0 +1,66 @@
+"""The embedded default in a real browser: with no broker, a replay started on the trace page
+runs on the web process's thread pool, the browser lands on the run page at once, sees the run
+queued, and the page turns into the report by itself when the run finishes."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from replay import background
+from tests.browser.test_journeys import no_console_errors, sign_in
+from tests.console.conftest import trace_bytes
+
+pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
+
+
+@pytest.fixture
+def thread_runner(settings):
+    from console.celery import app
+
+    settings.REPLAY_TASK_RUNNER = "thread"
+    settings.REPLAY_TASK_THREADS = 1
+    background.pool_shutdown()
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    yield background.pool()
+    app.conf.task_always_eager = eager
+    background.pool_shutdown()
+
+
+@pytest.fixture
+def trace_key():
+    from replay.keys import key_add_hmac
+    from tests.console.conftest import LONG_AGO, TRACE_KEY_ID, TRACE_SECRET
+
+    return key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
+
+
+def test_a_replay_started_in_the_page_shows_queued_then_its_report(
+    new_context, shots, trace_key, thread_runner
+):
+    from replay.services import trace_ingest
+
+    trace = trace_ingest(
+        source=io.BytesIO(trace_bytes("diverged")), filename="diverged.trace.json"
+    ).trace
+    alice = sign_in(new_context, "alice")
+    alice.goto(f"/traces/{trace.blob.sha256}/")
+    gate = threading.Event()
+    thread_runner.submit(gate.wait, 60)  # the pool's one thread is busy until released
+    try:
+        alice.check("input[name=mode][value=audit]")
+        alice.click("#replay-submit")
+        alice.wait_for_selector("#run-state")
+        assert alice.inner_text("#run-state") == "queued"
+        assert alice.locator("#verdict-status").count() == 0
+        shots(alice, "embedded-replay-queued")
+    finally:
+        gate.set()
+    alice.wait_for_selector("#verdict-status", timeout=30_000)  # htmx polled, then reloaded
+    assert alice.inner_text("#verdict-status") == "diverged"
+    assert alice.inner_text("#verdict-code") == "REPLAY_DIVERGENCE"
+    shots(alice, "embedded-replay-report")
+    no_console_errors(alice)

@@ -1,0 +1,195 @@
+"""The auditor's journey against the production stack (`make prod`, deploy/stack.py): gunicorn
+with DEBUG off, static files from WhiteNoise, replays on a Celery worker over Redis,
+PostgreSQL. `.ci/run` starts the stack and runs this with REPLAY_BROWSER_BASE_URL (its URL)
+and REPLAY_STACK_DIR (its state: the secret the demo passwords derive from, the demo upload
+files). Nothing here touches the database: the browser and HTTP are the only way in.
+
+The demo users sign in with the credentials the stack wrote (`manage.py demo --credentials`,
+REPLAY_STACK_DIR/secrets/demo-users.json, owner-only), the council and admins with the
+current code of their TOTP secret.
+
+Without REPLAY_BROWSER_BASE_URL these tests skip (there is no stack to drive); with
+REPLAY_REQUIRE_STACK=1 (CI) a missing stack is a failure instead."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.browser.test_journeys import EXPECTED, uploads_settled
+
+BASE_URL = os.environ.get("REPLAY_BROWSER_BASE_URL", "").rstrip("/")
+STACK_DIR = Path(os.environ.get("REPLAY_STACK_DIR", "var/prod"))
+NO_STACK = "no production stack: set REPLAY_BROWSER_BASE_URL (and REPLAY_STACK_DIR); see .ci/run"
+
+
+@pytest.fixture
+def stack():
+    if not BASE_URL:
+        if os.environ.get("REPLAY_REQUIRE_STACK") == "1":
+            pytest.fail(f"REPLAY_REQUIRE_STACK=1 but {NO_STACK}")
+        pytest.skip(NO_STACK)
+    return BASE_URL
+
+
+def current_code(base32_secret: str) -> str:
+    from django_otp.oath import totp
+
+    return f"{totp(base64.b32decode(base32_secret)):06d}"
+
+
+@pytest.fixture
+def stack_page(chromium, stack):
+    """`stack_page("alice")`: a page in a fresh context on the stack (its own cookies and
+    IndexedDB), signed in as that demo user, with the second factor where the role needs it."""
+    credentials = json.loads((STACK_DIR / "secrets" / "demo-users.json").read_text())
+    contexts = []
+
+    def make(name: str):
+        context = chromium.new_context(base_url=stack, viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.errors = errors  # type: ignore[attr-defined]
+        page.goto("/accounts/login/")
+        page.fill("#id_username", name)
+        page.fill("#id_password", credentials[name]["password"])
+        page.click("main button[type=submit]")
+        page.wait_for_url(re.compile(r"/(traces|accounts/2fa/verify)/"))
+        if "/accounts/2fa/verify/" in page.url:
+            page.fill("#id_token", current_code(credentials[name]["totp_secret"]))
+            page.click("main button[type=submit]")
+        page.wait_for_url(re.compile(r"/traces/"))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def test_the_stack_is_healthy_on_postgresql_with_a_celery_broker(stack):
+    with urllib.request.urlopen(f"{stack}/healthz", timeout=10) as response:  # noqa: S310
+        assert response.status == 200
+        assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Request-ID"])
+        body = json.load(response)
+    assert (body["status"], body["failed"]) == ("ok", [])
+    checks = body["checks"]
+    assert checks["database"]["vendor"] == "postgresql"
+    assert (checks["broker"]["runner"], checks["broker"]["broker"]) == ("celery", "redis")
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", checks["ledger"]["hash"])
+
+
+def test_the_auditor_uploads_and_replays_on_the_stack(stack_page, shots):
+    uploads = STACK_DIR / "demo-uploads"
+    alice = stack_page("alice")
+    css = alice.locator("link[rel=stylesheet]").get_attribute("href")
+    assert re.fullmatch(r"/static/css/console\.[0-9a-f]{12}\.css", css)
+    static = alice.request.get(css, headers={"Accept-Encoding": "gzip"})
+    assert static.headers["content-encoding"] == "gzip"
+    assert static.headers["cache-control"] == "max-age=315360000, public, immutable"
+    shots(alice, "stack-trace-list")
+
+    alice.click("nav >> text=Upload")
+    alice.wait_for_selector("form.enhanced")
+    alice.set_input_files(
+        "#upload-input",
+        [str(uploads / "demo-diverged.trace.json"), str(uploads / "corrupt.trace.json")],
+    )
+    uploads_settled(alice, done=1, failed=1)
+    assert (
+        alice.locator(".upload-file.failed .refusal")
+        .inner_text()
+        .startswith("Refused: MALFORMED_TRACE ")
+    )
+    shots(alice, "stack-upload")
+
+    alice.click(".upload-file.done a[href^='/traces/']")
+    alice.wait_for_selector("#timeline svg")
+    alice.check("input[name=mode][value=audit]")
+    alice.click("#replay-submit")
+    alice.wait_for_url(re.compile(r"/runs/[^/]+/$"))
+    alice.wait_for_selector("#verdict-status", timeout=60_000)  # the worker ran it
+    assert alice.inner_text("#verdict-status") == "diverged"
+    assert alice.inner_text("#verdict-code") == "REPLAY_DIVERGENCE"
+    shots(alice, "stack-divergence")
+    assert [e for e in alice.errors if not e.startswith(EXPECTED)] == []
+
+    missing = alice.goto("/no/such/page/")
+    assert missing.status == 404
+    assert alice.inner_text("h1") == "Not found"
+    shots(alice, "stack-not-found")
+    not_found = "Failed to load resource: the server responded with a status of 404"
+    assert [e for e in alice.errors if not e.startswith((EXPECTED, not_found))] == []
+
+
+def diverged_run(alice) -> None:
+    """Upload the demo's diverged trace (stored once) and replay it on the worker."""
+    alice.click("nav >> text=Upload")
+    alice.wait_for_selector("form.enhanced")
+    alice.set_input_files(
+        "#upload-input", [str(STACK_DIR / "demo-uploads" / "demo-diverged.trace.json")]
+    )
+    uploads_settled_done(alice)
+    alice.click(".upload-file.done a[href^='/traces/']")
+    alice.wait_for_selector("#timeline svg")
+    alice.check("input[name=mode][value=audit]")
+    alice.click("#replay-submit")
+    alice.wait_for_selector("#verdict-status", timeout=60_000)
+
+
+def uploads_settled_done(page) -> None:
+    page.locator(".upload-file.done").first.wait_for()
+
+
+def test_the_council_approves_a_force_continue_on_the_stack(stack_page, shots):
+    alice = stack_page("alice")
+    diverged_run(alice)
+    assert alice.inner_text("#verdict-code") == "REPLAY_DIVERGENCE"
+    alice.click("#request-force-continue")
+    alice.fill("#id_reason", "The router change is intended; continue the audit past it.")
+    alice.click("#file-request")
+    alice.wait_for_selector("#remaining")
+    request_url = alice.url
+
+    signers = {name: stack_page(name) for name in ("cora", "colin", "adam")}
+    for page in signers.values():
+        page.goto("/governance/keys/")
+        page.click("#generate-key")
+        page.wait_for_selector("text=Key registered. An admin must confirm it before you sign.")
+
+    def confirm(admin, owner: str) -> None:
+        admin.goto("/governance/keys/")
+        row = admin.locator("tr", has=admin.locator(f"td:nth-child(2):text-is('{owner}')"))
+        row.locator("button[id^='confirm-']").first.click()
+        admin.wait_for_selector(f"text=/Key .+ of {owner} confirmed\\./")
+
+    confirm(signers["adam"], "cora")
+    confirm(signers["adam"], "colin")
+    confirm(stack_page("sam"), "adam")  # another admin confirms adam's own key
+
+    for name, page in signers.items():
+        page.goto("/force-continue/")
+        page.click("text=Awaits your signature")
+        assert '"type":"replay-audit-console/force-continue-approval/v1"' in page.inner_text(
+            "#payload-text"
+        )
+        page.click("#sign-button")
+        page.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+        shots(page, f"stack-{name}-signed")
+        assert [e for e in page.errors if not e.startswith(EXPECTED)] == []
+
+    alice.goto(request_url)
+    alice.click("#resumed-run-link")
+    alice.wait_for_selector("#non-authoritative", timeout=60_000)  # resumed on the worker
+    assert alice.inner_text("#non-authoritative") == "non-authoritative"
+    assert alice.inner_text("#force-continued") == "force-continued"
+    shots(alice, "stack-resumed-non-authoritative")
+    assert [e for e in alice.errors if not e.startswith(EXPECTED)] == []

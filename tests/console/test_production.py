@@ -1,0 +1,237 @@
+"""The production stack's pieces, through the layers that serve them: /healthz (database,
+broker, blob store, ledger head; 503 naming what failed), request ids and the JSON access
+log, static files compressed and cache-busted by collectstatic, and plain http on localhost
+only where REPLAY_INSECURE_LOCALHOST=1 may say so."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from governance.models import GovernanceEvent
+from tests.console.personas import persona, sign_in
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def production_env(tmp_path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="console.settings",
+        DJANGO_DEBUG="0",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(60),
+        REPLAY_KEY_ENCRYPTION_KEY="x",
+        DJANGO_ALLOWED_HOSTS="example.com",
+        REPLAY_VAR_DIR=str(tmp_path),
+    )
+    env.update(extra)
+    return env
+
+
+def python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); " + code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# --- /healthz -----------------------------------------------------------------------------------
+
+
+def test_healthz_answers_ok_with_the_ledger_head(client, replayed):
+    replayed("ok", by="alice")
+    head = GovernanceEvent.objects.order_by("-seq").first()
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "max-age=0, no-cache, no-store, must-revalidate, private"
+    body = json.loads(response.content)
+    assert (body["status"], body["failed"]) == ("ok", [])
+    checks = body["checks"]
+    assert list(checks) == ["database", "broker", "blobs", "ledger"]
+    assert all(check["ok"] for check in checks.values())
+    assert checks["database"]["vendor"] in ("sqlite", "postgresql")
+    assert (checks["ledger"]["seq"], checks["ledger"]["hash"]) == (head.seq, head.hash)
+    assert checks["blobs"]["backend"] == "FileSystemStorage"
+
+
+def test_healthz_answers_503_naming_the_blob_store_it_cannot_write(client, settings, tmp_path):
+    not_a_directory = tmp_path / "a-file"
+    not_a_directory.write_text("")
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "blobs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(not_a_directory / "blobs")},
+        },
+    }
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = json.loads(response.content)
+    assert (body["status"], body["failed"]) == ("failing", ["blobs"])
+    assert body["checks"]["blobs"] == {
+        "ok": False,
+        "error": "NotADirectoryError",
+        "ms": body["checks"]["blobs"]["ms"],
+    }
+    assert body["checks"]["ledger"]["ok"] is True
+
+
+def test_healthz_answers_503_naming_the_broker_it_cannot_reach(client, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = json.loads(response.content)
+    assert body["failed"] == ["broker"]
+    assert body["checks"]["broker"]["ok"] is False
+
+
+def test_healthz_reports_the_embedded_runner_without_a_broker(client, settings):
+    settings.CELERY_BROKER_URL = ""
+    settings.REPLAY_TASK_RUNNER = "thread"
+    broker = json.loads(client.get("/healthz").content)["checks"]["broker"]
+    assert (broker["ok"], broker["runner"], broker["broker"]) == (True, "thread", "none configured")
+
+
+def test_healthz_refuses_a_post(client):
+    assert client.post("/healthz").status_code == 405
+
+
+# --- request ids and the access log ---------------------------------------------------------------
+
+
+def test_a_sane_incoming_request_id_is_kept_echoed_and_logged(client, caplog):
+    sign_in(client, persona("alice"))
+    with caplog.at_level(logging.INFO, logger="console.access"):
+        response = client.get("/traces/", HTTP_X_REQUEST_ID="lb-7f3a.2:9")
+    assert response["X-Request-ID"] == "lb-7f3a.2:9"
+    [record] = [r for r in caplog.records if r.name == "console.access"]
+    assert record.getMessage() == "GET /traces/ 200"
+    assert (record.request_id, record.method, record.path, record.status, record.user) == (
+        "lb-7f3a.2:9",
+        "GET",
+        "/traces/",
+        200,
+        "alice",
+    )
+
+
+@pytest.mark.parametrize("incoming", ["", "a b", "x" * 129, "<script>", "é"])
+def test_it_replaces_an_insane_request_id_with_a_fresh_one(client, incoming):
+    response = client.get("/accounts/login/", HTTP_X_REQUEST_ID=incoming)
+    assert re.fullmatch(r"[0-9a-f]{32}", response["X-Request-ID"])
+
+
+def test_each_request_gets_its_own_id(client):
+    first = client.get("/accounts/login/")["X-Request-ID"]
+    assert first != client.get("/accounts/login/")["X-Request-ID"]
+
+
+def test_production_logs_are_one_json_object_a_line_with_the_request_id(tmp_path):
+    code = (
+        "import logging; from console.requestlog import request_id; request_id.set('rid-1'); "
+        "logging.getLogger('console.access').info('GET / 200', extra={'status': 200}); "
+        "logging.getLogger('replay').warning('in a request')"
+    )
+    done = python(code, production_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(x["level"], x["logger"], x["message"], x["request_id"]) for x in lines] == [
+        ("INFO", "console.access", "GET / 200", "rid-1"),
+        ("WARNING", "replay", "in a request", "rid-1"),
+    ]
+    assert lines[0]["status"] == 200
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", lines[0]["time"])
+
+
+def test_it_refuses_an_unknown_log_format(tmp_path):
+    done = python("", production_env(tmp_path, REPLAY_LOG_FORMAT="xml"))
+    assert done.returncode == 1
+    assert "REPLAY_LOG_FORMAT='xml': use json or text" in done.stderr
+
+
+# --- static files ---------------------------------------------------------------------------------
+
+
+def test_collectstatic_writes_compressed_cache_busted_files_in_production(tmp_path):
+    env = production_env(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "staticfiles" / "staticfiles.json").read_text())
+    hashed = manifest["paths"]["css/console.css"]
+    assert re.fullmatch(r"css/console\.[0-9a-f]{12}\.css", hashed)
+    assert (tmp_path / "staticfiles" / f"{hashed}.gz").exists()
+    rendered = python(
+        "from django.templatetags.static import static; print(static('css/console.css'))", env
+    )
+    assert rendered.stdout.strip() == f"/static/{hashed}"
+
+
+# --- plain http on localhost, and nowhere else ----------------------------------------------------
+
+SECURITY = (
+    "from django.conf import settings as s; print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, "
+    "s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)"
+)
+
+
+def test_insecure_localhost_allows_plain_http_on_the_loopback_host_only(tmp_path):
+    local = production_env(
+        tmp_path, REPLAY_INSECURE_LOCALHOST="1", DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost"
+    )
+    assert python(SECURITY, local).stdout.strip() == "False False False 0"
+    assert python(SECURITY, production_env(tmp_path)).stdout.strip() == "True True True 31536000"
+
+
+def test_it_refuses_insecure_localhost_for_a_public_host(tmp_path):
+    env = production_env(tmp_path, REPLAY_INSECURE_LOCALHOST="1")
+    done = python("", env)
+    assert done.returncode == 1
+    assert (
+        "REPLAY_INSECURE_LOCALHOST=1 is only honoured when DJANGO_ALLOWED_HOSTS names nothing but "
+        "127.0.0.1, localhost or [::1] (it names example.com)"
+    ) in done.stderr
+
+
+def test_the_record_django_makes_of_a_refused_request_carries_its_id(client):
+    from console.requestlog import RequestIdFilter
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    try:
+        client.get("/no/such/page/", HTTP_X_REQUEST_ID="rid-404")
+    finally:
+        logger.removeHandler(handler)
+    assert [(r.getMessage(), r.request_id) for r in records] == [
+        ("Not Found: /no/such/page/", "rid-404")
+    ]
