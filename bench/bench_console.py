@@ -96,16 +96,23 @@ def recorded_trace(events: int, seed: str) -> bytes:
 def populate(count: int) -> dict[str, Any]:
     """One real ingested trace, then `count` rows whose blob rows all name its stored file
     (bulk, no verification: a trace row has its own blob row, but the bytes are shared)."""
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
     from django.db import connection
 
+    from governance.services import roles_install
     from replay.keys import key_add_hmac
     from replay.models import Blob, Trace
     from replay.services import trace_ingest
 
     key_add_hmac(key_id=KEY_ID, secret=SECRET, valid_from=T0 - timedelta(days=3650))
     alice = User.objects.create_user("alice", "alice@example.org", PASSWORD)
-    alice.groups.add(Group.objects.get_or_create(name="auditor")[0])
+    # roles are what the ledger says: the installation records them (an admin and a council
+    # member must be among its first events)
+    roles_install(
+        admins=[User.objects.create_user("adam", "adam@example.org", PASSWORD)],
+        council=[User.objects.create_user("cora", "cora@example.org", PASSWORD)],
+        others=[(alice, ["auditor"])],
+    )
     real = trace_ingest(
         source=io.BytesIO(recorded_trace(200, "bench-console-page")),
         filename="page.trace.jsonl",
@@ -363,6 +370,8 @@ def main() -> int:
 
         log(f"migrating scratch database {name}")
         call_command("migrate", verbosity=0, interactive=False)
+        # as in production: pages name the compressed, content-hashed static files
+        call_command("collectstatic", verbosity=0, interactive=False)
         data = populate(args.traces)
         pages = time_pages(data["user"], args.requests)
         up = upload(env, args.upload_mb, workdir)
