@@ -409,8 +409,7 @@ class AhdFormat:
         with tempfile.TemporaryDirectory(prefix="ahd-inputs-") as tmp:
             root = Path(os.path.realpath(tmp))
             if ctx.stored_inputs:
-                self._lay_out_stored(root, ctx)
-                how = "the inputs stored with this run"
+                how = self._lay_out_stored(root, ctx)
             else:
                 missing = self._lay_out_uploaded(root, parsed, ctx)
                 if missing:
@@ -446,11 +445,28 @@ class AhdFormat:
             _write(root, entry.path, data)
         return missing
 
-    def _lay_out_stored(self, root: Path, ctx: VerifyContext) -> None:
+    def _lay_out_stored(self, root: Path, ctx: VerifyContext) -> str:
+        """Write each stored input at its recorded path; one no longer stored is read from
+        the server's checkout (``ctx.input_root``, through the hardened reader) when there is
+        one. Says where the inputs came from."""
+        fallback = None
+        if ctx.input_root is not None and Path(ctx.input_root).is_dir():
+            fallback = ahd.Checkout.at(Path(os.path.abspath(ctx.input_root)), **self._limits(ctx))
+        used_fallback = False
         for ref in ctx.stored_inputs:
-            body = ctx.stored_snapshot(ref["snapshot_id"])
+            sid = ref.get("snapshot_id")
+            body = ctx.stored_snapshot(sid) if sid else None
+            if not isinstance(body, str) and fallback is not None:
+                entry = ahd.Input(ref["kind"].removeprefix("ahd-"), ref["path"], "")
+                read = ahd._input_text(entry, fallback)
+                if not isinstance(read, ahd.FieldResult):
+                    body = read[0]
+                    used_fallback = True
             if isinstance(body, str):
                 _write(root, ref["path"], body.encode("utf-8", "surrogatepass"))
+        if used_fallback:
+            return f"the inputs stored with this run, and from {ctx.input_root_named}"
+        return "the inputs stored with this run"
 
     def replay(self, parsed: AhdRun, filename: str, ctx: VerifyContext) -> None:
         return None

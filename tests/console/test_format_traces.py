@@ -411,3 +411,26 @@ def test_a_tampered_paxman_artifact_is_refused_with_hash_mismatch_and_halts_only
     assert governed(tampered).error_code == FORCE_HALT_ACTIVE
     assert governed(clean).status == "ok"
     assert GovernanceEvent.objects.filter(type="INTEGRITY_FAILURE").count() == 1
+
+
+def test_an_input_removed_from_the_store_is_missing_unless_the_servers_checkout_has_it(settings):
+    from replay.services import snapshot_remove
+
+    trace = store_swiss()
+    brief_id = trace.required_snapshot_ids[1]["snapshot_id"]
+    assert snapshot_remove(snapshot_id=brief_id) == 1
+    run = governed(trace)
+    assert (run.status, run.error_code, run.report["broke_at"]) == (
+        "refused",
+        MISSING_SNAPSHOT,
+        "brief",
+    )
+    assert run.report["message"] == (
+        "brief: brief file not found at <stored inputs>/briefs/landing.yml"
+    )
+    settings.REPLAY_AHD_ROOT = str(CHECKOUT)
+    again = governed(trace)
+    assert (again.status, again.report["checks"][2]["detail"]) == (
+        "ok",
+        "checkout root <stored inputs> (the inputs stored with this run, and from REPLAY_AHD_ROOT)",
+    )
