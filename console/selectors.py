@@ -337,6 +337,45 @@ def trace_panel(trace: Trace) -> FormatPanel | None:
     return FormatPanel(fmt.label, facts, inputs, fmt.replay_note)
 
 
+def traces_same_job(trace: Trace, limit: int = 20) -> list[Trace]:
+    """Other stored files of the same format and job (AHD runs of one brief, Paxman artifacts
+    of one contract), newest first: what the trace page offers to compare with."""
+    if not trace.job_id:
+        return []
+    return list(
+        Trace.objects.filter(format=trace.format, job_id=trace.job_id)
+        .exclude(pk=trace.pk)
+        .select_related("blob")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+@dataclass
+class Comparison:
+    """Two stored files of one format, field by field (JSON pointers), or why not."""
+
+    differences: list[Any]
+    unreadable: str = ""
+
+
+def trace_compare(a: Trace, b: Trace) -> Comparison:
+    """The format's own comparison of two stored files of that format (``compare``)."""
+    from replay.formats import formats
+    from replay.formats.protocol import VerifyContext
+
+    fmt = formats().get(a.format)
+    if fmt is None or a.format != b.format:
+        return Comparison([], f"{a.format} and {b.format} files do not compare")
+    parsed = []
+    for t in (a, b):
+        try:
+            with blob_open(t.blob.storage_name) as fh:
+                parsed.append(fmt.parse(fh, t.filename, VerifyContext(limits=_page_limits())))
+        except (ReplayError, OSError) as exc:
+            return Comparison([], f"{t.filename}: {exc}")
+    return Comparison(fmt.compare(parsed[0], parsed[1]))
+
+
 def trace_outline_empty(trace: Trace) -> Outline:
     """No event outline: a format with none (its panel shows the file instead)."""
     return Outline({}, [], [], trace.step_count, [], None, "")

@@ -17,6 +17,7 @@ from console.forms import TraceFilterForm
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
+    trace_compare,
     trace_event,
     trace_formats,
     trace_outline,
@@ -25,6 +26,7 @@ from console.selectors import (
     trace_panel,
     trace_privacy_policy,
     traces_mark_replayable,
+    traces_same_job,
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
@@ -188,6 +190,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     context = {
         "trace": trace,
         "panel": panel,
+        "same_job": traces_same_job(trace) if panel is not None else [],
         "outline": outline,
         "report": report,
         "timeline": charts.timeline(
@@ -212,6 +215,20 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         ),
     }
     return partial_or_page(request, "console/trace_detail.html", "trace-runs", context)
+
+
+@require_GET
+@signed_in
+def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> HttpResponse:
+    """Two stored files of one format (two AHD runs of a brief, two Paxman artifacts of a
+    contract), field by field."""
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    other = roles.access_trace_by_id(request.user, other_ref, roles.BROWSE)
+    if trace.format != other.format:
+        raise Http404("only two files of the same format compare")
+    comparison = trace_compare(trace, other)
+    context = {"trace": trace, "other": other, "comparison": comparison}
+    return partial_or_page(request, "console/trace_compare.html", "comparison", context)
 
 
 MESSAGE_REVEAL_REASON = "Say why you need the unredacted values; the reason is kept in the ledger."

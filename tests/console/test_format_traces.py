@@ -434,3 +434,48 @@ def test_an_input_removed_from_the_store_is_missing_unless_the_servers_checkout_
         "ok",
         "checkout root <stored inputs> (the inputs stored with this run, and from REPLAY_AHD_ROOT)",
     )
+
+
+# --- comparing two runs of one job ----------------------------------------------------------
+
+
+def test_two_stored_runs_of_one_ahd_brief_compare_field_by_field(as_persona):
+    first = store_swiss()
+    doc = json.loads((EVALS / SWISS).read_bytes())
+    doc["invoked_at"] = "2026-04-22T08:00:00.000Z"
+    doc["sampling"]["n"] = 3
+    files = swiss_files()
+    files[0] = ("2026-04-22-swiss.replay.json", io.BytesIO(json.dumps(doc).encode()))
+    second = trace_upload_batch(files=files)[0].result.trace
+    client = as_persona("alice")
+    page = client.get(f"/traces/{first.blob.sha256}/").content.decode()
+    assert f'href="/traces/{first.blob.sha256}/compare/{second.blob.sha256}/"' in page
+    response = client.get(f"/traces/{first.blob.sha256}/compare/{second.blob.sha256}/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    rows = [
+        '<tr><td class="path"><code>/invoked_at</code></td><td>changed</td>'
+        "<td><code>2026-04-21T21:48:00.597Z</code></td>"
+        "<td><code>2026-04-22T08:00:00.000Z</code></td></tr>",
+        '<tr><td class="path"><code>/sampling/n</code></td><td>changed</td>'
+        "<td><code>5</code></td><td><code>3</code></td></tr>",
+    ]
+    assert [r in body for r in rows] == [True, True]
+    assert body.count('<td class="path">') == 2
+
+
+def test_two_paxman_artifacts_of_one_contract_compare_and_other_formats_do_not(as_persona):
+    a = trace_ingest(
+        source=io.BytesIO((SHARED / "paxman" / "empty_input_unresolved.json").read_bytes()),
+        filename="empty_input_unresolved.json",
+    ).trace
+    b = trace_ingest(
+        source=io.BytesIO((SHARED / "paxman" / "invoice_unresolved_dict_dsl.json").read_bytes()),
+        filename="invoice_unresolved_dict_dsl.json",
+    ).trace
+    client = as_persona("alice")
+    body = client.get(f"/traces/{a.blob.sha256}/compare/{b.blob.sha256}/").content.decode()
+    assert '<td class="path"><code>/replay_hash</code></td><td>changed</td>' in body
+    swiss = store_swiss()
+    response = client.get(f"/traces/{a.blob.sha256}/compare/{swiss.blob.sha256}/")
+    assert response.status_code == 404
