@@ -92,8 +92,8 @@ FILENAME_PARAMETER = OpenApiParameter(
 class TraceVerifyApi(APIView):
     """Verify one file of any format the console reads (a native trace, a Paxman artifact,
     an AHD sidecar) and store nothing: always a report, a refusal included, as
-    `manage.py verify --json` prints it. An AHD sidecar is checked against the server's AHD
-    checkout (REPLAY_AHD_ROOT)."""
+    `manage.py verify --json` prints it. An AHD sidecar is checked against the token and brief
+    uploaded with it as `inputs`, else the server's AHD checkout (REPLAY_AHD_ROOT)."""
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 

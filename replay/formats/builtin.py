@@ -319,7 +319,8 @@ class AhdRun:
         return [self.sidecar.token] + ([self.sidecar.brief] if self.sidecar.brief else [])
 
 
-def _basename(recorded: str) -> str:
+def input_basename(recorded: str) -> str:
+    """The file name of a recorded input path (POSIX or Windows): what an upload matches."""
     if ahd._WINDOWS_ABS.match(recorded) or "\\" in recorded:
         return ntpath.basename(recorded)
     return posixpath.basename(recorded)
@@ -331,7 +332,7 @@ def _layout(root: Path, recorded: str) -> Path | None:
     None for a relative path leading out of ``root`` (nothing is written; the reader refuses
     the recorded path as it would in a checkout)."""
     if ahd._is_absolute(recorded):
-        name = _basename(recorded)
+        name = input_basename(recorded)
         return root / name if name not in ("", ".", "..") else None
     target = os.path.normpath(os.path.join(root, recorded))
     if os.path.commonpath([target, str(root)]) != str(root) or target == str(root):
@@ -438,7 +439,7 @@ class AhdFormat:
         for entry in parsed.entries():
             data = ctx.inputs.get(entry.path)
             if data is None:
-                data = ctx.inputs.get(_basename(entry.path))
+                data = ctx.inputs.get(input_basename(entry.path))
             if data is None:
                 missing.append(f"{entry.field} {entry.path}")
                 continue
