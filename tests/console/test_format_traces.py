@@ -479,3 +479,36 @@ def test_two_paxman_artifacts_of_one_contract_compare_and_other_formats_do_not(a
     swiss = store_swiss()
     response = client.get(f"/traces/{a.blob.sha256}/compare/{swiss.blob.sha256}/")
     assert response.status_code == 404
+
+
+def test_a_paxman_artifact_is_re_verified_through_the_page_and_the_api(
+    as_persona, django_capture_on_commit_callbacks
+):
+    trace = trace_ingest(source=io.BytesIO(MONEY.read_bytes()), filename=MONEY.name).trace
+    client = as_persona("alice")
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client.post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
+        api = client.post("/api/replays/", {"trace": trace.blob.sha256, "mode": "audit"})
+    assert (page.status_code, api.status_code) == (303, 202)
+    runs = list(trace.runs.order_by("created_at"))
+    assert [(r.state, r.status, r.error_code) for r in runs] == [("done", "ok", "")] * 2
+    assert [c["name"] for c in runs[0].report["checks"]] == [
+        "type",
+        "halts",
+        "version",
+        "capabilities",
+        "hash",
+        "contract",
+        "rehydration",
+    ]
+    assert GovernanceEvent.objects.filter(type="REPLAY_RESULT").count() == 2
+
+
+def test_the_cli_re_verifies_a_stored_ahd_run_by_its_trace_id(capsys):
+    trace = store_swiss()
+    call_command("replay", "2026-04-21-swiss", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert (report["format"], report["status"], report["error_code"]) == (AHD, "ok", None)
+    assert trace.runs.get().status == "ok"
+    types = list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
+    assert types[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
