@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from replay.errors import ReplayError
-from replay.formats import SUPPORTED, native, open_trace
+from replay.formats import format_names, native, open_trace
 from replay.models import Snapshot, Trace
 from replay.storage import blob_open
 
@@ -151,7 +151,7 @@ def trace_page(
 
 def trace_formats() -> list[str]:
     """The formats the filter offers: every format this console reads."""
-    return sorted(SUPPORTED)
+    return sorted(format_names())
 
 
 def traces_mark_replayable(traces: list[Trace]) -> None:
@@ -295,6 +295,90 @@ def page_budget_message() -> str:
         f"a page reads at most {page_read_limit()} bytes of a stored file "
         "(REPLAY_PAGE_READ_BYTES); this one is longer, so the outline stops there"
     )
+
+
+@dataclass
+class FormatPanel:
+    """What the trace page shows of a file of a format without an event outline (every
+    format but the native one): the format's header facts, its stored inputs, what
+    re-verifying it does, or why the stored file cannot be read."""
+
+    label: str
+    facts: dict[str, str]
+    inputs: list[dict[str, Any]]
+    replay_note: str
+    unreadable: str = ""
+
+
+def trace_panel(trace: Trace) -> FormatPanel | None:
+    """The format panel of a stored file (None for a native trace: the outline shows it)."""
+    from replay.formats import formats
+    from replay.formats.protocol import VerifyContext
+
+    if trace.format == native.FORMAT:
+        return None
+    fmt = formats().get(trace.format)
+    if fmt is None:
+        return FormatPanel(
+            trace.format, {}, [], "", f"the format {trace.format!r} is not registered"
+        )
+    inputs = [r for r in trace.required_snapshot_ids or [] if r.get("path")]
+    stored = set(
+        Snapshot.objects.filter(snapshot_id__in=[r.get("snapshot_id") for r in inputs]).values_list(
+            "snapshot_id", flat=True
+        )
+    )
+    inputs = [{**r, "stored": r.get("snapshot_id") in stored} for r in inputs]
+    try:
+        with blob_open(trace.blob.storage_name) as fh:
+            facts = fmt.panel(fmt.parse(fh, trace.filename, VerifyContext()))
+    except (ReplayError, OSError) as exc:
+        return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
+    return FormatPanel(fmt.label, facts, inputs, fmt.replay_note)
+
+
+def traces_same_job(trace: Trace, limit: int = 20) -> list[Trace]:
+    """Other stored files of the same format and job (AHD runs of one brief, Paxman artifacts
+    of one contract), newest first: what the trace page offers to compare with."""
+    if not trace.job_id:
+        return []
+    return list(
+        Trace.objects.filter(format=trace.format, job_id=trace.job_id)
+        .exclude(pk=trace.pk)
+        .select_related("blob")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+@dataclass
+class Comparison:
+    """Two stored files of one format, field by field (JSON pointers), or why not."""
+
+    differences: list[Any]
+    unreadable: str = ""
+
+
+def trace_compare(a: Trace, b: Trace) -> Comparison:
+    """The format's own comparison of two stored files of that format (``compare``)."""
+    from replay.formats import formats
+    from replay.formats.protocol import VerifyContext
+
+    fmt = formats().get(a.format)
+    if fmt is None or a.format != b.format:
+        return Comparison([], f"{a.format} and {b.format} files do not compare")
+    parsed = []
+    for t in (a, b):
+        try:
+            with blob_open(t.blob.storage_name) as fh:
+                parsed.append(fmt.parse(fh, t.filename, VerifyContext(limits=_page_limits())))
+        except (ReplayError, OSError) as exc:
+            return Comparison([], f"{t.filename}: {exc}")
+    return Comparison(fmt.compare(parsed[0], parsed[1]))
+
+
+def trace_outline_empty(trace: Trace) -> Outline:
+    """No event outline: a format with none (its panel shows the file instead)."""
+    return Outline({}, [], [], trace.step_count, [], None, "")
 
 
 def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:

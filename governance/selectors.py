@@ -145,7 +145,7 @@ def replay_halt_preview(*, trace: Trace, report: Mapping[str, Any]) -> HaltPrevi
     (as ``replay_outcome_record`` decides, through :func:`integrity_halt_target`); None when
     ``report`` is no integrity failure or a halt already stops the replay (it would then be
     refused FORCE_HALT_ACTIVE and halt nothing more)."""
-    if report.get("error_code") != errors.INTEGRITY_FAILURE or halts_on_trace(trace=trace):
+    if report.get("error_code") not in errors.INTEGRITY_CODES or halts_on_trace(trace=trace):
         return None
     kind, target = integrity_halt_target(trace=trace, report=report)
     if kind == HALT_SNAPSHOT:

@@ -329,7 +329,7 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
                 idempotency_key=f"replay-divergence:{run.id}",
             )
         )
-    if code == errors.INTEGRITY_FAILURE:
+    if code in errors.INTEGRITY_CODES:
         target_kind, target_id = selectors.integrity_halt_target(trace=run.trace, report=report)
         uploader = _username(run.trace.uploaded_by)
         message = str(report.get("message", ""))
@@ -347,6 +347,7 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
                 "expected": report.get("expected"),
                 "observed": report.get("observed"),
                 "message": message,
+                **({"error_code": code} if code != errors.INTEGRITY_FAILURE else {}),
             },
             actor=run.requested_by,
             idempotency_key=f"integrity-failure:{run.id}",
@@ -354,7 +355,7 @@ def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
         appended.append(failure)
         if target_kind == HALT_BLOB:
             who = uploader or "nobody on record"
-            reason = f"INTEGRITY_FAILURE in replay {run.id} of a file uploaded by {who}: {message}"
+            reason = f"{code} in replay {run.id} of a file uploaded by {who}: {message}"
         else:
             reason = f"INTEGRITY_FAILURE in replay {run.id}: the stored {message}"
         appended.append(

@@ -24,6 +24,11 @@ INVALID_CONTRACT = "INVALID_CONTRACT"
 INPUT_HASH_MISMATCH = "INPUT_HASH_MISMATCH"
 FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
 
+#: The codes that say a file's recorded hashes no longer bind its content (a chain, a
+#: signature, an AHD input's hash, a Paxman replay_hash): a governed replay that ends with
+#: one appends INTEGRITY_FAILURE and halts the file (governance.services).
+INTEGRITY_CODES = frozenset({INTEGRITY_FAILURE, HASH_MISMATCH})
+
 #: code -> when it is raised (rendered in docs and the API schema; a convention test
 #: checks every code here is documented and used).
 ERROR_CODES: dict[str, str] = {

@@ -58,6 +58,11 @@ def trace_by_trace_id(trace_id: str) -> Trace | None:
     return Trace.objects.filter(trace_id=trace_id).order_by("-created_at", "-id").first()
 
 
+def trace_by_sha256(sha256: str) -> Trace | None:
+    """The stored file with these bytes."""
+    return Trace.objects.filter(blob__sha256=sha256).first()
+
+
 def runs_for_trace(trace: Trace) -> list[ReplayRun]:
     return list(trace.runs.order_by("-created_at"))
 

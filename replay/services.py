@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from replay import engine, errors, verdicts
 from replay.errors import ReplayError
-from replay.formats import AHD, PAXMAN, native, open_trace, sniff
+from replay.formats import AHD, format_names, formats, native, sniff
+from replay.formats.protocol import StoredFacts, TraceFormat, VerifyContext
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
@@ -26,9 +27,6 @@ from replay.storage import Spooled, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
 Halts = Callable[[], Mapping[str, str] | None]
-
-#: refusals that mean "not a trace we can store"; anything else is stored with its verdict
-UNSTORABLE = {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION}
 
 
 @dataclass
@@ -40,18 +38,21 @@ class IngestResult:
 
 @dataclass
 class CheckedOnly:
-    """An upload of a format the console verifies but does not store (yet): its report."""
+    """A file verified without storing it (``POST /api/traces/verify/``): its report."""
 
     format: str
     report: dict[str, Any]
 
 
-#: the verify-only formats in words, for messages
-FORMAT_NAMES = {PAXMAN: "a Paxman execution artifact", AHD: "an AHD replay sidecar or report"}
-NOT_STORED_MESSAGE = (
-    "{filename} is {what}: only native replay-trace files are stored; the upload page "
-    "verifies it without storing it, and `manage.py verify` checks it offline"
-)
+@dataclass
+class BatchOutcome:
+    """One file of a batch upload: stored (``result``), refused (``error``), or an input
+    another file of the batch named (``input_of``: that file's name)."""
+
+    filename: str
+    result: IngestResult | None = None
+    error: ReplayError | None = None
+    input_of: str = ""
 
 
 def stored_snapshot_body(snapshot_id: str) -> Any:
@@ -98,61 +99,61 @@ def _ahd_limits() -> dict[str, Any]:
     }
 
 
+def _format(name: str) -> TraceFormat:
+    fmt = formats().get(name)
+    if fmt is None:
+        raise ReplayError(
+            errors.MALFORMED_TRACE,
+            f"unknown format {name!r}; supported: {', '.join(sorted(format_names()))}",
+        )
+    return fmt
+
+
+def _ahd_root() -> Path | None:
+    root = getattr(settings, "REPLAY_AHD_ROOT", None)
+    return Path(root) if root else None
+
+
+def _context(**kwargs: Any) -> VerifyContext:
+    """What verifying a file may use, from settings and the database."""
+    from replay.formats import ahd
+
+    kwargs.setdefault("input_root", _ahd_root())
+    return VerifyContext(
+        keys=DatabaseKeyRing(),
+        registry=default_registry(),
+        stored_snapshot=stored_snapshot_body,
+        limits=_limits(),
+        replay_limits=engine.ReplayLimits(
+            max_seconds=getattr(settings, "REPLAY_MAX_SECONDS", 3600.0),
+            max_iterations=getattr(settings, "REPLAY_MAX_ITERATIONS", None),
+        ),
+        clock=time.monotonic,
+        excluded=_server_data_dirs(),
+        max_input_bytes=getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
+        **kwargs,
+    )
+
+
 def _verify(
     opened: Callable[[], IO[bytes]],
     filename: str,
     *,
-    mode: str,
-    at: Any,
-    halted: Mapping[str, str] | None = None,
-    continue_past: Sequence[int] = (),
-    progress: Callable[[int], None] | None = None,
-    retained_only: bool = False,
-    workers: int = 1,
-    file_id: str | None = None,
-) -> tuple[native.NativeTrace | None, engine.ReplayReport]:
+    fmt: TraceFormat,
+    ctx: VerifyContext,
+    replay: bool = False,
+) -> tuple[Any, engine.ReplayReport]:
+    """Parse and verify (or replay, where the format has one); a file that does not parse
+    is the format's refusal report, with no parsed value."""
     with opened() as fh:
         try:
-            trace = open_trace(fh, filename, limits=_limits())
+            parsed = fmt.parse(fh, filename, ctx)
         except ReplayError as exc:
-            report = engine.ReplayReport(trace_id=None, format=native.FORMAT, mode=mode)
-            report.checks.append(engine.Check("format", False, exc.message))
-            return None, report.fail(exc.code, exc.message)
-        if retained_only:
-            _use_retained_snapshots(trace)
-        report = engine.replay(
-            trace,
-            mode=mode,
-            registry=default_registry(),
-            keys=DatabaseKeyRing(),
-            stored_snapshot=stored_snapshot_body,
-            halted=halted,
-            at=at,
-            limits=engine.ReplayLimits(
-                max_seconds=getattr(settings, "REPLAY_MAX_SECONDS", 3600.0),
-                max_iterations=getattr(settings, "REPLAY_MAX_ITERATIONS", None),
-            ),
-            continue_past=frozenset(continue_past),
-            clock=time.monotonic,
-            progress=progress,
-            workers=workers,
-            file_id=file_id,
-        )
-        return trace, report
-
-
-def _use_retained_snapshots(trace: native.NativeTrace) -> None:
-    """For a stored trace, snapshot bodies come from the retained store, not from the file.
-
-    Retention decides: once a body is removed from the store, every stored trace that needs
-    it is MISSING_SNAPSHOT, even one whose original file still carries a copy. A body in the
-    file that does not hash to its snapshot_id is kept, so the replay reports the tampering.
-    (The seal never covers bodies, so dropping them changes no other check.)
-    """
-    for snap in trace.header["snapshots"]:
-        body = snap.get("body")
-        if body is not None and native.snapshot_id_of(body) == snap["snapshot_id"]:
-            del snap["body"]
+            return None, fmt.refused(exc, filename, ctx)
+        report = fmt.replay(parsed, filename, ctx) if replay else None
+        if report is None:
+            report = fmt.verify(parsed, filename, ctx)
+        return parsed, report
 
 
 def _checked(
@@ -164,34 +165,26 @@ def _checked(
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
     halts: Halts | None = None,
+    inputs: Mapping[str, bytes] | None = None,
 ) -> engine.ReplayReport:
-    """The report on a sniffed file, storing nothing. An AHD sidecar here is one that came
-    on its own: its token and brief are re-hashed from the AHD checkout the server keeps
-    (``REPLAY_AHD_ROOT``), and without one the report says so. ``halts`` reads the ledger's
-    active halts, which refuse a native trace as a replay would (called for a native trace
-    only); without it, or when it gives None, the halts check says they were not checked."""
-    if fmt == native.FORMAT:
-        _trace, report = _verify(
-            lambda: stream,
-            filename,
-            mode=mode,
-            at=timezone.now(),
-            halted=halts() if halts is not None else None,
-            progress=progress,
-            workers=workers,
-        )
-        return report
-    if fmt == PAXMAN:
-        from replay.formats import paxman
-
-        return paxman.verify_stream(stream, mode=mode)
-    from replay.formats import ahd
-
-    root = getattr(settings, "REPLAY_AHD_ROOT", None)
-    data = stream.read(ahd.MAX_SIDECAR_BYTES + 1)
-    return ahd.verify_upload(
-        data, filename, root=Path(root) if root else None, mode=mode, **_ahd_limits()
+    """The report on a sniffed file, storing nothing. An AHD sidecar's token and brief are
+    re-hashed from the files uploaded with it (``inputs``), else from the AHD checkout the
+    server keeps (``REPLAY_AHD_ROOT``), and without either the report says so. ``halts``
+    reads the ledger's active halts, which refuse a halted native trace as a replay would
+    (called for a native trace only); without it, or when it gives None, the halts check
+    says they were not checked."""
+    ctx = _context(
+        mode=mode,
+        at=timezone.now(),
+        # offline checks read the ledger for a native trace only (as before); a stored file
+        # of any format is checked against the halts whenever it is replayed
+        halted=halts() if halts is not None and fmt == native.FORMAT else None,
+        progress=progress,
+        workers=workers,
+        inputs=dict(inputs or {}),
     )
+    _parsed, report = _verify(lambda: stream, filename, fmt=_format(fmt), ctx=ctx)
+    return report
 
 
 def trace_verify_file(
@@ -244,29 +237,47 @@ def trace_ingest(
     declared_format: str | None = None,
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
+    inputs: Mapping[str, bytes] | None = None,
+    input_root: str | os.PathLike[str] | None = None,
 ) -> IngestResult:
-    """Store one trace file, verified. A refused file stores nothing and raises ReplayError."""
-    if declared_format is not None and declared_format != native.FORMAT:
-        raise ReplayError(
-            errors.MALFORMED_TRACE,
-            f"unknown format {declared_format!r}; supported: {native.FORMAT}",
-        )
+    """Store one file of any registered format, verified. A refused file stores nothing and
+    raises ReplayError.
+
+    ``inputs``: the files uploaded with it, by name (an AHD sidecar's token and brief, matched
+    by the sidecar's recorded paths, and stored with the run as its snapshots);
+    ``input_root``: a directory holding them instead (the CLI's AHD checkout; the server's
+    ``REPLAY_AHD_ROOT`` otherwise).
+    """
+    if declared_format is not None:
+        _format(declared_format)
     fmt, stream = sniff(source, filename)
-    if fmt != native.FORMAT:
+    if declared_format is not None and declared_format != fmt:
         raise ReplayError(
             errors.MALFORMED_TRACE,
-            NOT_STORED_MESSAGE.format(filename=filename, what=FORMAT_NAMES[fmt]),
+            f"{filename} is {_format(fmt).label} ({fmt}), not {declared_format}",
         )
-    return _ingest(stream, filename, uploaded_by=uploaded_by, progress=progress, workers=workers)
+    return _ingest(
+        stream,
+        filename,
+        fmt=_format(fmt),
+        uploaded_by=uploaded_by,
+        progress=progress,
+        workers=workers,
+        inputs=inputs,
+        input_root=Path(input_root) if input_root is not None else None,
+    )
 
 
 def _ingest(
     source: IO[bytes],
     filename: str,
     *,
+    fmt: TraceFormat,
     uploaded_by: Any,
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
+    inputs: Mapping[str, bytes] | None = None,
+    input_root: Path | None = None,
 ) -> IngestResult:
     limit = getattr(settings, "REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
     spooled = spool(source, limit=limit, progress=progress)
@@ -274,13 +285,33 @@ def _ingest(
         existing = Trace.objects.filter(blob__sha256=spooled.sha256).first()
         if existing is not None:
             return IngestResult(existing, False, existing.ingest_report)
-        witnessed = timezone.now()
-        trace, report = _verify(
-            spooled.open, filename, mode=engine.AUDIT, at=witnessed, workers=workers
+        extra: dict[str, Any] = {} if input_root is None else {"input_root": input_root}
+        if input_root is not None:
+            extra["input_root_named"] = str(input_root)
+        ctx = _context(
+            mode=engine.AUDIT,
+            at=timezone.now(),
+            workers=workers,
+            file_id=spooled.sha256,
+            inputs=dict(inputs or {}),
+            **extra,
         )
-        if report.error_code in UNSTORABLE or trace is None:
-            raise ReplayError(report.error_code or errors.MALFORMED_TRACE, report.message)
-        return _store(spooled, filename, trace, report, uploaded_by)
+        parsed, report = _verify(spooled.open, filename, fmt=fmt, ctx=ctx)
+        if parsed is None or report.error_code in fmt.unstorable_codes:
+            raise ReplayError(
+                report.error_code or errors.MALFORMED_TRACE,
+                report.message,
+                broke_at=report.broke_at,
+            )
+        facts = fmt.facts(parsed, report, ctx)
+        return _store(
+            spooled,
+            filename=filename,
+            fmt=fmt.name,
+            facts=facts,
+            report=report,
+            uploaded_by=uploaded_by,
+        )
     finally:
         spooled.discard()
 
@@ -291,54 +322,99 @@ def trace_check(
     filename: str,
     progress: Callable[[int], None] | None = None,
     halts: Halts | None = None,
+    inputs: Mapping[str, bytes] | None = None,
 ) -> CheckedOnly:
     """Verify one uploaded file of any format the console reads and store nothing: always a
-    report, a refusal included (``POST /api/traces/verify/``). A native trace is verified as
-    ``manage.py verify`` does, against the active halts ``halts`` reads from the ledger; an
-    AHD sidecar against ``REPLAY_AHD_ROOT``."""
+    report, a refusal included (``POST /api/traces/verify/``), against the active halts
+    ``halts`` reads from the ledger; an AHD sidecar against the files uploaded with it
+    (``inputs``), else ``REPLAY_AHD_ROOT``."""
     fmt, stream = sniff(source, filename)
-    report = _checked(fmt, stream, filename, progress=progress, halts=halts)
+    report = _checked(fmt, stream, filename, progress=progress, halts=halts, inputs=inputs)
     return CheckedOnly(fmt, report.to_json())
 
 
 def trace_upload(
-    *, source: IO[bytes], filename: str, uploaded_by: Any = None
-) -> IngestResult | CheckedOnly:
-    """What the console's upload page does with one file: a native trace is stored (as
-    :func:`trace_ingest`); a Paxman artifact or an AHD sidecar is verified (as
-    :func:`trace_check`) and its report returned, nothing stored. A file that is not well
-    formed is refused either way."""
+    *,
+    source: IO[bytes],
+    filename: str,
+    uploaded_by: Any = None,
+    inputs: Mapping[str, bytes] | None = None,
+) -> IngestResult:
+    """What the console's upload page does with one file: stores it, as :func:`trace_ingest`."""
+    return trace_ingest(source=source, filename=filename, uploaded_by=uploaded_by, inputs=inputs)
+
+
+def _input_names(source: IO[bytes], filename: str) -> list[str]:
+    """The input files an AHD sidecar names (recorded paths and their file names); [] for
+    anything else, a sidecar that does not parse included (it is refused on its own)."""
+    from replay.formats import ahd
+
     fmt, stream = sniff(source, filename)
-    if fmt == native.FORMAT:
-        return _ingest(stream, filename, uploaded_by=uploaded_by)
-    report = _checked(fmt, stream, filename)
-    if report.error_code in UNSTORABLE:  # not a file of that format after all: a refusal
-        raise ReplayError(report.error_code, report.message, broke_at=report.broke_at)
-    return CheckedOnly(fmt, report.to_json())
+    if fmt != AHD:
+        return []
+    try:
+        sidecar = ahd.parse_sidecar(stream.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
+    except ReplayError:
+        return []
+    entries = [sidecar.token] + ([sidecar.brief] if sidecar.brief is not None else [])
+    from replay.formats.builtin import input_basename
+
+    return [n for e in entries for n in (e.path, input_basename(e.path))]
+
+
+def trace_upload_batch(
+    *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
+) -> list[BatchOutcome]:
+    """Several files uploaded at once (the upload page). A file an AHD sidecar of the batch
+    names (by its recorded path or file name) is that sidecar's input, stored with it as its
+    snapshot, not a trace of its own; every other file is stored (or refused) on its own."""
+    from replay.formats import ahd
+
+    named: dict[str, str] = {}
+    for name, source in files:
+        for wanted in _input_names(source, name):
+            named.setdefault(wanted, name)
+        source.seek(0)
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    inputs: dict[str, bytes] = {}
+    companions: list[BatchOutcome] = []
+    for name, source in files:
+        if name in named and not name.lower().endswith(ahd.SIDECAR_SUFFIX):
+            inputs[name] = source.read(limit + 1)
+            companions.append(BatchOutcome(name, input_of=named[name]))
+    outcomes: list[BatchOutcome] = []
+    for name, source in files:
+        if name in inputs:
+            continue
+        try:
+            result = trace_upload(
+                source=source, filename=name, uploaded_by=uploaded_by, inputs=inputs
+            )
+        except ReplayError as exc:
+            outcomes.append(BatchOutcome(name, error=exc))
+        else:
+            outcomes.append(BatchOutcome(name, result=result))
+    return outcomes + companions
 
 
 @transaction.atomic(durable=True)
 def _store(
     spooled: Spooled,
+    *,
     filename: str,
-    trace: native.NativeTrace,
+    fmt: str,
+    facts: StoredFacts,
     report: engine.ReplayReport,
     uploaded_by: Any,
 ) -> IngestResult:
-    header = trace.header
-    job = header["job"]
-    for snap in header["snapshots"]:
-        body = snap.get("body")
-        # the store is content-addressed: only a body that hashes to its id goes in
-        if body is None or native.snapshot_id_of(body) != snap["snapshot_id"]:
-            continue
+    for snap in facts.snapshots:
         Snapshot.objects.get_or_create(
-            snapshot_id=snap["snapshot_id"],
+            snapshot_id=snap.snapshot_id,
             defaults={
-                "kind": snap["kind"],
-                "schema_version": snap["schema_version"],
-                "body": body,
-                "signature": snap["signature"],
+                "kind": snap.kind,
+                "schema_version": snap.schema_version,
+                "body": snap.body,
+                "signature": snap.signature,
             },
         )
     name = blob_put(spooled)
@@ -348,31 +424,23 @@ def _store(
         )
     except IntegrityError:  # raced with an identical upload
         blob = Blob.objects.get(sha256=spooled.sha256)
-    by_kind = {s["kind"]: s["snapshot_id"] for s in header["snapshots"]}
     data = report.to_json()
     row = Trace.objects.create(
-        trace_id=header["trace_id"],
-        format=native.FORMAT,
-        schema_version=header["schema_version"],
+        trace_id=facts.trace_id[:64],
+        format=fmt,
+        schema_version=facts.schema_version,
         blob=blob,
         filename=filename[:255],
-        encoding=trace.encoding + (".gz" if trace.compressed else ""),
-        job_id=job["job_id"][:255],
-        job_seed=job["job_seed"][:255],
-        runtime_name=job["runtime"]["name"][:255],
-        runtime_version=job["runtime"]["version"][:64],
-        started_at=_parse_time(job.get("started_at")),
-        event_count=report.stats.get("events", 0),
-        step_count=report.stats.get("steps", 0),
-        required_snapshot_ids=[
-            {"kind": kind, "snapshot_id": by_kind.get(kind)}
-            for kind in header["required_snapshots"]
-        ],
-        missing_outputs=[
-            m.split(" ")[0].removeprefix("output:")
-            for m in report.missing
-            if m.startswith("output:")
-        ],
+        encoding=facts.encoding[:16],
+        job_id=facts.job_id[:255],
+        job_seed=facts.job_seed[:255],
+        runtime_name=facts.runtime_name[:255],
+        runtime_version=facts.runtime_version[:64],
+        started_at=_parse_time(facts.started_at),
+        event_count=facts.event_count,
+        step_count=facts.step_count,
+        required_snapshot_ids=facts.required_snapshot_ids,
+        missing_outputs=facts.missing_outputs,
         ingest_report=data,
         # no run yet: the rule's verdict is the upload's (replay/verdicts.py)
         last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
@@ -451,9 +519,7 @@ def replay_run_execute(
         state=ReplayRun.State.RUNNING, started_at=timezone.now()
     )
     trace = run.trace
-    _t, report = _verify(
-        lambda: blob_open(trace.blob.storage_name),
-        trace.filename,
+    ctx = _context(
         mode=run.mode,
         at=trace.created_at,
         halted=halted,
@@ -462,7 +528,25 @@ def replay_run_execute(
         retained_only=True,
         workers=workers,
         file_id=trace.blob.sha256,
+        stored_inputs=[r for r in trace.required_snapshot_ids or [] if r.get("path")],
     )
+    fmt = formats().get(trace.format)
+    if fmt is None:
+        report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
+        message = (
+            f"the format {trace.format!r} is not registered on this server; supported: "
+            f"{', '.join(format_names())}"
+        )
+        report.checks.append(engine.Check("format", False, message))
+        report.fail(errors.MALFORMED_TRACE, message)
+    else:
+        _t, report = _verify(
+            lambda: blob_open(trace.blob.storage_name),
+            trace.filename,
+            fmt=fmt,
+            ctx=ctx,
+            replay=True,
+        )
     data = report.to_json()
     with transaction.atomic():
         run = ReplayRun.objects.select_for_update().get(id=run.id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
@@ -49,10 +50,34 @@ def uploaded_file(request: Request) -> tuple[Any, str]:
     raise UnsupportedMediaType(content_type or "(none)")
 
 
+def uploaded_inputs(request: Request) -> dict[str, bytes]:
+    """The files a multipart request carries besides ``file`` (``inputs``, several): an AHD
+    sidecar's token and brief, by file name, each read up to the input size limit + 1 (the
+    format refuses what is larger)."""
+    from replay.formats import ahd
+
+    content_type = (request.content_type or "").split(";")[0].strip().lower()
+    if content_type != "multipart/form-data":
+        return {}
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    return {
+        os.path.basename(f.name or "input"): f.read(limit + 1)
+        for f in request.FILES.getlist("inputs")
+    }
+
+
 UPLOAD_BODY = {
     "multipart/form-data": {
         "type": "object",
-        "properties": {"file": {"type": "string", "format": "binary"}},
+        "properties": {
+            "file": {"type": "string", "format": "binary"},
+            "inputs": {
+                "type": "array",
+                "items": {"type": "string", "format": "binary"},
+                "description": "an AHD sidecar's token and brief files, matched by the "
+                "sidecar's recorded paths",
+            },
+        },
         "required": ["file"],
     },
     "application/octet-stream": {"type": "string", "format": "binary"},
@@ -67,8 +92,8 @@ FILENAME_PARAMETER = OpenApiParameter(
 class TraceVerifyApi(APIView):
     """Verify one file of any format the console reads (a native trace, a Paxman artifact,
     an AHD sidecar) and store nothing: always a report, a refusal included, as
-    `manage.py verify --json` prints it. An AHD sidecar is checked against the server's AHD
-    checkout (REPLAY_AHD_ROOT)."""
+    `manage.py verify --json` prints it. An AHD sidecar is checked against the token and brief
+    uploaded with it as `inputs`, else the server's AHD checkout (REPLAY_AHD_ROOT)."""
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 
@@ -86,12 +111,18 @@ class TraceVerifyApi(APIView):
     def post(self, request: Request) -> Response:
         roles.require(request.user, roles.UPLOAD)
         source, filename = uploaded_file(request)
-        checked = trace_check(source=source, filename=filename, halts=halts_active_map)
+        checked = trace_check(
+            source=source,
+            filename=filename,
+            halts=halts_active_map,
+            inputs=uploaded_inputs(request),
+        )
         return Response({"format": checked.format, "stored": False, "report": checked.report})
 
 
 class TraceUploadApi(APIView):
-    """Upload one trace: multipart `file`, or the raw bytes with `?filename=`."""
+    """Upload and store one file of any format the console reads: multipart `file` (with an
+    AHD sidecar, its token and brief as `inputs`), or the raw bytes with `?filename=`."""
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 
@@ -109,7 +140,12 @@ class TraceUploadApi(APIView):
     def post(self, request: Request) -> Response:
         roles.require(request.user, roles.UPLOAD)
         source, filename = uploaded_file(request)
-        result = trace_ingest(source=source, filename=filename, uploaded_by=request.user)
+        result = trace_ingest(
+            source=source,
+            filename=filename,
+            uploaded_by=request.user,
+            inputs=uploaded_inputs(request),
+        )
         trace = result.trace
         traces_mark_replayable([trace])
         trace.created = result.created  # type: ignore[attr-defined]

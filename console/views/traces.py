@@ -17,12 +17,16 @@ from console.forms import TraceFilterForm
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
+    trace_compare,
     trace_event,
     trace_formats,
     trace_outline,
+    trace_outline_empty,
     trace_page,
+    trace_panel,
     trace_privacy_policy,
     traces_mark_replayable,
+    traces_same_job,
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
@@ -33,10 +37,10 @@ from governance.selectors import (
     replay_halt_preview,
 )
 from governance.services import pii_access_record
-from replay.errors import INTEGRITY_FAILURE, ReplayError
+from replay.errors import INTEGRITY_CODES
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
-from replay.services import CheckedOnly, trace_upload
+from replay.services import BatchOutcome, trace_upload_batch
 
 MESSAGE_NO_FILE = "Choose at least one trace file to upload."
 NO_FILE = "NO_FILE"
@@ -78,7 +82,7 @@ class UploadOutcome:
     trace: Trace | None = None
     report: dict[str, Any] = field(default_factory=dict)
     created: bool = True
-    checked_format: str = ""  # verified, not stored: a format the console does not store
+    input_of: str = ""  # an input another file of the upload named (an AHD token or brief)
     halted: dict[str, str] = field(default_factory=dict)  # active halts on the stored trace
     code: str = ""
     message: str = ""
@@ -91,19 +95,35 @@ def _where(broke_at: int | str | None) -> str:
     return f"line {broke_at}" if isinstance(broke_at, int) else str(broke_at)
 
 
-def _ingest_one(request: HttpRequest, upload: UploadedFile) -> UploadOutcome:
-    filename = os.path.basename(upload.name or "upload")
-    if upload.size is not None and upload.size > upload_limit():
-        return UploadOutcome(filename, code=UPLOAD_TOO_LARGE, message=too_large_message())
-    try:
-        result = trace_upload(source=upload, filename=filename, uploaded_by=request.user)
-    except ReplayError as exc:
+def _outcome(batch: BatchOutcome) -> UploadOutcome:
+    if batch.error is not None:
+        exc = batch.error
         return UploadOutcome(
-            filename, code=exc.code, message=exc.message, where=_where(exc.broke_at)
+            batch.filename, code=exc.code, message=exc.message, where=_where(exc.broke_at)
         )
-    if isinstance(result, CheckedOnly):
-        return UploadOutcome(filename, report=result.report, checked_format=result.format)
-    return UploadOutcome(filename, trace=result.trace, report=result.report, created=result.created)
+    if batch.result is None:
+        return UploadOutcome(batch.filename, input_of=batch.input_of)
+    result = batch.result
+    return UploadOutcome(
+        batch.filename, trace=result.trace, report=result.report, created=result.created
+    )
+
+
+def _ingest_all(request: HttpRequest, uploads: list[UploadedFile]) -> list[UploadOutcome]:
+    """Every file of one upload: too-large files refused first, the rest stored together (an
+    AHD sidecar with the token and brief it names)."""
+    outcomes: list[UploadOutcome] = []
+    files = []
+    for upload in uploads:
+        filename = os.path.basename(upload.name or "upload")
+        if upload.size is not None and upload.size > upload_limit():
+            outcomes.append(
+                UploadOutcome(filename, code=UPLOAD_TOO_LARGE, message=too_large_message())
+            )
+        else:
+            files.append((filename, upload))
+    batch = trace_upload_batch(files=files, uploaded_by=request.user)
+    return outcomes + [_outcome(b) for b in batch]
 
 
 @signed_in
@@ -121,7 +141,7 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
         if not files:
             status = 400
             outcomes.append(UploadOutcome("", code=NO_FILE, message=MESSAGE_NO_FILE))
-        outcomes += [_ingest_one(request, upload) for upload in files]
+        outcomes += _ingest_all(request, files) if files else []
         traces_mark_replayable([o.trace for o in outcomes if o.trace is not None])
         # the verification at upload reads no ledger (a halt stops replays, not storage);
         # the page says when the stored trace's replays are halted
@@ -151,10 +171,10 @@ def integrity_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
     """The newest report in which this trace's integrity check failed (a replay's, else the
     verification at upload), or {}: later refusals (a halt) do not make it whole again."""
     for run in runs:
-        if run.report and run.error_code == INTEGRITY_FAILURE:
+        if run.report and run.error_code in INTEGRITY_CODES:
             return run.report
     ingested = trace.ingest_report or {}
-    return ingested if ingested.get("error_code") == INTEGRITY_FAILURE else {}
+    return ingested if ingested.get("error_code") in INTEGRITY_CODES else {}
 
 
 @require_GET
@@ -163,11 +183,14 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
-    outline = trace_outline(trace, report)
+    panel = trace_panel(trace)
+    outline = trace_outline(trace, report) if panel is None else trace_outline_empty(trace)
     halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
     context = {
         "trace": trace,
+        "panel": panel,
+        "same_job": traces_same_job(trace) if panel is not None else [],
         "outline": outline,
         "report": report,
         "timeline": charts.timeline(
@@ -192,6 +215,20 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         ),
     }
     return partial_or_page(request, "console/trace_detail.html", "trace-runs", context)
+
+
+@require_GET
+@signed_in
+def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> HttpResponse:
+    """Two stored files of one format (two AHD runs of a brief, two Paxman artifacts of a
+    contract), field by field."""
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    other = roles.access_trace_by_id(request.user, other_ref, roles.BROWSE)
+    if trace.format != other.format:
+        raise Http404("only two files of the same format compare")
+    comparison = trace_compare(trace, other)
+    context = {"trace": trace, "other": other, "comparison": comparison}
+    return partial_or_page(request, "console/trace_compare.html", "comparison", context)
 
 
 MESSAGE_REVEAL_REASON = "Say why you need the unredacted values; the reason is kept in the ledger."

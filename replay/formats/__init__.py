@@ -1,19 +1,15 @@
-"""Trace formats, one module each. `open_trace` opens a native trace; `detect_format` tells
-the formats `verify` reads apart.
+"""Trace formats, one module each, all behind one interface (`protocol.TraceFormat`) and one
+registry (`formats()`): the native "replay-trace" (`native.py`), a Paxman ExecutionArtifact
+(`paxman.py`) and an AHD replay sidecar (`ahd.py`), adapted in `builtin.py`; installed
+packages add formats through the entry-point group `replay_console.formats`.
 
-Adding a format: a module here with `FORMAT`, a parser and a verify/replay function returning
-`replay.engine.ReplayReport`, named in `VERIFIABLE` and recognised by `detect_format`; see
-CONTRIBUTING.md.
+Every registered format is detected (`detect_format`), verified (`manage.py verify`, the
+upload page, `POST /api/traces/verify/`), stored (`ingest`, the upload page,
+`POST /api/traces/upload/`), listed (`?format=`) and re-verified by a governed replay the same
+way; see CONTRIBUTING.md "Add a trace format".
 
-- `SUPPORTED`: the formats a trace can be stored in (ingest, the trace list's filter): the
-  native "replay-trace" only.
-- `VERIFIABLE`: the formats `verify` checks offline, and the upload page and
-  `POST /api/traces/verify/` check without storing (`replay.services.trace_check`): the native
-  trace, a Paxman ExecutionArtifact (`paxman.py`) and an AHD replay sidecar or report
-  (`ahd.py`).
-
-`paxman` and `ahd` build `replay.engine` reports, and the engine imports this package, so
-they are imported where they are used, never at the top of this module.
+`builtin` builds `replay.engine` reports, and the engine imports this package, so the
+registry is built where it is first used, never at the top of this module.
 """
 
 from __future__ import annotations
@@ -29,29 +25,25 @@ from replay.formats import native
 
 PAXMAN = "paxman-artifact"  # paxman.FORMAT
 AHD = "ahd-replay"  # ahd.FORMAT
-SUPPORTED = (native.FORMAT,)
-VERIFIABLE = (native.FORMAT, PAXMAN, AHD)
 
 #: How much of a file detection reads: enough for the first top-level keys of any format.
 SNIFF_BYTES = 1024**2
 
-# Top-level keys that only one format has (the first one met decides).
-_NATIVE_KEYS = frozenset(
-    {"format", "trace_id", "job", "required_snapshots", "snapshots", "final_answer", "seal"}
-    | {"events", "steps", "outputs", "meta"}
-)
-_PAXMAN_KEYS = frozenset(
-    {"capability_versions", "contract_id", "diagnostics", "evidence", "execution_plan"}
-    | {"field_results", "normalized_data", "paxman_version", "planner_version"}
-    | {"replay_hash", "statistics", "unresolved_fields"}
-)
-_AHD_KEYS = frozenset(
-    {"ahd_version", "ahd_commit", "git_dirty", "node_version", "platform", "invoked_at"}
-    | {"argv", "token", "brief", "sampling", "models", "conditions", "backfilled"}
-)
 _SPECIAL = re.compile(rb'["{}\[\]]')
 _STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _WS = b" \t\r\n"
+
+
+def formats():
+    """The one registry of formats (built-in plus entry points): `protocol.FormatRegistry`."""
+    from replay.formats.protocol import default_formats
+
+    return default_formats()
+
+
+def format_names() -> list[str]:
+    """Every format this console reads and stores, by name."""
+    return formats().names()
 
 
 def open_trace(
@@ -61,11 +53,11 @@ def open_trace(
     declared_format: str | None = None,
     limits: native.Limits = native.DEFAULT_LIMITS,
 ) -> native.NativeTrace:
-    """Open `source` as the declared format, or detect it (only the native format today)."""
-    if declared_format is not None and declared_format not in SUPPORTED:
+    """Open `source` as a native trace (what the trace page's outline reads)."""
+    if declared_format is not None and declared_format != native.FORMAT:
         raise ReplayError(
             MALFORMED_TRACE,
-            f"unknown format {declared_format!r}; supported: {', '.join(SUPPORTED)}",
+            f"unknown format {declared_format!r}; supported: {native.FORMAT}",
         )
     return native.open_native(source, filename, limits)
 
@@ -117,28 +109,17 @@ def top_level_keys(head: bytes) -> Iterator[str]:
 
 
 def detect_format(head: bytes, filename: str) -> str:
-    """Which of `VERIFIABLE` a file is, from its name and its first bytes.
+    """Which registered format a file is, from its name and its first bytes.
 
-    - `*.replay.json` or `*.md`: an AHD sidecar or report;
-    - gzip, or `*.jsonl`: a native trace (no other format is compressed or line-delimited);
-    - otherwise the first top-level key that only one format has decides: `format`, `job`,
-      `events`... native; `contract_id`, `paxman_version`, `replay_hash`... Paxman;
-      `ahd_version`, `token`, `invoked_at`... AHD;
+    - a format's own definite claim (`sniff`), asked in registration order: `*.replay.json`
+      or `*.md` is an AHD sidecar or report; gzip, or `*.jsonl`, a native trace;
+    - otherwise the first top-level key that only one format has decides (each format's
+      `keys`): `format`, `job`, `events`... native; `contract_id`, `paxman_version`,
+      `replay_hash`... Paxman; `ahd_version`, `token`, `invoked_at`... AHD;
     - nothing telling (not JSON, an empty object): native, whose parser names the problem.
     """
-    name = filename.lower()
-    if name.endswith((".replay.json", ".md", ".markdown")):
-        return AHD
-    if head.startswith(native.GZIP_MAGIC) or name.removesuffix(".gz").endswith(".jsonl"):
-        return native.FORMAT
-    for key in top_level_keys(head):
-        if key in _NATIVE_KEYS:
-            return native.FORMAT
-        if key in _PAXMAN_KEYS:
-            return PAXMAN
-        if key in _AHD_KEYS:
-            return AHD
-    return native.FORMAT
+    found = formats().detect(head, filename, top_keys=top_level_keys(head))
+    return found if found is not None else native.FORMAT
 
 
 class _Replayed(io.RawIOBase):

@@ -1,4 +1,6 @@
-// Upload several trace files, one XHR each, with a progress bar per file.
+// Upload several trace files, one XHR each, with a progress bar per file. An AHD sidecar
+// (*.replay.json) goes in one XHR with the other files of the same drop that are not
+// traces themselves (its token and brief), so the server stores them as its inputs.
 // Without JavaScript the same form posts all files at once and the page lists the outcomes.
 (function () {
   "use strict";
@@ -25,12 +27,12 @@
     li.classList.add("failed");
   }
 
-  function send(file) {
+  function send(file, companions) {
     const li = document.createElement("li");
     li.className = "upload-file";
     const name = document.createElement("span");
     name.className = "filename";
-    name.textContent = file.name;
+    name.textContent = file.name + (companions.length ? " (with " + companions.map(function (f) { return f.name; }).join(", ") + ")" : "");
     const bar = document.createElement("progress");
     bar.max = 100;
     bar.value = 0;
@@ -39,7 +41,7 @@
     result.className = "result";
     li.append(name, bar, result);
     list.append(li);
-    if (limit && file.size > limit) {
+    if (limit && [file].concat(companions).some(function (f) { return f.size > limit; })) {
       bar.value = 100;
       refuse(li, "Refused: UPLOAD_TOO_LARGE The file is larger than the limit of " + limit + " bytes.");
       return;
@@ -66,11 +68,22 @@
     });
     const data = new FormData();
     data.append("files", file, file.name);
+    for (const other of companions) data.append("files", other, other.name);
     xhr.send(data);
   }
 
+  function isTrace(name) {
+    return /\.(json|jsonl|gz)$/i.test(name);
+  }
+
   function sendAll(files) {
-    for (const file of files) send(file);
+    const all = Array.from(files);
+    const sidecars = all.filter(function (f) { return /\.replay\.json$/i.test(f.name); });
+    const inputs = sidecars.length ? all.filter(function (f) { return !isTrace(f.name); }) : [];
+    for (const file of all) {
+      if (inputs.indexOf(file) !== -1) continue;
+      send(file, sidecars.indexOf(file) !== -1 ? inputs : []);
+    }
   }
 
   form.addEventListener("submit", function (e) {

@@ -73,9 +73,13 @@ def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_p
     good = tmp_path / "diverged.trace.json"
     good.write_bytes(trace_bytes("diverged"))
     demo_ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd"
-    settings.REPLAY_AHD_ROOT = str(demo_ahd)
+    settings.REPLAY_AHD_ROOT = ""  # the sidecar's inputs come with it
     sidecar = tmp_path / "2026-04-21-swiss.replay.json"
     sidecar.write_bytes((demo_ahd / "docs" / "evals" / sidecar.name).read_bytes())
+    token = tmp_path / "swiss-editorial.yml"
+    token.write_bytes((demo_ahd / "tokens" / token.name).read_bytes())
+    brief = tmp_path / "landing.yml"
+    brief.write_bytes((demo_ahd / "briefs" / brief.name).read_bytes())
     bad = tmp_path / "corrupt.trace.json"
     bad.write_bytes(b'{"format": "replay-trace", "schema_version": 1,')
 
@@ -84,15 +88,17 @@ def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_p
     shots(alice, "auditor-trace-list")
     alice.click("nav >> text=Upload")
     alice.wait_for_selector("form.enhanced")  # upload.js listens: the files go as chosen
-    alice.set_input_files("#upload-input", [str(good), str(sidecar), str(bad)])
+    alice.set_input_files(
+        "#upload-input", [str(good), str(sidecar), str(token), str(brief), str(bad)]
+    )
     uploads_settled(alice, done=2, failed=1)
     bars = alice.locator(".upload-file progress").evaluate_all("bars => bars.map(b => b.value)")
     assert bars == [100, 100, 100]
     refusal = alice.locator(".upload-file.failed .refusal").inner_text()
     assert refusal.startswith("Refused: MALFORMED_TRACE ")
-    checked = alice.locator(".upload-file.done", has_text="Verified, not stored").inner_text()
-    assert "ahd-replay" in checked
-    assert "Verdict: ok" in checked
+    stored = alice.locator(".upload-file.done", has_text="landing.yml").inner_text()
+    assert "Stored as 2026-04-21-swiss · ahd-replay" in stored
+    assert "Verified on upload: ok" in stored
     shots(alice, "auditor-upload-verdict-and-refusal")
 
     alice.click(".upload-file.done a[href^='/traces/']")  # the native trace: stored

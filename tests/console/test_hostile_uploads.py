@@ -113,9 +113,11 @@ def test_the_upload_page_says_nothing_of_an_absolute_path_outside_the_checkout(
     )
     body = response.content.decode()
     assert response.status_code == 200
+    assert body.count('class="upload-outcome refused"') == 1
     assert "MISSING_SNAPSHOT" in body
-    assert "no file under the checkout root matches its trailing parts" in body
+    assert "token: token file not found at " in body  # the path it recorded, never read
     assert SECRET_HASH not in body
+    assert Trace.objects.count() == 0  # a sidecar whose inputs cannot be kept is not stored
 
 
 @pytest.mark.parametrize(

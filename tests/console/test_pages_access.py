@@ -89,6 +89,12 @@ PAGES = [
         f"/traces/{MISSING_SHA}/events/0/",
         ANYONE,
     ),
+    (
+        "compare",
+        lambda w: f"/traces/{w.sha}/compare/{w.ok_sha}/",
+        f"/traces/{MISSING_SHA}/compare/{MISSING_SHA}/",
+        ANYONE,
+    ),
     ("run", lambda w: f"/runs/{w.run}/", f"/runs/{MISSING_UUID}/", ANYONE),
     ("run status", lambda w: f"/runs/{w.run}/status/", f"/runs/{MISSING_UUID}/status/", ANYONE),
     (
@@ -187,6 +193,7 @@ def test_the_matrix_above_covers_every_page_route():
         "trace-upload",
         "trace-detail",
         "trace-event",
+        "trace-compare",
         "run-detail",
         "run-status",
         "run-value",

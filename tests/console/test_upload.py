@@ -160,8 +160,8 @@ def test_upload_without_csrf_token_is_refused(trace_key):
 def test_the_journeys_three_files_a_native_trace_an_ahd_sidecar_and_a_corrupt_file(
     as_persona, trace_key, settings
 ):
-    """journeys.md, auditor step 2: two verdicts and one refusal; the sidecar is verified
-    against the server's AHD checkout and not stored."""
+    """journeys.md, auditor step 2: two verdicts and one refusal; the sidecar's inputs are
+    taken from the server's AHD checkout (it came alone) and it is stored with them."""
     from pathlib import Path
 
     demo_ahd = Path(settings.BASE_DIR) / "replay" / "demo_ahd"
@@ -181,27 +181,32 @@ def test_the_journeys_three_files_a_native_trace_an_ahd_sidecar_and_a_corrupt_fi
     assert response.status_code == 200
     assert body.count('class="upload-outcome accepted"') == 2
     assert body.count('class="upload-outcome refused"') == 1
-    assert "Verified, not stored · ahd-replay" in body
-    assert 'Verdict: <span class="badge verdict-ok">ok</span>' in body
-    assert '<li class="ok"><strong>token</strong> hash matches sha256:' in body
-    assert '<li class="ok"><strong>brief</strong> hash matches sha256:' in body
+    stored = Trace.objects.get(format="ahd-replay")
+    assert (
+        f'Stored as <a href="/traces/{stored.blob.sha256}/"><code>2026-04-21-swiss</code></a>'
+        in body
+    )
+    assert "· ahd-replay · 0 events, 0 steps" in body
     assert str(demo_ahd) not in body  # the server's paths are not shown
-    assert Trace.objects.count() == 1
+    assert Trace.objects.count() == 2
 
 
-def test_the_api_refuses_to_store_an_ahd_sidecar_and_says_why(as_persona, settings):
+def test_the_api_refuses_to_store_an_ahd_sidecar_without_its_inputs_and_says_why(
+    as_persona, settings
+):
     from pathlib import Path
 
-    from replay.services import NOT_STORED_MESSAGE
+    from replay.formats import ahd
 
+    settings.REPLAY_AHD_ROOT = ""
     name = "2026-04-21-swiss.replay.json"
     data = (Path(settings.BASE_DIR) / "replay" / "demo_ahd" / "docs" / "evals" / name).read_bytes()
     response = as_persona("alice").post(
         "/api/traces/upload/", {"file": SimpleUploadedFile(name, data)}
     )
     assert response.status_code == 400
-    assert response.json()["error_code"] == "MALFORMED_TRACE"
-    assert response.json()["message"] == NOT_STORED_MESSAGE.format(
-        filename=name, what="an AHD replay sidecar or report"
+    assert response.json()["error_code"] == "MISSING_SNAPSHOT"
+    assert response.json()["message"] == ahd.NO_CHECKOUT_MESSAGE.format(
+        name=name, inputs="the token tokens/swiss-editorial.yml and the brief briefs/landing.yml"
     )
     assert not Trace.objects.exists()

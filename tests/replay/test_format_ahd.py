@@ -33,7 +33,7 @@ from replay.errors import (
     MISSING_SNAPSHOT,
     UNSUPPORTED_SCHEMA_VERSION,
 )
-from replay.formats import AHD, VERIFIABLE, ahd, detect_format
+from replay.formats import AHD, ahd, detect_format, format_names
 from replay.formats.yaml12 import MAX_ALIAS_COUNT, YAML12Error, load
 from replay.services import trace_verify_file
 
@@ -668,7 +668,7 @@ def test_unicode_line_separators_are_content_in_yaml_1_2():
 
 def test_the_format_name_matches_the_module():
     assert ahd.FORMAT == AHD
-    assert ahd.FORMAT in VERIFIABLE
+    assert ahd.FORMAT in format_names()
 
 
 def test_sidecars_and_reports_are_detected():

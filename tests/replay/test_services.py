@@ -477,7 +477,9 @@ def test_it_refuses_an_unknown_format_at_ingest():
         trace_ingest(source=fh, filename="ok.trace.json", declared_format="paxman")
 
     assert refused.value.code == MALFORMED_TRACE
-    assert refused.value.message == "unknown format 'paxman'; supported: replay-trace"
+    assert refused.value.message == (
+        "unknown format 'paxman'; supported: ahd-replay, paxman-artifact, replay-trace"
+    )
 
 
 def test_a_stored_report_reads_back_exactly_as_the_engine_wrote_it():

@@ -1,6 +1,8 @@
-"""Uploading a file of a format the console verifies but does not store (an AHD sidecar, a
-Paxman artifact): verified on upload, reported, nothing stored. The AHD sidecar's inputs are
-re-hashed from the checkout the server keeps (REPLAY_AHD_ROOT; the demo's is replay/demo_ahd)."""
+"""Uploading an AHD sidecar alone, or a Paxman artifact: verified on upload and stored (these
+formats were verify-only before). A sidecar that comes alone has its inputs re-hashed from
+the checkout the server keeps (REPLAY_AHD_ROOT; the demo's is replay/demo_ahd), and they are
+stored with it; without one it is refused, naming the inputs, and nothing is stored.
+`trace_check` (``POST /api/traces/verify/``) still verifies without storing."""
 
 from __future__ import annotations
 
@@ -12,14 +14,7 @@ import pytest
 
 from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, ReplayError
 from replay.formats import AHD, PAXMAN, ahd
-from replay.services import (
-    FORMAT_NAMES,
-    NOT_STORED_MESSAGE,
-    CheckedOnly,
-    IngestResult,
-    trace_ingest,
-    trace_upload,
-)
+from replay.services import CheckedOnly, IngestResult, trace_check, trace_upload
 from tests.replay.helpers import golden, stored_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,31 +44,45 @@ def test_the_demo_checkout_is_the_published_fixture_unchanged():
 
 
 @pytest.mark.parametrize("name", [SWISS, IMAGE])
-def test_a_sidecar_verifies_against_the_servers_checkout_and_nothing_is_stored(settings, name):
+def test_a_sidecar_verifies_against_the_servers_checkout_and_is_stored_with_its_inputs(
+    settings, name
+):
     settings.REPLAY_AHD_ROOT = str(DEMO_AHD)
     result = upload(sidecar(name), name)
-    assert isinstance(result, CheckedOnly)
-    assert (result.format, result.report["status"], result.report["error_code"]) == (
+    assert isinstance(result, IngestResult)
+    assert (result.trace.format, result.report["status"], result.report["error_code"]) == (
         AHD,
         "ok",
         None,
     )
     assert [c["name"] for c in result.report["checks"]][:2] == ["format", "root"]
     assert all(c["ok"] for c in result.report["checks"])
-    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+    assert stored_counts() == {"traces": 1, "blobs": 1, "snapshots": 2}
 
 
-def test_without_a_checkout_the_report_names_the_inputs_it_could_not_rehash(settings):
+def test_check_without_a_checkout_names_the_inputs_it_could_not_rehash(settings):
     settings.REPLAY_AHD_ROOT = ""
-    result = upload(sidecar(SWISS), SWISS)
+    result = trace_check(source=io.BytesIO(sidecar(SWISS)), filename=SWISS)
     assert isinstance(result, CheckedOnly)
     assert (result.report["status"], result.report["error_code"]) == ("refused", MISSING_SNAPSHOT)
     assert result.report["message"] == ahd.NO_CHECKOUT_MESSAGE.format(
         name=SWISS, inputs="the token tokens/swiss-editorial.yml and the brief briefs/landing.yml"
     )
+    assert stored_counts()["blobs"] == 0
 
 
-def test_an_edited_token_in_the_checkout_is_an_integrity_failure(settings, tmp_path):
+def test_upload_without_a_checkout_is_refused_naming_the_inputs_and_stores_nothing(settings):
+    settings.REPLAY_AHD_ROOT = ""
+    with pytest.raises(ReplayError) as caught:
+        upload(sidecar(SWISS), SWISS)
+    assert caught.value.code == MISSING_SNAPSHOT
+    assert caught.value.message == ahd.NO_CHECKOUT_MESSAGE.format(
+        name=SWISS, inputs="the token tokens/swiss-editorial.yml and the brief briefs/landing.yml"
+    )
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+
+
+def test_an_edited_token_in_the_checkout_is_stored_as_an_integrity_failure(settings, tmp_path):
     copy = tmp_path / "checkout"
     shutil.copytree(DEMO_AHD, copy)
     token = copy / "tokens" / "swiss-editorial.yml"
@@ -105,11 +114,11 @@ def test_a_broken_sidecar_is_refused_not_reported(settings):
     assert caught.value.message.startswith(f"{SWISS}: ")
 
 
-def test_a_paxman_artifact_is_verified_on_upload():
+def test_a_paxman_artifact_is_verified_and_stored_on_upload():
     result = upload(PAXMAN_FILE.read_bytes(), PAXMAN_FILE.name)
-    assert isinstance(result, CheckedOnly)
-    assert (result.format, result.report["status"]) == (PAXMAN, "ok")
-    assert stored_counts()["traces"] == 0
+    assert isinstance(result, IngestResult)
+    assert (result.trace.format, result.report["status"]) == (PAXMAN, "ok")
+    assert stored_counts() == {"traces": 1, "blobs": 1, "snapshots": 0}
 
 
 def test_a_native_trace_is_still_stored():
@@ -120,21 +129,6 @@ def test_a_native_trace_is_still_stored():
     assert stored_counts()["traces"] == 1
 
 
-@pytest.mark.parametrize(
-    ("data", "name", "fmt"),
-    [
-        (lambda: sidecar(SWISS), SWISS, AHD),
-        (PAXMAN_FILE.read_bytes, "artifact.json", PAXMAN),
-    ],
-)
-def test_storing_says_precisely_why_a_verify_only_format_is_not_stored(data, name, fmt):
-    with pytest.raises(ReplayError) as caught:
-        trace_ingest(source=io.BytesIO(data()), filename=name)
-    assert caught.value.code == MALFORMED_TRACE
-    assert caught.value.message == NOT_STORED_MESSAGE.format(filename=name, what=FORMAT_NAMES[fmt])
-    assert stored_counts()["blobs"] == 0
-
-
 def test_a_missing_input_is_named_relative_to_the_checkout_not_by_its_server_path(
     settings, tmp_path
 ):
@@ -142,7 +136,7 @@ def test_a_missing_input_is_named_relative_to_the_checkout_not_by_its_server_pat
     shutil.copytree(DEMO_AHD, copy)
     (copy / "briefs" / "landing.yml").unlink()
     settings.REPLAY_AHD_ROOT = str(copy)
-    report = upload(sidecar(SWISS), SWISS).report
+    report = trace_check(source=io.BytesIO(sidecar(SWISS)), filename=SWISS).report
     assert (report["error_code"], report["broke_at"]) == (MISSING_SNAPSHOT, "brief")
     assert report["message"] == "brief: brief file not found at REPLAY_AHD_ROOT/briefs/landing.yml"
     assert str(tmp_path) not in str(report)

@@ -41,7 +41,7 @@ from replay import engine
 from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.errors import ReplayError
 from replay.models import ReplayRun
-from replay.selectors import trace_by_trace_id
+from replay.selectors import trace_by_sha256, trace_by_trace_id
 from replay.services import trace_ingest
 
 CLI_ACTOR = CLI_SYSTEM_ACTOR
@@ -106,8 +106,9 @@ class Command(BaseCommand):
             self._resume(target, resume, actor, as_json, workers)
             return
         trace = None
-        if re.fullmatch(r"[0-9a-f]{32}", target):
-            trace = trace_by_trace_id(target)
+        if re.fullmatch(r"[0-9a-f]{32}", target) or not Path(target).is_file():
+            # a stored file by trace id (the newest copy) or by its sha256, any format
+            trace = trace_by_trace_id(target) or trace_by_sha256(target)
         if trace is None:
             path = Path(target)
             if not path.is_file():

@@ -6,18 +6,26 @@ from django.core.management.base import BaseCommand, CommandError
 
 from replay.cli import ProgressBar, add_workers_argument
 from replay.errors import ReplayError
+from replay.formats import ahd
 from replay.services import trace_ingest
 
 
 class Command(BaseCommand):
-    help = "Store trace files, verified. One line per file; exit 1 if any file was refused."
+    help = (
+        "Store files of any format the console reads, verified. One line per file; exit 1 if "
+        "any file was refused. An AHD sidecar's token and brief are read from its checkout "
+        "(--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+")
         parser.add_argument("--format", dest="declared_format", default=None)
+        parser.add_argument(
+            "--root", default=None, help="the AHD checkout an AHD sidecar's inputs are read from"
+        )
         add_workers_argument(parser)
 
-    def handle(self, *args, paths, declared_format, workers, **options):
+    def handle(self, *args, paths, declared_format, workers, root, **options):
         refused = 0
         for raw in paths:
             path = Path(raw)
@@ -31,6 +39,7 @@ class Command(BaseCommand):
                             declared_format=declared_format,
                             progress=bar,
                             workers=workers,
+                            input_root=_ahd_root(path, root),
                         )
                     finally:
                         bar.close()
@@ -54,3 +63,13 @@ class Command(BaseCommand):
             )
         if refused:
             raise CommandError(f"{refused} of {len(paths)} files refused", returncode=1)
+
+
+def _ahd_root(path: Path, root: str | None) -> Path | None:
+    """Where an AHD sidecar's inputs are read: --root, else the checkout above the sidecar
+    (as `verify` finds it); None for any other file (the server's REPLAY_AHD_ROOT then)."""
+    if not path.name.lower().endswith(ahd.SIDECAR_SUFFIX):
+        return None
+    if root is not None:
+        return Path(root)
+    return ahd.find_root(path.parent)

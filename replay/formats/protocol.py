@@ -1,0 +1,197 @@
+"""One interface every trace format implements, and the one registry of formats.
+
+A format is an object with:
+
+- ``name`` (what ``Trace.format`` stores and ``?format=`` filters on) and ``label`` (the
+  format in words, for messages);
+- ``keys``: top-level JSON keys only this format has (detection: the first one met decides);
+- ``sniff(head, filename) -> bool``: a definite claim from the name or the first bytes alone
+  (``*.replay.json`` is AHD, gzip is native) -- checked before any key is scanned;
+- ``parse(source, filename, ctx)``: the strict, bounded parse; raises ``ReplayError``;
+  ``refused(exc, filename, ctx)`` is the report of a file that did not parse;
+- ``unstorable_codes``: the report codes that refuse storing the file (nothing is stored);
+  any other report is stored with its verdict, a tampered file included (as evidence);
+- ``verify(parsed, filename, ctx) -> ReplayReport``: the report of contracts §3, in the
+  format's own check vocabulary; never raises ``ReplayError``;
+- ``replay(parsed, filename, ctx) -> ReplayReport | None``: a replay where the format allows
+  one; ``None`` when it does not, and ``replay_note`` says what re-verifying does instead;
+- ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
+- ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
+- ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
+  pointers).
+
+Built-in formats are the native ``replay-trace``, the Paxman artifact and the AHD sidecar
+(:mod:`replay.formats.builtin`). Installed packages add formats through the entry-point group
+``replay_console.formats``: each entry point names a callable that takes the registry and
+registers what it brings, as step functions do (``replay_console.functions``)::
+
+    [project.entry-points."replay_console.formats"]
+    my_format = "my_package.trace_format:register"
+
+Pure: no Django, no I/O beyond reading installed package metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+ENTRY_POINT_GROUP = "replay_console.formats"
+
+
+@dataclass
+class VerifyContext:
+    """What verifying one file may use; the services build it from settings and the DB.
+
+    ``inputs``: files uploaded together with this one, by name (an AHD sidecar's token and
+    brief); ``input_root``: a directory of inputs on disk (``REPLAY_AHD_ROOT``, or a checkout
+    the CLI found); ``stored_inputs``: for a stored file, the inputs stored with it
+    (``{"kind", "path", "snapshot_id"}``), read back through ``stored_snapshot``.
+    """
+
+    mode: str = "audit"
+    at: Any = None
+    halted: Mapping[str, str] | None = None
+    file_id: str | None = None
+    continue_past: Sequence[int] = ()
+    progress: Callable[[int], None] | None = None
+    workers: int = 1
+    retained_only: bool = False
+    keys: Any = None
+    registry: Any = None
+    stored_snapshot: Callable[[str], Any] = lambda _sid: None
+    limits: Any = None
+    replay_limits: Any = None
+    clock: Callable[[], float] | None = None
+    inputs: Mapping[str, bytes] = field(default_factory=dict)
+    input_root: Path | None = None
+    input_root_named: str = "REPLAY_AHD_ROOT"
+    stored_inputs: Sequence[Mapping[str, Any]] = ()
+    excluded: tuple[str, ...] = ()
+    max_input_bytes: int | None = None
+    contract: Any = None
+
+
+@dataclass
+class StoredSnapshot:
+    """A body stored with a file, by its content address (``native.snapshot_id_of``)."""
+
+    snapshot_id: str
+    kind: str
+    body: Any
+    schema_version: int = 1
+    signature: Any = field(default_factory=dict)
+
+
+@dataclass
+class StoredFacts:
+    """What the Trace row records of a stored file of any format."""
+
+    trace_id: str
+    schema_version: int
+    encoding: str = "json"
+    job_id: str = ""
+    job_seed: str = ""
+    runtime_name: str = ""
+    runtime_version: str = ""
+    started_at: str | None = None
+    event_count: int = 0
+    step_count: int = 0
+    required_snapshot_ids: list[dict[str, Any]] = field(default_factory=list)
+    missing_outputs: list[str] = field(default_factory=list)
+    snapshots: list[StoredSnapshot] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field that differs between two runs: a JSON pointer, before and after."""
+
+    path: str
+    kind: str  # "added" | "removed" | "changed"
+    before: Any
+    after: Any
+
+
+class TraceFormat(Protocol):
+    name: str
+    label: str
+    keys: frozenset[str]
+    replay_note: str
+    unstorable_codes: frozenset[str]
+
+    def sniff(self, head: bytes, filename: str) -> bool: ...
+
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> Any: ...
+
+    def refused(self, exc: Any, filename: str, ctx: VerifyContext) -> Any: ...
+
+    def verify(self, parsed: Any, filename: str, ctx: VerifyContext) -> Any: ...
+
+    def replay(self, parsed: Any, filename: str, ctx: VerifyContext) -> Any | None: ...
+
+    def facts(self, parsed: Any, report: Any, ctx: VerifyContext) -> StoredFacts: ...
+
+    def panel(self, parsed: Any) -> dict[str, str]: ...
+
+    def compare(self, a: Any, b: Any) -> list[Difference]: ...
+
+
+class FormatRegistry:
+    """The formats this console reads, in the order detection asks them."""
+
+    def __init__(self) -> None:
+        self._formats: dict[str, TraceFormat] = {}
+
+    def register(self, fmt: TraceFormat) -> None:
+        if fmt.name in self._formats:
+            raise ValueError(f"format {fmt.name!r} is already registered")
+        self._formats[fmt.name] = fmt
+
+    def get(self, name: str) -> TraceFormat | None:
+        return self._formats.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._formats)
+
+    def __iter__(self):
+        return iter(self._formats.values())
+
+    def detect(self, head: bytes, filename: str, *, top_keys: Iterable[str]) -> str | None:
+        """The format a file is: a definite claim first, then the first top-level key only
+        one format has; None when nothing tells."""
+        for fmt in self._formats.values():
+            if fmt.sniff(head, filename):
+                return fmt.name
+        for key in top_keys:
+            for fmt in self._formats.values():
+                if key in fmt.keys:
+                    return fmt.name
+        return None
+
+
+def load_entry_points(registry: FormatRegistry, eps: Iterable[Any] | None = None) -> list[str]:
+    """Let installed packages register their formats; returns the entry points loaded."""
+    loaded = []
+    for ep in eps if eps is not None else entry_points(group=ENTRY_POINT_GROUP):
+        ep.load()(registry)
+        loaded.append(ep.name)
+    return loaded
+
+
+_default: FormatRegistry | None = None
+
+
+def default_formats() -> FormatRegistry:
+    """The built-in formats plus everything installed packages register."""
+    global _default  # noqa: PLW0603 - built once per process, then read-only
+    if _default is None:
+        from replay.formats import builtin
+
+        registry = FormatRegistry()
+        builtin.register(registry)
+        load_entry_points(registry)
+        _default = registry
+    return _default

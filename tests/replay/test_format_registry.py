@@ -1,0 +1,119 @@
+"""One registry of formats: the built-in three are entries like any other, and an installed
+package adds a format through the entry-point group `replay_console.formats`."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+
+from replay.errors import MALFORMED_TRACE, ReplayError
+from replay.formats import AHD, PAXMAN, builtin, detect_format, format_names, formats, native
+from replay.formats.protocol import (
+    ENTRY_POINT_GROUP,
+    Difference,
+    FormatRegistry,
+    StoredFacts,
+    VerifyContext,
+    load_entry_points,
+)
+
+
+class ToyFormat:
+    """A third-party format: a JSON object whose first key is "toy"."""
+
+    name = "toy-log"
+    label = "a toy log"
+    keys = frozenset({"toy"})
+    replay_note = "nothing to replay"
+    unstorable_codes = frozenset({MALFORMED_TRACE})
+
+    def sniff(self, head, filename):
+        return filename.endswith(".toy")
+
+    def parse(self, source, filename, ctx):
+        return source.read()
+
+    def refused(self, exc, filename, ctx):
+        raise AssertionError("never refused")
+
+    def verify(self, parsed, filename, ctx):
+        from replay.engine import ReplayReport
+
+        return ReplayReport(trace_id="toy", format=self.name, mode=ctx.mode)
+
+    def replay(self, parsed, filename, ctx):
+        return None
+
+    def facts(self, parsed, report, ctx):
+        return StoredFacts(trace_id="toy", schema_version=1)
+
+    def panel(self, parsed):
+        return {"bytes": str(len(parsed))}
+
+    def compare(self, a, b):
+        return builtin.differences(a, b)
+
+
+def register_toy(registry):
+    registry.register(ToyFormat())
+
+
+def toy_registry():
+    registry = FormatRegistry()
+    builtin.register(registry)
+    ep = SimpleNamespace(name="toy", group=ENTRY_POINT_GROUP, load=lambda: register_toy)
+    assert load_entry_points(registry, [ep]) == ["toy"]
+    return registry
+
+
+def test_the_native_format_is_one_entry_among_the_built_in_ones():
+    assert format_names() == [AHD, native.FORMAT, PAXMAN]
+    assert [type(f).__name__ for f in formats()] == ["AhdFormat", "NativeFormat", "PaxmanFormat"]
+
+
+def test_a_format_registered_through_the_entry_point_group_is_detected():
+    registry = toy_registry()
+    assert registry.names() == [AHD, native.FORMAT, PAXMAN, "toy-log"]
+    assert registry.detect(b"{}", "run.toy", top_keys=[]) == "toy-log"
+    assert registry.detect(b'{"toy": 1}', "x.json", top_keys=["toy"]) == "toy-log"
+    assert registry.detect(b'{"job": 1}', "x.json", top_keys=["job"]) == native.FORMAT
+
+
+def test_it_refuses_to_register_a_format_name_twice():
+    registry = toy_registry()
+    with pytest.raises(ValueError, match=r"^format 'toy-log' is already registered$"):
+        register_toy(registry)
+
+
+def test_detection_goes_through_the_registry():
+    assert detect_format(b'{"contract_id": "x"}', "a.json") == PAXMAN
+    assert detect_format(b"{}", "a.replay.json") == AHD
+    assert detect_format(b"not json", "a.json") == native.FORMAT
+
+
+def test_compare_gives_field_level_differences_as_json_pointers():
+    fmt = formats().get(PAXMAN)
+    a = fmt.parse(io.BytesIO(b'{"status": "OK", "statistics": {"n": 1}}'), "a", VerifyContext())
+    b = fmt.parse(io.BytesIO(b'{"status": "OK", "statistics": {"n": 2}}'), "b", VerifyContext())
+    assert fmt.compare(a, b) == [Difference("/statistics/n", "changed", 1, 2)]
+
+
+def test_a_format_without_a_replay_says_what_re_verifying_does_instead():
+    fmt = formats().get(AHD)
+    assert fmt.replay(None, "x.replay.json", VerifyContext()) is None
+    assert fmt.replay_note == (
+        "AHD recomputes nothing: re-verifying re-hashes the token and brief stored with the run"
+    )
+
+
+def test_an_eval_report_alone_is_refused_by_the_ahd_parse():
+    fmt = formats().get(AHD)
+    with pytest.raises(ReplayError) as refused:
+        fmt.parse(io.BytesIO(b"# report"), "2026-04-21-swiss.md", VerifyContext())
+    assert refused.value.code == MALFORMED_TRACE
+    assert refused.value.message == (
+        "2026-04-21-swiss.md is an AHD eval report: upload its replay sidecar "
+        "(2026-04-21-swiss.replay.json), which records the hashes to check"
+    )
