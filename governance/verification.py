@@ -20,10 +20,11 @@ whole and the tables in agreement appends a new mark through the newest seq it c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
 from governance import codes, ledger, signing
@@ -181,6 +182,31 @@ def _mark_append(result: Any) -> VerificationMark | None:
     return mark
 
 
+_PROGRESS_SQL = "UPDATE governance_ledgerverification SET checked = %s WHERE id = %s"
+
+
+def _progress_writer(verification_id: int) -> tuple[Callable[[int], None], Callable[[], None]]:
+    """How a run writes its progress, and how that writer is closed.
+
+    On PostgreSQL a large ledger is streamed inside one transaction (a server-side cursor,
+    ``ledger._raw_rows``): progress written on that connection would show only at the end, so
+    it goes through a second connection of its own, in autocommit.
+    """
+    if connection.vendor != "postgresql":
+
+        def write(checked: int) -> None:
+            LedgerVerification.objects.filter(pk=verification_id).update(checked=checked)
+
+        return write, lambda: None
+    side = connections.create_connection(DEFAULT_DB_ALIAS)
+
+    def write_aside(checked: int) -> None:
+        with side.cursor() as cur:
+            cur.execute(_PROGRESS_SQL, [checked, verification_id])
+
+    return write_aside, side.close
+
+
 def ledger_verification_execute(*, verification_id: int) -> LedgerVerification:
     """Run a queued verification (the task's one call). Idempotent: a run another worker
     claimed, or one already finished, is returned as it is.
@@ -195,9 +221,7 @@ def ledger_verification_execute(*, verification_id: int) -> LedgerVerification:
     if not claimed:
         return verification
 
-    def progress(checked: int) -> None:
-        LedgerVerification.objects.filter(pk=verification_id).update(checked=checked)
-
+    progress, progress_close = _progress_writer(verification_id)
     head = ledger.head_row()
     try:
         mark = mark_latest()[0] if verification.scope == LedgerVerification.SCOPE_NEW else None
@@ -215,12 +239,14 @@ def ledger_verification_execute(*, verification_id: int) -> LedgerVerification:
         mismatches = ledger.tables_check() if result.broken is None else []
         new_mark = _mark_append(result) if result.ok and not mismatches else None
     except Exception as exc:
+        progress_close()
         LedgerVerification.objects.filter(pk=verification_id).update(
             state=LedgerVerification.State.FAILED,
             finished_at=timezone.now(),
             result={"error": f"{type(exc).__name__}: {exc}"},
         )
         raise
+    progress_close()
     LedgerVerification.objects.filter(pk=verification_id).update(
         state=LedgerVerification.State.DONE,
         finished_at=timezone.now(),
