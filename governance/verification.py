@@ -208,15 +208,17 @@ def _progress_writer(verification_id: int) -> tuple[Callable[[int], None], Calla
 
 
 def ledger_verification_execute(*, verification_id: int) -> LedgerVerification:
-    """Run a queued verification (the task's one call). Idempotent: a run another worker
-    claimed, or one already finished, is returned as it is.
+    """Run a queued verification (the task's one call). Idempotent: a finished run is
+    returned as it is. A run found running is run again from the start: its task is
+    delivered again only when the worker that held it died (acks late, rejected on worker
+    loss), and the one-run-at-a-time rule would otherwise keep it active for ever.
 
     Not one transaction: the progress it writes as it goes must be visible to the page
     polling it, and a chain of a million events is not checked inside one transaction.
     """
     claimed = LedgerVerification.objects.filter(
-        pk=verification_id, state=LedgerVerification.State.QUEUED
-    ).update(state=LedgerVerification.State.RUNNING, started_at=timezone.now())
+        pk=verification_id, finished_at__isnull=True
+    ).update(state=LedgerVerification.State.RUNNING, started_at=timezone.now(), checked=0)
     verification = LedgerVerification.objects.get(pk=verification_id)
     if not claimed:
         return verification

@@ -196,6 +196,16 @@ class TestOneAtATime:
         assert (again.state, again.finished_at) == ("done", run.finished_at)
         assert VerificationMark.objects.count() == 1
 
+    def test_a_run_left_running_by_a_dead_worker_is_run_again_when_redelivered(self):
+        person("bob")
+        run, _ = verification.ledger_verification_start(actor=None, scope="full")
+        LedgerVerification.objects.filter(pk=run.pk).update(state="running", checked=2)
+
+        again = verification.ledger_verification_execute(verification_id=run.pk)
+
+        assert (again.state, again.checked) == ("done", _head())
+        assert verification.ledger_verification_active() is None
+
 
 def test_a_full_verification_reports_its_progress_as_it_goes():
     person("bob"), person("grace")
