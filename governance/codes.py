@@ -295,10 +295,12 @@ TABLE_MISMATCHES: Final[dict[str, str]] = {
 # --- verification marks: a stored "verified through seq N" that is not believed ---------------
 MARK_SIGNATURE: Final = "MARK_SIGNATURE"
 MARK_FORKED: Final = "MARK_FORKED"
+MARK_SUPERSEDED: Final = "MARK_SUPERSEDED"
 
 MARK_FAILURES: Final[dict[str, str]] = {
     MARK_SIGNATURE: "a verification mark's signature does not verify with its server key",
     MARK_FORKED: "the ledger's event at a verification mark's seq has another hash than the mark",
+    MARK_SUPERSEDED: "a later verification found the chain broken at a seq the mark covers",
 }
 
 # --- checkpoints -------------------------------------------------------------------------------

@@ -99,11 +99,37 @@ def mark_problem(mark: VerificationMark) -> MarkProblem | None:
     return None
 
 
+def _newest_break() -> LedgerVerification | None:
+    """The newest finished run that found the chain broken, among the latest few."""
+    for run in LedgerVerification.objects.filter(state="done").order_by("-id")[:MARKS_LOOKED_AT]:
+        if run.result.get("broke_at") is not None:
+            return run
+    return None
+
+
 def mark_latest() -> tuple[VerificationMark | None, list[MarkProblem]]:
-    """The newest mark that can be believed, and what is wrong with any newer ones."""
+    """The newest mark that can be believed, and what is wrong with any newer ones.
+
+    A mark made before a later run found the chain broken at a seq it covers is not
+    believed either: a break, once found, is not hidden by checking only newer events.
+    """
     problems = []
+    broken = _newest_break()
     for mark in VerificationMark.objects.order_by("-id")[:MARKS_LOOKED_AT]:
         problem = mark_problem(mark)
+        if (
+            problem is None
+            and broken is not None
+            and broken.finished_at is not None
+            and broken.finished_at >= mark.verified_at
+            and broken.result["broke_at"] <= mark.through_seq
+        ):
+            problem = MarkProblem(
+                codes.MARK_SUPERSEDED,
+                f"verification {broken.id} found the chain broken at seq "
+                f"{broken.result['broke_at']}, which verification mark {mark.id} (through seq "
+                f"{mark.through_seq}) covers; the mark is not believed",
+            )
         if problem is None:
             return mark, problems
         problems.append(problem)

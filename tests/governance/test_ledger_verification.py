@@ -89,6 +89,11 @@ class TestMarks:
         full = run_now("full")
         assert full.result["broke_at"] == earlier.seq
         assert full.result["code"] == codes.CHAIN_HASH
+        # once found, the break is not hidden by a mark made before it was found
+        state = verification.ledger_verification_state()
+        assert state.mark is None
+        assert {p.code for p in state.problems} == {codes.MARK_SUPERSEDED}
+        assert run_now("new").result["broke_at"] == earlier.seq
 
     def test_it_finds_a_break_among_the_new_events_at_its_seq(self, run_now):
         person("bob")
