@@ -277,7 +277,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
             .order_by("-created_at")[:20]
         ),
     }
-    partial = {"events": "trace-events", "steps": "trace-steps"}.get(
+    partial = {"events": "events", "steps": "steps"}.get(
         request.headers.get("HX-Target", ""), "trace-runs"
     )
     return partial_or_page(request, "console/trace_detail.html", partial, context, status)

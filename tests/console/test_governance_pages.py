@@ -60,8 +60,8 @@ class TestLedger:
             response = client.post("/governance/verify/", {"scope": "new"}, **htmx_headers)
         assert response.status_code == 200
         assert (
-            '<section id="ledger-verification" class="card" hx-get="/governance/verification/" '
-            'hx-trigger="every 2s" hx-swap="outerHTML">'
+            '<a href="/governance/" id="verification-poll" hx-get="/governance/verification/" '
+            'hx-trigger="every 2s" hx-target="#ledger-verification" hx-swap="outerHTML">Refresh</a>'
         ) in response.content.decode()
         body = client.get("/governance/verification/", **htmx_headers).content.decode()
         assert f"(the events after seq 0, {size} events) finished at" in body
@@ -110,6 +110,7 @@ class TestLedger:
         LedgerVerification.objects.create(scope="full", state="running", checked=3, total=8)
         body = client.get("/governance/verification/", **htmx_headers).content.decode()
         assert 'hx-get="/governance/verification/" hx-trigger="every 2s"' in body
+        assert '<a href="/governance/" id="verification-poll"' in body
         assert (
             "Re-verifying the whole chain (running): 3 of 8 events checked. "
             '<progress max="8" value="3">37%</progress>'
