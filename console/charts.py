@@ -1,4 +1,4 @@
-"""Inline SVG drawn on the server: the events timeline of a trace and the verdicts chart.
+"""Inline SVG drawn on the server: the overview of a trace's events and the verdicts chart.
 
 Functions here compute geometry only; the templates draw it (so every label is escaped and
 no style attribute is needed: classes come from the stylesheet).
@@ -6,72 +6,67 @@ no style attribute is needed: classes come from the stylesheet).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 TIMELINE_WIDTH = 1000
-TIMELINE_MAX_POINTS = 120
 
 
 @dataclass
-class Point:
+class Bucket:
     x: float
-    seq: int
-    type: str
-    state: str  # "ok" | "bad" | "after"
-    label: bool = False
+    y: float
+    width: float
+    height: float
+    first: int
+    last: int
+    count: int
+    state: str  # "ok" | "bad" (the chain broke in it) | "after"
+    types: list[tuple[str, int]]
 
 
 @dataclass
-class Timeline:
+class Overview:
     width: int
     height: int
-    points: list[Point]
-    line_y: int
-    break_x: float | None
+    base_y: int
+    buckets: list[Bucket]
     broke_at: int | None
-    gaps: list[float] = field(default_factory=list)
-    total: int = 0
+    total: int
 
 
-def timeline(events: list[dict[str, Any]], *, total: int, broke_at: int | None) -> Timeline:
-    """Events as dots on a line: verified ones green, the one that broke red, the rest grey.
-
-    `events` is what the page could afford to read (see console.selectors.trace_outline): a
-    prefix and a window around the break; a gap in seqs is drawn as a break in the line.
-    """
-    shown = events[:TIMELINE_MAX_POINTS]
-    margin = 30
-    step = (TIMELINE_WIDTH - 2 * margin) / max(1, len(shown) - 1)
-    points: list[Point] = []
-    gaps: list[float] = []
-    break_x = None
-    previous_seq = None
-    every = max(1, len(shown) // 12)
-    for index, event in enumerate(shown):
-        seq = int(event["seq"])
-        x = margin + index * step if len(shown) > 1 else TIMELINE_WIDTH / 2
-        if previous_seq is not None and seq != previous_seq + 1:
-            gaps.append(x - step / 2)
-        previous_seq = seq
-        if broke_at is None or seq < broke_at:
+def overview(
+    buckets: list[dict[str, Any]], *, total: int, broke_at: int | None, height: int = 90
+) -> Overview:
+    """The whole trace as fixed buckets of consecutive events (``replay.traceindex``): one
+    bar each, as tall as its share of events, red where the chain broke, grey after it."""
+    width, base_y, top = TIMELINE_WIDTH, height - 10, 10
+    slot = width / max(1, len(buckets))
+    most = max([int(b.get("count", 0)) for b in buckets] + [1])
+    bars = []
+    for index, bucket in enumerate(buckets):
+        first, last, count = int(bucket["first"]), int(bucket["last"]), int(bucket["count"])
+        if broke_at is None or last < broke_at:
             state = "ok"
-        elif seq == broke_at:
+        elif first <= broke_at <= last:
             state = "bad"
-            break_x = x
         else:
             state = "after"
-        points.append(Point(x, seq, str(event.get("type", "")), state, index % every == 0))
-    return Timeline(
-        width=TIMELINE_WIDTH,
-        height=90,
-        points=points,
-        line_y=40,
-        break_x=break_x,
-        broke_at=broke_at,
-        gaps=gaps,
-        total=total,
-    )
+        h = max(4.0, (base_y - top) * count / most)
+        bars.append(
+            Bucket(
+                x=index * slot,
+                y=base_y - h,
+                width=max(1.0, slot - (1 if slot > 3 else 0)),
+                height=h,
+                first=first,
+                last=last,
+                count=count,
+                state=state,
+                types=sorted(bucket.get("types", {}).items(), key=lambda kv: (-kv[1], kv[0])),
+            )
+        )
+    return Overview(width, height, base_y, bars, broke_at, total)
 
 
 @dataclass

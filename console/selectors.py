@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
+import io
 import json
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from replay import traceindex
 from replay.errors import ReplayError
 from replay.formats import format_names, native, open_trace
-from replay.models import Snapshot, Trace
+from replay.models import Snapshot, Trace, TraceIndex
 from replay.storage import blob_open
 
 PAGE_SIZE = 50
@@ -174,10 +179,6 @@ def traces_mark_replayable(traces: list[Trace]) -> None:
 
 # --- one trace, for its page ----------------------------------------------------------------
 
-OUTLINE_EVENTS = 80  # events read from the start of the stream
-OUTLINE_WINDOW = 20  # events either side of a chain break
-OUTLINE_STEPS = 200
-
 
 @dataclass
 class SnapshotLine:
@@ -262,7 +263,7 @@ def _snapshot_lines(header: dict[str, Any], report: dict[str, Any] | None) -> li
     return lines
 
 
-def _brief_step(step: dict[str, Any]) -> dict[str, Any]:
+def brief_step(step: dict[str, Any]) -> dict[str, Any]:
     return {
         "seq": step.get("seq"),
         "step_id": step.get("step_id"),
@@ -382,54 +383,125 @@ def trace_outline_empty(trace: Trace) -> Outline:
 
 
 def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
-    """What the trace page shows of the file itself, read in one pass that stops early.
-
-    It keeps the first OUTLINE_EVENTS events, a window around a chain break the report
-    names, and the first OUTLINE_STEPS steps; payloads are left out (they may hold personal
-    data, and the page does not need them to show where a chain broke).
-    """
+    """What the trace page shows of the file's header (snapshots with their status) and
+    where the chain broke. Only the header is read here; the events and steps are read a
+    window at a time through the trace's index (:func:`trace_window`)."""
     broke_at, break_detail = _chain_break(report)
-    events: list[dict[str, Any]] = []
-    steps: list[dict[str, Any]] = []
     steps_total = trace.step_count
-    header: dict[str, Any] | None = None
-    cut_short = ""
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            opened = open_trace(fh, trace.filename, limits=_page_limits())
-            header = opened.header
-            for record in opened.records():
-                if record.kind == "event":
-                    seq = record.body.get("seq", -1)
-                    near = broke_at is not None and abs(seq - broke_at) <= OUTLINE_WINDOW
-                    if len(events) < OUTLINE_EVENTS or near:
-                        body = record.body
-                        events.append({"seq": seq, "type": body.get("type", "")})
-                elif record.kind == "step" and len(steps) < OUTLINE_STEPS:
-                    steps.append(_brief_step(record.body))
-                events_done = len(events) >= OUTLINE_EVENTS and (
-                    broke_at is None or (events and events[-1]["seq"] > broke_at + OUTLINE_WINDOW)
-                )
-                if events_done and len(steps) >= min(OUTLINE_STEPS, steps_total):
-                    break
+            header = open_trace(fh, trace.filename, limits=_page_limits()).header
     except ReplayError as exc:
-        if header is None or not _over_page_budget(exc):
-            message = page_budget_message() if _over_page_budget(exc) else str(exc)
-            return Outline({}, [], [], steps_total, [], broke_at, break_detail, message)
-        cut_short = page_budget_message()  # what was read before the budget is shown
+        message = page_budget_message() if _over_page_budget(exc) else str(exc)
+        return Outline({}, [], [], steps_total, [], broke_at, break_detail, message)
     except OSError as exc:
         return Outline({}, [], [], steps_total, [], broke_at, break_detail, unreadable=str(exc))
     header = {k: v for k, v in header.items() if k not in ("events", "steps", "outputs")}
     return Outline(
         header=header,
-        events=events,
-        steps=steps,
+        events=[],
+        steps=[],
         steps_total=steps_total,
         snapshots=_snapshot_lines(header, report),
         broke_at=broke_at,
         break_detail=break_detail,
-        cut_short=cut_short,
     )
+
+
+# --- paging a trace's events and steps through its index -------------------------------------
+
+WINDOW_SIZE = 50
+MAX_WINDOW_SIZE = 500
+
+
+class TraceUnreadable(Exception):
+    """The stored file cannot be read (or does not match its index); the message says why."""
+
+
+def _decompressed(storage_name: str) -> IO[bytes]:
+    """The stored file, decompressed, at its start; seekable when the store's file is (a
+    gzip seeks forward by decompressing, which parses nothing)."""
+    fh = blob_open(storage_name)
+    head = fh.read(2)
+    source: IO[bytes]
+    if fh.seekable():
+        fh.seek(0)
+        source = fh
+    else:
+        source = io.BufferedReader(native._Prefixed(head, fh))
+    if head == native.GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=source, mode="rb")  # type: ignore[return-value]
+    return source
+
+
+def _document_records(trace: Trace) -> Iterator[tuple[str, dict[str, Any]]]:
+    with blob_open(trace.blob.storage_name) as fh:
+        for record in open_trace(fh, trace.filename, limits=_page_limits()).records():
+            yield record.kind, record.body
+
+
+def _index_build(trace: Trace) -> dict[str, Any]:
+    if trace.encoding == "jsonl":
+        with _decompressed(trace.blob.storage_name) as stream:
+            return traceindex.build_jsonl(stream, page_read_limit())
+    return traceindex.build_records(_document_records(trace))
+
+
+def trace_index(trace: Trace) -> dict[str, Any]:
+    """The trace's index, built and stored the first time a page asks for it (one pass over
+    at most REPLAY_PAGE_READ_BYTES of the file), read from its row ever after.
+
+    Raises TraceUnreadable when the file cannot be read.
+    """
+    row = TraceIndex.objects.filter(blob_id=trace.blob_id).first()
+    if row is not None:
+        return row.index
+    try:
+        index = _index_build(trace)
+    except ReplayError as exc:
+        message = page_budget_message() if _over_page_budget(exc) else str(exc)
+        raise TraceUnreadable(message) from None
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        raise TraceUnreadable(f"the stored file cannot be indexed: {exc}") from None
+    try:
+        with transaction.atomic():
+            TraceIndex.objects.create(blob_id=trace.blob_id, index=index)
+    except IntegrityError:
+        pass  # another request stored the same index first
+    return index
+
+
+def trace_window(
+    trace: Trace,
+    kind: str,
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    limit: int = WINDOW_SIZE,
+) -> traceindex.Window:
+    """A page of the trace's events (``kind="event"``) or steps, by seq (keyset): the ones
+    after ``after`` or just before ``before``. Reads the records of the window and at most
+    one index stride more, never the ones before it. Raises TraceUnreadable."""
+    index = trace_index(trace)
+    limit = max(1, min(limit, MAX_WINDOW_SIZE))
+    try:
+        return traceindex.read_window(
+            index,
+            lambda: _decompressed(trace.blob.storage_name),
+            kind,
+            after=after,
+            before=before,
+            limit=limit,
+            max_line=page_read_limit(),
+            records=lambda: _document_records(trace),
+        )
+    except traceindex.IndexMismatch as exc:
+        raise TraceUnreadable(f"the stored file does not match its index: {exc}") from None
+    except ReplayError as exc:
+        message = page_budget_message() if _over_page_budget(exc) else str(exc)
+        raise TraceUnreadable(message) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceUnreadable(str(exc)) from None
 
 
 def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | str, Any]:
@@ -458,14 +530,13 @@ def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | st
 
 
 def trace_event(trace: Trace, seq: int) -> dict[str, Any] | None:
-    """One event of the stored file, read in one pass that stops at it."""
+    """One event of the stored file, read through the trace's index (its window only)."""
     try:
-        with blob_open(trace.blob.storage_name) as fh:
-            for record in open_trace(fh, trace.filename, limits=_page_limits()).records():
-                if record.kind == "event" and record.body.get("seq") == seq:
-                    return record.body
-    except (ReplayError, OSError):
+        window = trace_window(trace, traceindex.EVENT, after=seq - 1, limit=1)
+    except TraceUnreadable:
         return None
+    if window.records and window.records[0].get("seq") == seq:
+        return window.records[0]
     return None
 
 

@@ -64,6 +64,12 @@ urlpatterns = [
         name="production-detail",
     ),
     path("governance/", governance.ledger_view, name="ledger"),
+    path("governance/verify/", governance.ledger_verify_view, name="ledger-verify"),
+    path(
+        "governance/verification/",
+        governance.ledger_verification_view,
+        name="ledger-verification",
+    ),
     path(
         "governance/checkpoint.json",
         governance.checkpoint_export_view,

@@ -107,6 +107,8 @@ _KEY_CODES = frozenset((_KEY_ADDED, _KEY_ROTATED, _KEY_REVOKED, _KEY_CONFIRMED))
 MEMBER_REGISTRY: Final = "member"
 #: the events that make a member key's state: added, confirmed, revoked
 MEMBER_KEY_CODES: Final = frozenset((_KEY_ADDED, _KEY_CONFIRMED, _KEY_REVOKED))
+#: every key event: the earlier events that checking a later one depends on
+KEY_EVENT_CODES: Final = _KEY_CODES
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,6 +514,21 @@ class Linker:
             self.retired[str(payload.get("key_id"))] = seq
         return None
 
+    def absorb(self, row: Row) -> None:
+        """Take in an event verified earlier (before a verification mark) without checking it
+        again: only what later events are checked against, its key and member key events."""
+        payload = row[_PAYLOAD]
+        if isinstance(payload, str):
+            try:
+                payload = json.loads(payload)
+            except ValueError:
+                payload = {}
+        if not isinstance(payload, dict):
+            payload = {}
+        self._keys(row, payload)
+        if row[_CODE] in MEMBER_KEY_CODES:
+            self.members.feed(row[_SEQ], row[_CODE], row[_CREATED], row[_ACTOR_ID], payload)
+
     def result(self, first_local: Break | None = None) -> ChainResult:
         """The verdict, combining this walk with the first break :func:`check_row` found."""
         broken = self.broken
@@ -530,6 +547,44 @@ def verify_chain(
 ) -> ChainResult:
     """Verify a whole ledger, rows in seq order, in one process; stops at the first break."""
     linker = Linker(server_keys)
+    for row in rows:
+        if linker.feed(row) is not None:
+            break
+        local = check_row(row, server_keys, actor_keys)
+        if local is not None:
+            return linker.result(local)
+    return linker.result()
+
+
+def resume_linker(
+    key_rows: Iterable[Row],
+    *,
+    server_keys: Mapping[str, ServerKey],
+    through_seq: int,
+    head_hash: str,
+    genesis_hash: str,
+) -> Linker:
+    """A :class:`Linker` that goes on after ``through_seq``, an event whose hash a signed
+    verification mark vouches for: ``key_rows`` are the key events up to it (in seq order),
+    the only earlier events the checks of later ones depend on."""
+    linker = Linker(server_keys)
+    for row in key_rows:
+        linker.absorb(row)
+    linker.next_seq = through_seq + 1
+    linker.prev_hash = head_hash
+    linker.genesis_hash = genesis_hash
+    return linker
+
+
+def verify_after(
+    linker: Linker,
+    rows: Iterable[Row],
+    *,
+    server_keys: Mapping[str, ServerKey],
+    actor_keys: Mapping[str, bytes] | None = None,
+) -> ChainResult:
+    """Verify the events after a resumed linker's mark (rows in seq order); stops at the
+    first break. ``result().size`` is the newest seq checked."""
     for row in rows:
         if linker.feed(row) is not None:
             break

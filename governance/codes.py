@@ -292,6 +292,17 @@ TABLE_MISMATCHES: Final[dict[str, str]] = {
     TABLE_REQUEST: "a request row's state or events differ from the ledger's",
 }
 
+# --- verification marks: a stored "verified through seq N" that is not believed ---------------
+MARK_SIGNATURE: Final = "MARK_SIGNATURE"
+MARK_FORKED: Final = "MARK_FORKED"
+MARK_SUPERSEDED: Final = "MARK_SUPERSEDED"
+
+MARK_FAILURES: Final[dict[str, str]] = {
+    MARK_SIGNATURE: "a verification mark's signature does not verify with its server key",
+    MARK_FORKED: "the ledger's event at a verification mark's seq has another hash than the mark",
+    MARK_SUPERSEDED: "a later verification found the chain broken at a seq the mark covers",
+}
+
 # --- checkpoints -------------------------------------------------------------------------------
 CHECKPOINT_MALFORMED: Final = "CHECKPOINT_MALFORMED"
 CHECKPOINT_SIGNATURE: Final = "CHECKPOINT_SIGNATURE"

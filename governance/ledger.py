@@ -18,7 +18,7 @@ import itertools
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -356,8 +356,25 @@ def _raw_rows(chunk_size: int) -> Iterator[tuple[Any, ...]]:
             cur.close()
 
 
+def _counted(
+    stream: Iterator[tuple[Any, ...]], progress: Callable[[int], None] | None, every: int
+) -> Iterator[tuple[Any, ...]]:
+    """``stream`` as is, calling ``progress(rows so far)`` every ``every`` rows."""
+    if progress is None:
+        yield from stream
+        return
+    for seen, row in enumerate(stream, start=1):
+        if seen % every == 0:
+            progress(seen)
+        yield row
+
+
 def verify(
-    *, workers: int | None = None, chunk_size: int = 2000, count: int | None = None
+    *,
+    workers: int | None = None,
+    chunk_size: int = 2000,
+    count: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> chain.ChainResult:
     """Verify the whole stored ledger with the real rules of ``governance.chain``.
 
@@ -370,7 +387,11 @@ def verify(
         size = count if count is not None else GovernanceEvent.objects.count()
         workers = (os.cpu_count() or 1) if size >= PARALLEL_MIN_EVENTS else 1
     if workers <= 1:
-        return chain.verify_chain(rows(chunk_size=chunk_size), server_keys=keys, actor_keys=members)
+        return chain.verify_chain(
+            _counted(rows(chunk_size=chunk_size), progress, chunk_size),
+            server_keys=keys,
+            actor_keys=members,
+        )
     linker = chain.Linker(keys)
     first_local: chain.Break | None = None
     pending: deque[Future[chain.Break | None]] = deque()
@@ -383,6 +404,7 @@ def verify(
             if connection.vendor == "postgresql"
             else rows(chunk_size=chunk_size)
         )
+        stream = _counted(stream, progress, chunk_size)
         with contextlib.closing(stream):  # an early stop must end the cursor's transaction
             while first_local is None and linker.broken is None:
                 batch = list(itertools.islice(stream, chunk_size))
@@ -616,6 +638,42 @@ def _request_mismatches() -> Iterator[reconcile.Mismatch]:
         yield from reconcile.requests(
             label=label, table=model._meta.db_table, rows=rows(), filed=filed, decided=decided
         )
+
+
+def key_rows_through(seq: int) -> Iterator[tuple[Any, ...]]:
+    """The key events up to ``seq``, in seq order: what checking later events depends on."""
+    return (
+        GovernanceEvent.objects.filter(seq__lte=seq, code__in=sorted(chain.KEY_EVENT_CODES))
+        .order_by("seq")
+        .values_list(*chain.FIELDS)
+        .iterator(chunk_size=2000)
+    )
+
+
+def verify_after(
+    *,
+    through_seq: int,
+    head_hash: str,
+    genesis_hash: str,
+    progress: Callable[[int], None] | None = None,
+    chunk_size: int = 2000,
+) -> chain.ChainResult:
+    """Verify only the events after ``through_seq``, whose hash a verification mark vouches
+    for: the chain from that hash onward, with the key state the earlier key events set."""
+    keys = server_keys()
+    linker = chain.resume_linker(
+        key_rows_through(through_seq),
+        server_keys=keys,
+        through_seq=through_seq,
+        head_hash=head_hash,
+        genesis_hash=genesis_hash,
+    )
+    return chain.verify_after(
+        linker,
+        _counted(rows(chunk_size=chunk_size, after_seq=through_seq), progress, chunk_size),
+        server_keys=keys,
+        actor_keys=actor_keys(),
+    )
 
 
 def tables_check() -> list[reconcile.Mismatch]:

@@ -453,3 +453,78 @@ class Approval(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.decision} by {self.approver} ({self.role})"
+
+
+class VerificationMark(AppendOnlyModel):
+    """ "The chain verified from seq 1 through ``through_seq``": a signed, append-only row.
+
+    The signature (by a server key, over ``signing.verification_mark_body``) is checked every
+    time a mark is read, so a row edited or inserted by hand is not believed; the newest
+    mark that verifies is where the next verification starts.
+    """
+
+    through_seq = models.BigIntegerField()
+    head_hash = models.CharField(max_length=71)
+    genesis_hash = models.CharField(max_length=71)
+    verified_at = models.DateTimeField()
+    key_id = models.CharField(max_length=128)
+    signature = models.CharField(max_length=128)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"verified through seq {self.through_seq}"
+
+
+class LedgerVerification(models.Model):
+    """One verification of the ledger run in the background: of the events after the newest
+    mark (``scope="new"``) or of the whole chain (``scope="full"``). At most one is active at
+    a time (the constraint): asking again while one runs joins it."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    SCOPE_NEW = "new"
+    SCOPE_FULL = "full"
+
+    scope = models.CharField(max_length=8)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED)
+    # constant; with the constraint below, at most one unfinished verification at a time
+    lane = models.CharField(max_length=8, default="ledger", editable=False)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    from_seq = models.BigIntegerField(default=0)  # the mark it started after (0: the start)
+    checked = models.BigIntegerField(default=0)  # events checked so far
+    total = models.BigIntegerField(default=0)  # events it has to check
+    result = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["lane"],
+                condition=models.Q(finished_at__isnull=True),
+                name="one_unfinished_ledger_verification",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"ledger verification {self.id} ({self.scope}, {self.state})"
+
+    @property
+    def active(self) -> bool:
+        return self.finished_at is None
+
+    @property
+    def percent(self) -> int:
+        return 100 if not self.total else min(100, self.checked * 100 // self.total)

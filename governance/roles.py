@@ -45,6 +45,7 @@ MANAGE: Final = "manage"  # users, roles, keys
 ROLE_GRANT_APPROVE: Final = "role_grant_approve"  # a council signature on an admin/council grant
 SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
 API_TOKENS_OWN: Final = "api_tokens_own"  # create, list and revoke one's own API tokens
+LEDGER_VERIFY_FULL: Final = "ledger_verify_full"  # a background re-verification from seq 1
 
 ACTIONS: Final = (
     BROWSE,
@@ -64,6 +65,7 @@ ACTIONS: Final = (
     ROLE_GRANT_APPROVE,
     SIGNING_KEY_REGISTER,
     API_TOKENS_OWN,
+    LEDGER_VERIFY_FULL,
 )
 
 #: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
@@ -85,6 +87,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     ROLE_GRANT_APPROVE: frozenset({COUNCIL}),
     SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
     API_TOKENS_OWN: frozenset(ROLES),  # anyone with a role, for their own tokens only
+    LEDGER_VERIFY_FULL: frozenset({ADMIN}),  # minutes of a worker; checking new events: BROWSE
 }
 
 #: action -> sets of roles that grant it only when held together

@@ -38,6 +38,7 @@ HALT_CLEAR_APPROVAL_TYPE: Final = "replay-audit-console/halt-clear-approval/v1"
 PRODUCTION_REPLAY_APPROVAL_TYPE: Final = "replay-audit-console/production-replay-approval/v1"
 ROLE_GRANT_APPROVAL_TYPE: Final = "replay-audit-console/role-grant-approval/v1"
 CHECKPOINT_TYPE: Final = "replay-audit-console/governance-checkpoint/v1"
+VERIFICATION_MARK_TYPE: Final = "replay-audit-console/ledger-verified-through/v1"
 APPROVE: Final = "approve"
 DENY: Final = "deny"
 DECISIONS: Final = (APPROVE, DENY)
@@ -348,5 +349,20 @@ def checkpoint_body(
         "head_hash": head_hash,
         "genesis_hash": genesis_hash,
         "created_at": created_at,
+        "key_id": key_id,
+    }
+
+
+def verification_mark_body(
+    *, through_seq: int, head_hash: str, genesis_hash: str, verified_at: str, key_id: str
+) -> dict[str, Any]:
+    """A verification mark: the server verified the chain from seq 1 through ``through_seq``,
+    whose hash is ``head_hash``; signed by server key ``key_id`` over its JCS bytes."""
+    return {
+        "type": VERIFICATION_MARK_TYPE,
+        "through_seq": through_seq,
+        "head_hash": head_hash,
+        "genesis_hash": genesis_hash,
+        "verified_at": verified_at,
         "key_id": key_id,
     }

@@ -20,3 +20,18 @@ def replay_run_governed(run_id: str) -> str:
 
     run = replay_run_govern(run_id=run_id)
     return run.status
+
+
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def ledger_verification_run(verification_id: int) -> str:
+    """Run a queued ledger verification (governance.verification). Idempotent: a redelivered
+    task finds the run claimed or finished and returns its state."""
+    from governance.verification import ledger_verification_execute
+
+    return ledger_verification_execute(verification_id=verification_id).state

@@ -178,3 +178,16 @@ class VerificationKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alg} key {self.key_id}"
+
+
+class TraceIndex(AppendOnlyModel):
+    """Where each stretch of a stored file's events and steps starts, and its events in
+    buckets (``replay.traceindex``): built once, the first time a page needs it, so no page
+    parses the records before the ones it shows. One per blob (the bytes never change)."""
+
+    blob = models.OneToOneField(Blob, on_delete=models.PROTECT, primary_key=True)
+    index = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"index of {self.blob}"

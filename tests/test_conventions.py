@@ -43,6 +43,7 @@ PURE_CORE = [
     "replay/recorder.py",
     "replay/signatures.py",
     "replay/verdicts.py",
+    "replay/traceindex.py",
     "replay/demo.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").glob("*.py")),
     "governance/chain.py",

@@ -31,6 +31,7 @@ from governance.models import (
     RoleGrantRequest,
     SigningKey,
 )
+from governance.verification import ledger_verification_start, ledger_verification_state
 from replay.canonical import jcs
 from replay.models import VerificationKey
 
@@ -40,6 +41,7 @@ MESSAGE_BAD_DOCUMENT = "The signed approval document is not JSON: {problem}"
 MESSAGE_OWN_GRANT = "This grant gives you roles: someone else must sign it."
 EXPIRY_CHOICES = (4, 24, 72, 168)
 LEDGER_PAGE = 50
+MESSAGE_VERIFICATION_JOINED = "A verification is already running; you joined it."
 
 
 def expiry_asked(request: HttpRequest) -> datetime:
@@ -221,25 +223,38 @@ def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpRes
 # --- the ledger ----------------------------------------------------------------------------
 
 
-def _ledger_rows(events: list[GovernanceEvent], result: Any) -> list[dict[str, Any]]:
+def _ledger_rows(events: list[GovernanceEvent], state: Any) -> list[dict[str, Any]]:
+    """Each event's status as the newest believable mark and the newest run say."""
+    run = state.run
+    result = run.result if run is not None and run.state == "done" else {}
+    broken = result.get("broke_at")
     rows = []
-    broken = result.broken.seq if result is not None and result.broken else None
     for event in events:
-        if result is None:
-            status = ""
-        elif broken is None or event.seq < broken:
-            status = "verified"
-        elif event.seq == broken:
+        if broken is not None and event.seq == broken:
             status = "broken"
-        else:
+        elif broken is not None and event.seq > broken:
             status = "after the break"
+        elif event.seq <= state.through_seq:
+            status = "verified"
+        else:
+            status = "not yet verified"
         rows.append({"event": event, "status": status})
     return rows
+
+
+def _verification_context(request: HttpRequest, state: Any) -> dict[str, Any]:
+    return {
+        "state": state,
+        "run": state.run,
+        "can_verify_full": roles.can(request.user, roles.LEDGER_VERIFY_FULL),
+    }
 
 
 @require_GET
 @signed_in
 def ledger_view(request: HttpRequest) -> HttpResponse:
+    """The ledger's events and, at once, how far the chain is verified: nothing is verified
+    here (a verification is a background run, started by a POST to ``ledger-verify``)."""
     roles.require(request.user, roles.BROWSE)
     try:
         code_range = int(request.GET["range"]) if request.GET.get("range") else None
@@ -252,21 +267,53 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
     events = list(events_qs.select_related("actor")[: LEDGER_PAGE + 1])
     older = events[LEDGER_PAGE - 1].seq if len(events) > LEDGER_PAGE else None
     events = events[:LEDGER_PAGE]
-    verify = bool(request.GET.get("verify"))
-    result = gov.ledger_verify() if verify else None
+    state = ledger_verification_state()
     query = {k: v for k, v in request.GET.items() if k in ("range",) and v}
     context = {
-        "rows": _ledger_rows(events, result),
-        "result": result,
-        "verify": verify,
+        **_verification_context(request, state),
+        "rows": _ledger_rows(events, state),
         "ranges": sorted(codes.RANGES.items()),
         "code_range": code_range,
         "older": older,
         "query": query,
-        "verify_url": "?" + _qs({**request.GET.dict(), "verify": "1"}),
         "older_url": "?" + _qs({**query, "before": str(older)}) if older else None,
     }
     return partial_or_page(request, "console/ledger_browse.html", "ledger-table", context)
+
+
+@require_GET
+@signed_in
+def ledger_verification_view(request: HttpRequest) -> HttpResponse:
+    """The verification banner alone: what the ledger page polls while a run is active."""
+    roles.require(request.user, roles.BROWSE)
+    context = _verification_context(request, ledger_verification_state())
+    return partial_or_page(request, "console/ledger_browse.html", "ledger-verification", context)
+
+
+@signed_in
+@require_POST
+def ledger_verify_view(request: HttpRequest) -> HttpResponse:
+    """Start a background verification (``scope=new``: the events after the newest mark,
+    anyone who may browse; ``scope=full``: from seq 1, ``roles.LEDGER_VERIFY_FULL``), or join
+    the one that is active. Answers with the banner (htmx) or a redirect to the ledger."""
+    roles.require(request.user, roles.BROWSE)
+    scope = request.POST.get("scope", "new")
+    if scope not in ("new", "full"):
+        scope = "new"
+    if scope == "full":
+        roles.require(request.user, roles.LEDGER_VERIFY_FULL)
+    _run, created = ledger_verification_start(actor=request.user, scope=scope)
+    if getattr(request, "htmx", False):
+        context = {
+            **_verification_context(request, ledger_verification_state()),
+            "joined": MESSAGE_VERIFICATION_JOINED if not created else "",
+        }
+        return partial_or_page(
+            request, "console/ledger_browse.html", "ledger-verification", context
+        )
+    if not created:
+        messages.info(request, MESSAGE_VERIFICATION_JOINED)
+    return HttpResponseRedirect(reverse("ledger"), status=303)
 
 
 def _qs(params: dict[str, str]) -> str:

@@ -17,14 +17,19 @@ from console.forms import TraceFilterForm
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
+    TraceUnreadable,
+    brief_step,
+    page_budget_message,
     trace_compare,
     trace_event,
     trace_formats,
+    trace_index,
     trace_outline,
     trace_outline_empty,
     trace_page,
     trace_panel,
     trace_privacy_policy,
+    trace_window,
     traces_mark_replayable,
     traces_same_job,
 )
@@ -177,6 +182,72 @@ def integrity_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
     return ingested if ingested.get("error_code") in INTEGRITY_CODES else {}
 
 
+MESSAGE_BAD_SEQ = "{name} must be a whole number (a seq), not {value!r}."
+
+
+@dataclass
+class Pager:
+    """One window of a trace's events or steps with its prev/next links (keyset on seq)."""
+
+    records: list[dict[str, Any]]
+    prev_url: str | None
+    next_url: str | None
+    first_url: str | None
+    jump: str  # the jump field's current value
+    error: str = ""
+    bad_query: bool = False  # a parameter was not a seq (the page answers 400)
+
+
+def _seq_param(request: HttpRequest, name: str) -> tuple[int | None, str]:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return None, ""
+    try:
+        return int(raw), ""
+    except ValueError:
+        return None, MESSAGE_BAD_SEQ.format(name=name, value=raw[:40])
+
+
+def _pager(  # noqa: PLR0917 - one call per section, each argument named at the call
+    request: HttpRequest, trace: Trace, kind: str, prefix: str, anchor: str, unreadable: str
+) -> Pager:
+    """The window the query asks for: ``{prefix}after``, ``{prefix}before`` or the jump
+    ``{prefix}seq`` (the window that starts at that seq); other parameters are kept."""
+    after, e1 = _seq_param(request, f"{prefix}after")
+    before, e2 = _seq_param(request, f"{prefix}before")
+    jump, e3 = _seq_param(request, f"{prefix}seq")
+    error = e1 or e2 or e3
+    if jump is not None:
+        after, before = jump - 1, None
+    if unreadable:
+        return Pager([], None, None, None, "", error or unreadable, bool(error))
+    try:
+        window = trace_window(trace, kind, after=after, before=before)
+    except TraceUnreadable as exc:
+        return Pager([], None, None, None, "", error or str(exc), bool(error))
+    own = {f"{prefix}after", f"{prefix}before", f"{prefix}seq"}
+    base = {k: v for k, v in request.GET.items() if k not in own and v}
+
+    def link(**params: int) -> str:
+        query = {**base, **{f"{prefix}{k}": str(v) for k, v in params.items()}}
+        return "?" + urlencode(query) + anchor
+
+    records = window.records
+    return Pager(
+        records=records,
+        prev_url=link(before=records[0]["seq"]) if records and window.has_before else None,
+        next_url=link(after=records[-1]["seq"]) if records and window.has_after else None,
+        first_url=("?" + urlencode(base) + anchor) if window.has_before else None,
+        jump="" if jump is None else str(jump),
+        error=error,
+        bad_query=bool(error),
+    )
+
+
+def _brief_event(event: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": event.get("seq"), "type": event.get("type", "")}  # payloads stay out
+
+
 @require_GET
 @signed_in
 def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
@@ -187,14 +258,29 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     outline = trace_outline(trace, report) if panel is None else trace_outline_empty(trace)
     halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
+    index: dict[str, Any] = {}
+    unreadable = outline.unreadable  # then the file is not read again for its index
+    if not unreadable:
+        try:
+            index = trace_index(trace)
+        except TraceUnreadable as exc:
+            unreadable = str(exc)
+    events = _pager(request, trace, "event", "", "#events", unreadable)
+    events.records = [_brief_event(e) for e in events.records]
+    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable)
+    steps.records = [brief_step(st) for st in steps.records]
+    status = 400 if events.bad_query or steps.bad_query else 200
     context = {
         "trace": trace,
         "panel": panel,
         "same_job": traces_same_job(trace) if panel is not None else [],
         "outline": outline,
         "report": report,
-        "timeline": charts.timeline(
-            outline.events, total=trace.event_count, broke_at=outline.broke_at
+        "events": events,
+        "steps": steps,
+        "index_cut_short": page_budget_message() if index.get("cut_short") else "",
+        "timeline": charts.overview(
+            index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
         ),
         "missing": trace_missing(trace),
         "runs": runs,
@@ -214,7 +300,10 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
             .order_by("-created_at")[:20]
         ),
     }
-    return partial_or_page(request, "console/trace_detail.html", "trace-runs", context)
+    partial = {"events": "events", "steps": "steps"}.get(
+        request.headers.get("HX-Target", ""), "trace-runs"
+    )
+    return partial_or_page(request, "console/trace_detail.html", partial, context, status)
 
 
 @require_GET

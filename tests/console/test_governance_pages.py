@@ -11,7 +11,14 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from governance import services as gov_services
-from governance.models import GovernanceEvent, Halt, MemberKey, SigningKey
+from governance.models import (
+    GovernanceEvent,
+    Halt,
+    LedgerVerification,
+    MemberKey,
+    SigningKey,
+    VerificationMark,
+)
 from governance.signing import sign
 from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
@@ -27,28 +34,50 @@ def halted(replayed):
 
 
 class TestLedger:
-    def test_the_page_asks_htmx_to_verify_on_load_with_a_link_for_no_js(self, as_persona, halted):
-        body = as_persona("vera").get("/governance/").content.decode()
+    def test_it_verifies_nothing_on_load_and_says_the_chain_was_never_verified(
+        self, as_persona, halted
+    ):
+        client = as_persona("vera")
+        size = GovernanceEvent.objects.count()
+        body = client.get("/governance/").content.decode()
         assert (
-            '<a href="?verify=1" hx-get="?verify=1" hx-trigger="load, click" '
-            'hx-target="#ledger-table" hx-swap="outerHTML">Verify the whole chain</a>'
+            f'<p class="notice" id="ledger-banner">Not verified yet: {size} event(s) never '
+            "verified.</p>"
         ) in body
+        assert 'hx-trigger="load' not in body
+        assert "verify=1" not in body
+        assert LedgerVerification.objects.count() == 0
+        assert body.count(">not yet verified</span>") == size
         for event in GovernanceEvent.objects.all():
             assert f"<code>{event.code} {event.type}</code>" in body
 
-    def test_verification_says_the_chain_holds_and_marks_each_event(
-        self, as_persona, halted, htmx_headers
+    def test_a_viewer_verifies_the_new_events_and_the_page_then_says_verified_through_the_head(
+        self, as_persona, halted, htmx_headers, django_capture_on_commit_callbacks
     ):
-        response = as_persona("vera").get("/governance/?verify=1", **htmx_headers)
-        body = response.content.decode()
+        client = as_persona("vera")
         size = GovernanceEvent.objects.count()
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post("/governance/verify/", {"scope": "new"}, **htmx_headers)
+        assert response.status_code == 200
         assert (
-            f'<p class="banner ok" id="ledger-banner">The whole chain verifies: {size} events'
-            in body
-        )
-        assert body.count(">verified</span>") == size
+            '<a href="/governance/" id="verification-poll" hx-get="/governance/verification/" '
+            'hx-trigger="every 2s" hx-target="#ledger-verification" hx-swap="outerHTML">Refresh</a>'
+        ) in response.content.decode()
+        body = client.get("/governance/verification/", **htmx_headers).content.decode()
+        assert f"(the events after seq 0, {size} events) finished at" in body
+        assert "every 2s" not in body
+        mark = VerificationMark.objects.get()
+        assert mark.through_seq == size
+        page = client.get("/governance/").content.decode()
+        assert (
+            f'<p class="banner ok" id="ledger-banner">Verified through seq {size} at '
+            f"{mark.verified_at:%Y-%m-%d %H:%M:%S} UTC: every event.</p>"
+        ) in page
+        assert page.count(">verified</span>") == size
 
-    def test_a_rewritten_event_turns_the_banner_red_at_its_seq(self, as_persona, halted):
+    def test_a_rewritten_event_turns_the_banner_red_at_its_seq(
+        self, as_persona, halted, django_capture_on_commit_callbacks
+    ):
         event = GovernanceEvent.objects.order_by("seq")[1]
         with connection.cursor() as cur:
             for sql in drop_append_only_sql(connection.vendor, "governance_governanceevent"):
@@ -57,9 +86,39 @@ class TestLedger:
                 "UPDATE governance_governanceevent SET actor_label = %s WHERE seq = %s",
                 ["mallory", event.seq],
             )
-        body = as_persona("vera").get("/governance/?verify=1").content.decode()
-        assert f'id="ledger-banner" role="alert">The chain is broken at seq {event.seq}:' in body
+        client = as_persona("adam")
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post("/governance/verify/", {"scope": "full"})
+        assert response.status_code == 303
+        body = client.get("/governance/").content.decode()
+        assert (
+            f'id="verification-run" role="alert">The chain is broken at seq {event.seq}: '
+            "<code>CHAIN_HASH</code>"
+        ) in body
         assert body.count(">broken</span>") == 1
+        assert not VerificationMark.objects.exists()
+
+    def test_it_refuses_a_full_reverification_to_a_viewer(self, as_persona, halted):
+        response = as_persona("vera").post("/governance/verify/", {"scope": "full"})
+        assert response.status_code == 403
+        assert not LedgerVerification.objects.exists()
+
+    def test_it_shows_the_running_verification_with_its_progress_and_polls_it(
+        self, as_persona, halted, htmx_headers
+    ):
+        client = as_persona("adam")
+        LedgerVerification.objects.create(scope="full", state="running", checked=3, total=8)
+        body = client.get("/governance/verification/", **htmx_headers).content.decode()
+        assert 'hx-get="/governance/verification/" hx-trigger="every 2s"' in body
+        assert '<a href="/governance/" id="verification-poll"' in body
+        assert (
+            "Re-verifying the whole chain (running): 3 of 8 events checked. "
+            '<progress max="8" value="3">37%</progress>'
+        ) in body
+        assert 'id="verify-full"' not in body
+        response = client.post("/governance/verify/", {"scope": "full"}, follow=True)
+        assert "A verification is already running; you joined it." in response.content.decode()
+        assert LedgerVerification.objects.count() == 1
 
     def test_filter_by_range(self, as_persona, halted):
         body = as_persona("vera").get("/governance/?range=3").content.decode()

@@ -136,6 +136,7 @@ PAGES = [
         ANYONE,
     ),
     ("ledger", lambda w: "/governance/", None, ANYONE),
+    ("ledger verification", lambda w: "/governance/verification/", None, ANYONE),
     ("halts", lambda w: "/governance/halts/", None, ANYONE),
     ("halt", lambda w: f"/governance/halts/{w.halt}/", "/governance/halts/999999/", ANYONE),
     ("keys", lambda w: "/governance/keys/", None, ANYONE),
@@ -207,6 +208,7 @@ def test_the_matrix_above_covers_every_page_route():
         "role-grant-list",
         "role-grant-detail",
         "ledger",
+        "ledger-verification",
         "halt-list",
         "halt-detail",
         "key-list",
@@ -220,6 +222,7 @@ def test_the_matrix_above_covers_every_page_route():
         "run-start",
         "incident-declare",  # tests/console/test_incidents.py
         "checkpoint-check",
+        "ledger-verify",  # tests/console/test_governance_pages.py
         "key-register",
         "key-confirm",
         "key-revoke",

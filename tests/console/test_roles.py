@@ -35,6 +35,7 @@ EXPECTED = {
     roles.ROLE_GRANT_APPROVE: {CO},
     roles.SIGNING_KEY_REGISTER: {AD, CO},
     roles.API_TOKENS_OWN: {V, AU, OP, AD, CO, LE},
+    roles.LEDGER_VERIFY_FULL: {AD},
 }
 
 

@@ -141,3 +141,28 @@ def test_killing_the_worker_mid_replay_loses_nothing_and_duplicates_no_event(
     from governance.selectors import ledger_verify
 
     assert ledger_verify().ok
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_a_full_ledger_verification_started_in_the_page_runs_on_the_worker(
+    celery_worker, as_persona
+):
+    from governance.models import LedgerVerification, VerificationMark
+
+    client = as_persona("adam")
+    as_persona("vera")
+    head = GovernanceEvent.objects.order_by("-seq").first()
+    response = client.post("/governance/verify/", {"scope": "full"})
+    assert response.status_code == 303
+    run = LedgerVerification.objects.get()
+    _wait_for(
+        lambda: LedgerVerification.objects.get(pk=run.pk).finished_at is not None,
+        60,
+        "the ledger verification to finish",
+        celery_worker,
+    )
+    run.refresh_from_db()
+    assert (run.state, run.checked, run.total) == ("done", head.seq, head.seq)
+    assert VerificationMark.objects.get().through_seq == head.seq
+    body = client.get("/governance/").content.decode()
+    assert f"Verified through seq {head.seq} at" in body
