@@ -221,6 +221,45 @@ def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpRes
 # --- the ledger ----------------------------------------------------------------------------
 
 
+#: the request page of an event that names a request_id, by the prefix of its type
+REQUEST_PAGES = (
+    ("FORCE_CONTINUE_", "force-continue-detail"),
+    ("PRODUCTION_REPLAY_", "production-detail"),
+    ("ROLE_GRANT_", "role-grant-detail"),
+)
+
+
+def _event_links(event: GovernanceEvent) -> list[tuple[str, str]]:
+    """(label, url) of each run, request, key and halt an event's payload names."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    links: list[tuple[str, str]] = []
+    run_id = payload.get("run_id")
+    if isinstance(run_id, str) and run_id:
+        links.append((f"run {run_id}", reverse("run-detail", args=[run_id])))
+    request_id = payload.get("request_id")
+    if isinstance(request_id, str) and request_id:
+        for prefix, name in REQUEST_PAGES:
+            if event.type.startswith(prefix):
+                links.append((f"request {request_id}", reverse(name, args=[request_id])))
+                break
+    key_id = payload.get("key_id")
+    if isinstance(key_id, str) and key_id and event.type.startswith("KEY_"):
+        if event.type == codes.KEY_ROTATED or payload.get("registry") == "server":
+            links.append((f"server key {key_id}", reverse("key-list") + "#server-keys"))
+        else:
+            links.append((f"key {key_id}", reverse("key-list") + f"#key-{key_id}"))
+    halt_seq = payload.get("halt_seq")
+    if event.type == codes.FORCE_HALT_REPLAY:
+        halt_seq = event.seq
+    if isinstance(halt_seq, int) and not isinstance(halt_seq, bool):
+        links.append((f"halt {halt_seq}", reverse("halt-detail", args=[halt_seq])))
+    return links
+
+
+def payload_pretty(payload: Any) -> str:
+    return json.dumps(payload, sort_keys=True, indent=2, ensure_ascii=False, default=str)
+
+
 def _ledger_rows(events: list[GovernanceEvent], result: Any) -> list[dict[str, Any]]:
     rows = []
     broken = result.broken.seq if result is not None and result.broken else None
@@ -233,7 +272,14 @@ def _ledger_rows(events: list[GovernanceEvent], result: Any) -> list[dict[str, A
             status = "broken"
         else:
             status = "after the break"
-        rows.append({"event": event, "status": status})
+        rows.append(
+            {
+                "event": event,
+                "status": status,
+                "payload": payload_pretty(event.payload),
+                "links": _event_links(event),
+            }
+        )
     return rows
 
 
@@ -265,6 +311,7 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
         "query": query,
         "verify_url": "?" + _qs({**request.GET.dict(), "verify": "1"}),
         "older_url": "?" + _qs({**query, "before": str(older)}) if older else None,
+        "filtered": code_range is not None or before is not None,
     }
     return partial_or_page(request, "console/ledger_browse.html", "ledger-table", context)
 
