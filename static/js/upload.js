@@ -35,9 +35,11 @@
     bar.max = 100;
     bar.value = 0;
     bar.setAttribute("aria-label", "upload progress of " + file.name);
+    const status = document.createElement("span");
+    status.className = "status";
     const result = document.createElement("div");
     result.className = "result";
-    li.append(name, bar, result);
+    li.append(name, bar, status, result);
     list.append(li);
     if (limit && file.size > limit) {
       bar.value = 100;
@@ -51,10 +53,23 @@
     xhr.upload.addEventListener("progress", function (e) {
       if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 100);
     });
+    // every byte is sent: the server now verifies the file before it answers
+    xhr.upload.addEventListener("load", function () {
+      bar.value = 100;
+      li.classList.add("verifying");
+      status.textContent = "verifying…";
+    });
+    xhr.addEventListener("loadend", function () {
+      li.classList.remove("verifying");
+      status.textContent = "";
+    });
     xhr.addEventListener("load", function () {
       bar.value = 100;
       const outcome = outcomeFrom(xhr.responseText);
       if (outcome) {
+        // the row already names the file: the answer's own heading would name it twice
+        const heading = outcome.querySelector(".filename");
+        if (heading) heading.remove();
         result.replaceChildren(outcome);
         li.classList.add(outcome.classList.contains("accepted") ? "done" : "failed");
       } else {
