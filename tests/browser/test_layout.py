@@ -41,14 +41,17 @@ def world(db):
         ).trace
         run = replay_request(trace=trace, mode="audit", actor=persona("alice"), enqueue=False)
         runs[name] = replay_run_govern(run_id=run.id)
-    gov_services.force_continue_request_file(
+    runs["request"] = gov_services.force_continue_request_file(
         run=runs["diverged"], actor=persona("alice"), reason="the router change is intended"
     )
     return runs
 
 
 def main_pages(world) -> list[tuple[str, str]]:
+    from governance.models import Halt
+
     run = world["diverged"]
+    halt = Halt.objects.order_by("seq").first()
     return [
         ("traces", "/traces/"),
         ("trace", f"/traces/{run.trace.blob.sha256}/"),
@@ -61,6 +64,11 @@ def main_pages(world) -> list[tuple[str, str]]:
         ("ops", "/ops/"),
         ("force-continue", "/force-continue/"),
         ("production", "/production/"),
+        ("force-continue-request", f"/force-continue/{world['request'].id}/"),
+        ("halt", f"/governance/halts/{halt.seq}/"),
+        ("role-grants", "/governance/role-grants/"),
+        ("api-tokens", "/tokens/"),
+        ("api-docs", "/api/docs/"),
     ]
 
 
