@@ -1,5 +1,6 @@
 """Every main page fits the window, at a desktop's 1440 px and a phone's 390 px: nothing wider
-than the viewport (tables scroll inside their card), the navigation collapses on a phone, the
+than the viewport (tables scroll inside their card; also at a tablet's 800 px), the navigation
+collapses on a phone, the
 current page is marked in it, and a skip link leads to the content."""
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def main_pages(world) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("width", [1440, 390])
+@pytest.mark.parametrize("width", [1440, 800, 390])
 def test_no_main_page_is_wider_than_the_window(new_context, shots, world, width):
     page = sign_in(new_context, "adam")
     page.set_viewport_size({"width": width, "height": 900})
