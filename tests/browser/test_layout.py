@@ -1,7 +1,6 @@
-"""Every main page fits the window, at a desktop's 1440 px and a phone's 390 px: nothing wider
-than the viewport (tables scroll inside their card; also at a tablet's 800 px), the navigation
-collapses on a phone, the
-current page is marked in it, and a skip link leads to the content."""
+"""Every main page fits the window, at a desktop's 1440 px, a tablet's 800 px and a phone's
+390 px: nothing wider than the viewport (tables scroll inside their card), the navigation
+collapses on a phone, the current page is marked in it, and a skip link leads to the content."""
 
 from __future__ import annotations
 
