@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -230,29 +230,37 @@ REQUEST_PAGES = (
 
 
 def _event_links(event: GovernanceEvent) -> list[tuple[str, str]]:
-    """(label, url) of each run, request, key and halt an event's payload names."""
+    """(label, url) of each run, request, key and halt an event's payload names. A payload
+    rewritten underneath may name anything: what names no page gets no link (the page still
+    shows, and verification says the event is broken)."""
     payload = event.payload if isinstance(event.payload, dict) else {}
     links: list[tuple[str, str]] = []
+
+    def link(label: str, name: str, arg: Any, anchor: str = "") -> None:
+        try:
+            url = reverse(name, args=[arg] if arg is not None else [])
+        except NoReverseMatch:
+            return
+        links.append((label, url + anchor))
+
     run_id = payload.get("run_id")
     if isinstance(run_id, str) and run_id:
-        links.append((f"run {run_id}", reverse("run-detail", args=[run_id])))
+        link(f"run {run_id}", "run-detail", run_id)
     request_id = payload.get("request_id")
     if isinstance(request_id, str) and request_id:
         for prefix, name in REQUEST_PAGES:
             if event.type.startswith(prefix):
-                links.append((f"request {request_id}", reverse(name, args=[request_id])))
+                link(f"request {request_id}", name, request_id)
                 break
     key_id = payload.get("key_id")
     if isinstance(key_id, str) and key_id and event.type.startswith("KEY_"):
         if event.type == codes.KEY_ROTATED or payload.get("registry") == "server":
-            links.append((f"server key {key_id}", reverse("key-list") + "#server-keys"))
+            link(f"server key {key_id}", "key-list", None, "#server-keys")
         else:
-            links.append((f"key {key_id}", reverse("key-list") + f"#key-{key_id}"))
-    halt_seq = payload.get("halt_seq")
-    if event.type == codes.FORCE_HALT_REPLAY:
-        halt_seq = event.seq
+            link(f"key {key_id}", "key-list", None, f"#key-{key_id}")
+    halt_seq = event.seq if event.type == codes.FORCE_HALT_REPLAY else payload.get("halt_seq")
     if isinstance(halt_seq, int) and not isinstance(halt_seq, bool):
-        links.append((f"halt {halt_seq}", reverse("halt-detail", args=[halt_seq])))
+        link(f"halt {halt_seq}", "halt-detail", halt_seq)
     return links
 
 

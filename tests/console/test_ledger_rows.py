@@ -49,10 +49,30 @@ def test_it_links_a_key_event_to_the_key_on_the_keys_page(as_persona, member_key
     body = as_persona("vera").get("/governance/?range=4").content.decode()
     assert f'<a href="/governance/keys/#key-{key.key_id}">key {key.key_id}</a>' in body
     keys_page = as_persona("vera").get("/governance/keys/").content.decode()
-    assert f'<tr id="key-{key.key_id}">' in keys_page
+    assert f'<tr id="key-{key.key_id}" data-public-key="{key.public_key}">' in keys_page
 
 
 def test_it_says_no_event_matches_when_a_filter_is_empty(as_persona, fc):
     body = as_persona("vera").get("/governance/?range=5").content.decode()
     assert '<td colspan="6" class="empty">No event matches this filter.</td>' in body
     assert "The ledger is empty." not in body
+
+
+def test_it_still_shows_the_ledger_when_a_rewritten_payload_names_no_real_page(as_persona, fc):
+    from django.db import connection
+
+    from replay.dbguards import drop_append_only_sql
+
+    event = GovernanceEvent.objects.get(type="FORCE_CONTINUE_REQUEST")
+    with connection.cursor() as cur:
+        for sql in drop_append_only_sql(connection.vendor, "governance_governanceevent"):
+            cur.execute(sql)
+        cur.execute(
+            "UPDATE governance_governanceevent SET payload = %s WHERE seq = %s",
+            [json.dumps({"run_id": "a/b", "request_id": "c/d", "halt_seq": "x"}), event.seq],
+        )
+    response = as_persona("vera").get("/governance/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'href="/runs/a/b/"' not in body
+    assert "&quot;run_id&quot;: &quot;a/b&quot;" in body
