@@ -6,7 +6,7 @@ no style attribute is needed: classes come from the stylesheet).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 TIMELINE_WIDTH = 1000
@@ -84,6 +84,15 @@ class Column:
     x: float
     bars: list[Bar]
     total: int
+    center: float = 0.0
+    top: float = 0.0  # the y of the stack's top, where its count is written
+    tick: str = ""  # the day written under the axis ("" for most days, "today" for the last)
+
+
+@dataclass
+class Tick:
+    value: int
+    y: float
 
 
 @dataclass
@@ -95,28 +104,84 @@ class Chart:
     bar_width: float
     max_total: int
     statuses: tuple[str, ...]
+    left: int = 60
+    top: int = 20
+    right: int = 990
+    ticks: list[Tick] = field(default_factory=list)
+    legend: list[tuple[str, str, int]] = field(default_factory=list)  # (status, label, total)
 
 
 CHART_STATUSES = ("ok", "diverged", "tamper_detected", "refused")
+#: a day label every this many columns, counted back from today
+DAY_LABEL_EVERY = 5
+
+
+def nice_step(largest: int, *, most: int = 5) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50 ... that needs at most `most` steps to `largest`."""
+    magnitude = 1
+    while True:
+        for base in (1, 2, 5):
+            step = base * magnitude
+            if step * most >= largest:
+                return step
+        magnitude *= 10
 
 
 def verdict_chart(days: list[tuple[str, dict[str, int]]]) -> Chart:
-    """Stacked bars, one per day: how many replays ended in each verdict."""
-    width, height, base_y, top = 1000, 220, 190, 20
-    max_total = max([sum(c.values()) for _, c in days] + [1])
-    slot = (width - 60) / max(1, len(days))
+    """Stacked bars, one per day: how many replays ended in each verdict, on a counted y axis
+    (0 to a round number), each day's total written over its bar, a day label every few days
+    and "today" under the last; the legend carries each verdict's total."""
+    width, height, base_y, top, left, right = 1000, 230, 190, 20, 60, 990
+    largest = max([sum(c.values()) for _, c in days] + [1])
+    step = nice_step(largest)
+    scale_top = step * -(-largest // step)
+    slot = (right - left - 10) / max(1, len(days))
     bar_width = max(4.0, slot * 0.7)
     columns = []
     for index, (label, counts) in enumerate(days):
-        x = 40 + index * slot
+        x = left + 10 + index * slot
         y = float(base_y)
         bars = []
         for status in CHART_STATUSES:
             count = counts.get(status, 0)
             if not count:
                 continue
-            h = (base_y - top) * count / max_total
+            h = (base_y - top) * count / scale_top
             y -= h
-            bars.append(Bar(x, y, h, status, count))
-        columns.append(Column(label, x, bars, sum(counts.values())))
-    return Chart(width, height, base_y, columns, bar_width, max_total, CHART_STATUSES)
+            bars.append(Bar(round(x, 2), round(y, 2), round(h, 2), status, count))
+        last = index == len(days) - 1
+        from_end = len(days) - 1 - index
+        tick = "today" if last else (label if from_end % DAY_LABEL_EVERY == 0 else "")
+        columns.append(
+            Column(
+                label,
+                round(x, 2),
+                bars,
+                sum(counts.values()),
+                center=round(x + bar_width / 2, 2),
+                top=round(y - 4, 2),
+                tick=tick,
+            )
+        )
+    ticks = [
+        Tick(value, round(base_y - (base_y - top) * value / scale_top, 2))
+        for value in range(0, scale_top + 1, step)
+    ]
+    legend = [
+        (status, status.replace("_", " "), sum(c.get(status, 0) for _, c in days))
+        for status in CHART_STATUSES
+    ]
+    return Chart(
+        width,
+        height,
+        base_y,
+        columns,
+        round(bar_width, 2),
+        scale_top,
+        CHART_STATUSES,
+        left=left,
+        top=top,
+        right=right,
+        ticks=ticks,
+        legend=legend,
+    )

@@ -65,3 +65,32 @@ def unseal_totp_key(value: str, *, user_id: object, secret: str | None = None) -
         return _aead(secret).decrypt(raw[:_NONCE], raw[_NONCE:], _owner(user_id))
     except (InvalidTag, ValueError):
         raise TotpKeyError(MESSAGE_CANNOT_DECRYPT) from None
+
+
+def code_already_used(device: object, token: str) -> bool:
+    """Whether `token` is a right code of a time step this device has already accepted.
+
+    django-otp refuses such a code (a TOTP code is good once: the device's `last_t` must be
+    older than the step matched) exactly as it refuses a wrong one; telling the two apart lets
+    the page say "wait for the next code" rather than "your code is wrong".
+    """
+    import time
+
+    from django_otp.oath import TOTP
+
+    try:
+        number = int(token)
+    except ValueError:
+        return False
+    last_t = getattr(device, "last_t", -1)
+    if last_t < 0:
+        return False
+    totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)  # type: ignore[attr-defined]
+    totp.time = time.time()
+    tolerance = int(device.tolerance)  # type: ignore[attr-defined]
+    base_drift = totp.drift
+    for offset in range(-tolerance, tolerance + 1):
+        totp.drift = base_drift + offset
+        if totp.t() <= last_t and totp.token() == number:
+            return True
+    return False

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -124,7 +124,7 @@ def trace_page(
     """One page of traces, newest first. Raises CursorError for a cursor we did not make."""
     limit = max(1, min(limit or PAGE_SIZE, MAX_PAGE_SIZE))
     # the list never shows the verification report, which is the largest column
-    qs = trace_queryset(filters).defer("ingest_report")
+    qs = trace_queryset(filters).select_related("uploaded_by").defer("ingest_report")
     direction = "older"
     if cursor:
         direction, when, pk = cursor_decode(cursor)
@@ -151,7 +151,23 @@ def trace_page(
         first = rows[0]
         prev_cursor = cursor_encode(first.created_at, first.pk, "newer")
     traces_mark_replayable(rows)
+    traces_mark_shared_ids(rows)
     return TracePage(traces=rows, next_cursor=next_cursor, prev_cursor=prev_cursor)
+
+
+def traces_mark_shared_ids(traces: list[Trace]) -> None:
+    """Sets `shares_trace_id` on each trace whose trace id another stored trace also has (a
+    re-run, a re-export): the list then names its file, size, digest and uploader."""
+    ids = {t.trace_id for t in traces}
+    shared = set(
+        Trace.objects.filter(trace_id__in=ids)
+        .values("trace_id")
+        .annotate(copies=Count("id"))
+        .filter(copies__gt=1)
+        .values_list("trace_id", flat=True)
+    )
+    for trace in traces:
+        trace.shares_trace_id = trace.trace_id in shared  # type: ignore[attr-defined]
 
 
 def trace_formats() -> list[str]:

@@ -18,6 +18,7 @@ from django_otp import login as otp_login
 from django_otp import verify_token
 
 from console.models import EncryptedTOTPDevice
+from console.otp import code_already_used
 from console.throttle import (
     MESSAGE_LOCKED_SECOND_FACTOR,
     backoff_message,
@@ -32,6 +33,7 @@ from console.throttle import (
 MESSAGE_BAD_CODE = "That code is not valid. Enter the current 6-digit code from your authenticator."
 MESSAGE_CODE_THROTTLED = "Too many wrong codes. Wait {seconds} seconds before the next try."
 MESSAGE_ALREADY_ENROLLED = "You already have an authenticator; verify with it instead."
+MESSAGE_CODE_USED = "This code was already used; wait for the next one."
 
 
 def _next_url(request: HttpRequest) -> str:
@@ -190,7 +192,8 @@ def otp_verify_view(request: HttpRequest) -> HttpResponse:
                 otp_login(request, verified)
                 request.session.cycle_key()  # a verified session never keeps its earlier key
                 return HttpResponseRedirect(_next_url(request))
-            error = MESSAGE_BAD_CODE
+            used = code_already_used(device, token)
+            error = MESSAGE_CODE_USED if used else MESSAGE_BAD_CODE
             status = 400
     context = {"error": error, "next": _next_url(request)}
     return render(request, "console/otp_verify.html", context, status=status)

@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -223,6 +223,53 @@ def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpRes
 # --- the ledger ----------------------------------------------------------------------------
 
 
+#: the request page of an event that names a request_id, by the prefix of its type
+REQUEST_PAGES = (
+    ("FORCE_CONTINUE_", "force-continue-detail"),
+    ("PRODUCTION_REPLAY_", "production-detail"),
+    ("ROLE_GRANT_", "role-grant-detail"),
+)
+
+
+def _event_links(event: GovernanceEvent) -> list[tuple[str, str]]:
+    """(label, url) of each run, request, key and halt an event's payload names. A payload
+    rewritten underneath may name anything: what names no page gets no link (the page still
+    shows, and verification says the event is broken)."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    links: list[tuple[str, str]] = []
+
+    def link(label: str, name: str, arg: Any, anchor: str = "") -> None:
+        try:
+            url = reverse(name, args=[arg] if arg is not None else [])
+        except NoReverseMatch:
+            return
+        links.append((label, url + anchor))
+
+    run_id = payload.get("run_id")
+    if isinstance(run_id, str) and run_id:
+        link(f"run {run_id}", "run-detail", run_id)
+    request_id = payload.get("request_id")
+    if isinstance(request_id, str) and request_id:
+        for prefix, name in REQUEST_PAGES:
+            if event.type.startswith(prefix):
+                link(f"request {request_id}", name, request_id)
+                break
+    key_id = payload.get("key_id")
+    if isinstance(key_id, str) and key_id and event.type.startswith("KEY_"):
+        if event.type == codes.KEY_ROTATED or payload.get("registry") == "server":
+            link(f"server key {key_id}", "key-list", None, "#server-keys")
+        else:
+            link(f"key {key_id}", "key-list", None, f"#key-{key_id}")
+    halt_seq = event.seq if event.type == codes.FORCE_HALT_REPLAY else payload.get("halt_seq")
+    if isinstance(halt_seq, int) and not isinstance(halt_seq, bool):
+        link(f"halt {halt_seq}", "halt-detail", halt_seq)
+    return links
+
+
+def payload_pretty(payload: Any) -> str:
+    return json.dumps(payload, sort_keys=True, indent=2, ensure_ascii=False, default=str)
+
+
 def _ledger_rows(events: list[GovernanceEvent], state: Any) -> list[dict[str, Any]]:
     """Each event's status as the newest believable mark and the newest run say."""
     run = state.run
@@ -238,7 +285,14 @@ def _ledger_rows(events: list[GovernanceEvent], state: Any) -> list[dict[str, An
             status = "verified"
         else:
             status = "not yet verified"
-        rows.append({"event": event, "status": status})
+        rows.append(
+            {
+                "event": event,
+                "status": status,
+                "payload": payload_pretty(event.payload),
+                "links": _event_links(event),
+            }
+        )
     return rows
 
 
@@ -277,6 +331,7 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
         "older": older,
         "query": query,
         "older_url": "?" + _qs({**query, "before": str(older)}) if older else None,
+        "filtered": code_range is not None or before is not None,
     }
     return partial_or_page(request, "console/ledger_browse.html", "ledger-table", context)
 

@@ -59,7 +59,8 @@
         const publicHex = hex(await crypto.subtle.exportKey("raw", pair.publicKey));
         await keep(signer, { privateKey: pair.privateKey, publicKey: pair.publicKey, publicHex: publicHex });
         registerForm.querySelector("[name=public_key]").value = publicHex;
-        registerForm.querySelector("[name=label]").value = "browser: " + navigator.userAgent.slice(0, 60);
+        const label = registerForm.querySelector("[name=label]");
+        if (!label.value.trim()) label.value = "made in this browser on " + new Date().toISOString().slice(0, 10);
         status.textContent = "Key generated; registering…";
         registerForm.submit();
       } catch (err) {
@@ -130,7 +131,39 @@
     }
   }
 
+  // --- the key this browser holds: marked where keys are listed, chosen in the signing form ---
+  // Progressive: without JavaScript the lists are the same, unmarked, and the form's first key
+  // is chosen (sign.js picks the right one at submit time anyway).
+  async function markHeldKey() {
+    const holder = document.querySelector("[data-key-holder]");
+    const signer = holder ? holder.dataset.keyHolder : null;
+    if (!signer) return;
+    let record;
+    try {
+      record = await stored(signer);
+    } catch (err) {
+      return;
+    }
+    if (!record) return;
+    document.querySelectorAll("[data-public-key]").forEach(function (element) {
+      if (element.dataset.publicKey !== record.publicHex || element.dataset.held) return;
+      element.dataset.held = "1";
+      if (element instanceof HTMLOptionElement) {
+        element.textContent += " — held by this browser";
+        element.parentElement.value = element.value;
+        return;
+      }
+      element.classList.add("held-here");
+      const badge = document.createElement("span");
+      badge.className = "badge held";
+      badge.textContent = "held by this browser";
+      (element.querySelector("td") || element).append(" ", badge);
+    });
+  }
+
   if (supported()) {
+    markHeldKey();
+    document.body.addEventListener("htmx:afterSettle", markHeldKey);
     document.documentElement.classList.add("can-sign");
     document.addEventListener("submit", function (event) {
       const form = event.target;

@@ -1,4 +1,5 @@
-// Upload several trace files, one XHR each, with a progress bar per file. An AHD sidecar
+// Upload several trace files, one XHR each and one after another (each row is listed at
+// once, queued until its turn), with a progress bar per file. An AHD sidecar
 // (*.replay.json) goes in one XHR with the other files of the same drop that are not
 // traces themselves (its token and brief), so the server stores them as its inputs.
 // Without JavaScript the same form posts all files at once and the page lists the outcomes.
@@ -27,6 +28,10 @@
     li.classList.add("failed");
   }
 
+  // one upload at a time, in the order the files were given: the server stores each in its
+  // own transaction, and a drop made while others are still sending waits its turn
+  let queue = Promise.resolve();
+
   function send(file, companions) {
     const li = document.createElement("li");
     li.className = "upload-file";
@@ -37,15 +42,27 @@
     bar.max = 100;
     bar.value = 0;
     bar.setAttribute("aria-label", "upload progress of " + file.name);
+    const status = document.createElement("span");
+    status.className = "status";
     const result = document.createElement("div");
     result.className = "result";
-    li.append(name, bar, result);
+    li.append(name, bar, status, result);
     list.append(li);
     if (limit && [file].concat(companions).some(function (f) { return f.size > limit; })) {
       bar.value = 100;
       refuse(li, "Refused: UPLOAD_TOO_LARGE The file is larger than the limit of " + limit + " bytes.");
       return;
     }
+    status.textContent = "queued";
+    queue = queue.then(function () {
+      return new Promise(function (done) {
+        upload(file, companions, bar, status, result, li, done);
+      });
+    });
+  }
+
+  function upload(file, companions, bar, status, result, li, done) {
+    status.textContent = "";
     const xhr = new XMLHttpRequest();
     xhr.open("POST", form.action);
     xhr.setRequestHeader("X-CSRFToken", csrf);
@@ -53,10 +70,24 @@
     xhr.upload.addEventListener("progress", function (e) {
       if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 100);
     });
+    // every byte is sent: the server now verifies the file before it answers
+    xhr.upload.addEventListener("load", function () {
+      bar.value = 100;
+      li.classList.add("verifying");
+      status.textContent = "verifying…";
+    });
+    xhr.addEventListener("loadend", function () {
+      li.classList.remove("verifying");
+      status.textContent = "";
+      done();
+    });
     xhr.addEventListener("load", function () {
       bar.value = 100;
       const outcome = outcomeFrom(xhr.responseText);
       if (outcome) {
+        // the row already names the file: the answer's own heading would name it twice
+        const heading = outcome.querySelector(".filename");
+        if (heading) heading.remove();
         result.replaceChildren(outcome);
         li.classList.add(outcome.classList.contains("accepted") ? "done" : "failed");
       } else {

@@ -19,10 +19,11 @@ def trace_row(
     created_at: datetime | None = None,
     required_snapshot_ids: list[str] | None = None,
     missing_outputs: list[str] | None = None,
+    size: int = 10,
 ) -> Trace:
     n = next(_counter)
     digest = hashlib.sha256(f"blob {n}".encode()).hexdigest()
-    blob = Blob.objects.create(sha256=digest, size=10, storage_name=f"{digest[:2]}/{digest}")
+    blob = Blob.objects.create(sha256=digest, size=size, storage_name=f"{digest[:2]}/{digest}")
     trace = Trace.objects.create(
         trace_id=hashlib.md5(f"trace {n}".encode()).hexdigest(),  # noqa: S324 (an id, not a hash)
         format=format,

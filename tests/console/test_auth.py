@@ -154,6 +154,21 @@ class TestSecondFactor:
         assert response.status_code == 400
         assert auth.MESSAGE_BAD_CODE in response.content.decode()
 
+    def test_it_refuses_a_code_already_used_and_says_to_wait_for_the_next(self, client):
+        cora = persona("cora")
+        login(client, "cora")
+        code = current_code(cora)
+        first = client.post("/accounts/2fa/verify/", {"token": code, "next": "/traces/"})
+        assert first.status_code == 302
+        second = Client()
+        login(second, "cora", ip="10.0.0.2")
+        response = second.post("/accounts/2fa/verify/", {"token": code})
+        assert response.status_code == 400
+        body = response.content.decode()
+        assert auth.MESSAGE_CODE_USED == "This code was already used; wait for the next one."
+        assert auth.MESSAGE_CODE_USED in body
+        assert auth.MESSAGE_BAD_CODE not in body
+
     def test_repeated_wrong_codes_are_throttled_by_the_device(self, client):
         persona("cora")
         login(client, "cora")

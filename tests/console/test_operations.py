@@ -92,3 +92,43 @@ def test_the_beat_schedule_names_the_task():
 
     assert settings.CELERY_BEAT_SCHEDULE["drift-sample"]["task"] == "console.tasks.drift_sample"
     assert drift_sample.name == "console.tasks.drift_sample"
+
+
+def test_the_chart_has_axes_ticks_counts_and_a_legend_with_totals(as_persona, replayed):
+    replayed("ok")
+    replayed("diverged")
+    replayed("broken_chain")
+    body = as_persona("oscar").get("/ops/").content.decode()
+    svg = body[body.index('<svg class="chart"') : body.index("</svg>")]
+    assert '<line class="axis" x1="60" y1="20" x2="60" y2="190"></line>' in svg
+    ticks = re.findall(r'<text class="tick" x="54" y="[\d.]+" text-anchor="end">(\d+)</text>', svg)
+    assert ticks == ["0", "1", "2", "3"]
+    assert '<text class="axis-title"' in svg
+    assert ">replays</text>" in svg
+    assert re.search(
+        r'<text class="count" x="[\d.]+" y="[\d.]+" text-anchor="middle">3</text>', svg
+    )
+    assert re.search(r'<text class="day" x="[\d.]+" y="208" text-anchor="middle">today</text>', svg)
+    legend = body[
+        body.index('<ul class="legend"') : body.index("</ul>", body.index('<ul class="legend"'))
+    ]
+    for status, label, count in (
+        ("ok", "ok", 1),
+        ("diverged", "diverged", 1),
+        ("tamper_detected", "tamper detected", 1),
+        ("refused", "refused", 0),
+    ):
+        assert (
+            f'<li><span class="swatch {status}"></span>{label}: <strong>{count}</strong></li>'
+            in legend
+        )
+
+
+def test_tamper_detected_and_refused_have_distinct_colours(settings):
+    from pathlib import Path
+
+    css = (Path(settings.BASE_DIR) / "static" / "css" / "console.css").read_text()
+    fills = dict(re.findall(r"svg \.bar-([a-z_]+) \{ fill: ([^;]+);", css))
+    assert set(fills) == {"ok", "diverged", "tamper_detected", "refused"}
+    assert len(set(fills.values())) == 4
+    assert fills["refused"] not in ("var(--bad)", "#7a271a")  # no second red beside tamper

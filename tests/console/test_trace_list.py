@@ -155,3 +155,27 @@ class TestCursorPages:
 
         stamp = timezone.now()
         assert cursor_decode(cursor_encode(stamp, 7, "older")) == ("older", stamp, 7)
+
+
+def test_it_tells_apart_traces_that_share_a_trace_id(as_persona):
+    from tests.console.personas import persona
+
+    first = trace_row()
+    second = trace_row(size=2048)
+    alone = trace_row()
+    alice = persona("alice")
+    second.trace_id = first.trace_id
+    second.uploaded_by = alice
+    second.filename = "rerun.trace.json"
+    second.save()
+    body = as_persona("vera").get("/traces/").content.decode()
+    assert (
+        f'<span class="trace-twin">{first.filename} · 10\xa0bytes · '
+        f"<code>{first.blob.sha256[:12]}</code> · uploaded by unknown</span>"
+    ) in body
+    assert (
+        '<span class="trace-twin">rerun.trace.json · 2.0\xa0KB · '
+        f"<code>{second.blob.sha256[:12]}</code> · uploaded by alice</span>"
+    ) in body
+    assert body.count('class="trace-twin"') == 2
+    assert alone.filename not in body
