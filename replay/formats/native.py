@@ -377,10 +377,14 @@ class SealMessage:
         assert self._events is not None, "a SealMessage with a sink has no stored message"
         self._flush_events()
         out = tempfile.SpooledTemporaryFile(max_size=self._SPOOL)  # noqa: SIM115
-        out.write(b'{"events":[')
-        _copy(self._events, out)
-        for chunk in self._tail(header):
-            out.write(chunk)
+        try:
+            out.write(b'{"events":[')
+            _copy(self._events, out)
+            for chunk in self._tail(header):  # refuses a header mace-v1 cannot write
+                out.write(chunk)
+        except BaseException:
+            out.close()  # the caller never gets it to close
+            raise
         out.seek(0)
         return out
 

@@ -455,3 +455,33 @@ def test_it_accepts_a_surrogate_pair_escape(var_dirs, tmp_path):
         trace = trace_ingest(source=fh, filename=path.name).trace
 
     assert trace.last_status == "ok"
+
+
+def test_a_sealed_message_whose_header_cannot_be_written_leaves_no_spool_open(monkeypatch):
+    """`SealMessage.finish` refuses a header mace-v1 cannot write (a NaN final answer) and
+    closes the buffer it had started: the caller never gets it to close."""
+    import tempfile
+
+    from replay.formats import native
+
+    made = []
+    real = tempfile.SpooledTemporaryFile
+
+    def tracked(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(native.tempfile, "SpooledTemporaryFile", tracked)
+    header = {
+        "format": "replay-trace",
+        "schema_version": 1,
+        "job": {"job_id": "j", "job_seed": "s"},
+        "required_snapshots": [],
+        "snapshots": [],
+        "final_answer": float("nan"),
+    }
+    with native.SealMessage() as seal, pytest.raises(ReplayError) as refused:
+        seal.finish(header)
+    assert refused.value.code == MALFORMED_TRACE
+    assert len(made) == 3  # events, steps, and the message finish began
+    assert all(spool.closed for spool in made)
