@@ -167,7 +167,8 @@ def test_the_council_approves_a_force_continue_on_the_stack(stack_page, shots):
 
     def confirm(admin, owner: str) -> None:
         admin.goto("/governance/keys/")
-        row = admin.locator("tr", has=admin.locator(f"td:nth-child(2):text-is('{owner}')"))
+        # the row whose owner cell is exactly the owner (the key's name has a column too)
+        row = admin.locator("tr", has=admin.locator(f"td:text-is('{owner}')"))
         row.locator("button[id^='confirm-']").first.click()
         admin.wait_for_selector(f"text=/Key .+ of {owner} confirmed\\./")
 
