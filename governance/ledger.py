@@ -503,98 +503,31 @@ def _time_text(value: Any) -> str:
     return signing.format_time(value) if isinstance(value, datetime) else str(value)
 
 
-def _filed_terms(kind: str, actor_id: Any, payload: Any) -> dict[str, Any]:
-    """What a filing event signed, in the shape of :func:`_row_terms`."""
-    p = payload if isinstance(payload, dict) else {}
-    terms = {
-        "expires_at": p.get("expires_at"),
-        "reason": p.get("reason"),
-        "requested_by": f"user {actor_id}",
-    }
-    if kind == codes.FORCE_CONTINUE_REQUEST:
-        terms.update(
-            run_id=p.get("run_id"),
-            step=p.get("step"),
-            divergence_digest=p.get("divergence_digest"),
-        )
-    elif kind == codes.ROLE_GRANT_REQUEST:
-        terms.update(user_id=p.get("user_id"), grant=p.get("grant"))
-    else:
-        terms.update(trace_sha256=p.get("trace_sha256"))
-    return terms
+def _as_text(value: Any) -> str:
+    return str(value)
 
 
-def _force_continue_rows() -> Iterator[reconcile.RequestRow]:
-    for r in ForceContinueRequest.objects.order_by("created_at").values_list(
-        "id",
-        "state",
-        "request_event_id",
-        "decision_event_id",
-        "expires_at",
-        "reason",
-        "requested_by_id",
-        "run_id",
-        "step",
-        "divergence_digest",
-    ):
-        terms = {
-            "expires_at": _time_text(r[4]),
-            "reason": r[5],
-            "requested_by": f"user {r[6]}",
-            "run_id": str(r[7]),
-            "step": r[8],
-            "divergence_digest": r[9],
-        }
-        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+def _sorted(value: Any) -> Any:
+    return sorted(value) if isinstance(value, list) else value
 
 
-def _production_rows() -> Iterator[reconcile.RequestRow]:
-    for r in ProductionReplayRequest.objects.order_by("created_at").values_list(
-        "id",
-        "state",
-        "request_event_id",
-        "decision_event_id",
-        "expires_at",
-        "reason",
-        "requested_by_id",
-        "trace__blob__sha256",
-    ):
-        terms = {
-            "expires_at": _time_text(r[4]),
-            "reason": r[5],
-            "requested_by": f"user {r[6]}",
-            "trace_sha256": r[7],
-        }
-        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+def _same(value: Any) -> Any:
+    return value
 
 
-def _role_grant_rows() -> Iterator[reconcile.RequestRow]:
-    for r in RoleGrantRequest.objects.order_by("created_at").values_list(
-        "id",
-        "state",
-        "request_event_id",
-        "decision_event_id",
-        "expires_at",
-        "reason",
-        "requested_by_id",
-        "user_id",
-        "roles",
-    ):
-        terms = {
-            "expires_at": _time_text(r[4]),
-            "reason": r[5],
-            "requested_by": f"user {r[6]}",
-            "user_id": r[7],
-            "grant": sorted(r[8]) if isinstance(r[8], list) else r[8],
-        }
-        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+#: per kind of council request, the terms its filing event signs besides expiry, reason and
+#: requester: term (its payload key) -> (the row's column, how the row's value is spelled)
+_RequestTerms = Mapping[str, tuple[str, Callable[[Any], Any]]]
 
-
-_REQUEST_KINDS: Final = (
+_REQUEST_KINDS: Final[tuple[tuple[str, Any, _RequestTerms, str, str, str], ...]] = (
     (
         "force-continue",
         ForceContinueRequest,
-        _force_continue_rows,
+        {
+            "run_id": ("run_id", _as_text),
+            "step": ("step", _same),
+            "divergence_digest": ("divergence_digest", _same),
+        },
         codes.FORCE_CONTINUE_REQUEST,
         codes.FORCE_CONTINUE_APPROVED,
         codes.FORCE_CONTINUE_REJECTED,
@@ -602,7 +535,7 @@ _REQUEST_KINDS: Final = (
     (
         "production replay",
         ProductionReplayRequest,
-        _production_rows,
+        {"trace_sha256": ("trace__blob__sha256", _same)},
         codes.PRODUCTION_REPLAY_REQUEST,
         codes.PRODUCTION_REPLAY_APPROVED,
         codes.PRODUCTION_REPLAY_REJECTED,
@@ -610,7 +543,7 @@ _REQUEST_KINDS: Final = (
     (
         "role grant",
         RoleGrantRequest,
-        _role_grant_rows,
+        {"user_id": ("user_id", _same), "grant": ("roles", _sorted)},
         codes.ROLE_GRANT_REQUEST,
         codes.ROLE_GRANT_APPROVED,
         codes.ROLE_GRANT_REJECTED,
@@ -618,8 +551,47 @@ _REQUEST_KINDS: Final = (
 )
 
 
+def _filed_terms(extra: _RequestTerms, actor_id: Any, payload: Any) -> dict[str, Any]:
+    """What a filing event signed, in the shape of :func:`_request_rows`' terms."""
+    p = payload if isinstance(payload, dict) else {}
+    terms = {
+        "expires_at": p.get("expires_at"),
+        "reason": p.get("reason"),
+        "requested_by": f"user {actor_id}",
+    }
+    terms.update({term: p.get(term) for term in extra})
+    return terms
+
+
+def _request_rows(model: Any, extra: _RequestTerms) -> Iterator[reconcile.RequestRow]:
+    """A council request table's rows with the terms their filing events signed."""
+    columns = [column for column, _spell in extra.values()]
+    for r in model.objects.order_by("created_at").values_list(
+        "id",
+        "state",
+        "request_event_id",
+        "decision_event_id",
+        "expires_at",
+        "reason",
+        "requested_by_id",
+        *columns,
+    ):
+        terms = {
+            "expires_at": _time_text(r[4]),
+            "reason": r[5],
+            "requested_by": f"user {r[6]}",
+        }
+        terms.update(
+            {
+                term: spell(value)
+                for (term, (_c, spell)), value in zip(extra.items(), r[7:], strict=True)
+            }
+        )
+        yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
+
+
 def _request_mismatches() -> Iterator[reconcile.Mismatch]:
-    for label, model, rows, filing, approved, rejected in _REQUEST_KINDS:
+    for label, model, extra, filing, approved, rejected in _REQUEST_KINDS:
         filed: dict[str, reconcile.Filing] = {}
         decided: dict[str, tuple[int, str]] = {}
         outcome = {codes.code_of(approved): "approved", codes.code_of(rejected): "rejected"}
@@ -634,9 +606,13 @@ def _request_mismatches() -> Iterator[reconcile.Mismatch]:
             if code in outcome:
                 decided.setdefault(request_id, (seq, outcome[code]))
             elif request_id not in filed:
-                filed[request_id] = reconcile.Filing(seq, _filed_terms(filing, actor_id, payload))
+                filed[request_id] = reconcile.Filing(seq, _filed_terms(extra, actor_id, payload))
         yield from reconcile.requests(
-            label=label, table=model._meta.db_table, rows=rows(), filed=filed, decided=decided
+            label=label,
+            table=model._meta.db_table,
+            rows=_request_rows(model, extra),
+            filed=filed,
+            decided=decided,
         )
 
 
