@@ -8,6 +8,7 @@ environment (or *_FILE); nothing secret is ever read from the repository.
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 
@@ -50,6 +51,16 @@ SECRET_KEY = _local_secret("secret_key", "DJANGO_SECRET_KEY")
 # Encrypts HMAC verification secrets at rest (replay.keys); any string, stretched with SHA-256.
 REPLAY_KEY_ENCRYPTION_KEY = _local_secret("key_encryption_key", "REPLAY_KEY_ENCRYPTION_KEY")
 
+# Personal data (privacy/): the key every subject key is wrapped under, and the secret of
+# the subjects' lookup digests (HMAC). Lose the master key and every personal value is lost.
+PRIVACY_MASTER_KEY = _local_secret("privacy_master_key", "REPLAY_PRIVACY_MASTER_KEY")
+PRIVACY_SECRET = _local_secret("privacy_secret", "REPLAY_PRIVACY_SECRET")
+# Native traces: where an event payload names its subject when the privacy snapshot has no
+# "subject" (docs/formats.md); other formats: {"<format>": {"subject": [...], "personal":
+# [...]}}, JSON pointers over the document ("*" matches any key or index).
+PRIVACY_SUBJECT_POINTERS = env_list("REPLAY_PRIVACY_SUBJECT_POINTERS", ["/user/email"])
+PRIVACY_PATH_RULES = json.loads(env_str("REPLAY_PRIVACY_PATH_RULES", "{}") or "{}")
+
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -69,6 +80,7 @@ INSTALLED_APPS = [
     "replay",
     "governance",
     "console",
+    "privacy",
 ]
 
 MIDDLEWARE = [

@@ -23,6 +23,7 @@ from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
+from replay.signals import trace_stored
 from replay.storage import Spooled, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
@@ -446,6 +447,7 @@ def _store(
         last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
         uploaded_by=uploaded_by,
     )
+    trace_stored.send(sender=Trace, trace=row)
     return IngestResult(row, True, data)
 
 

@@ -83,5 +83,13 @@ def blob_put(spooled: Spooled) -> str:
     return name
 
 
+#: Readers an app installs when it keeps some of a stored file's bytes apart (``privacy``:
+#: personal values, encrypted per subject): ``(storage name, stored stream) -> the file``.
+BLOB_READERS: list[Callable[[str, IO[bytes]], IO[bytes]]] = []
+
+
 def blob_open(name: str) -> IO[bytes]:
-    return blob_storage().open(name, "rb")
+    fh: IO[bytes] = blob_storage().open(name, "rb")
+    for reader in BLOB_READERS:
+        fh = reader(name, fh)
+    return fh
