@@ -180,3 +180,5 @@ def install_reader() -> None:
 
     if reassemble not in storage.BLOB_READERS:
         storage.BLOB_READERS.append(reassemble)
+    if erased_fields not in storage.ERASED_FIELDS:
+        storage.ERASED_FIELDS.append(erased_fields)

@@ -24,7 +24,7 @@ from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
 from replay.signals import trace_stored
-from replay.storage import Spooled, blob_open, blob_put, spool
+from replay.storage import Spooled, blob_erased, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
 Halts = Callable[[], Mapping[str, str] | None]
@@ -531,6 +531,7 @@ def replay_run_execute(
         workers=workers,
         file_id=trace.blob.sha256,
         stored_inputs=[r for r in trace.required_snapshot_ids or [] if r.get("path")],
+        erased=blob_erased(trace.blob.sha256),
     )
     fmt = formats().get(trace.format)
     if fmt is None:
@@ -549,6 +550,8 @@ def replay_run_execute(
             ctx=ctx,
             replay=True,
         )
+    if ctx.erased and not report.erased:
+        _erasure_noted(report, ctx.erased)
     data = report.to_json()
     with transaction.atomic():
         run = ReplayRun.objects.select_for_update().get(id=run.id)
@@ -564,6 +567,22 @@ def replay_run_execute(
         run.save()
         _trace_verdict_store(trace_pk=trace.pk, replayed_at=run.finished_at)
     return run
+
+
+def _erasure_noted(report: engine.ReplayReport, erased: Sequence[Mapping[str, str]]) -> None:
+    """A format that does not say itself what erased values make impossible: the report
+    lists them, is not authoritative, and says every check covering them cannot hold."""
+    report.erased = [{"location": e["location"], "path": e["path"]} for e in erased]
+    report.authoritative = False
+    named = ", ".join(f"{e['location']} {e['path']}" for e in erased)
+    report.checks.append(
+        engine.Check(
+            "erasure",
+            True,
+            f"{len(erased)} personal values are erased ({named}); a check that covers them "
+            "cannot be recomputed",
+        )
+    )
 
 
 def _trace_verdict_store(*, trace_pk: int, replayed_at: Any) -> str:

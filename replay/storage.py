@@ -88,6 +88,16 @@ def blob_put(spooled: Spooled) -> str:
 BLOB_READERS: list[Callable[[str, IO[bytes]], IO[bytes]]] = []
 
 
+#: Where an app says which fields of a stored file (by sha256) it erased:
+#: ``sha256 -> [{"location", "path"}]`` (``privacy``).
+ERASED_FIELDS: list[Callable[[str], list[dict[str, str]]]] = []
+
+
+def blob_erased(sha256: str) -> list[dict[str, str]]:
+    """The fields of a stored file whose values are erased, as the apps that hold them say."""
+    return [entry for provider in ERASED_FIELDS for entry in provider(sha256)]
+
+
 def blob_open(name: str) -> IO[bytes]:
     fh: IO[bytes] = blob_storage().open(name, "rb")
     for reader in BLOB_READERS:

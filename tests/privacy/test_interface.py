@@ -132,3 +132,40 @@ def test_a_trace_uploaded_again_after_erasure_is_not_stored_twice(ingest):
     again = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json")
     assert again.created is False
     assert again.trace.pk == trace.pk
+
+
+def test_an_audit_replay_after_erasure_names_the_erased_fields_and_what_they_make_impossible(
+    ingest,
+):
+    from replay.services import replay_run_create, replay_run_execute
+
+    trace = ingest("ok")
+    erasure.shred([subjects.lookup(ADA)])
+    run = replay_run_execute(run_id=replay_run_create(trace=trace, mode="audit").id)
+    report = run.report
+    assert report["status"] == "ok"
+    assert report["authoritative"] is False
+    assert report["erased"] == [
+        {"location": "event 0", "path": "/user/name"},
+        {"location": "event 0", "path": "/user/email"},
+    ]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["events"]["detail"] == (
+        "11 event ids and chain links verify; the chain hashes of 1 event cannot be "
+        "recomputed, their personal values are erased: event 0 (/user/name, /user/email)"
+    )
+    assert checks["seal"]["detail"] == ("not checked: the seal covers the erased values of event 0")
+    assert all(c["ok"] for c in report["checks"])
+    assert ADA not in repr(report)
+    # the trace keeps the verdict its upload was given (a non-authoritative run changes none)
+    trace.refresh_from_db()
+    assert trace.last_status == "ok"
+
+
+def test_a_replay_before_any_erasure_reports_no_erased_key(ingest):
+    from replay.services import replay_run_create, replay_run_execute
+
+    trace = ingest("ok")
+    run = replay_run_execute(run_id=replay_run_create(trace=trace, mode="audit").id)
+    assert "erased" not in run.report
+    assert run.report["authoritative"] is True
