@@ -3,5 +3,6 @@ from tests.console.conftest import (  # noqa: F401 - the console's fixtures, reu
     _private_storage,
     as_persona,
     ingest,
+    replayed,
     trace_key,
 )
