@@ -156,3 +156,24 @@ def ruled_found(data: bytes, subject: Sequence[str], personal: Sequence[str]) ->
         for span in string_spans(data, lambda p: any(_matches(q, p) for q in patterns))
     ]
     return _group(spans, subject)
+
+
+def mask(value: Any, base: Path, patterns: Sequence[tuple[str, ...]], mark: str) -> Any:
+    """A copy of `value` (found at `base` in its document) with every string at a path
+    one of `patterns` matches replaced by `mark`."""
+    if isinstance(value, dict):
+        return {k: mask(v, (*base, k), patterns, mark) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v, (*base, i), patterns, mark) for i, v in enumerate(value)]
+    if isinstance(value, str) and any(_matches(p, base) for p in patterns):
+        return mark
+    return value
+
+
+def patterns_of(pointers: Sequence[str]) -> list[tuple[str, ...]]:
+    return [_tokens(p) for p in pointers]
+
+
+def path_of(ptr: str) -> Path:
+    """A JSON pointer as a path (tokens that are digits compare as indexes either way)."""
+    return _tokens(ptr) if ptr else ()
