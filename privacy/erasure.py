@@ -90,11 +90,9 @@ def plan(refs: Sequence[str]) -> ErasurePlan:
     )
 
 
-def _first_receipt(refs: Sequence[str]) -> ErasureReceipt | None:
-    for receipt in ErasureReceipt.objects.order_by("pk"):
-        if set(refs) & set(receipt.refs):
-            return receipt
-    return None
+def _first_receipt(rows: Sequence[Subject]) -> ErasureReceipt | None:
+    ids = [s.erasure_id for s in rows if s.erasure_id is not None]
+    return ErasureReceipt.objects.filter(pk__in=ids).order_by("pk").first()
 
 
 def purge_caches() -> None:
@@ -114,7 +112,7 @@ def shred(refs: Sequence[str]) -> ErasureOutcome:
     known = {s.ref for s in rows}
     live = [s for s in rows if s.erased_at is None]
     if not live and rows:
-        first = _first_receipt([s.ref for s in rows])
+        first = _first_receipt(rows)
         if first is not None:
             return ErasureOutcome(**{**first.outcome, "first_time": False})
     now = timezone.now()
@@ -137,5 +135,6 @@ def shred(refs: Sequence[str]) -> ErasureOutcome:
     receipt = ErasureReceipt.objects.create(refs=outcome.subjects, outcome={})
     outcome.receipt = receipt.pk
     ErasureReceipt.objects.filter(pk=receipt.pk).update(outcome=outcome.as_dict())
+    Subject.objects.filter(pk__in=ids).update(erasure=receipt)
     transaction.on_commit(purge_caches)
     return outcome

@@ -33,6 +33,9 @@ class Subject(models.Model):
     identifier_ciphertext = models.BinaryField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
     erased_at = models.DateTimeField(null=True, blank=True)
+    erasure = models.ForeignKey(
+        "ErasureReceipt", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     def __str__(self) -> str:
         return self.ref
