@@ -148,9 +148,10 @@ def rule_of(rules: Mapping[str, Any], fmt: str) -> tuple[list[str], list[str]]:
 
 def ruled_found(data: bytes, subject: Sequence[str], personal: Sequence[str]) -> list[Found]:
     """The personal values of a JSON document by path rules (location "document")."""
-    if not personal:
+    wanted = list(dict.fromkeys([*subject, *personal]))
+    if not wanted:
         return []
-    patterns = [_tokens(p) for p in personal]
+    patterns = [_tokens(p) for p in wanted]
     spans = [
         ("document", span, pointer(span.path))
         for span in string_spans(data, lambda p: any(_matches(q, p) for q in patterns))
