@@ -23,6 +23,7 @@ from django.core.files.base import ContentFile
 from privacy import crypto, rules
 from privacy.models import PersonalValue, SealedBlob, Subject
 from privacy.spans import SpanError
+from privacy.splice import Spliced
 from privacy.subjects import ref_for, subject_key
 from privacy.values import raw_value, value_aad
 
@@ -125,44 +126,37 @@ def on_trace_stored(sender: Any, trace: Any, **kwargs: Any) -> None:
 
 
 def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
-    """The stored file as uploaded (decompressed when it was gzip), personal values put back;
-    an erased value reads as its marker. A file not sealed is returned as it is."""
+    """The stored file as uploaded (decompressed when it was gzip), personal values put back
+    (streaming, seekable); an erased value reads as its marker. A file not sealed is
+    returned as it is."""
     sha = name.rsplit("/", 1)[-1]
     sealed = SealedBlob.objects.filter(sha256=sha).first()
     if sealed is None:
         return fh
-    with fh:
-        stored = fh.read()
     values = list(
         PersonalValue.objects.filter(trace__blob__sha256=sha)
         .select_related("subject__key")
         .order_by("start")
     )
     cut_size = sealed.plain_size - sum(v.end - v.start for v in values)
-    if len(stored) != cut_size:  # not cut (yet): the original bytes
-        return io.BytesIO(stored)
-    out = io.BytesIO()
-    pos = prev = 0
+    stored_size = fh.seek(0, io.SEEK_END)
+    fh.seek(0)
+    if stored_size != cut_size:  # not cut (yet): the original bytes
+        return fh
+    pieces: list[tuple[int, bytes]] = []
     erased = False
     keys: dict[int, bytes | None] = {}
     for v in values:
-        gap = v.start - prev
-        out.write(stored[pos : pos + gap])
-        pos += gap
         if v.subject_id not in keys:
             keys[v.subject_id] = None if v.subject.erased_at is not None else subject_key(v.subject)
         key = keys[v.subject_id]
         if key is None or v.ciphertext is None:
-            out.write(erased_mark(v.end - v.start))
+            pieces.append((v.start, erased_mark(v.end - v.start)))
             erased = True
         else:
-            out.write(raw_value(v, key))
-        prev = v.end
-    out.write(stored[pos:])
-    data = out.getvalue()
-    if not erased and hashlib.sha256(data).hexdigest() != sealed.plain_sha256:
-        raise OSError(f"blob {sha}: the stored file does not reassemble to its digest")
-    return io.BytesIO(data)
+            pieces.append((v.start, raw_value(v, key)))
+    expected = None if erased else sealed.plain_sha256
+    return io.BufferedReader(Spliced(fh, pieces, sealed.plain_size, expected), 1 << 16)
 
 
 def erased_fields(sha256: str) -> list[dict[str, str]]:

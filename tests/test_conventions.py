@@ -53,6 +53,7 @@ PURE_CORE = [
     "privacy/crypto.py",
     "privacy/spans.py",
     "privacy/rules.py",
+    "privacy/splice.py",
 ]
 
 

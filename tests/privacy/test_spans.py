@@ -119,3 +119,48 @@ def test_the_envelope_opens_only_under_its_key_and_row():
     assert crypto.normalise(" Customer 42 ") == "Customer 42"
     assert crypto.lookup_digest(b"s", "ADA@x.org") == crypto.lookup_digest(b"s", "ada@x.org")
     assert crypto.lookup_digest(b"s", "ada@x.org") != crypto.lookup_digest(b"t", "ada@x.org")
+
+
+def _spliced(whole: bytes, spans: list[tuple[int, int]], expected: str | None, erase=()):
+    import hashlib
+    import io
+
+    from privacy.splice import Spliced
+
+    cut, pos, pieces = b"", 0, []
+    for start, end in spans:
+        cut += whole[pos:start]
+        pieces.append((start, b"#" * (end - start) if start in erase else whole[start:end]))
+        pos = end
+    cut += whole[pos:]
+    digest = hashlib.sha256(whole).hexdigest() if expected == "right" else expected
+    return io.BufferedReader(Spliced(io.BytesIO(cut), pieces, len(whole), digest), 7)
+
+
+WHOLE = b'{"a": "Ada Lovelace", "b": "x", "c": "ada@example.org"}\n{"d": "tail"}\n'
+SPANS = [(7, 19), (28, 29), (38, 53)]
+
+
+def test_a_spliced_file_reads_back_whole_in_any_chunk_size_and_checks_its_digest():
+    assert _spliced(WHOLE, SPANS, "right").read() == WHOLE
+    reader = _spliced(WHOLE, SPANS, "right")
+    assert b"".join(iter(lambda: reader.read(3), b"")) == WHOLE
+    assert _spliced(WHOLE, [(0, 1), (len(WHOLE) - 1, len(WHOLE))], "right").read() == WHOLE
+
+
+def test_a_spliced_file_seeks_into_and_between_values():
+    reader = _spliced(WHOLE, SPANS, "right")
+    for at in (0, 7, 10, 19, 28, 29, 40, 53, len(WHOLE) - 3):
+        reader.seek(at)
+        assert reader.read(9) == WHOLE[at : at + 9], at
+    assert reader.seek(0, 2) == len(WHOLE)
+
+
+def test_a_spliced_file_that_does_not_match_its_digest_is_an_os_error():
+    with pytest.raises(OSError, match="does not reassemble to its digest"):
+        _spliced(WHOLE, SPANS, "0" * 64).read()
+
+
+def test_an_erased_value_reads_as_its_marker_and_offsets_hold():
+    data = _spliced(WHOLE, SPANS, None, erase={7}).read()
+    assert data == WHOLE.replace(b"Ada Lovelace", b"#" * 12)
