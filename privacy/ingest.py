@@ -15,10 +15,11 @@ import hashlib
 import io
 import json
 import logging
+import tempfile
 from typing import IO, Any
 
 from django.conf import settings
-from django.core.files.base import ContentFile
+from django.core.files import File
 
 from privacy import crypto, rules
 from privacy.models import PersonalValue, SealedBlob, Subject
@@ -46,22 +47,43 @@ def _stored_snapshots() -> dict[str, Any]:
 
 def found_in(trace: Any, plain: bytes) -> list[rules.Found]:
     """The personal values of a stored file's (decompressed) bytes, by the rules."""
-    try:
-        if trace.format == rules.NATIVE:
-            jsonl = trace.encoding.startswith("jsonl")
-            header = json.loads(plain.split(b"\n", 1)[0] if jsonl else plain)
-            policy = rules.policy_of(header, _stored_snapshots())
-            return rules.native_found(
-                plain, "jsonl" if jsonl else "json", policy, settings.PRIVACY_SUBJECT_POINTERS
-            )
-        subject, personal = rules.rule_of(settings.PRIVACY_PATH_RULES, trace.format)
-        if not personal:
-            return []
-        return rules.ruled_found(plain, subject, personal)
-    except (SpanError, ValueError) as exc:
-        # a stored file the rules cannot read holds nothing they name; say so, not what
-        log.warning("privacy: trace %s not indexed: %s", trace.blob.sha256, type(exc).__name__)
+    if trace.format == rules.NATIVE:
+        jsonl = trace.encoding.startswith("jsonl")
+        header = json.loads(plain.split(b"\n", 1)[0] if jsonl else plain)
+        policy = rules.policy_of(header, _stored_snapshots())
+        return rules.native_found(
+            plain, "jsonl" if jsonl else "json", policy, settings.PRIVACY_SUBJECT_POINTERS
+        )
+    subject, personal = rules.rule_of(settings.PRIVACY_PATH_RULES, trace.format)
+    if not personal:
         return []
+    return rules.ruled_found(plain, subject, personal)
+
+
+def _scan_jsonl(source: IO[bytes], sink: IO[bytes]) -> tuple[list[rules.Found], Any, int]:
+    """A native JSON Lines file, line by line (never whole in memory): its personal values,
+    the cut file written to `sink`, and the whole file's SHA-256 and size."""
+    digest = hashlib.sha256()
+    offset = 0
+    found: list[rules.Found] = []
+    subject: list[str] = []
+    personal: list[str] = []
+    header_seen = False
+    for line in source:
+        digest.update(line)
+        if not header_seen and line.strip():
+            header_seen = True
+            policy = rules.policy_of(json.loads(line), _stored_snapshots())
+            subject, personal = rules.native_pointers(policy, settings.PRIVACY_SUBJECT_POINTERS)
+        here = rules.native_line_found(line, offset, subject, personal) if personal else []
+        pos = 0
+        for f in sorted(here, key=lambda f: f.start):
+            sink.write(line[pos : f.start - offset])
+            pos = f.end - offset
+        sink.write(line[pos:])
+        found.extend(here)
+        offset += len(line)
+    return found, digest, offset
 
 
 def index_trace(trace: Any) -> int:
@@ -73,13 +95,42 @@ def index_trace(trace: Any) -> int:
         return 0
     storage = blob_storage()
     name = trace.blob.storage_name
-    with storage.open(name, "rb") as fh:
-        raw = fh.read()
-    is_gzip = raw[:2] == GZIP_MAGIC
-    plain = gzip.decompress(raw) if is_gzip else raw
-    found = found_in(trace, plain)
-    if not found:
-        return 0
+    with tempfile.SpooledTemporaryFile(max_size=16 * 1024**2) as cut:
+        with storage.open(name, "rb") as fh:
+            is_gzip = fh.read(2) == GZIP_MAGIC
+            fh.seek(0)
+            source: IO[bytes] = gzip.GzipFile(fileobj=fh, mode="rb") if is_gzip else fh  # type: ignore[assignment]
+            try:
+                if trace.format == rules.NATIVE and trace.encoding.startswith("jsonl"):
+                    found, digest, size = _scan_jsonl(source, cut)
+                else:
+                    plain = source.read()
+                    found, digest, size = found_in(trace, plain), hashlib.sha256(plain), len(plain)
+                    pos = 0
+                    for f in sorted(found, key=lambda f: f.start):
+                        cut.write(plain[pos : f.start])
+                        pos = f.end
+                    cut.write(plain[pos:])
+            except (SpanError, ValueError) as exc:
+                # a stored file the rules cannot read holds nothing they name; say so, not what
+                log.warning("privacy: trace %s not indexed: %s", sha, type(exc).__name__)
+                return 0
+        if not found:
+            return 0
+        _store_values(trace, found)
+        SealedBlob.objects.create(
+            sha256=sha, gzip=is_gzip, plain_sha256=digest.hexdigest(), plain_size=size
+        )
+        cut.seek(0)
+        storage.delete(name)
+        saved = storage.save(name, File(cut))
+    if saved != name:  # pragma: no cover - the name was just freed
+        raise OSError(f"the blob store kept the sealed file as {saved}, not {name}")
+    return len(found)
+
+
+def _store_values(trace: Any, found: list[rules.Found]) -> None:
+    """Each value sealed under its subject's key (the subject created on first sight)."""
     rows = []
     keys: dict[str, tuple[Subject, bytes]] = {}
     for f in found:
@@ -88,7 +139,7 @@ def index_trace(trace: Any) -> int:
             subject = Subject.objects.select_related("key").get(ref=ref)
             keys[ref] = (subject, subject_key(subject))  # type: ignore[assignment]
         subject, key = keys[ref]
-        nonce, ct = crypto.seal(key, plain[f.start : f.end], value_aad(trace.pk, f.start))
+        nonce, ct = crypto.seal(key, f.raw, value_aad(trace.pk, f.start))
         rows.append(
             PersonalValue(
                 subject=subject,
@@ -102,23 +153,6 @@ def index_trace(trace: Any) -> int:
             )
         )
     PersonalValue.objects.bulk_create(rows)
-    SealedBlob.objects.create(
-        sha256=sha,
-        gzip=is_gzip,
-        plain_sha256=hashlib.sha256(plain).hexdigest(),
-        plain_size=len(plain),
-    )
-    cut = io.BytesIO()
-    pos = 0
-    for f in sorted(found, key=lambda f: f.start):
-        cut.write(plain[pos : f.start])
-        pos = f.end
-    cut.write(plain[pos:])
-    storage.delete(name)
-    saved = storage.save(name, ContentFile(cut.getvalue()))
-    if saved != name:  # pragma: no cover - the name was just freed
-        raise OSError(f"the blob store kept the sealed file as {saved}, not {name}")
-    return len(rows)
 
 
 def on_trace_stored(sender: Any, trace: Any, **kwargs: Any) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from privacy.spans import Path, Span, jsonl_spans, pointer, string_spans
+from privacy.spans import Path, Span, jsonl_lines, pointer, string_spans
 
 NATIVE = "replay-trace"
 
@@ -37,6 +37,7 @@ class Found:
     start: int  # byte span of the value's contents in the (decompressed) file
     end: int
     value: str
+    raw: bytes = b""  # the value's bytes as the file holds them
 
 
 def _tokens(ptr: str) -> tuple[str, ...]:
@@ -95,7 +96,7 @@ def _group(spans: Sequence[tuple[str, Span, str]], subject: Sequence[str]) -> li
                 break
         if ident is None:
             continue
-        out.extend(Found(ident, location, ptr, s.start, s.end, s.value) for s, ptr in items)
+        out.extend(Found(ident, location, ptr, s.start, s.end, s.value, s.raw) for s, ptr in items)
     return out
 
 
@@ -106,33 +107,46 @@ def native_found(
     subject, personal = native_pointers(policy, default_subject)
     if not personal:
         return []
+    if encoding.startswith("jsonl"):
+        return [
+            f
+            for offset, line in jsonl_lines(data)
+            for f in native_line_found(line, offset, subject, personal)
+        ]
     wanted_ptrs = set(personal)
     spans: list[tuple[str, Span, str]] = []
-    if encoding.startswith("jsonl"):
+    doc = json.loads(data)
+    seqs = [e.get("seq") if isinstance(e, dict) else None for e in doc.get("events", [])]
 
-        def for_line(obj: Any):
-            if not (isinstance(obj, dict) and obj.get("record") == "event"):
-                return None
-            return lambda p: len(p) > 1 and p[0] == "payload" and pointer(p[1:]) in wanted_ptrs
+    def wanted(p: Path) -> bool:
+        return (
+            len(p) > 3 and p[0] == "events" and p[2] == "payload" and pointer(p[3:]) in wanted_ptrs
+        )
 
-        for obj, span in jsonl_spans(data, for_line):
-            spans.append((f"event {obj.get('seq')}", span, pointer(span.path[1:])))
-    else:
-        doc = json.loads(data)
-        seqs = [e.get("seq") if isinstance(e, dict) else None for e in doc.get("events", [])]
+    for span in string_spans(data, wanted):
+        index = span.path[1]
+        seq = seqs[index] if isinstance(index, int) and index < len(seqs) else index
+        spans.append((f"event {seq}", span, pointer(span.path[3:])))
+    return _group(spans, subject)
 
-        def wanted(p: Path) -> bool:
-            return (
-                len(p) > 3
-                and p[0] == "events"
-                and p[2] == "payload"
-                and pointer(p[3:]) in wanted_ptrs
-            )
 
-        for span in string_spans(data, wanted):
-            index = span.path[1]
-            seq = seqs[index] if isinstance(index, int) and index < len(seqs) else index
-            spans.append((f"event {seq}", span, pointer(span.path[3:])))
+def native_line_found(
+    line: bytes, offset: int, subject: Sequence[str], personal: Sequence[str]
+) -> list[Found]:
+    """The personal values of one JSON Lines record of a native trace (its offset in the
+    file given): an event's payload values at the `personal` pointers, else none."""
+    obj = json.loads(line)
+    if not (isinstance(obj, dict) and obj.get("record") == "event"):
+        return []
+    wanted_ptrs = set(personal)
+    spans = [
+        (f"event {obj.get('seq')}", span, pointer(span.path[1:]))
+        for span in string_spans(
+            line,
+            lambda p: len(p) > 1 and p[0] == "payload" and pointer(p[1:]) in wanted_ptrs,
+            base=offset,
+        )
+    ]
     return _group(spans, subject)
 
 

@@ -36,6 +36,7 @@ class Span:
     start: int  # first byte of the contents (after the opening quote)
     end: int  # the closing quote's offset
     value: str
+    raw: bytes = b""  # the contents as written (escapes and all)
 
 
 def pointer(path: Path) -> str:
@@ -106,7 +107,8 @@ class _Scanner:
         if c == 0x22:  # "
             s, e, after = self.string(i)
             if self.wanted(path):
-                self.found.append(Span(path, self.base + s, self.base + e, _decode(data[s:e])))
+                raw = data[s:e]
+                self.found.append(Span(path, self.base + s, self.base + e, _decode(raw), raw))
             return after
         m = _SCALAR.match(data, i)
         if m is None:
