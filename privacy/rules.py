@@ -46,6 +46,25 @@ def _tokens(ptr: str) -> tuple[str, ...]:
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in ptr[1:].split("/"))
 
 
+def _under(path: Path, pointers: Sequence[tuple[str, ...]]) -> bool:
+    """Whether a value at `path` can hold one of `pointers` (a proper prefix of one)."""
+    n = len(path)
+    return any(
+        len(q) > n and all(a == str(b) for a, b in zip(q, path, strict=False)) for q in pointers
+    )
+
+
+def _has_string(value: Any, tokens: tuple[str, ...]) -> bool:
+    for token in tokens:
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return False
+    return isinstance(value, str)
+
+
 def _matches(pattern: tuple[str, ...], path: Path) -> bool:
     return len(pattern) == len(path) and all(
         p == "*" or p == str(t) for p, t in zip(pattern, path, strict=True)
@@ -123,7 +142,14 @@ def native_found(
             len(p) > 3 and p[0] == "events" and p[2] == "payload" and pointer(p[3:]) in wanted_ptrs
         )
 
-    for span in string_spans(data, wanted):
+    prefixes = [_tokens(ptr) for ptr in personal]
+
+    def descend(p: Path) -> bool:
+        if len(p) < 3:
+            return p[:1] in ((), ("events",))
+        return p[0] == "events" and p[2] == "payload" and _under(p[3:], prefixes)
+
+    for span in string_spans(data, wanted, descend=descend):
         index = span.path[1]
         seq = seqs[index] if isinstance(index, int) and index < len(seqs) else index
         spans.append((f"event {seq}", span, pointer(span.path[3:])))
@@ -138,13 +164,17 @@ def native_line_found(
     obj = json.loads(line)
     if not (isinstance(obj, dict) and obj.get("record") == "event"):
         return []
+    if not any(_has_string(obj.get("payload"), _tokens(p)) for p in personal):
+        return []  # nothing to find: the line is not walked
     wanted_ptrs = set(personal)
+    prefixes = [_tokens(ptr) for ptr in personal]
     spans = [
         (f"event {obj.get('seq')}", span, pointer(span.path[1:]))
         for span in string_spans(
             line,
             lambda p: len(p) > 1 and p[0] == "payload" and pointer(p[1:]) in wanted_ptrs,
             base=offset,
+            descend=lambda p: not p or (p[0] == "payload" and _under(p[1:], prefixes)),
         )
     ]
     return _group(spans, subject)
@@ -166,9 +196,15 @@ def ruled_found(data: bytes, subject: Sequence[str], personal: Sequence[str]) ->
     if not wanted:
         return []
     patterns = [_tokens(p) for p in wanted]
+
+    def descend(path: Path) -> bool:
+        return any(len(q) > len(path) and _matches(q[: len(path)], path) for q in patterns)
+
     spans = [
         ("document", span, pointer(span.path))
-        for span in string_spans(data, lambda p: any(_matches(q, p) for q in patterns))
+        for span in string_spans(
+            data, lambda p: any(_matches(q, p) for q in patterns), descend=descend
+        )
     ]
     return _group(spans, subject)
 

@@ -45,15 +45,39 @@ def pointer(path: Path) -> str:
 
 
 def _decode(raw: bytes) -> str:
+    if b"\\" not in raw:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SpanError("a string is not UTF-8") from None
     return json.loads(b'"' + raw + b'"')
 
 
+_DECODER = json.JSONDecoder()
+
+
 class _Scanner:
-    def __init__(self, data: bytes, wanted: Callable[[Path], bool], base: int) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        wanted: Callable[[Path], bool],
+        base: int,
+        descend: Callable[[Path], bool] | None,
+    ) -> None:
         self.data = data
         self.wanted = wanted
         self.base = base
+        self.descend = descend
+        # latin-1 maps byte i to character i: the C decoder skips a subtree and its end is
+        # the byte offset (a UTF-8 sequence reads as characters a JSON string allows)
+        self.text = data.decode("latin-1") if descend is not None else ""
         self.found: list[Span] = []
+
+    def skip(self, i: int) -> int:
+        try:
+            return _DECODER.raw_decode(self.text, i)[1]
+        except ValueError as exc:
+            raise SpanError(f"byte {self.base + i}: {exc.msg}") from None
 
     def ws(self, i: int) -> int:
         return _WS.match(self.data, i).end()  # type: ignore[union-attr]
@@ -70,6 +94,8 @@ class _Scanner:
         if i >= len(data):
             raise SpanError("unexpected end of the text")
         c = data[i]
+        if c in (0x7B, 0x5B) and self.descend is not None and not self.descend(path):
+            return self.skip(i)
         if c == 0x7B:  # {
             i = self.ws(i + 1)
             if data[i : i + 1] == b"}":
@@ -116,9 +142,17 @@ class _Scanner:
         return m.end()
 
 
-def string_spans(data: bytes, wanted: Callable[[Path], bool], *, base: int = 0) -> list[Span]:
-    """Every wanted string value of one JSON text, in file order."""
-    scanner = _Scanner(data, wanted, base)
+def string_spans(
+    data: bytes,
+    wanted: Callable[[Path], bool],
+    *,
+    base: int = 0,
+    descend: Callable[[Path], bool] | None = None,
+) -> list[Span]:
+    """Every wanted string value of one JSON text, in file order. ``descend(path)``, when
+    given, says whether an object or array at `path` can hold a wanted value; one that
+    cannot is skipped by the C decoder (checked as JSON, not walked here)."""
+    scanner = _Scanner(data, wanted, base, descend)
     end = scanner.ws(scanner.value(0, ()))
     if end != len(data):
         raise SpanError(f"byte {base + end}: trailing data after the JSON value")
