@@ -39,10 +39,18 @@ def erased_mark(length: int) -> bytes:
     return (ERASED_MARK + b"_" * length)[:length]
 
 
-def _stored_snapshots() -> dict[str, Any]:
-    from replay.models import Snapshot
+class _StoredSnapshots:
+    """The stored snapshot bodies, read by id when a trace does not carry its own."""
 
-    return {s.snapshot_id: s.body for s in Snapshot.objects.filter(kind="privacy")}
+    def get(self, snapshot_id: Any) -> Any:
+        from replay.models import Snapshot
+
+        row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body").first()
+        return row.body if row is not None else None
+
+
+def _stored_snapshots() -> Any:
+    return _StoredSnapshots()
 
 
 def found_in(trace: Any, plain: bytes) -> list[rules.Found]:
@@ -52,7 +60,11 @@ def found_in(trace: Any, plain: bytes) -> list[rules.Found]:
         header = json.loads(plain.split(b"\n", 1)[0] if jsonl else plain)
         policy = rules.policy_of(header, _stored_snapshots())
         return rules.native_found(
-            plain, "jsonl" if jsonl else "json", policy, settings.PRIVACY_SUBJECT_POINTERS
+            plain,
+            "jsonl" if jsonl else "json",
+            policy,
+            settings.PRIVACY_SUBJECT_POINTERS,
+            doc=None if jsonl else header,
         )
     subject, personal = rules.rule_of(settings.PRIVACY_PATH_RULES, trace.format)
     if not personal:
@@ -132,13 +144,12 @@ def index_trace(trace: Any) -> int:
 def _store_values(trace: Any, found: list[rules.Found]) -> None:
     """Each value sealed under its subject's key (the subject created on first sight)."""
     rows = []
-    keys: dict[str, tuple[Subject, bytes]] = {}
+    keys: dict[str, tuple[Subject, bytes]] = {}  # by identifier as found
     for f in found:
-        ref = ref_for(f.identifier)
-        if ref not in keys:
-            subject = Subject.objects.select_related("key").get(ref=ref)
-            keys[ref] = (subject, subject_key(subject))  # type: ignore[assignment]
-        subject, key = keys[ref]
+        if f.identifier not in keys:
+            subject = Subject.objects.select_related("key").get(ref=ref_for(f.identifier))
+            keys[f.identifier] = (subject, subject_key(subject))  # type: ignore[assignment]
+        subject, key = keys[f.identifier]
         nonce, ct = crypto.seal(key, f.raw, value_aad(trace.pk, f.start))
         rows.append(
             PersonalValue(

@@ -71,7 +71,7 @@ def _matches(pattern: tuple[str, ...], path: Path) -> bool:
     )
 
 
-def policy_of(header: Mapping[str, Any], stored: Mapping[str, Any] | None = None) -> Any:
+def policy_of(header: Mapping[str, Any], stored: Any = None) -> Any:
     """The native header's privacy snapshot body (inline, else `stored` by snapshot id)."""
     for snap in header.get("snapshots", []) if isinstance(header, Mapping) else []:
         if isinstance(snap, Mapping) and snap.get("kind") == "privacy":
@@ -120,9 +120,14 @@ def _group(spans: Sequence[tuple[str, Span, str]], subject: Sequence[str]) -> li
 
 
 def native_found(
-    data: bytes, encoding: str, policy: Any, default_subject: Sequence[str]
+    data: bytes,
+    encoding: str,
+    policy: Any,
+    default_subject: Sequence[str],
+    doc: Mapping[str, Any] | None = None,
 ) -> list[Found]:
-    """The personal values of a native trace's (decompressed) bytes."""
+    """The personal values of a native trace's (decompressed) bytes (`doc`: the document
+    already parsed, when the caller has it)."""
     subject, personal = native_pointers(policy, default_subject)
     if not personal:
         return []
@@ -134,7 +139,8 @@ def native_found(
         ]
     wanted_ptrs = set(personal)
     spans: list[tuple[str, Span, str]] = []
-    doc = json.loads(data)
+    if doc is None:
+        doc = json.loads(data)
     seqs = [e.get("seq") if isinstance(e, dict) else None for e in doc.get("events", [])]
 
     def wanted(p: Path) -> bool:
