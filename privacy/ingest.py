@@ -27,6 +27,7 @@ from privacy.spans import SpanError
 from privacy.splice import Spliced
 from privacy.subjects import ref_for, subject_key
 from privacy.values import raw_value, value_aad
+from replay.errors import INTEGRITY_FAILURE, ReplayError
 
 log = logging.getLogger("privacy")
 
@@ -201,7 +202,16 @@ def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
         else:
             pieces.append((v.start, raw_value(v, key)))
     expected = None if erased else sealed.plain_sha256
-    return io.BufferedReader(Spliced(fh, pieces, sealed.plain_size, expected), 1 << 16)
+
+    def mismatch() -> Exception:
+        return ReplayError(
+            INTEGRITY_FAILURE,
+            f"stored file {sha}: its bytes at rest changed (they no longer reassemble to the "
+            "SHA-256 it was uploaded with)",
+        )
+
+    spliced = Spliced(fh, pieces, sealed.plain_size, expected, mismatch)
+    return io.BufferedReader(spliced, 1 << 16)
 
 
 def erased_fields(sha256: str) -> list[dict[str, str]]:

@@ -4,7 +4,7 @@ The stored bytes are the file with each value's byte span cut out; `Spliced` pre
 whole file (``pieces``: each span's offset in the whole file and the bytes to show there: the
 value, or an erased marker of the same length) without reading the stored bytes into
 memory. Read from its start to its end without a seek, it checks the whole file's SHA-256
-(`expected`) and raises OSError on a mismatch.
+(`expected`) and raises `mismatch()` (an OSError unless the caller says) on a mismatch.
 
 Pure: no Django.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 
@@ -25,6 +25,9 @@ class Spliced(io.RawIOBase):
         pieces: Sequence[tuple[int, bytes]],
         size: int,
         expected: str | None,
+        mismatch: Callable[[], Exception] = lambda: OSError(
+            "the stored file does not reassemble to its digest"
+        ),
     ) -> None:
         self._stored = stored
         self._starts = [start for start, _ in pieces]
@@ -38,6 +41,7 @@ class Spliced(io.RawIOBase):
         self._pos = 0
         self._digest = hashlib.sha256() if expected is not None else None
         self._expected = expected
+        self._mismatch = mismatch
         self._stored_at = -1
 
     def readable(self) -> bool:
@@ -97,7 +101,7 @@ class Spliced(io.RawIOBase):
         if self._digest is not None and self._pos == self._size:
             digest, self._digest = self._digest.hexdigest(), None
             if digest != self._expected:
-                raise OSError("the stored file does not reassemble to its digest")
+                raise self._mismatch()
 
     def close(self) -> None:
         if not self.closed:

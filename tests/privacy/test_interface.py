@@ -169,3 +169,22 @@ def test_a_replay_before_any_erasure_reports_no_erased_key(ingest):
     run = replay_run_execute(run_id=replay_run_create(trace=trace, mode="audit").id)
     assert "erased" not in run.report
     assert run.report["authoritative"] is True
+
+
+def test_a_stored_file_changed_at_rest_is_tamper_detected_even_in_an_unhashed_field(
+    ingest, settings
+):
+    from replay.services import replay_run_create, replay_run_execute
+
+    trace = ingest("ok")
+    path = Path(settings.STORAGES["blobs"]["OPTIONS"]["location"]) / trace.blob.storage_name
+    stored = path.read_bytes()
+    assert b'"started_at": "2026-01-01T00:00:00Z"' in stored  # job.started_at: no hash covers it
+    path.write_bytes(stored.replace(b"2026-01-01T00:00:00Z", b"2026-01-01T00:00:01Z"))
+    run = replay_run_execute(run_id=replay_run_create(trace=trace, mode="audit").id)
+    assert run.report["status"] == "tamper_detected"
+    assert run.report["error_code"] == "INTEGRITY_FAILURE"
+    assert run.report["message"] == (
+        f"stored file {trace.blob.sha256}: its bytes at rest changed (they no longer "
+        "reassemble to the SHA-256 it was uploaded with)"
+    )
