@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import tempfile
+from collections.abc import Callable
 from typing import IO, Any
 
 from django.conf import settings
@@ -99,8 +100,19 @@ def _scan_jsonl(source: IO[bytes], sink: IO[bytes]) -> tuple[list[rules.Found], 
     return found, digest, offset
 
 
-def index_trace(trace: Any) -> int:
-    """Index (and seal at rest) one stored trace; how many values. Once per blob."""
+def _digest_of(opened: Callable[[], IO[bytes]]) -> str:
+    digest = hashlib.sha256()
+    with opened() as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def index_trace(trace: Any, opened: Callable[[], IO[bytes]] | None = None) -> int:
+    """Index (and seal at rest) one stored trace; how many values. Once per blob.
+
+    ``opened``: the uploaded bytes (at ingestion); without it the stored file is read, and
+    one that does not hash to its name is left alone (logged)."""
     from replay.storage import blob_storage
 
     sha = trace.blob.sha256
@@ -108,8 +120,16 @@ def index_trace(trace: Any) -> int:
         return 0
     storage = blob_storage()
     name = trace.blob.storage_name
+    if opened is None:
+
+        def opened() -> IO[bytes]:
+            return storage.open(name, "rb")
+
+        if _digest_of(opened) != sha:
+            log.warning("privacy: trace %s not indexed: the stored file is not its digest", sha)
+            return 0
     with tempfile.SpooledTemporaryFile(max_size=16 * 1024**2) as cut:
-        with storage.open(name, "rb") as fh:
+        with opened() as fh:
             is_gzip = fh.read(2) == GZIP_MAGIC
             fh.seek(0)
             source: IO[bytes] = gzip.GzipFile(fileobj=fh, mode="rb") if is_gzip else fh  # type: ignore[assignment]
@@ -167,8 +187,10 @@ def _store_values(trace: Any, found: list[rules.Found]) -> None:
     PersonalValue.objects.bulk_create(rows)
 
 
-def on_trace_stored(sender: Any, trace: Any, **kwargs: Any) -> None:
-    index_trace(trace)
+def on_trace_stored(
+    sender: Any, trace: Any, opened: Callable[[], IO[bytes]] | None = None, **kwargs: Any
+) -> None:
+    index_trace(trace, opened)
 
 
 def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:

@@ -447,7 +447,7 @@ def _store(
         last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
         uploaded_by=uploaded_by,
     )
-    trace_stored.send(sender=Trace, trace=row)
+    trace_stored.send(sender=Trace, trace=row, opened=spooled.open)
     return IngestResult(row, True, data)
 
 

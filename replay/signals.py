@@ -1,7 +1,8 @@
 """Signals replay sends for apps that build on stored traces (replay imports none of them).
 
-``trace_stored(sender=Trace, trace=row)``: a new file was stored, inside the transaction
-that stores it (a receiver that raises refuses the upload: nothing is stored).
+``trace_stored(sender=Trace, trace=row, opened=...)``: a new file was stored, inside the
+transaction that stores it (a receiver that raises refuses the upload: nothing is stored);
+``opened()`` opens the uploaded bytes (a receiver may rewrite the stored copy from them).
 """
 
 from __future__ import annotations

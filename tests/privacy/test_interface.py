@@ -188,3 +188,27 @@ def test_a_stored_file_changed_at_rest_is_tamper_detected_even_in_an_unhashed_fi
         f"stored file {trace.blob.sha256}: its bytes at rest changed (they no longer "
         "reassemble to the SHA-256 it was uploaded with)"
     )
+
+
+def test_an_upload_refused_after_sealing_leaves_a_file_the_next_upload_repairs(trace_key):
+    import hashlib
+
+    from replay.models import Trace
+    from replay.services import trace_ingest
+    from replay.signals import trace_stored
+    from tests.console.conftest import trace_bytes
+
+    def refuse(**_kwargs):
+        raise RuntimeError("a later receiver refuses the upload")
+
+    trace_stored.connect(refuse, dispatch_uid="test.refuse")
+    try:
+        with pytest.raises(RuntimeError):
+            trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json")
+    finally:
+        trace_stored.disconnect(dispatch_uid="test.refuse")
+    assert not Trace.objects.exists()
+    assert not SealedBlob.objects.exists()
+    trace = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
+    with blob_open(trace.blob.storage_name) as fh:
+        assert hashlib.sha256(fh.read()).hexdigest() == trace.blob.sha256
