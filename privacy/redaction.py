@@ -16,6 +16,7 @@ from django.conf import settings
 from privacy import rules
 
 REDACTED = "[redacted]"
+ERASED = "[erased]"
 
 
 def personal_patterns(fmt: str) -> list[tuple[str, ...]]:
@@ -40,3 +41,18 @@ def mask_differences(fmt: str, differences: list[Any]) -> list[Any]:
             )
         )
     return out
+
+
+def mark_erased(sha256: str, location: str, value: Any) -> Any:
+    """`value` (what a page shows of one location of a stored file, e.g. an event payload)
+    with every erased field reading ``[erased]``, so nothing looks as if it were still held."""
+    from privacy.models import PersonalValue
+
+    paths = list(
+        PersonalValue.objects.filter(
+            trace__blob__sha256=sha256, location=location, subject__erased_at__isnull=False
+        ).values_list("path", flat=True)
+    )
+    if not paths:
+        return value
+    return rules.mask(value, (), rules.patterns_of(paths), ERASED)

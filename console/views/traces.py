@@ -42,7 +42,7 @@ from governance.selectors import (
     replay_halt_preview,
 )
 from governance.services import pii_access_record
-from privacy.redaction import mask_differences
+from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
@@ -353,6 +353,7 @@ def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResp
                 context=f"event {seq} of {trace.blob.sha256}",
             )
             shown, revealed = event.get("payload"), True
+    shown = mark_erased(trace.blob.sha256, f"event {seq}", shown)
     context = {
         "trace": trace,
         "event": event,

@@ -52,3 +52,19 @@ def test_no_role_reads_personal_values_in_passing(two_paxman, ingest, as_persona
         body = response.content.decode()
         for value in (*SECRETS, "ada.lovelace@example.org"):
             assert value not in body, (url, value)
+
+
+@pytest.mark.parametrize("who", ["vera", "lena", "adam"])
+def test_an_erased_field_reads_erased_on_the_event_page(ingest, as_persona, who):
+    from privacy import erasure, subjects
+
+    trace = ingest("ok")
+    erasure.shred([subjects.lookup("ada.lovelace@example.org")])
+    client = as_persona(who)
+    url = f"/traces/{trace.blob.sha256}/events/0/"
+    response = client.post(url, {"reason": "DSR 17"}) if who == "adam" else client.get(url)
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.count("[erased]") == 2
+    assert "[erased]_" not in body
+    assert "Ada" not in body
