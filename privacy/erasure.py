@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from privacy.models import ErasureReceipt, PersonalValue, Subject, SubjectKey
+
+log = logging.getLogger("privacy")
 
 #: what an erasure leaves in place (the plan and the outcome say so)
 STAYS = (
@@ -137,4 +140,12 @@ def shred(refs: Sequence[str]) -> ErasureOutcome:
     ErasureReceipt.objects.filter(pk=receipt.pk).update(outcome=outcome.as_dict())
     Subject.objects.filter(pk__in=ids).update(erasure=receipt)
     transaction.on_commit(purge_caches)
+    log.info(
+        "privacy: erasure receipt %s: %d subjects, %d traces, %d fields, %d keys destroyed",
+        receipt.pk,
+        len(live),
+        len(traces),
+        outcome.fields,
+        outcome.keys_destroyed,
+    )
     return outcome
