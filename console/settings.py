@@ -52,9 +52,12 @@ SECRET_KEY = _local_secret("secret_key", "DJANGO_SECRET_KEY")
 REPLAY_KEY_ENCRYPTION_KEY = _local_secret("key_encryption_key", "REPLAY_KEY_ENCRYPTION_KEY")
 
 # Personal data (privacy/): the key every subject key is wrapped under, and the secret of
-# the subjects' lookup digests (HMAC). Lose the master key and every personal value is lost.
-PRIVACY_MASTER_KEY = _local_secret("privacy_master_key", "REPLAY_PRIVACY_MASTER_KEY")
-PRIVACY_SECRET = _local_secret("privacy_secret", "REPLAY_PRIVACY_SECRET")
+# the subjects' lookup digests (HMAC); each derived from REPLAY_KEY_ENCRYPTION_KEY (under its
+# own label) unless set. Lose the master key and every personal value is lost.
+PRIVACY_MASTER_KEY = env_secret("REPLAY_PRIVACY_MASTER_KEY") or (
+    "derived:" + REPLAY_KEY_ENCRYPTION_KEY
+)
+PRIVACY_SECRET = env_secret("REPLAY_PRIVACY_SECRET") or ("derived:" + REPLAY_KEY_ENCRYPTION_KEY)
 # Native traces: where an event payload names its subject when the privacy snapshot has no
 # "subject" (docs/formats.md); other formats: {"<format>": {"subject": [...], "personal":
 # [...]}}, JSON pointers over the document ("*" matches any key or index).

@@ -75,8 +75,6 @@ def test_a_fresh_var_directory_and_everything_in_it_is_owner_only(tmp_path):
         ".": "0o700",
         ".secret_key": "0o600",
         ".key_encryption_key": "0o600",
-        ".privacy_master_key": "0o600",
-        ".privacy_secret": "0o600",
         "db.sqlite3": "0o600",
         "db.sqlite3-wal": "0o600",
         "db.sqlite3-shm": "0o600",
