@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.apps import apps
 from django.conf import settings
@@ -48,3 +49,14 @@ def ref_for(identifier: str) -> str:
 def refs_for(identifiers: Iterable[str]) -> list[str]:
     """Each distinct, non-blank identifier's opaque ref, sorted (the order never leaks input)."""
     return sorted({ref_for(i) for i in identifiers if i and i.strip()})
+
+
+def erasure_plan(refs: Sequence[str]) -> dict[str, Any] | None:
+    """What erasing these subjects would destroy and what stays
+    (``privacy.erasure.plan(refs).as_dict()``: refs, traces, fields, keys; no personal data),
+    or None while the privacy app is not installed."""
+    if not privacy_installed():
+        return None
+    from privacy.erasure import plan
+
+    return plan(list(refs)).as_dict()
