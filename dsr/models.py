@@ -127,3 +127,34 @@ class DsrApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.purpose} approval of {self.request_id} by {self.approver_id}"
+
+
+class DsrRelease(models.Model):
+    """An admin released one field's value into a request's bundle (a PII_REVEALED event that
+    names the request). The value itself is not kept here: the bundle build reads it from the
+    privacy store, so an erasure removes it from every later build."""
+
+    request = models.ForeignKey(LegalRequest, on_delete=models.PROTECT, related_name="releases")
+    subject_ref = models.CharField(max_length=64)
+    trace_pk = models.BigIntegerField()
+    location = models.CharField(max_length=200)
+    path = models.CharField(max_length=2000)
+    released_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    event = models.OneToOneField(
+        "governance.GovernanceEvent", on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "subject_ref", "trace_pk", "location", "path"],
+                name="dsr_release_once_per_field",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"release of {self.location} {self.path} for {self.request_id}"

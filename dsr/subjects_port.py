@@ -60,3 +60,36 @@ def erasure_plan(refs: Sequence[str]) -> dict[str, Any] | None:
     from privacy.erasure import plan
 
     return plan(list(refs)).as_dict()
+
+
+class PrivacyUnavailable(RuntimeError):
+    """The privacy app (subject index, per-subject keys) is not installed here."""
+
+
+def _require_privacy() -> None:
+    if not privacy_installed():
+        raise PrivacyUnavailable("the privacy app is not installed: no subject index, no keys")
+
+
+def find(refs: Sequence[str]) -> list[Any]:
+    """``privacy.index.find``: every indexed field of these subjects (Hit rows)."""
+    _require_privacy()
+    from privacy.index import find as privacy_find
+
+    return privacy_find(list(refs))
+
+
+def subject_values(refs: Sequence[str], *, reveal: bool) -> list[tuple[Any, str]]:
+    """``privacy.values.subject_values``: "[redacted]" unless reveal, "[erased]" once erased."""
+    _require_privacy()
+    from privacy.values import subject_values as privacy_values
+
+    return privacy_values(list(refs), reveal=reveal)
+
+
+def shred(refs: Sequence[str]) -> Any:
+    """``privacy.erasure.shred``: destroy the subjects' keys, once (an ErasureOutcome)."""
+    _require_privacy()
+    from privacy.erasure import shred as privacy_shred
+
+    return privacy_shred(list(refs))

@@ -225,6 +225,7 @@ DSR_IDENTITY_UNVERIFIED: Final = "DSR_IDENTITY_UNVERIFIED"
 DSR_SELF_APPROVAL: Final = "DSR_SELF_APPROVAL"
 DSR_ALREADY_APPROVED: Final = "DSR_ALREADY_APPROVED"
 DSR_STATE: Final = "DSR_STATE"
+DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -269,6 +270,7 @@ REFUSALS: Final[dict[str, str]] = {
     DSR_SELF_APPROVAL: "the person who opened a legal request cannot approve it (four eyes)",
     DSR_ALREADY_APPROVED: "this person already approved it, or the approval is already complete",
     DSR_STATE: "the legal request cannot make this transition from its current state",
+    DSR_REPLAY_MODE: "a data subject request replays traces in audit mode only",
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------
