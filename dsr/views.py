@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import payload_text, refused, signed_document
-from dsr import conf, services, subjects_port
+from dsr import access, conf, services, subjects_port
 from dsr.models import LegalRequest
 from governance import selectors as gov
 from governance import signing
@@ -86,13 +86,37 @@ def dsr_open_view(request: HttpRequest) -> HttpResponse:
     return render(request, "dsr/open.html", context)
 
 
+def _fields(legal: LegalRequest) -> list[dict[str, Any]]:
+    """The subjects' indexed fields, values redacted (the page never shows one in clear)."""
+    if not subjects_port.privacy_installed():
+        return []
+    released = {(r.subject_ref, r.trace_pk, r.location, r.path) for r in legal.releases.all()}
+    rows = []
+    for hit, value in subjects_port.subject_values(list(legal.subject_refs), reveal=False):
+        key = (hit.subject_ref, hit.trace_pk, hit.location, hit.path)
+        rows.append({"hit": hit, "value": value, "released": key in released})
+    return rows
+
+
 def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]:
     user = request.user
     approvals = []
+    statuses = {}
     for purpose in services.purposes_of(legal):
         status = services.approval_status(request=legal, purpose=purpose)
+        statuses[purpose] = status
         approvals.append({"purpose": purpose, "status": status})
+    release = statuses.get(signing.DSR_RELEASE)
+    erasure = statuses.get(signing.DSR_ERASURE)
     return {
+        "privacy": subjects_port.privacy_installed(),
+        "fields": _fields(legal),
+        "bundle_running": legal.bundle_state in (access.QUEUED, access.RUNNING),
+        "bundle_ready": legal.bundle_state == access.DONE,
+        "release_approved": bool(release and release.complete),
+        "erasure_approved": bool(erasure and erasure.complete),
+        "receipt": access.erasure_receipt(legal),
+        "can_release": roles.can(user, roles.PII_REVEAL),
         "legal": legal,
         "days_left": legal.days_left(),
         "approvals": approvals,
@@ -118,7 +142,9 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
 def dsr_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
     _require_list(request.user)
     legal = roles.access_legal_request_by_id(request.user, request_id, roles.BROWSE)
-    return render(request, "dsr/detail.html", _detail_context(request, legal))
+    return partial_or_page(
+        request, "dsr/detail.html", "dsr-bundle", _detail_context(request, legal)
+    )
 
 
 @require_POST
@@ -211,3 +237,98 @@ def dsr_approve_view(request: HttpRequest, request_id: str, purpose: str) -> Htt
     return partial_or_page(
         request, template, "signing-payload", _approve_context(request, legal, purpose)
     )
+
+
+def _back(legal: LegalRequest) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("dsr-detail", args=[legal.id]), status=303)
+
+
+@require_POST
+@signed_in
+def dsr_bundle_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Queue the evidence bundle's build; the request page shows its progress."""
+    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    try:
+        access.bundle_request(request=legal, actor=request.user)
+    except GovernanceError as exc:
+        return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
+    messages.success(request, "The bundle is being built: audit replays of every trace.")
+    return _back(legal)
+
+
+def _released_bundle(request: HttpRequest, request_id: str) -> tuple[LegalRequest, bytes]:
+    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
+    return legal, access.bundle_bytes(request=legal)
+
+
+@require_GET
+@signed_in
+def dsr_bundle_download_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    """The bundle file, once its release is approved (four eyes)."""
+    try:
+        legal, data = _released_bundle(request, request_id)
+    except GovernanceError as exc:
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
+    response = HttpResponse(data, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="evidence-bundle-{legal.id}.json"'
+    return response
+
+
+@require_GET
+@signed_in
+def dsr_bundle_pdf_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    """The bundle's readable summary as a PDF a person can be handed."""
+    from dsr import bundle, pdf
+
+    try:
+        legal, data = _released_bundle(request, request_id)
+    except GovernanceError as exc:
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
+    response = HttpResponse(
+        pdf.render_summary(bundle.pdf_summary(data)), content_type="application/pdf"
+    )
+    response["Content-Disposition"] = f'attachment; filename="evidence-bundle-{legal.id}.pdf"'
+    return response
+
+
+@require_POST
+@signed_in
+def dsr_release_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    """An admin releases one field into the bundle (one PII_REVEALED naming the request)."""
+    legal = roles.access_legal_request_by_id(request.user, request_id, roles.PII_REVEAL)
+    try:
+        trace_pk = int(request.POST.get("trace_pk", ""))
+    except ValueError:
+        raise Http404("no such field") from None
+    try:
+        access.field_release(
+            request=legal,
+            actor=request.user,
+            subject_ref=request.POST.get("subject_ref", ""),
+            trace_pk=trace_pk,
+            location=request.POST.get("location", ""),
+            path=request.POST.get("path", ""),
+            reason=request.POST.get("reason", ""),
+        )
+    except GovernanceError as exc:
+        return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
+    messages.success(
+        request, "The field is released into the bundle; build it again to include it."
+    )
+    return _back(legal)
+
+
+@require_POST
+@signed_in
+def dsr_erase_view(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Execute an approved erasure; the request page then shows the receipt."""
+    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    try:
+        access.legal_request_erase(request=legal, actor=request.user)
+    except GovernanceError as exc:
+        return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
+    messages.success(request, "Erased: the subjects' keys are destroyed. The receipt is below.")
+    return _back(legal)
