@@ -82,8 +82,9 @@ def dsr_replay(*, trace: Trace, mode: str) -> ReplayRun:
 
 
 @transaction.atomic(durable=True)
-def bundle_request(*, request: LegalRequest, actor: Any) -> LegalRequest:
-    """Queue the bundle's build (a background task); joins one already queued or running."""
+def bundle_request(*, request: LegalRequest, actor: Any, enqueue: bool = True) -> LegalRequest:
+    """Queue the bundle's build (a background task); joins one already queued or running.
+    ``enqueue=False`` leaves the build to the caller (``manage.py dsr bundle`` runs it)."""
     ledger.lock()
     request = LegalRequest.objects.select_for_update().get(pk=request.pk)
     if request.is_closed:
@@ -97,10 +98,11 @@ def bundle_request(*, request: LegalRequest, actor: Any) -> LegalRequest:
     request.bundle_state, request.bundle_done, request.bundle_total = QUEUED, 0, 0
     request.bundle_error = ""
     request.save(update_fields=["bundle_state", "bundle_done", "bundle_total", "bundle_error"])
-    from dsr.tasks import legal_request_bundle
-    from replay.background import enqueue
+    if enqueue:
+        from dsr.tasks import legal_request_bundle
+        from replay.background import enqueue as enqueue_task
 
-    enqueue(legal_request_bundle, str(request.id))
+        enqueue_task(legal_request_bundle, str(request.id))
     return request
 
 

@@ -68,7 +68,10 @@ def _summary(legal: LegalRequest) -> dict[str, Any]:
 
 
 class Command(BaseCommand):
-    help = "Legal requests: open, list, show, verify-identity, start, refuse, fulfil, approve."
+    help = (
+        "Legal requests: open, list, show, verify-identity, start, refuse, fulfil, payload, "
+        "approve, bundle, export, release, erase, verify-bundle."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -110,6 +113,35 @@ class Command(BaseCommand):
         p.add_argument("--purpose", required=True, choices=signing.DSR_PURPOSES)
         p.add_argument("--reason", default="")
         p.add_argument("--out", default=None)
+
+        p = sub.add_parser("bundle", help="build the evidence bundle now (audit replays)")
+        p.add_argument("request")
+        p.add_argument("--user", required=True)
+
+        p = sub.add_parser("export", help="write the built bundle (and its PDF), once released")
+        p.add_argument("request")
+        p.add_argument("--user", required=True)
+        p.add_argument("--out", required=True)
+        p.add_argument("--pdf", default=None, help="also write the PDF summary here")
+
+        p = sub.add_parser("release", help="an admin releases one field into the bundle")
+        p.add_argument("request")
+        p.add_argument("--user", required=True)
+        p.add_argument("--subject", required=True, help="the subject ref")
+        p.add_argument("--trace-pk", required=True, type=int)
+        p.add_argument("--location", required=True)
+        p.add_argument("--path", required=True)
+        p.add_argument("--reason", required=True)
+
+        p = sub.add_parser("erase", help="execute the approved erasure; prints the receipt")
+        p.add_argument("request")
+        p.add_argument("--user", required=True)
+
+        p = sub.add_parser("verify-bundle", help="check a bundle offline; names the first failure")
+        p.add_argument("file")
+        p.add_argument("--trust-key", action="append", default=[])
+        p.add_argument("--checkpoint", default=None)
+        p.add_argument("--json", action="store_true", dest="as_json")
 
         p = sub.add_parser("approve", help="record a signed approval document for a user")
         p.add_argument("request")
@@ -247,3 +279,84 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{purpose} of legal request {legal.id} signed by {user} (seq {approval.event_id})"
         )
+
+    def do_bundle(self, *, request: str, user: str, **_: Any) -> None:
+        from dsr import access
+
+        actor = self._user(user, roles.DSR)
+        legal = access.bundle_request(request=self._request(request), actor=actor, enqueue=False)
+        legal = access.bundle_build(request_id=legal.id)
+        self.stdout.write(
+            f"bundle of legal request {legal.id}: {legal.bundle_total} trace(s) replayed in "
+            f"audit mode, sha256:{legal.bundle_sha256} (seq {legal.export_event_id})"
+        )
+
+    def do_export(self, *, request: str, user: str, out: str, pdf: str | None, **_: Any) -> None:
+        from dsr import access
+
+        self._user(user, roles.DSR)
+        legal = self._request(request)
+        services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
+        data = access.bundle_bytes(request=legal)
+        Path(out).write_bytes(data)
+        if pdf:
+            from dsr import bundle
+            from dsr import pdf as pdf_summary
+
+            Path(pdf).write_bytes(pdf_summary.render_summary(bundle.pdf_summary(data)))
+        self.stdout.write(f"wrote {out} (sha256:{legal.bundle_sha256})")
+
+    def do_release(
+        self,
+        *,
+        request: str,
+        user: str,
+        subject: str,
+        trace_pk: int,
+        location: str,
+        path: str,
+        reason: str,
+        **_: Any,
+    ) -> None:
+        from dsr import access
+
+        actor = self._user(user, roles.PII_REVEAL)
+        release = access.field_release(
+            request=self._request(request),
+            actor=actor,
+            subject_ref=subject,
+            trace_pk=trace_pk,
+            location=location,
+            path=path,
+            reason=reason,
+        )
+        self.stdout.write(f"released {location} {path} (PII_REVEALED seq {release.event_id})")
+
+    def do_erase(self, *, request: str, user: str, **_: Any) -> None:
+        from dsr import access
+
+        actor = self._user(user, roles.DSR)
+        event = access.legal_request_erase(request=self._request(request), actor=actor)
+        self.stdout.write(json.dumps({"seq": event.seq, **event.payload}, indent=2, sort_keys=True))
+
+    def do_verify_bundle(
+        self,
+        *,
+        file: str,
+        trust_key: list[str],
+        checkpoint: str | None,
+        as_json: bool,
+        **_: Any,
+    ) -> None:
+        from dsr.bundle_cli import verify_bundle_file
+
+        status = verify_bundle_file(
+            file,
+            self.stdout,
+            trust_keys=trust_key,
+            checkpoint_path=checkpoint,
+            as_json=as_json,
+            err=self.stderr,
+        )
+        if status:
+            sys.exit(status)
