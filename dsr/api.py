@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -245,3 +246,123 @@ class LegalRequestApprovalApi(APIView):
             request=legal, purpose=purpose, approver=request.user, document=document
         )
         return Response(DsrApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
+
+
+class BundleStatusOutput(serializers.Serializer):
+    state = serializers.CharField(source="bundle_state")
+    done = serializers.IntegerField(source="bundle_done")
+    total = serializers.IntegerField(source="bundle_total")
+    error = serializers.CharField(source="bundle_error")
+    sha256 = serializers.CharField(source="bundle_sha256")
+    export_seq = serializers.IntegerField(source="export_event_id", allow_null=True)
+
+
+class LegalRequestBundleApi(APIView):
+    """GET: the bundle's build progress; POST: build it (a background task of audit replays)."""
+
+    @extend_schema(
+        operation_id="legal_request_bundle_status", responses={200: BundleStatusOutput, **ERRORS}
+    )
+    def get(self, request: Request, request_id: str) -> Response:
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        return Response(BundleStatusOutput(legal).data)
+
+    @extend_schema(
+        operation_id="legal_request_bundle_build",
+        request=None,
+        responses={202: BundleStatusOutput, **ERRORS},
+    )
+    def post(self, request: Request, request_id: str) -> Response:
+        from dsr import access
+
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = access.bundle_request(request=legal, actor=request.user)
+        legal.refresh_from_db()
+        return Response(BundleStatusOutput(legal).data, status=status.HTTP_202_ACCEPTED)
+
+
+class LegalRequestBundleFileApi(APIView):
+    """The bundle file itself, once its release is approved (four eyes)."""
+
+    @extend_schema(
+        operation_id="legal_request_bundle_file",
+        responses={(200, "application/json"): OpenApiTypes.BINARY, **ERRORS},
+    )
+    def get(self, request: Request, request_id: str) -> HttpResponse:
+        from dsr import access
+
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
+        response = HttpResponse(access.bundle_bytes(request=legal), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="evidence-bundle-{legal.id}.json"'
+        return response
+
+
+class LegalRequestReleaseApi(APIView):
+    """An admin releases one field's value into the bundle: one PII_REVEALED naming the request."""
+
+    @extend_schema_serializer(component_name="LegalRequestReleaseInput")
+    class InputSerializer(serializers.Serializer):
+        subject_ref = serializers.CharField(max_length=64)
+        trace_pk = serializers.IntegerField()
+        location = serializers.CharField(max_length=200)
+        path = serializers.CharField(max_length=2000, allow_blank=True)
+        reason = serializers.CharField(max_length=5000, allow_blank=True)
+
+    @extend_schema_serializer(component_name="LegalRequestReleaseOutput")
+    class OutputSerializer(serializers.Serializer):
+        seq = serializers.IntegerField(source="event_id")
+        subject_ref = serializers.CharField()
+        trace_pk = serializers.IntegerField()
+        location = serializers.CharField()
+        path = serializers.CharField()
+
+    @extend_schema(
+        operation_id="legal_request_release",
+        request=InputSerializer,
+        responses={201: OutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request, request_id: str) -> Response:
+        from dsr import access
+
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.PII_REVEAL)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        release = access.field_release(request=legal, actor=request.user, **data.validated_data)
+        return Response(self.OutputSerializer(release).data, status=status.HTTP_201_CREATED)
+
+
+class LegalRequestErasureApi(APIView):
+    """GET: what the erasure will destroy and what stays (or, once done, its receipt);
+    POST: execute the approved erasure and answer with the signed receipt."""
+
+    @extend_schema_serializer(component_name="LegalRequestErasureOutput")
+    class OutputSerializer(serializers.Serializer):
+        plan = serializers.JSONField(allow_null=True)
+        receipt = serializers.JSONField(allow_null=True)
+        receipt_seq = serializers.IntegerField(allow_null=True)
+
+    @extend_schema(
+        operation_id="legal_request_erasure", responses={200: OutputSerializer, **ERRORS}
+    )
+    def get(self, request: Request, request_id: str) -> Response:
+        from dsr import access, subjects_port
+
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        receipt = access.erasure_receipt(legal)
+        plan = None if receipt else subjects_port.erasure_plan(legal.subject_refs)
+        body = {"plan": plan, "receipt": receipt, "receipt_seq": legal.erasure_event_id}
+        return Response(self.OutputSerializer(body).data)
+
+    @extend_schema(
+        operation_id="legal_request_erase",
+        request=None,
+        responses={200: OutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request, request_id: str) -> Response:
+        from dsr import access
+
+        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        event = access.legal_request_erase(request=legal, actor=request.user)
+        body = {"plan": None, "receipt": event.payload, "receipt_seq": event.seq}
+        return Response(self.OutputSerializer(body).data)

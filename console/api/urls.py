@@ -99,6 +99,26 @@ urlpatterns = [
         name="api-legal-request-transition",
     ),
     path(
+        "legal-requests/<str:request_id>/bundle/",
+        dsr_api.LegalRequestBundleApi.as_view(),
+        name="api-legal-request-bundle",
+    ),
+    path(
+        "legal-requests/<str:request_id>/bundle/file/",
+        dsr_api.LegalRequestBundleFileApi.as_view(),
+        name="api-legal-request-bundle-file",
+    ),
+    path(
+        "legal-requests/<str:request_id>/releases/",
+        dsr_api.LegalRequestReleaseApi.as_view(),
+        name="api-legal-request-release",
+    ),
+    path(
+        "legal-requests/<str:request_id>/erasure/",
+        dsr_api.LegalRequestErasureApi.as_view(),
+        name="api-legal-request-erasure",
+    ),
+    path(
         "legal-requests/<str:request_id>/approvals/",
         dsr_api.LegalRequestApprovalApi.as_view(),
         name="api-legal-request-approve",
