@@ -318,6 +318,34 @@ CHECKPOINT_FAILURES: Final[dict[str, str]] = {
     CHECKPOINT_LEDGER_BROKEN: "the current ledger does not verify",
 }
 
+# --- evidence bundles: the first thing that fails when a DSR bundle is checked (dsr.bundle) ---
+BUNDLE_MALFORMED: Final = "BUNDLE_MALFORMED"
+BUNDLE_MEMBER_MISSING: Final = "BUNDLE_MEMBER_MISSING"
+BUNDLE_MEMBER_EXTRA: Final = "BUNDLE_MEMBER_EXTRA"
+BUNDLE_MEMBER_HASH: Final = "BUNDLE_MEMBER_HASH"
+BUNDLE_SIGNATURE: Final = "BUNDLE_SIGNATURE"
+BUNDLE_UNTRUSTED_KEY: Final = "BUNDLE_UNTRUSTED_KEY"
+BUNDLE_EVENT_HASH: Final = "BUNDLE_EVENT_HASH"
+BUNDLE_EVENT_SIGNATURE: Final = "BUNDLE_EVENT_SIGNATURE"
+BUNDLE_CHAIN: Final = "BUNDLE_CHAIN"
+
+BUNDLE_FAILURES: Final[dict[str, str]] = {
+    BUNDLE_MALFORMED: "the file is not a bundle: too large, not canonical JSON, or a part of it"
+    " is missing or of the wrong shape",
+    BUNDLE_MEMBER_MISSING: "a member the manifest lists is not in the bundle",
+    BUNDLE_MEMBER_EXTRA: "the bundle holds a member the manifest does not list",
+    BUNDLE_MEMBER_HASH: "a member's sha256 or size differs from the manifest's",
+    BUNDLE_SIGNATURE: "the server's signature over the manifest does not verify with the key"
+    " the manifest names, or the key id is not that key's",
+    BUNDLE_UNTRUSTED_KEY: "the bundle is signed by a key that is not the trusted key (or not the"
+    " key of the trusted checkpoint)",
+    BUNDLE_EVENT_HASH: "a ledger event's hash does not recompute from its prev_hash and body",
+    BUNDLE_EVENT_SIGNATURE: "a ledger event's server or actor signature does not verify, or its"
+    " server key is unknown or was not effective when the event was created",
+    BUNDLE_CHAIN: "the ledger events are out of order, repeated, not linked by prev_hash where"
+    " consecutive, or disagree with the ledger checkpoint in the bundle",
+}
+
 
 class GovernanceError(Exception):
     """A governance action refused with one code from this module and an exact message."""

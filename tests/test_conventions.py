@@ -50,6 +50,7 @@ PURE_CORE = [
     "governance/signing.py",
     "governance/reconcile.py",
     "governance/roles.py",
+    "dsr/bundle.py",
 ]
 
 
