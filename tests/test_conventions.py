@@ -51,6 +51,8 @@ PURE_CORE = [
     "governance/reconcile.py",
     "governance/roles.py",
     "dsr/bundle.py",
+    "dsr/bundle_cli.py",
+    "dsr/pdf.py",
 ]
 
 
