@@ -260,14 +260,14 @@ def build_bundle(inputs: BundleInputs, sign: Sign) -> bytes:
         raise ValueError("subject_refs must be non-empty strings")
     signing.parse_time(inputs.created_at)
     members = _members(inputs)
-    encoded: dict[str, Any] = {}
+    encoded: dict[str, bytes] = {}
     listed = []
     for name, value in members:
         try:
             raw = jcs(value)
         except CanonicalError as exc:
             raise ValueError(f"member {name} is not canonical JSON: {exc}") from None
-        encoded[name] = value
+        encoded[name] = raw
         listed.append({"name": name, "sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)})
     key_id, public_hex, _ = sign(KEY_PROBE)
     manifest = {
@@ -282,9 +282,45 @@ def build_bundle(inputs: BundleInputs, sign: Sign) -> bytes:
     signed_key_id, signed_public, signature = sign(jcs(manifest))
     if (signed_key_id, signed_public) != (key_id, public_hex):
         raise ValueError("the signer changed keys between its two calls")
-    return jcs(
-        {"format": BUNDLE_FORMAT, "manifest": manifest, "members": encoded, "signature": signature}
+    return _envelope(BUNDLE_FORMAT, manifest, encoded, signature)
+
+
+_ENVELOPE_KEYS: Final = frozenset(("format", "manifest", "members", "signature"))
+
+
+def _envelope(format_: Any, manifest: Any, members: Mapping[str, bytes], signature: Any) -> bytes:
+    """``jcs`` of a bundle's value, from its members' canonical bytes (each written once).
+
+    The envelope's keys are ASCII and so are member names (the caller checks), so ``sorted``
+    is RFC 8785's order (UTF-16 code units).
+    """
+    body = b",".join(jcs(name) + b":" + members[name] for name in sorted(members))
+    return b"".join(
+        (
+            b'{"format":',
+            jcs(format_),
+            b',"manifest":',
+            jcs(manifest),
+            b',"members":{',
+            body,
+            b'},"signature":',
+            jcs(signature),
+            b"}",
+        )
     )
+
+
+def _canonical(doc: Any) -> tuple[bytes, dict[str, bytes] | None]:
+    """``jcs(doc)``, and each member's canonical bytes when ``doc`` has a bundle's shape."""
+    if (
+        isinstance(doc, dict)
+        and set(doc) == _ENVELOPE_KEYS
+        and isinstance(doc["members"], dict)
+        and all(name.isascii() for name in doc["members"])
+    ):
+        members = {name: jcs(value) for name, value in doc["members"].items()}
+        return _envelope(doc["format"], doc["manifest"], members, doc["signature"]), members
+    return jcs(doc), None
 
 
 # --- verify ---------------------------------------------------------------------------------
@@ -354,7 +390,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _parse(data: bytes, max_bytes: int) -> Any:
+def _parse(data: bytes, max_bytes: int) -> tuple[Any, dict[str, bytes] | None]:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise _malformed("file", "a bundle is bytes")
     data = bytes(data)
@@ -366,7 +402,7 @@ def _parse(data: bytes, max_bytes: int) -> Any:
     except ReplayError as exc:
         raise _malformed("file", exc.message) from None
     try:
-        canonical = jcs(doc)
+        canonical, member_bytes = _canonical(doc)
     except CanonicalError as exc:
         raise _malformed("file", f"not RFC 8785 canonical JSON: {exc}") from None
     if canonical != data:
@@ -377,7 +413,7 @@ def _parse(data: bytes, max_bytes: int) -> Any:
         raise _malformed(
             f"byte {at}", "not in RFC 8785 canonical form (a bundle is exactly jcs of its value)"
         )
-    return doc
+    return doc, member_bytes
 
 
 def _manifest(doc: Any) -> dict[str, Any]:
@@ -521,7 +557,9 @@ def _trust(
     return None
 
 
-def _check_members(doc: dict[str, Any], manifest: dict[str, Any]) -> None:
+def _check_members(
+    doc: dict[str, Any], manifest: dict[str, Any], member_bytes: Mapping[str, bytes]
+) -> None:
     present = doc["members"]
     for i, entry in enumerate(manifest["members"]):
         name = entry["name"]
@@ -529,7 +567,7 @@ def _check_members(doc: dict[str, Any], manifest: dict[str, Any]) -> None:
             raise _Fail(
                 codes.BUNDLE_MEMBER_MISSING, name, f"manifest.members[{i}] lists {name}; absent"
             )
-        raw = jcs(present[name])
+        raw = member_bytes[name]
         digest = hashlib.sha256(raw).hexdigest()
         if digest != entry["sha256"] or len(raw) != entry["size"]:
             raise _Fail(
@@ -739,7 +777,7 @@ def verify_bundle(
     """
     found: dict[str, Any] = {}
     try:
-        doc = _parse(data, max_bytes)
+        doc, member_bytes = _parse(data, max_bytes)
         manifest = _manifest(doc)
         found.update(
             key_id=manifest["server_key"]["key_id"],
@@ -753,7 +791,9 @@ def verify_bundle(
         _check_signature(doc, manifest)
         trust = _trust(manifest, trusted_keys, checkpoint)
         found.update(trusted=trust is not None, trust=trust)
-        _check_members(doc, manifest)
+        if member_bytes is None:  # a member name that is not ASCII: never one a bundle lists
+            member_bytes = {name: jcs(value) for name, value in doc["members"].items()}
+        _check_members(doc, manifest, member_bytes)
         found["traces"] = _check_summary(doc["members"], manifest)
         found["events"] = _check_events(doc["members"])
     except _Fail as fail:

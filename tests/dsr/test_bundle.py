@@ -310,6 +310,12 @@ def test_it_names_an_extra_member():
     )
 
 
+def test_it_names_an_extra_member_whose_name_is_not_ascii():
+    check = bundle.verify_bundle(b.edit(BUNDLE, lambda d: d["members"].update({"é.json": 1})))
+
+    assert (check.code, check.where) == (codes.BUNDLE_MEMBER_EXTRA, "é.json")
+
+
 def _tampered_event(rows):
     record = bundle.event_record(rows[2])
     record["payload"] = {**record["payload"], "n": 99}
@@ -487,3 +493,39 @@ def test_it_refuses_a_signer_that_changes_keys():
     with pytest.raises(ValueError, match="the signer changed keys"):
         bundle.build_bundle(b.inputs(), fickle)
     assert calls[0] == bundle.KEY_PROBE
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _paths(child, (*prefix, i))
+
+
+PATHS = [p for p in _paths(json.loads(SMALL)) if p]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PATHS), JSON)
+def test_a_signed_bundle_of_any_shape_is_checked_without_crashing(path, value):
+    def change(doc):
+        node = doc
+        for step in path[:-1]:
+            node = node[step]
+        node[path[-1]] = value
+
+    check = bundle.verify_bundle(b.edit(SMALL, change, resign=True))
+
+    assert check.ok or check.code in codes.BUNDLE_FAILURES
