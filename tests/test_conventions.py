@@ -53,6 +53,7 @@ PURE_CORE = [
     "dsr/bundle.py",
     "dsr/bundle_cli.py",
     "dsr/pdf.py",
+    "replay/retention.py",
 ]
 
 
