@@ -24,6 +24,7 @@ from console.env import (
     parse_trusted_proxies,
 )
 from console.files import private_dir, private_file, private_sqlite, private_write
+from replay.retention import policy_from_setting as _retention_policy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = private_dir(Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var"))))
@@ -291,6 +292,21 @@ CELERY_BEAT_SCHEDULE = {
         "task": "console.tasks.drift_sample",
         "schedule": float(env_int("REPLAY_DRIFT_SAMPLE_EVERY_SECONDS", 6 * 3600)),
     },
+}
+
+# --- retention (governance.retention: `manage.py retention run`, and beat below) -----------
+# REPLAY_RETENTION_JSON: {"default": days|null, "verdict": {...}, "format": {...}}; unset keeps
+# everything forever. Checked here, so a policy that is not one stops the start-up.
+try:
+    REPLAY_RETENTION = json.loads(env_str("REPLAY_RETENTION_JSON", "null"))
+    _retention_policy(REPLAY_RETENTION)
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"REPLAY_RETENTION_JSON: {_exc}") from None
+# dotted paths of functions traces -> {pk: why kept} (governance.retention.hold_register)
+REPLAY_RETENTION_HOLDS = env_list("REPLAY_RETENTION_HOLDS", [])
+CELERY_BEAT_SCHEDULE["retention-run"] = {
+    "task": "governance.tasks.retention_run",
+    "schedule": float(env_int("REPLAY_RETENTION_EVERY_SECONDS", 24 * 3600)),
 }
 
 # --- security ------------------------------------------------------------------------------

@@ -534,7 +534,13 @@ def replay_run_execute(
         erased=blob_erased(trace.blob.sha256),
     )
     fmt = formats().get(trace.format)
-    if fmt is None:
+    if trace.expired_at is not None:  # a tombstone: its content is gone (replay.expiry)
+        from replay.expiry import expired_message
+
+        report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
+        report.checks.append(engine.Check("retention", False, expired_message(trace)))
+        report.fail(errors.TRACE_EXPIRED, expired_message(trace))
+    elif fmt is None:
         report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
         message = (
             f"the format {trace.format!r} is not registered on this server; supported: "
