@@ -142,6 +142,7 @@ class NativeFormat:
             progress=ctx.progress,
             workers=ctx.workers,
             file_id=ctx.file_id,
+            erased=ctx.erased,
         )
 
     replay = verify
