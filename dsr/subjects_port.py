@@ -1,37 +1,17 @@
-"""The one place the DSR workflow turns subject identifiers into opaque subject refs.
+"""The one place the DSR workflow reaches the ``privacy`` app (issue 14, D2): subject refs,
+the subject index, the subjects' values, the erasure plan and the shredding.
 
-The ``privacy`` app (issue 14, D2) owns subjects: ``privacy.subjects.ref_for(identifier)``
-normalises an identifier, keeps it only encrypted under the subject's own key, and returns an
-opaque ref. Until that app is installed, refs are derived here with a keyed HMAC (the server's
-SECRET_KEY) over the normalised identifier, so an identifier is never stored or logged in
-clear either way. Wiring the real function is the one line in :func:`refs_for`.
+``privacy.subjects.ref_for(identifier)`` normalises an identifier, keeps it only encrypted
+under the subject's own key (plus a keyed lookup digest), and returns an opaque ref: the
+workflow never stores, logs or puts an identifier in a ledger payload.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.apps import apps
-from django.conf import settings
-
-REF_PREFIX = "subj_"
-
-
-def normalise(identifier: str) -> str:
-    """Strip; an e-mail address is compared lower-cased (privacy.subjects does the same)."""
-    text = identifier.strip()
-    return text.lower() if "@" in text else text
-
-
-def _derived_ref(identifier: str) -> str:
-    digest = hmac.new(
-        settings.SECRET_KEY.encode(), b"dsr-subject:" + normalise(identifier).encode(), "sha256"
-    ).digest()
-    return REF_PREFIX + base64.b32encode(hashlib.sha256(digest).digest()).decode()[:26]
 
 
 def privacy_installed() -> bool:
@@ -39,9 +19,7 @@ def privacy_installed() -> bool:
 
 
 def ref_for(identifier: str) -> str:
-    if not privacy_installed():
-        return _derived_ref(identifier)
-    from privacy.subjects import ref_for as privacy_ref_for  # D2: the single source of refs
+    from privacy.subjects import ref_for as privacy_ref_for  # the single source of refs
 
     return privacy_ref_for(identifier)
 
