@@ -281,7 +281,10 @@ def legal_request_fulfil(*, request: LegalRequest, actor: Any) -> LegalRequest:
     request = _locked(request)
     if request.state != LegalRequest.State.IN_PROGRESS:
         raise _state_error(request, "be fulfilled")
-    if request.wants_access and request.export_event_id is None:
+    if request.wants_access and (
+        request.export_event_id is None
+        or not approval_status(request=request, purpose=signing.DSR_RELEASE).complete
+    ):
         raise _state_error_msg(request, "evidence bundle is built and its release approved")
     if request.wants_erasure and request.erasure_event_id is None:
         raise _state_error_msg(request, "erasure is executed")
