@@ -263,5 +263,37 @@ def test_roles_without_dsr_cannot_build_download_release_or_erase(name, traces):
         (reverse("api-legal-request-bundle", args=[legal.id]), "post"),
         (reverse("api-legal-request-erasure", args=[legal.id]), "post"),
         (reverse("api-legal-request-release", args=[legal.id]), "post"),
+        (reverse("api-legal-request-bundle", args=[legal.id]), "get"),
+        (reverse("api-legal-request-bundle-file", args=[legal.id]), "get"),
+        (reverse("api-legal-request-erasure", args=[legal.id]), "get"),
     ):
         assert getattr(client, method)(url).status_code == 403, url
+
+
+@pytest.mark.parametrize("name", ["lena", "adam"])
+def test_legal_and_admin_read_the_bundle_status_and_the_erasure_plan(name, traces):
+    legal = opened()
+    client = client_for(name)
+    status = client.get(reverse("api-legal-request-bundle", args=[legal.id]))
+    assert status.status_code == 200
+    assert status.json()["state"] == ""
+    plan = client.get(reverse("api-legal-request-erasure", args=[legal.id])).json()
+    assert plan["receipt"] is None
+    assert plan["plan"]["subjects"] == legal.subject_refs
+    assert {t["file_sha256"] for t in plan["plan"]["traces"]} == {t.blob.sha256 for t in traces}
+    assert ADA not in json.dumps(plan)
+    release = client.post(
+        reverse("api-legal-request-release", args=[legal.id]),
+        {
+            "subject_ref": legal.subject_refs[0],
+            "trace_pk": 0,
+            "location": "x",
+            "path": "",
+            "reason": "r",
+        },
+        content_type="application/json",
+    )
+    if name == "lena":
+        assert release.status_code == 403
+    else:
+        assert (release.status_code, release.json()["error_code"]) == (400, codes.DSR_INVALID)
