@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import roles
@@ -53,6 +54,7 @@ def dsr_list_view(request: HttpRequest) -> HttpResponse:
     )
 
 
+@sensitive_post_parameters("identifiers")
 @signed_in
 @require_http_methods(["GET", "POST"])
 def dsr_open_view(request: HttpRequest) -> HttpResponse:
