@@ -60,7 +60,14 @@ from replay.canonical import CanonicalError, js_sorted
 from replay.diff import MISSING, diff
 from replay.engine import AUDIT, PRODUCTION, TAMPER_DETECTED, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import check_shape, loads_strict
+from replay.formats.jsonstrict import check_shape, loads_compact, shape_is_bounded
+
+try:  # accelerator for hash checks; see hash_matches for why its answer is exact
+    import orjson as _orjson
+
+    _SORT = _orjson.OPT_SORT_KEYS
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _orjson = None  # type: ignore[assignment]
 
 FORMAT = "verist-snapshot"
 BASELINE_FORMAT = "verist-baseline@1"
@@ -157,6 +164,28 @@ def hash_value(value: Any) -> str:
     return "sha256:" + hashlib.sha256(js_sorted(value)).hexdigest()
 
 
+def hash_matches(value: Any, recorded: str) -> tuple[bool, str]:
+    """Whether ``hash_value(value) == recorded``, and the observed hash when it is not.
+
+    Shortcut, proven rather than assumed: when the SHA-256 of ``orjson``'s sorted-keys
+    bytes ``B`` of ``value`` is the recorded hash, then ``B`` is the very text Verist
+    hashed (SHA-256 is collision resistant), i.e. a canonical ``JSON.stringify`` output;
+    ``value`` is what parsing ``B`` gives back (``orjson`` writes values that read back
+    unchanged, types included), and canonicalising a canonical text gives that text again,
+    so ``js_sorted(value) == B``. Any other outcome (another order for integer-like or
+    astral keys, another number spelling, a value ``orjson`` refuses) takes the exact path.
+    """
+    if _orjson is not None:
+        try:
+            fast = "sha256:" + hashlib.sha256(_orjson.dumps(value, option=_SORT)).hexdigest()
+        except (_orjson.JSONEncodeError, TypeError):
+            fast = ""
+        if fast == recorded:
+            return True, recorded
+    observed = hash_value(value)
+    return observed == recorded, observed
+
+
 def capture_artifact(kind: str, content: Any, *, hash_only: bool = False) -> dict[str, Any]:
     """Verist's ``captureArtifact``: ``{hash, kind, content}``, or ``{hash, kind}``."""
     artifact: dict[str, Any] = {"hash": hash_value(content), "kind": kind}
@@ -199,8 +228,9 @@ def parse(data: bytes, *, where: str = "snapshot") -> VeristFile:
         raise ReplayError(
             errors.MALFORMED_TRACE, f"{where}: larger than {MAX_SNAPSHOT_BYTES} bytes"
         )
-    doc = loads_strict(data, where=where)
-    check_shape(doc, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
+    doc = loads_compact(data, where=where)
+    if not shape_is_bounded(data, max_depth=MAX_DEPTH, max_string=MAX_STRING):
+        check_shape(doc, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
     if not isinstance(doc, dict):
         raise _bad(where, f"expected a JSON object, got {_type_name(doc)}")
     if "format" in doc:
@@ -289,10 +319,6 @@ def _snapshot(doc: dict[str, Any], where: str, *, baseline: bool) -> dict[str, A
             raise _bad(
                 f"{at}.hash", f"expected sha256:<64 lower-case hex>, got {artifact['hash'][:80]!r}"
             )
-    try:  # e.g. a lone surrogate or an integer past 2**1024: hashValue cannot write it
-        js_sorted(doc)
-    except CanonicalError as exc:
-        raise _bad(where, f"not a value hashValue can hash: {exc}") from None
     if baseline:  # the Verist CLI's readBaseline invariants
         kinds = [a["kind"] for a in doc["artifacts"]]
         outputs, commands = kinds.count(STEP_OUTPUT), kinds.count(STEP_COMMANDS)
@@ -397,15 +423,49 @@ class VeristStep:
         return self.run(step_input)
 
 
+_PARTIALS: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
+
+
 def _partial(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A schema with nothing required at the top level (zod's ``.partial()``)."""
-    return {k: v for k, v in schema.items() if k != "required"}
+    """A schema with nothing required at the top level (zod's ``.partial()``), made once per
+    schema object."""
+    held = _PARTIALS.get(id(schema))
+    if held is None or held[0] is not schema:
+        held = (schema, {k: v for k, v in schema.items() if k != "required"})
+        if len(_PARTIALS) < 1024:
+            _PARTIALS[id(schema)] = held
+    return held[1]
+
+
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any, Any]] = {}
+
+
+def _validators(schema: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(a compiled check, the explaining validator) per schema object, made once; the schema
+    is kept with them, so its id stays its own. Schemas are JSON Schema draft-07."""
+    held = _VALIDATORS.get(id(schema))
+    if held is None or held[0] is not schema:
+        import fastjsonschema
+        from jsonschema import Draft7Validator
+
+        held = (schema, fastjsonschema.compile(dict(schema)), Draft7Validator(schema))
+        if len(_VALIDATORS) < 1024:
+            _VALIDATORS[id(schema)] = held
+    return held[1], held[2]
 
 
 def _violations(schema: Mapping[str, Any], value: Any) -> list[str]:
-    from jsonschema import Draft202012Validator
+    """Every violation of ``schema`` by ``value`` (none: ``[]``). ``fastjsonschema`` decides
+    quickly; ``jsonschema`` words every violation when there are some."""
+    import fastjsonschema
 
-    validator = Draft202012Validator(schema)
+    check, validator = _validators(schema)
+    try:
+        check(value)
+    except fastjsonschema.JsonSchemaValueException:
+        pass
+    else:
+        return []
     found = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     return [
         f"{'/' + '/'.join(str(p) for p in e.absolute_path) if e.absolute_path else '/'}: "
@@ -542,9 +602,28 @@ def verify(
         )
     )
 
+    try:
+        return _checked(report, parsed, mode, registry, options)
+    except CanonicalError as exc:  # a value hashValue cannot write (the parse refuses most)
+        message = f"snapshot: not a value hashValue can hash: {exc}"
+        report.checks = [Check("format", False, message)]
+        report.divergences = []
+        return _fail(report, errors.MALFORMED_TRACE, message)
+
+
+def _checked(
+    report: VeristReport,
+    parsed: VeristFile,
+    mode: str,
+    registry: Any,
+    options: RecomputeOptions,
+) -> VeristReport:
+    s = parsed.snapshot
+    checks = report.checks
+
     # 3. input hash (Verist's recompute checks it before anything runs)
-    observed = hash_value(s["input"])
-    if observed != s["inputHash"]:
+    same, observed = hash_matches(s["input"], s["inputHash"])
+    if not same:
         message = f"Input hash mismatch: expected {s['inputHash']}, got {observed}"
         checks.append(Check("input_hash", False, message))
         return _fail(
@@ -563,8 +642,8 @@ def verify(
         if "content" not in artifact:
             hash_only.append(f"artifacts/{i} ({artifact['kind']})")
             continue
-        got = hash_value(artifact["content"])
-        if got != artifact["hash"]:
+        same, got = hash_matches(artifact["content"], artifact["hash"])
+        if not same:
             message = (
                 f"Artifact hash mismatch at artifacts/{i} ({artifact['kind']}): expected "
                 f"{artifact['hash']}, got {got}"
@@ -606,8 +685,7 @@ def verify(
             Check(
                 "output",
                 True,
-                "loadOutput returns the step-output content (replay returns it byte-identical: "
-                f"{len(js_sorted(content))} bytes)",
+                "loadOutput returns the step-output content (what replay returns, as captured)",
             )
         )
     report.replayable = loaded

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,29 @@ def test_the_node_reference_regenerates_the_same_goldens(tmp_path):
     )
     for made in sorted(tmp_path.glob("*.json")):
         assert made.read_bytes() == (HERE / made.name).read_bytes(), made.name
+
+
+def test_the_fast_hash_check_falls_back_to_the_exact_one_where_orjson_spells_otherwise():
+    # orjson writes 100.0 and 1e21 where JSON.stringify writes 100 and 1e+21, and sorts the
+    # keys "10" and "2" by code point where a JS object lists integer keys first
+    for value in ({"n": 100.0}, {"n": 1e21}, {"10": 1, "2": 2}, {"a": "\U0001f600", "\uff5e": 1}):
+        digest = vs.hash_value(value)
+        assert vs.hash_matches(value, digest) == (True, digest)
+        assert vs.hash_matches(value, INPUT_HASH) == (False, digest)
+    assert vs.hash_value({"n": 100.0}) == vs.hash_value({"n": 100})
+
+
+def test_the_bench_script_runs_on_a_few_generated_files():
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_format_verist.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--files", "40", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "node hashValue (reference)" in done.stdout
+    assert "console verify (+ loadOutput, recompute)" in done.stdout
 
 
 # --- passes ----------------------------------------------------------------------------------
@@ -362,7 +386,12 @@ def test_validate_gates_the_input_on_its_schema():
 
 
 def test_the_output_schema_is_observational_and_strict_output_uses_the_full_one():
-    schema = {**vs.REFERENCE_STEP.output_schema, "required": ["summary"]}
+    base = vs.REFERENCE_STEP.output_schema
+    schema = {
+        **base,
+        "properties": {**base["properties"], "summary": {"type": "string"}},
+        "required": ["summary"],
+    }
     step = vs.VeristStep(vs.reference_extract, output_schema=schema)
     partial = verify("pass.snapshot.json", registry=_registry_with(step))
     assert partial["status"] == "ok"
