@@ -14,7 +14,10 @@ Run: ``.venv/bin/python bench/bench_format_verist.py [--files N] [--repeat R] [-
    - ``console hashes``: the console's parse (strict, bounded, every field checked) and the
      same hash checks (``replay.formats.verist.verify`` with no step registered);
    - ``console verify``: all of ``verify``: the hash checks, ``loadOutput`` and the recompute
-     of each step with its registered function, its schemas and the output/commands diffs.
+     of each step with its registered function, its schemas and the output/commands diffs;
+   - ``console verify, exact js_sorted path only``: the same with the ``orjson`` shortcut of
+     ``verist.hash_matches`` switched off (the worst case: what a file whose integer-like keys
+     or numbers ``orjson`` spells otherwise costs).
 
 Prints files/s for each, the ratio console/node, the peak traced Python allocation of one
 extra console pass (tracemalloc) and the peak RSS of both processes.
@@ -87,6 +90,15 @@ def main() -> None:
         assert all(ok == len(files) for _, ok in hashes + whole)
         best_hashes = min(s for s, _ in hashes)
         best_whole = min(s for s, _ in whole)
+        # the worst case: every hash through the exact js_sorted writer (no orjson shortcut,
+        # as for a value whose integer-like keys or numbers orjson spells otherwise)
+        shortcut, verist._orjson = verist._orjson, None
+        try:
+            exact = [console_pass(files, full) for _ in range(args.repeat)]
+        finally:
+            verist._orjson = shortcut
+        assert all(ok == len(files) for _, ok in exact)
+        best_exact = min(s for s, _ in exact)
 
         tracemalloc.start()
         console_pass(files, full)
@@ -98,6 +110,7 @@ def main() -> None:
         ("node hashValue (reference)", best_node),
         ("console hashes (parse + hashValue checks)", best_hashes),
         ("console verify (+ loadOutput, recompute)", best_whole),
+        ("console verify, exact js_sorted path only", best_exact),
     ]
     print(f"{'what':<44} {'files/s':>10} {'x node':>8}")
     for name, seconds in rows:
