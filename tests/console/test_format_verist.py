@@ -243,3 +243,29 @@ def test_a_hash_only_output_is_not_comparable_and_says_so(as_persona):
         '<td class="path"><code>/output</code></td><td>not comparable</td><td><code>—</code></td>'
         "<td><code>outputDiff is undefined</code></td>"
     ) in body
+
+
+def test_a_recomputed_divergence_is_a_replay_divergence_event():
+    trace = ingest(FIXTURES / "rehashed_output.snapshot.json")
+    assert (trace.last_status, trace.ingest_report["error_code"]) == (
+        "diverged",
+        "REPLAY_DIVERGENCE",
+    )
+    run = governed(trace)
+    assert (run.status, run.error_code, run.report["broke_at"]) == (
+        "diverged",
+        "REPLAY_DIVERGENCE",
+        "/output/flagged",
+    )
+    event = GovernanceEvent.objects.get(type="REPLAY_DIVERGENCE")
+    assert (event.payload["step"], event.payload["path"], event.payload["divergences"]) == (
+        "extract",
+        "/output/flagged",
+        1,
+    )
+    assert not GovernanceEvent.objects.filter(type="INTEGRITY_FAILURE").exists()
+
+
+def test_ingest_takes_the_declared_format(capsys):
+    call_command("ingest", str(PASS), "--format", VERIST)
+    assert capsys.readouterr().out.endswith(f" {VERIST} replayable ok\n")
