@@ -756,6 +756,9 @@ def _recompute(
     )
     old_commands, source = recorded_commands(s)
     commands_diff = _diff_result(old_commands, new_commands)
+    found = _first(s, STEP_OUTPUT)
+    if recorded is MISSING and found is not None and isinstance(result, Mapping):
+        notes.append(_hash_only_note(found[1]["hash"], result, _first(s, STEP_COMMANDS)))
     report.verist["outputDiff"] = output_diff
     report.verist["commandsDiff"] = commands_diff
     for name, d in (("output", output_diff), ("commands", commands_diff)):
@@ -789,6 +792,21 @@ def _recompute(
         return report
     checks.append(Check("recompute", True, detail))
     return report
+
+
+def _hash_only_note(recorded: str, result: Mapping[str, Any], commands: Any) -> str:
+    """Whether the recomputed step-output (``{output, events}`` as core captures it, or with
+    ``commands`` when the snapshot has no step-commands artifact) hashes to a hash-only
+    step-output's hash: the output cannot be loaded, but it can still be checked."""
+    shapes = [{k: result[k] for k in ("output", "events") if k in result}]
+    if commands is None and "commands" in result:
+        shapes.append({k: result[k] for k in ("output", "events", "commands") if k in result})
+    if any(hash_matches(shape, recorded)[0] for shape in shapes):
+        return f"the recomputed step-output hashes to the hash-only artifact's {recorded}"
+    return (
+        f"the recomputed step-output does not hash to the hash-only artifact's {recorded}: "
+        "the output differs from the captured one (or was captured in another shape)"
+    )
 
 
 def _said(d: dict[str, Any] | None, unavailable: str) -> str:

@@ -291,9 +291,22 @@ def test_a_hash_only_output_cannot_be_loaded_and_the_report_says_so():
         "not re-hashed and not loadable): artifacts/0 (step-output)"
     )
     assert checks["output"] == f"not loadable: {why}; replay cannot return it"
+    assert checks["recompute"].endswith(
+        "the recomputed step-output hashes to the hash-only artifact's " + OUTPUT_HASH
+    )
     assert report["verist"]["outputDiff"] is None
     ok, content, message = vs.load_output(doc("hash_only.snapshot.json"))
     assert (ok, content, message) == (False, None, why)
+
+
+def test_a_hash_only_output_that_the_step_does_not_reproduce_is_said_so():
+    other = vs.VeristStep(lambda i: {**vs.reference_extract(i), "events": []})
+    report = verify("hash_only.snapshot.json", registry=_registry_with(other))
+    assert report["status"] == "ok"
+    assert report["checks"][-1]["detail"].endswith(
+        f"the recomputed step-output does not hash to the hash-only artifact's {OUTPUT_HASH}: "
+        "the output differs from the captured one (or was captured in another shape)"
+    )
 
 
 def test_a_production_replay_refuses_a_hash_only_output():
