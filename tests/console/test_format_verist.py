@@ -269,3 +269,25 @@ def test_a_recomputed_divergence_is_a_replay_divergence_event():
 def test_ingest_takes_the_declared_format(capsys):
     call_command("ingest", str(PASS), "--format", VERIST)
     assert capsys.readouterr().out.endswith(f" {VERIST} replayable ok\n")
+
+
+def test_the_api_verifies_a_tampered_snapshot_without_storing_it(as_persona):
+    response = as_persona("alice").post(
+        "/api/traces/verify/",
+        {"file": SimpleUploadedFile(TAMPERED.name, TAMPERED.read_bytes())},
+    )
+    assert response.status_code == 200
+    body = response.json()
+    report = body["report"]
+    assert (body["format"], body["stored"], report["status"], report["error_code"]) == (
+        VERIST,
+        False,
+        "tamper_detected",
+        INPUT_HASH_MISMATCH,
+    )
+    assert (report["broke_at"], report["expected"], report["verist"]["code"]) == (
+        "inputHash",
+        INPUT_HASH,
+        "input_hash_mismatch",
+    )
+    assert Trace.objects.count() == 0
