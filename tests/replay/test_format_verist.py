@@ -559,6 +559,22 @@ def test_malformed_input_is_refused_with_where_and_what(data, message):
     )
     assert report["checks"] == [{"name": "format", "ok": False, "detail": message}]
     assert report["verist"]["code"] == "malformed_snapshot"
+    # the field is broke_at; the JSON reader's own refusals name a line and column instead
+    if message.startswith("Unsupported baseline format"):
+        assert report["broke_at"] == "format"
+    elif any(s in message for s in ("truncated JSON", "duplicate key", "nesting deeper")):
+        assert report["broke_at"] is None
+    else:
+        assert report["broke_at"] == message.split(": ")[0]
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_parsed(monkeypatch):
+    monkeypatch.setattr(vs, "MAX_SNAPSHOT_BYTES", 100)
+    report = verify("pass.snapshot.json")
+    assert (report["error_code"], report["message"]) == (
+        MALFORMED_TRACE,
+        "snapshot: larger than 100 bytes",
+    )
 
 
 # --- detection, the format interface and `verify` -------------------------------------------
