@@ -34,10 +34,14 @@ keeps Verist's own word for it (``report.verist["code"]``) beside the console's 
 6. ``recompute``: when a step function is registered under
    ``<workflowId>/<stepName>@<workflowVersion>`` (:mod:`replay.registry`), the step is run
    again on the input with Verist's options (``validate``: the input schema is a strict gate,
-   the output schema observational; ``strictOutput``: the full output schema instead of the
-   partial one; ``captureArtifacts``: the recomputed output captured as a ``step-output``
-   artifact), and its output and commands are diffed against the recorded ones ->
-   ``REPLAY_DIVERGENCE`` with every differing path (``/output/...``, ``/commands/...``).
+   ``MALFORMED_TRACE`` at ``input``, the output schema observational; ``strictOutput``: the
+   full output schema instead of the partial one; ``captureArtifacts``: the recomputed
+   output captured as a ``step-output`` artifact), and its output and commands are diffed
+   against the recorded ones ->
+   ``REPLAY_DIVERGENCE`` with every differing path (``/output/...``, ``/commands/...``);
+   a step that raises is ``REPLAY_DIVERGENCE`` too (Verist ``execution_failed``). A
+   hash-only step-output is checked against the hash of the recomputed ``{output, events}``
+   (said in the check, not a verdict).
 
 Fields the hashes do not protect (:data:`UNPROTECTED_FIELDS`): ``workflowId``,
 ``workflowVersion``, ``stepName``, ``capturedAt``, each artifact's ``kind``, and the
