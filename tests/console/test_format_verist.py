@@ -291,3 +291,13 @@ def test_the_api_verifies_a_tampered_snapshot_without_storing_it(as_persona):
         "input_hash_mismatch",
     )
     assert Trace.objects.count() == 0
+
+
+def test_the_trace_page_of_a_tampered_snapshot_says_it_in_both_vocabularies(as_persona):
+    trace = ingest(TAMPERED)
+    body = as_persona("alice").get(f"/traces/{trace.blob.sha256}/").content.decode()
+    assert (
+        '<span class="badge verdict-tamper_detected">tamper_detected</span> '
+        '<code class="code">INPUT_HASH_MISMATCH</code> (Verist: <code>input_hash_mismatch</code>)'
+        f" Input hash mismatch: expected {INPUT_HASH}, got sha256:"
+    ) in body
