@@ -73,6 +73,8 @@ class VerifyContext:
     excluded: tuple[str, ...] = ()
     max_input_bytes: int | None = None
     contract: Any = None
+    #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
+    capabilities: Any = None
 
 
 @dataclass
