@@ -35,8 +35,10 @@ from replay import errors
 from replay.errors import ReplayError
 
 SUFFIXES = (".tar.gz", ".tgz", ".zip")
-#: Tar headers, padding and the end-of-archive blocks on top of the members' own bytes.
+#: Tar headers and padding on top of each member's own bytes, and the end-of-archive blocks
+#: padded to a 20-block record.
 _TAR_OVERHEAD_PER_ENTRY = 3 * 512
+_TAR_RECORD = 20 * 512
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def read_archive(
 
 def _inflate_gzip(data: bytes, filename: str, limits: ArchiveLimits) -> bytes:
     """The gzip stream inflated, never beyond the limits (a bomb stops here)."""
-    cap = limits.max_total_bytes + _TAR_OVERHEAD_PER_ENTRY * (limits.max_entries + 1)
+    cap = limits.max_total_bytes + _TAR_OVERHEAD_PER_ENTRY * limits.max_entries + _TAR_RECORD
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         out = inflater.decompress(data, cap + 1)
@@ -206,10 +208,13 @@ def _read_tar_gz(data: bytes, filename: str, limits: ArchiveLimits) -> dict[str,
 
 
 def _zip_kind(info: zipfile.ZipInfo) -> str:
+    """What a zip entry is: its Unix file type where a Unix zip records one, else a file
+    (or a directory, by its trailing ``/``)."""
     mode = info.external_attr >> 16
-    if info.is_dir():
+    kind = stat.S_IFMT(mode)
+    if info.is_dir() or (info.create_system == 3 and stat.S_ISDIR(mode)):
         return "dir"
-    if mode == 0 or stat.S_ISREG(mode):
+    if info.create_system != 3 or kind == 0 or stat.S_ISREG(mode):
         return "file"
     if stat.S_ISLNK(mode):
         return "symlink"
