@@ -396,6 +396,20 @@ class Checkout:
         return _inside(real, self.real) and not any(_inside(real, d) for d in self.excluded)
 
 
+def read_bounded(fh: Any, limit: int, chunk: int = 1024**2) -> bytes:
+    """At most ``limit`` + 1 bytes of a stream, read a chunk at a time (one ``read(limit +
+    1)`` would set aside a buffer of the whole limit for every small file)."""
+    chunks = []
+    size = 0
+    while size <= limit:
+        part = fh.read(min(chunk, limit + 1 - size))
+        if not part:
+            break
+        chunks.append(part)
+        size += len(part)
+    return b"".join(chunks)
+
+
 def _read_input(path: Path, checkout: Checkout) -> str:
     """``readFileSync(path, "utf8")`` of a regular file inside the checkout, at most
     ``max_input_bytes``: invalid UTF-8 becomes U+FFFD, a BOM is kept.
@@ -413,9 +427,15 @@ def _read_input(path: Path, checkout: Checkout) -> str:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise Unreadable("not a regular file; not read")
-        data = fh.read(limit + 1)
+        # as much as the file holds (not a buffer of the whole limit per file), and on, still
+        # bounded, if it grew since
+        want = min(limit, st.st_size) + 1
+        data = fh.read(want)
+        if len(data) == want and want <= limit:
+            data += fh.read(limit + 1 - want)
     if len(data) > limit:
         raise Unreadable(f"over {limit} bytes; not read")
     return data.decode("utf-8", "replace")
@@ -694,7 +714,7 @@ def verify_path(
         report.checks.append(Check("format", False, message))
         return report.fail(errors.MALFORMED_TRACE, message)
     with sidecar_path.open("rb") as fh:
-        data = fh.read(MAX_SIDECAR_BYTES + 1)
+        data = read_bounded(fh, MAX_SIDECAR_BYTES)
     sidecar = _parsed(report, data, sidecar_path.name)
     if sidecar is None:
         return report

@@ -39,10 +39,12 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _escape
 from types import MappingProxyType
 from typing import IO, Any
 
@@ -86,6 +88,7 @@ class CapabilityRegistry:
 
     def __init__(self, entries: Mapping[str, Any] | None = None) -> None:
         self._versions: dict[str, set[str]] = {}
+        self._sorted: dict[str, tuple[str, ...]] = {}
         for cid, versions in (entries or {}).items():
             for version in [versions] if isinstance(versions, str) else versions:
                 self.register(cid, version)
@@ -99,10 +102,15 @@ class CapabilityRegistry:
                 f"got {version!r}"
             )
         self._versions.setdefault(capability_id, set()).add(version)
+        self._sorted.pop(capability_id, None)
 
     def versions(self, capability_id: str) -> tuple[str, ...]:
         """The versions registered for an id, in PEP 440 order where they parse."""
-        return tuple(sorted(self._versions.get(capability_id, ()), key=_version_sort_key))
+        found = self._sorted.get(capability_id)
+        if found is None:
+            found = tuple(sorted(self._versions.get(capability_id, ()), key=_version_sort_key))
+            self._sorted[capability_id] = found
+        return found
 
     def ids(self) -> list[str]:
         return sorted(self._versions)
@@ -151,10 +159,13 @@ def capability_registry(
 
 def _as_registry(registry: Any) -> CapabilityRegistry:
     if registry is None:
-        return CapabilityRegistry(CAPABILITY_REGISTRY)
+        return _BUILTIN
     if isinstance(registry, CapabilityRegistry):
         return registry
     return CapabilityRegistry(registry)
+
+
+_BUILTIN = CapabilityRegistry(CAPABILITY_REGISTRY)  # read-only by convention: never registered to
 
 
 # --- a supplied contract --------------------------------------------------------------------
@@ -295,6 +306,7 @@ class Version:
     key: tuple[Any, ...]
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_version(text: str) -> Version:
     """Parse ``text`` as PEP 440; ``ValueError`` when it is not a version."""
     m = _PEP440.fullmatch(text.strip())
@@ -371,6 +383,12 @@ def _expect(doc: dict[str, Any], key: str, kind: type, what: str) -> Any:
 
 def type_check(doc: dict[str, Any]) -> None:
     """ExecutionArtifact's invariants (Paxman ``artifact.py``), naming the first bad field."""
+    _type_check(doc)
+
+
+def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
+    """:func:`type_check`; returns each field's ``stable_dumps`` bytes (the proof it is
+    serialisable), which the hash and the rehydration reuse."""
     unknown = [k for k in doc if k not in FIELDS]
     if unknown:
         raise _bad(
@@ -417,9 +435,22 @@ def type_check(doc: dict[str, Any]) -> None:
     for path, result in doc.get("field_results", {}).items():
         _field_result(path, result)
     try:  # e.g. a lone surrogate key: not writable by stable_dumps
-        python_sorted(doc)
+        return {key: _stable(value) for key, value in doc.items()}
     except CanonicalError as exc:
         raise _bad("artifact", f"not serialisable by stable_dumps: {exc}") from None
+
+
+def _stable(value: Any) -> bytes:
+    """``python_sorted(value)``, written directly for the scalars ``json.dumps`` writes
+    without an encoder (a string through the same C escaper; None, booleans)."""
+    kind = type(value)
+    if kind is str:
+        return _escape(value).encode()
+    if value is None:
+        return b"null"
+    if kind is bool:
+        return b"true" if value else b"false"
+    return python_sorted(value)
 
 
 def _field_result(path: str, result: Any) -> None:
@@ -451,10 +482,25 @@ def _value(doc: dict[str, Any], key: str) -> Any:
     return DEFAULTS[key]
 
 
-def replay_hash_of(doc: dict[str, Any]) -> str:
-    """Paxman's ``compute_replay_hash`` over the file's values (64 lower-case hex)."""
-    parts = [python_sorted(_value(doc, key)) for key in HASHED_FIELDS]
+def replay_hash_of(doc: dict[str, Any], serialised: Mapping[str, bytes] | None = None) -> str:
+    """Paxman's ``compute_replay_hash`` over the file's values (64 lower-case hex);
+    ``serialised``: the fields' ``stable_dumps`` bytes already made (``_type_check``)."""
+    done = serialised or {}
+    parts = [
+        done[key] if key in done and key != "replay_version" else python_sorted(_value(doc, key))
+        for key in HASHED_FIELDS
+    ]
     return hashlib.sha256(b"|".join(parts)).hexdigest()
+
+
+def _canonical(serialised: Mapping[str, bytes]) -> bytes:
+    """``stable_dumps`` of the whole artifact from its fields' bytes: the keys (field names,
+    plain ASCII) sorted, ``"key":value`` joined by commas, as ``sort_keys`` writes them."""
+    return (
+        b"{"
+        + b",".join(b'"' + key.encode() + b'":' + serialised[key] for key in sorted(serialised))
+        + b"}"
+    )
 
 
 # --- replay -----------------------------------------------------------------------------------
@@ -492,7 +538,7 @@ def replay(
 
     # 1. type
     try:
-        type_check(doc)
+        serialised = _type_check(doc)
     except ReplayError as exc:
         checks.append(Check("type", False, exc.message))
         return report.fail(exc.code, exc.message)
@@ -562,7 +608,7 @@ def replay(
     checks.append(Check("capabilities", True, detail))
 
     # 4. hash
-    expected_hash = replay_hash_of(doc)
+    expected_hash = replay_hash_of(doc, serialised)
     recorded = doc["replay_hash"]
     if recorded != expected_hash:
         message = f"Artifact hash mismatch: expected {expected_hash}, got {recorded}"
@@ -629,15 +675,18 @@ def replay(
         checks.append(Check("contract", True, f"the supplied contract is {cid!r}"))
 
     # 6. rehydration: stored as stable_dumps bytes, read back, byte-equal to the input
-    canonical = python_sorted(doc)
-    rehydrated = python_sorted(rehydrate(loads_strict(canonical, where="rehydrated artifact")))
-    if rehydrated != canonical:  # pragma: no cover - JSON values survive a round trip
+    # (a file already in that spelling was itself read back strictly from those bytes)
+    canonical = _canonical(serialised)
+    spelled = artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
+    read_back = doc if spelled else loads_strict(canonical, where="rehydrated artifact")
+    rehydrated = rehydrate(read_back)
+    if rehydrated != doc:  # pragma: no cover - JSON values survive a round trip
         message = "the rehydrated artifact does not re-serialise to the input's bytes"
         checks.append(Check("rehydration", False, message))
         return report.fail(errors.MALFORMED_TRACE, message)
     spelling = (
         "the file is in that canonical spelling"
-        if artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
+        if spelled
         else "the file itself is spelt differently (whitespace or key order)"
     )
     checks.append(
@@ -653,6 +702,7 @@ def replay(
     return report
 
 
+@functools.lru_cache(maxsize=1024)
 def _version_problem(paxman_version: str, planner_version: str) -> tuple[str, str, str] | None:
     """(message, expected, observed) when the artifact's versions do not replay here."""
     wanted = f"{_SUPPORTED.major}.x, at most {PAXMAN_VERSION}"
