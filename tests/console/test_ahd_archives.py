@@ -343,3 +343,65 @@ def test_verify_still_uses_the_checkout_when_no_archive_is_given(tmp_path, capsy
     shutil.copytree(EVALS.parents[1], checkout)
     call_command("verify", str(checkout / "docs" / "evals" / SWISS), "--json")
     assert json.loads(capsys.readouterr().out)["status"] == "ok"
+
+
+@pytest.mark.parametrize("who", ["vera", "lena", "nora"])
+def test_who_may_not_upload_cannot_send_an_archive(as_persona, who):
+    client = as_persona(who)
+    api = client.post(
+        "/api/traces/upload/",
+        {
+            "file": SimpleUploadedFile(SWISS, sidecar_bytes()),
+            "inputs": [SimpleUploadedFile("inputs.tgz", inputs_tgz())],
+        },
+    )
+    page = client.post(
+        "/traces/upload/",
+        {
+            "files": [
+                SimpleUploadedFile(SWISS, sidecar_bytes()),
+                SimpleUploadedFile("inputs.tgz", inputs_tgz()),
+            ]
+        },
+    )
+    assert (api.status_code, page.status_code) == (403, 403)
+    assert stored_counts() == NOTHING
+
+
+def test_two_runs_of_one_brief_from_archives_compare_at_the_token_hash(as_persona):
+    first = trace_upload_batch(
+        files=[(SWISS, io.BytesIO(sidecar_bytes())), ("a.tgz", io.BytesIO(inputs_tgz()))]
+    )[0].result.trace
+    doc = json.loads(sidecar_bytes())
+    edited = TOKEN.read_bytes() + b"\nextra: 1\n"
+    # the edited token's hash, as AHD's canonicalizeJson + sha256 make it under Node
+    doc["token"]["hash"] = "sha256:c6edb6cb8dad205786cdaf9bb2f73fea465320e5f8d653096051d1890c2dd1a8"
+    second_files = [
+        ("2026-04-22-swiss.replay.json", io.BytesIO(json.dumps(doc).encode())),
+        (
+            "b.tgz",
+            io.BytesIO(
+                tgz(
+                    [
+                        ("tokens/swiss-editorial.yml", edited, tarfile.REGTYPE),
+                        ("briefs/landing.yml", BRIEF.read_bytes(), tarfile.REGTYPE),
+                    ]
+                )
+            ),
+        ),
+    ]
+    second = trace_upload_batch(files=second_files)[0].result.trace
+    assert (first.last_status, second.last_status) == ("ok", "ok")
+    assert first.job_id == second.job_id == "briefs/landing.yml"
+    client = as_persona("alice")
+    page = client.get(f"/traces/{first.blob.sha256}/").content.decode()
+    assert f'href="/traces/{first.blob.sha256}/compare/{second.blob.sha256}/"' in page
+    body = client.get(f"/traces/{first.blob.sha256}/compare/{second.blob.sha256}/").content
+    rows = body.decode()
+    assert (
+        '<tr><td class="path"><code>/token/hash</code></td><td>changed</td>'
+        "<td><code>sha256:380a3d833d9463dbc681df7465993ab6413d8e77188f55f97359f60dc4b746b1</code>"
+        "</td><td><code>sha256:c6edb6cb8dad205786cdaf9bb2f73fea465320e5f8d653096051d1890c2dd1a8"
+        "</code></td></tr>"
+    ) in rows
+    assert rows.count('<td class="path">') == 1
