@@ -73,18 +73,21 @@ def inputs_beside(path: Path) -> Path | None:
     return None
 
 
-def read_inputs(path: Path, given: list[str], limit: int) -> dict[str, bytes]:
-    """The --inputs files by file name (each read up to ``limit`` + 1 bytes: the format
-    refuses what is larger), else the archive beside an AHD sidecar; {} for neither.
-    Raises OSError for a file that cannot be read."""
+def read_inputs(
+    path: Path, given: list[str], limit: int, archive_limit: int | None = None
+) -> dict[str, bytes]:
+    """The --inputs files by file name (each read up to ``limit`` + 1 bytes, an archive up
+    to ``archive_limit`` + 1: the format refuses what is larger), else the archive beside an
+    AHD sidecar; {} for neither. Raises OSError for a file that cannot be read."""
     files = [Path(g) for g in given]
     if not files:
         beside = inputs_beside(path)
         files = [beside] if beside is not None else []
     inputs = {}
     for file in files:
+        packed = file.name.lower().endswith((".tar.gz", ".tgz", ".zip"))
         with file.open("rb") as fh:
-            inputs[file.name] = fh.read(limit + 1)
+            inputs[file.name] = fh.read((archive_limit or limit) + 1 if packed else limit + 1)
     return inputs
 
 

@@ -59,11 +59,16 @@ def uploaded_inputs(request: Request) -> dict[str, bytes]:
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return {}
+    from replay.formats import archive
+    from replay.services import archive_limits
+
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
-    return {
-        os.path.basename(f.name or "input"): f.read(limit + 1)
-        for f in request.FILES.getlist("inputs")
-    }
+    packed = archive_limits().max_archive_bytes
+    inputs = {}
+    for f in request.FILES.getlist("inputs"):
+        name = os.path.basename(f.name or "input")
+        inputs[name] = f.read((packed if archive.is_archive(name) else limit) + 1)
+    return inputs
 
 
 def uploaded_contract(request: Request) -> tuple[str, bytes] | None:

@@ -30,7 +30,7 @@ from replay.cli import (
     summarise,
 )
 from replay.formats import ahd
-from replay.services import trace_verify_file
+from replay.services import archive_limits, trace_verify_file
 
 
 def ledger_halts() -> Mapping[str, str] | None:
@@ -64,7 +64,11 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: not a file", returncode=2)
         limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
         try:
-            uploaded = read_inputs(file, inputs, limit) if inputs or root is None else {}
+            uploaded = (
+                read_inputs(file, inputs, limit, archive_limits().max_archive_bytes)
+                if inputs or root is None
+                else {}
+            )
             supplied = read_contract(contract, limit)
         except OSError as exc:
             raise CommandError(

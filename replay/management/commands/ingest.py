@@ -14,7 +14,7 @@ from replay.cli import (
 )
 from replay.errors import ReplayError
 from replay.formats import ahd
-from replay.services import trace_ingest
+from replay.services import archive_limits, trace_ingest
 
 
 class Command(BaseCommand):
@@ -46,7 +46,7 @@ class Command(BaseCommand):
             path = Path(raw)
             try:
                 uploaded = (
-                    read_inputs(path, inputs, limit)
+                    read_inputs(path, inputs, limit, archive_limits().max_archive_bytes)
                     if _is_sidecar(path) and (inputs or root is None)
                     else {}
                 )
