@@ -231,7 +231,7 @@ def main() -> int:
     n, repeat = (500, 1) if args.quick else (args.files, args.repeat)
     rnd = random.Random(20260423)
     print(f"python {platform.python_version()} on {platform.machine()}; {n} files per format")
-    print(f"{'format':<8} {'verifier':<44} {'files/s':>10} {'peak traced MiB':>16}")
+    print(f"{'format':<8} {'verifier':<44} {'files/s':>10} {'peak traced KiB':>16}")
 
     artifacts = [make_artifact(rnd, i) for i in range(n)]
     rows = [
@@ -254,7 +254,7 @@ def main() -> int:
             seconds = best_of(fn, n, repeat)
             peak = peak_traced(fn) if label.startswith("console") else None
             rates[(fmt, label.startswith("console"))] = n / seconds
-            peak_text = f"{peak / 1024**2:16.1f}" if peak is not None else f"{'-':>16}"
+            peak_text = f"{peak / 1024:16.0f}" if peak is not None else f"{'-':>16}"
             print(f"{fmt:<8} {label:<44} {n / seconds:10.0f} {peak_text}")
     for fmt in ("paxman", "ahd"):
         ratio = rates[(fmt, True)] / rates[(fmt, False)]
