@@ -227,8 +227,23 @@ def test_an_approved_erasure_shreds_once_and_leaves_a_receipt_without_personal_d
     assert second.payload["first_receipt_seq"] == receipt.seq
     assert second.payload["receipt"]["receipt"] == receipt.payload["receipt"]["receipt"]
     assert ledger.verify().ok
+    out = io.StringIO()
+    call_command("governance", "verify", stdout=out)
     api = lena.get(reverse("api-legal-request-erasure", args=[legal.id])).json()
     assert api["receipt_seq"] == receipt.seq
+    # no page, API answer, dsr row or ledger payload yields the value
+    answers = [
+        lena.get(reverse("api-legal-request-detail", args=[legal.id])).content.decode(),
+        lena.get(reverse("api-legal-request-list")).content.decode(),
+        json.dumps(api),
+        client_for("adam").get(reverse("dsr-detail", args=[legal.id])).content.decode(),
+        str(list(LegalRequest.objects.values())),
+        str(list(DsrRelease.objects.values())),
+        json.dumps([e.payload for e in GovernanceEvent.objects.all()]),
+    ]
+    for text in answers:
+        assert ADA not in text
+        assert ADA_NAME not in text
     # fulfilment now closes it
     services.legal_request_start(request=legal, actor=persona("lena"))
     done = services.legal_request_fulfil(request=legal, actor=persona("lena"))
