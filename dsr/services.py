@@ -27,7 +27,7 @@ from django.utils import timezone
 from dsr import conf
 from dsr.models import DsrApproval, LegalRequest
 from dsr.subjects_port import refs_for
-from governance import codes, ledger, signing
+from governance import codes, ledger, membership, signing
 from governance import services as gov_services
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -394,6 +394,12 @@ def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> N
         raise codes.GovernanceError(
             codes.DSR_ALREADY_APPROVED,
             APPROVAL_COMPLETE_MESSAGE.format(request=request.id, purpose=purpose),
+        )
+    role = conf.approval_by()
+    if not membership.user_has_role(approver, role):
+        raise codes.GovernanceError(
+            codes.APPROVAL_ROLE,
+            gov_services.APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=role),
         )
 
 

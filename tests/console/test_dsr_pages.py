@@ -215,3 +215,12 @@ def test_transitions_in_the_page(legal):
 def test_navigation_shows_legal_requests_to_legal_only_among_the_plain_roles(signers):
     assert "Legal requests" in client_for("lena").get(reverse("trace-list")).content.decode()
     assert "Legal requests" not in client_for("vera").get(reverse("trace-list")).content.decode()
+
+
+def test_a_council_member_is_told_up_front_that_the_deployment_wants_an_admin(checked):
+    page = client_for("cora").get(reverse("dsr-approve", args=[checked.id, "erasure"]))
+    assert page.status_code == 200
+    blocker = html.unescape(page.content.decode())
+    assert (
+        f"{codes.APPROVAL_ROLE}: cora signed as admin but does not hold the admin role" in blocker
+    )
