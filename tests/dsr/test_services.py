@@ -52,6 +52,12 @@ def test_open_stores_only_opaque_refs_and_appends_a_signed_dsr_opened():
         "requested_by": "lena",
     }
     body = jcs(event.payload).decode()
+    first, second = request.subject_refs
+    assert body == (
+        f'{{"due_date":"{request.due_date.isoformat()}","kind":"both",'
+        f'"legal_basis":"GDPR Art. 15 and 17","request_id":"{request.id}",'
+        f'"requested_by":"lena","subjects":["{first}","{second}"]}}'
+    )
     assert "jane" not in body.lower()
     assert "+44" not in body
     row = str(next(iter(LegalRequest.objects.values().filter(pk=request.pk)))).lower()
@@ -275,12 +281,12 @@ def test_states_move_open_in_progress_and_refused_with_a_reason():
     request = services.legal_request_start(request=request, actor=person("luke"))
     assert request.state == LegalRequest.State.IN_PROGRESS
     started = GovernanceEvent.objects.filter(type=codes.DSR_STATE_CHANGED).get()
-    assert started.payload == {
-        "request_id": str(request.id),
-        "from": "open",
-        "to": "in_progress",
-        "by": "luke",
-    }
+    assert (
+        jcs(started.payload)
+        == (
+            '{"by":"luke","from":"open","request_id":"%s","to":"in_progress"}' % request.id
+        ).encode()
+    )
     with refused(
         codes.DSR_STATE,
         services.STATE_MESSAGE.format(request=request.id, state="in progress", action="be started"),
