@@ -281,12 +281,8 @@ def test_states_move_open_in_progress_and_refused_with_a_reason():
     request = services.legal_request_start(request=request, actor=person("luke"))
     assert request.state == LegalRequest.State.IN_PROGRESS
     started = GovernanceEvent.objects.filter(type=codes.DSR_STATE_CHANGED).get()
-    assert (
-        jcs(started.payload)
-        == (
-            '{"by":"luke","from":"open","request_id":"%s","to":"in_progress"}' % request.id
-        ).encode()
-    )
+    expected = f'{{"by":"luke","from":"open","request_id":"{request.id}","to":"in_progress"}}'
+    assert jcs(started.payload) == expected.encode()
     with refused(
         codes.DSR_STATE,
         services.STATE_MESSAGE.format(request=request.id, state="in progress", action="be started"),
