@@ -312,3 +312,28 @@ def test_legal_and_admin_read_the_bundle_status_and_the_erasure_plan(name, trace
         assert release.status_code == 403
     else:
         assert (release.status_code, release.json()["error_code"]) == (400, codes.DSR_INVALID)
+
+
+def test_a_bundle_built_after_the_erasure_says_erased_and_still_verifies(
+    traces, django_capture_on_commit_callbacks, member_key
+):
+    legal = opened(kind="both")
+    approve(legal, signing.DSR_ERASURE, member_key)
+    access.legal_request_erase(request=legal, actor=persona("lena"))
+    legal = built(legal, django_capture_on_commit_callbacks)
+    data = access.bundle_path(legal).read_bytes()
+    assert bundle.verify_bundle(data).ok
+    members = bundle.read_members(data)
+    values = [
+        v["value"]
+        for name, member in members.items()
+        if name.endswith("/data.json")
+        for v in member["subject_values"]
+    ]
+    assert values
+    assert set(values) == {"[erased]"}
+    reports = [m for name, m in members.items() if name.endswith("/report.json")]
+    assert len(reports) == len(traces)
+    assert {r["mode"] for r in reports} == {"audit"}
+    assert ADA.encode() not in data
+    assert ADA_NAME.encode() not in data
