@@ -71,3 +71,20 @@ def shred(refs: Sequence[str]) -> Any:
     from privacy.erasure import shred as privacy_shred
 
     return privacy_shred(list(refs))
+
+
+def traces_concerning(refs: Sequence[str], trace_pks: Sequence[int]) -> dict[int, set[str]]:
+    """Among ``trace_pks``, those the subject index says concern one of ``refs`` -> which."""
+    if not refs or not trace_pks or not privacy_installed():
+        return {}
+    from privacy.models import PersonalValue
+
+    found: dict[int, set[str]] = {}
+    rows = (
+        PersonalValue.objects.filter(subject__ref__in=list(refs), trace_id__in=list(trace_pks))
+        .values_list("trace_id", "subject__ref")
+        .distinct()
+    )
+    for trace_pk, ref in rows:
+        found.setdefault(trace_pk, set()).add(ref)
+    return found

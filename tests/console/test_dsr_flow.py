@@ -337,3 +337,16 @@ def test_a_bundle_built_after_the_erasure_says_erased_and_still_verifies(
     assert {r["mode"] for r in reports} == {"audit"}
     assert ADA.encode() not in data
     assert ADA_NAME.encode() not in data
+
+
+def test_retention_never_expires_a_trace_under_an_open_legal_request(traces):
+    from dsr import holds
+    from governance import retention
+
+    assert holds.open_legal_requests in retention._holds()
+    assert holds.open_legal_requests(traces) == {}
+    legal = opened()
+    why = holds.HOLD_MESSAGE.format(request=legal.id)
+    assert holds.open_legal_requests(traces) == {t.pk: why for t in traces}
+    services.legal_request_refuse(request=legal, actor=persona("lena"), reason="withdrawn")
+    assert holds.open_legal_requests(traces) == {}
