@@ -23,6 +23,7 @@ CAPABILITY_NOT_FOUND = "CAPABILITY_NOT_FOUND"
 INVALID_CONTRACT = "INVALID_CONTRACT"
 INPUT_HASH_MISMATCH = "INPUT_HASH_MISMATCH"
 FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
+UNKNOWN_KEY = "UNKNOWN_KEY"
 
 #: The codes that say a file's recorded hashes no longer bind its content (a chain, a
 #: signature, an AHD input's hash, a Paxman replay_hash): a governed replay that ends with
@@ -56,6 +57,10 @@ ERROR_CODES: dict[str, str] = {
     FORCE_HALT_ACTIVE: (
         "the stored file, its trace id or one of its snapshots is halted until a council "
         "FORCE_HALT_CLEAR (the message names each halt: seq, target, reason)"
+    ),
+    UNKNOWN_KEY: (
+        "the key a MACE signature names is not an HMAC key in the verification-key registry "
+        "(nothing was verified; register it with `keys add-hmac`)"
     ),
 }
 

@@ -197,6 +197,7 @@ def trace_verify_file(
     root: str | os.PathLike[str] | None = None,
     workers: int = 1,
     halts: Halts | None = None,
+    inputs: Mapping[str, bytes] | None = None,
 ) -> dict[str, Any]:
     """Verify a file without storing anything (the `verify` command).
 
@@ -225,7 +226,14 @@ def trace_verify_file(
             Path(path), root=Path(root) if root is not None else None, mode=mode, **_ahd_limits()
         ).to_json()
     return _checked(
-        fmt, stream, filename, mode=mode, progress=progress, workers=workers, halts=halts
+        fmt,
+        stream,
+        filename,
+        mode=mode,
+        progress=progress,
+        workers=workers,
+        halts=halts,
+        inputs=inputs,
     ).to_json()
 
 
@@ -351,7 +359,9 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
 
     fmt, stream = sniff(source, filename)
     if fmt != AHD:
-        return []
+        # another format that names files uploaded with it (a MACE log's snapshot files)
+        named = getattr(formats().get(fmt), "input_names", None)
+        return named(stream, filename) if named is not None else []
     try:
         sidecar = ahd.parse_sidecar(stream.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
     except ReplayError:
@@ -360,6 +370,23 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
     from replay.formats.builtin import input_basename
 
     return [n for e in entries for n in (e.path, input_basename(e.path))]
+
+
+def sibling_inputs(path: Path) -> dict[str, bytes]:
+    """The files a file on disk names that lie beside it (a MACE log's snapshot files, read
+    from its directory by the CLI), by name; {} for a format that names none."""
+    with path.open("rb") as fh:
+        names = [n for n in _input_names(fh, path.name) if "/" not in n and "\\" not in n]
+    if not names or path.name.lower().endswith(".replay.json"):
+        return {}  # an AHD sidecar's inputs are read from its checkout
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    found = {}
+    for name in dict.fromkeys(names):
+        candidate = path.parent / name
+        if candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[name] = fh.read(limit + 1)
+    return found
 
 
 def trace_upload_batch(

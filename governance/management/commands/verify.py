@@ -21,7 +21,7 @@ from governance.selectors import halts_active_map
 from replay import engine
 from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.formats import ahd
-from replay.services import trace_verify_file
+from replay.services import sibling_inputs, trace_verify_file
 
 
 def ledger_halts() -> Mapping[str, str] | None:
@@ -64,6 +64,7 @@ class Command(BaseCommand):
                     root=root,
                     workers=workers,
                     halts=ledger_halts,
+                    inputs=sibling_inputs(file),
                 )
             except ahd.AhdRootNotFound as exc:
                 raise CommandError(str(exc), returncode=2) from None

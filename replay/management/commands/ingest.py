@@ -7,14 +7,15 @@ from django.core.management.base import BaseCommand, CommandError
 from replay.cli import ProgressBar, add_workers_argument
 from replay.errors import ReplayError
 from replay.formats import ahd
-from replay.services import trace_ingest
+from replay.services import sibling_inputs, trace_ingest
 
 
 class Command(BaseCommand):
     help = (
         "Store files of any format the console reads, verified. One line per file; exit 1 if "
         "any file was refused. An AHD sidecar's token and brief are read from its checkout "
-        "(--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it."
+        "(--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it; a MACE "
+        "log's snapshot files (<snapshot_id>.json) are read from its directory."
     )
 
     def add_arguments(self, parser):
@@ -40,6 +41,7 @@ class Command(BaseCommand):
                             progress=bar,
                             workers=workers,
                             input_root=_ahd_root(path, root),
+                            inputs=sibling_inputs(path),
                         )
                     finally:
                         bar.close()
