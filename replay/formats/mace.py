@@ -55,6 +55,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 from replay import errors
@@ -62,7 +63,7 @@ from replay.canonical import CanonicalError, mace_v1
 from replay.diff import diff
 from replay.engine import AUDIT, PRODUCTION, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import check_shape, loads_strict
+from replay.formats.jsonstrict import check_shape, loads_compact
 from replay.signatures import HMAC_SHA256, KeyRing
 
 FORMAT = "mace-reflective-log"
@@ -138,7 +139,7 @@ def _canonical(value: Any, where: str) -> bytes:
 
 def hmac_hex(secret: bytes, value: Any, *, where: str = "payload") -> str:
     """MACE's ``sign_payload``: hex HMAC-SHA256 over the mace-v1 bytes of ``value``."""
-    return hmac.new(secret, _canonical(value, where), hashlib.sha256).hexdigest()
+    return hmac.digest(secret, _canonical(value, where), "sha256").hex()
 
 
 def config_hash_of(body: Any) -> str:
@@ -169,7 +170,11 @@ def subpayload_of(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def snapshot_signed_part(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in snapshot.items() if k not in ("signature", "signature_key_id")}
+    """A snapshot file without its signature and signature_key_id: what is signed."""
+    part = dict(snapshot)
+    part.pop("signature", None)
+    part.pop("signature_key_id", None)
+    return part
 
 
 def make_snapshot(
@@ -209,11 +214,28 @@ def sign_log(document: dict[str, Any], *, key_id: str, secret: bytes) -> dict[st
 # --- parse -----------------------------------------------------------------------------
 
 
+def _depth_bound(data: bytes) -> int:
+    """An upper bound of the text's nesting depth: brackets counted as if none sat inside a
+    string (one inside a string can only raise the bound, never hide a level)."""
+    brackets = data.translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    return max(accumulate(_STEP[b] for b in brackets))
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
 def _object(data: bytes, *, where: str, limit: int) -> dict[str, Any]:
     if len(data) > limit:
         raise _malformed(f"{where}: larger than {limit} bytes")
-    value = loads_strict(data, where=where)
-    check_shape(value, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
+    # compact JSON (what MACE's canonical serializer writes) is proven by orjson; anything
+    # else goes through the strict decoder, which words every refusal
+    value = loads_compact(data, where=where)
+    few_brackets = data.count(b"{") + data.count(b"[") <= MAX_DEPTH
+    if len(data) > MAX_STRING or (not few_brackets and _depth_bound(data) > MAX_DEPTH):
+        check_shape(value, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
     if not isinstance(value, dict):
         raise _malformed(f"{where}: a MACE file is a JSON object, not {type(value).__name__}")
     return value
@@ -234,11 +256,16 @@ def _version(value: Any, *, where: str, supported: int) -> None:
         )
 
 
+_TYPE_NAMES = {str: "str", int: "int", bool: "bool", dict: "dict", list: "list"}
+
+
 def _need(doc: Mapping[str, Any], name: str, kind: type, where: str) -> Any:
-    if name not in doc:
-        raise _malformed(f"{where}: {name} is missing")
-    value = doc[name]
-    if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
+    """``doc[name]``, of exactly the JSON type ``kind`` (a bool is not an int)."""
+    try:
+        value = doc[name]
+    except KeyError:
+        raise _malformed(f"{where}: {name} is missing") from None
+    if type(value) is not kind:
         raise _malformed(f"{where}: {name} must be {kind.__name__}, got {type(value).__name__}")
     return value
 
@@ -285,8 +312,7 @@ def parse_log(data: bytes, *, where: str = "log") -> Log:
         raise _malformed(f"{where}: agent_outputs must be a list")
     if not isinstance(doc.get("event_refs", []), list):
         raise _malformed(f"{where}: event_refs must be a list")
-    # the sub-payload and the snapshot ids are hashed: refuse what mace-v1 cannot serialise
-    _canonical(doc, where)
+    # strict JSON (no NaN, no lone surrogates) is always serialisable by mace-v1
     return Log(doc, where)
 
 
@@ -308,7 +334,6 @@ def check_snapshot(doc: Any, *, where: str) -> dict[str, Any]:
         raise _malformed(f"{where}: body is missing")
     if doc["kind"] not in SNAPSHOT_KINDS:
         raise _malformed(f"{where}: kind {doc['kind']!r} is not one of {', '.join(SNAPSHOT_KINDS)}")
-    _canonical(doc, where)
     return doc
 
 
@@ -413,6 +438,11 @@ def _signature_problem(
             expected,
             value,
         )
+    problem = key.window_problem(at)
+    if problem:
+        return _SignatureProblem(errors.INTEGRITY_FAILURE, f"{what}: {problem}", expected, value)
+    if isinstance(value, str) and value.isascii() and hmac.compare_digest(expected, value):
+        return None
     if not isinstance(value, str) or not _HEX64.fullmatch(value) or set(value) == {"0"}:
         return _SignatureProblem(
             errors.INTEGRITY_FAILURE,
@@ -420,11 +450,6 @@ def _signature_problem(
             expected,
             value if isinstance(value, str) else repr(value),
         )
-    problem = key.window_problem(at)
-    if problem:
-        return _SignatureProblem(errors.INTEGRITY_FAILURE, f"{what}: {problem}", expected, value)
-    if hmac.compare_digest(expected, value):
-        return None
     if hmac.compare_digest(hmac_hex(fallback, payload, where=what), value):
         return _SignatureProblem(
             errors.INTEGRITY_FAILURE,
@@ -593,7 +618,10 @@ def verify(
     recorded = doc["immutable_subpayload"]
     derived = subpayload_of(doc)
     for key, path in SUBPAYLOAD_SOURCES.items():
-        if key not in recorded or _canonical(recorded[key], key) != _canonical(derived[key], key):
+        if key not in recorded or (
+            recorded[key] != derived[key]
+            and _canonical(recorded[key], key) != _canonical(derived[key], key)
+        ):
             message = (
                 f"immutable_subpayload.{key}: the signed value is not the log's {'.'.join(path)}"
             )
