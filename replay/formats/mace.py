@@ -49,6 +49,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -65,6 +66,11 @@ from replay.engine import AUDIT, PRODUCTION, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import check_shape, loads_compact
 from replay.signatures import HMAC_SHA256, KeyRing
+
+try:  # accelerator for snapshot_signed_bytes; mace-v1 itself decides without it
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _orjson = None  # type: ignore[assignment]
 
 FORMAT = "mace-reflective-log"
 #: the log schema this console reads; MACE Stage-1 writes no version (read as 1)
@@ -138,12 +144,38 @@ def _canonical(value: Any, where: str) -> bytes:
 
 
 def hmac_hex(secret: bytes, value: Any, *, where: str = "payload") -> str:
-    """MACE's ``sign_payload``: hex HMAC-SHA256 over the mace-v1 bytes of ``value``."""
-    return hmac.digest(secret, _canonical(value, where), "sha256").hex()
+    """MACE's ``sign_payload``: hex HMAC-SHA256 over the mace-v1 bytes of ``value`` (or over
+    ``value`` itself when it is those bytes already)."""
+    message = value if isinstance(value, bytes) else _canonical(value, where)
+    return hmac.digest(secret, message, "sha256").hex()
 
 
 def config_hash_of(body: Any) -> str:
     return hashlib.sha256(_canonical(body, "body")).hexdigest()
+
+
+_I64 = 2**63
+
+
+def snapshot_signed_bytes(snapshot: Mapping[str, Any], body_bytes: bytes | None = None) -> bytes:
+    """mace-v1 of :func:`snapshot_signed_part`. With the body's own mace-v1 bytes (already
+    made for its config_hash), the body is not serialised twice: canonical bytes of a value
+    do not depend on where it sits, and the other fields (ASCII strings, small integers)
+    need no transform, so orjson with sorted keys writes what mace-v1 would. Anything else
+    takes mace-v1 itself."""
+    part = snapshot_signed_part(snapshot)
+    if body_bytes is not None and _orjson is not None:
+        plain = True
+        for k, v in part.items():
+            t = type(v)
+            if k == "body" or (t is str and v.isascii()) or (t is int and -_I64 <= v < _I64):
+                continue
+            plain = False
+            break
+        if plain:
+            part["body"] = _orjson.Fragment(body_bytes)
+            return _orjson.dumps(part, option=_orjson.OPT_SORT_KEYS)
+    return _canonical(part, "snapshot")
 
 
 def snapshot_id_of(config_hash: str, schema_version: int, seed_namespace: str) -> str:
@@ -165,8 +197,20 @@ def _at(document: Mapping[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def subpayload_of(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The immutable sub-payload MACE's writer builds from a log's own fields."""
+    """The immutable sub-payload MACE's writer builds from a log's own fields (None for a
+    field the log lacks)."""
     return {key: _at(document, path) for key, path in SUBPAYLOAD_SOURCES.items()}
+
+
+def _subpayload_of_parsed(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`subpayload_of` for a parsed log (its percept, final_output and router_decision
+    are objects)."""
+    return {
+        "log_id": doc["log_id"],
+        "percept_text": doc["percept"].get("text"),
+        "final_output_text": doc["final_output"].get("text"),
+        "router_decision_id": doc["router_decision"].get("decision_id"),
+    }
 
 
 def snapshot_signed_part(snapshot: Mapping[str, Any]) -> dict[str, Any]:
@@ -351,17 +395,22 @@ def snapshot_file_names(document: Mapping[str, Any]) -> list[str]:
 
 def unprotected_fields(document: Mapping[str, Any]) -> list[str]:
     """The log's fields the signature does not protect (everything but the sub-payload's
-    sources and the signature itself); snapshot ids are bound through the snapshots."""
+    sources and the signature itself)."""
+    return list(_unprotected(tuple(document)))
+
+
+@functools.lru_cache(maxsize=256)
+def _unprotected(names: tuple[str, ...]) -> tuple[str, ...]:
     signed_roots = {path[0] for path in SUBPAYLOAD_SOURCES.values()}
     out = []
-    for name in document:
+    for name in names:
         if name in SIGNED_FIELDS:
             continue
         if name in signed_roots and name != "log_id":
             out.append(f"{name} (except {'.'.join(SUBPAYLOAD_SOURCES_BY_ROOT[name])})")
         elif name != "log_id":
             out.append(name)
-    return out
+    return tuple(out)
 
 
 SUBPAYLOAD_SOURCES_BY_ROOT = {path[0]: path for path in SUBPAYLOAD_SOURCES.values()}
@@ -429,8 +478,8 @@ def _signature_problem(
             value if isinstance(value, str) else None,
         )
     expected = hmac_hex(key.secret, payload, where=what)
-    fallback = FALLBACK_SECRET.format(key_id=key_id).encode()
-    if hmac.compare_digest(key.secret, fallback):
+    fallback = _fallback(key_id)
+    if key.secret == fallback:
         return _SignatureProblem(
             errors.INTEGRITY_FAILURE,
             f"{what}: key {key_id!r} is MACE's development fallback secret "
@@ -465,6 +514,11 @@ def _signature_problem(
         expected,
         value,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _fallback(key_id: str) -> bytes:
+    return FALLBACK_SECRET.format(key_id=key_id).encode()
 
 
 SnapshotSource = Callable[[str, str], "bytes | dict[str, Any] | None"]
@@ -550,10 +604,11 @@ def verify(
         except ReplayError as exc:
             first = first or (exc.code, exc.message, f"{kind}_snapshot", exc.expected, exc.observed)
             continue
-        problem = _snapshot_provenance(kind, sid, snap)
+        body_bytes = _canonical(snap["body"], where)
+        problem = _snapshot_provenance(kind, sid, snap, body_bytes)
         if problem is None:
             log.snapshots[kind] = snap
-            problem = _snapshot_signature(kind, snap, keys=keys, at=at)
+            problem = _snapshot_signature(kind, snap, body_bytes, keys=keys, at=at)
         first = first or problem
     if first is not None:
         code, message, broke_at, expected, observed = first
@@ -616,7 +671,7 @@ def verify(
 
     # the immutable sub-payload is the one the log's fields give
     recorded = doc["immutable_subpayload"]
-    derived = subpayload_of(doc)
+    derived = _subpayload_of_parsed(doc)
     for key, path in SUBPAYLOAD_SOURCES.items():
         if key not in recorded or (
             recorded[key] != derived[key]
@@ -781,9 +836,10 @@ def _text(value: Any) -> str | None:
 
 
 def _snapshot_provenance(
-    kind: str, sid: str, snap: Mapping[str, Any]
+    kind: str, sid: str, snap: Mapping[str, Any], body_bytes: bytes
 ) -> tuple[str, str, str, str | None, str | None] | None:
-    """Why a snapshot file's id does not recompute (seed 003 §5), or None."""
+    """Why a snapshot file's id does not recompute (seed 003 §5), or None; ``body_bytes``
+    is mace-v1 of its body."""
     prefix = f"{kind}_snapshot"
     if snap["kind"] != kind:
         return (
@@ -794,7 +850,7 @@ def _snapshot_provenance(
             kind,
             snap["kind"],
         )
-    config_hash = config_hash_of(snap["body"])
+    config_hash = hashlib.sha256(body_bytes).hexdigest()
     if snap["config_hash"] != config_hash:
         return (
             errors.INTEGRITY_FAILURE,
@@ -824,13 +880,18 @@ def _snapshot_provenance(
 
 
 def _snapshot_signature(
-    kind: str, snap: Mapping[str, Any], *, keys: KeyRing | None, at: datetime | None
+    kind: str,
+    snap: Mapping[str, Any],
+    body_bytes: bytes,
+    *,
+    keys: KeyRing | None,
+    at: datetime | None,
 ) -> tuple[str, str, str, str | None, str | None] | None:
     problem = _signature_problem(
         what=f"{kind}_snapshot.signature",
         value=snap["signature"],
         key_id=snap["signature_key_id"],
-        payload=snapshot_signed_part(snap),
+        payload=snapshot_signed_bytes(snap, body_bytes),
         keys=keys,
         at=at,
     )

@@ -516,3 +516,12 @@ def test_its_panel_shows_iterations_and_router_decisions():
     )
     assert panel["REPLAYABLE"] == "true"
     assert panel["router_snapshot_id"] == made["snapshots"]["router"]["snapshot_id"]
+
+
+@pytest.mark.parametrize("namespace", ["s1", "naïve-ﬁle", "日本"], ids=["ascii", "nfkd", "cjk"])
+def test_a_snapshots_signed_bytes_are_mace_v1_of_it_without_its_signature(namespace):
+    snap = ref.snapshot("router", {"x": [1.5, "ﬁ", {"b": None}]}, namespace=namespace)
+    part = {k: v for k, v in snap.items() if k not in ("signature", "signature_key_id")}
+    expected = ref.canonical_json_serialize(part).encode("utf-8")
+    assert mace_format.snapshot_signed_bytes(snap, mace_v1(snap["body"])) == expected
+    assert mace_format.snapshot_signed_bytes(snap) == expected
