@@ -314,6 +314,40 @@ def _need(doc: Mapping[str, Any], name: str, kind: type, where: str) -> Any:
     return value
 
 
+_LOG_FIELDS = (
+    *((name, str) for name in REQUIRED_STRINGS),
+    *((name, dict) for name in REQUIRED_OBJECTS),
+    ("signature", str),
+    ("REPLAYABLE", bool),
+    ("iteration_trace", list),
+)
+_ITERATION_FIELDS = (("iteration_id", str), ("router_output", dict))
+_EVENT_FIELDS = (("sequence_index", int), ("event_type", str), ("event_id", str))
+_SNAPSHOT_FILE_FIELDS = (
+    *((name, str) for name in ("snapshot_id", "kind", "seed_namespace", "config_hash")),
+    ("signature", str),
+    ("signature_key_id", str),
+    ("schema_version", int),
+)
+
+
+def _require(doc: Mapping[str, Any], spec: tuple[tuple[str, type], ...], where: Any) -> None:
+    """Every (name, type) of ``spec`` in ``doc``; ``where`` is the place, or a callable that
+    words it (built only for a refusal)."""
+    for name, kind in spec:
+        if type(doc.get(name)) is not kind:
+            _need(doc, name, kind, where() if callable(where) else where)
+
+
+def _list(doc: Mapping[str, Any], name: str, where: str) -> list[Any]:
+    value = doc.get(name)
+    if value is None:
+        return []
+    if type(value) is not list:
+        raise _malformed(f"{where}: {name} must be a list")
+    return value
+
+
 def parse_log(data: bytes, *, where: str = "log") -> Log:
     """The strict, bounded parse of a reflective log; ``MALFORMED_TRACE`` or
     ``UNSUPPORTED_SCHEMA_VERSION`` with where and what."""
@@ -324,38 +358,28 @@ def parse_log(data: bytes, *, where: str = "log") -> Log:
             "the log that names it"
         )
     _version(doc.get("schema_version"), where=where, supported=SCHEMA_VERSION)
-    for name in REQUIRED_STRINGS:
-        _need(doc, name, str, where)
-    for name in REQUIRED_OBJECTS:
-        _need(doc, name, dict, where)
-    _need(doc, "signature", str, where)
-    _need(doc, "REPLAYABLE", bool, where)
-    iterations = _need(doc, "iteration_trace", list, where)
+    _require(doc, _LOG_FIELDS, where)
+    iterations = doc["iteration_trace"]
     if len(iterations) > MAX_ITERATIONS:
         raise _malformed(f"{where}: more than {MAX_ITERATIONS} iterations")
     for i, it in enumerate(iterations):
-        at = f"{where}: iteration_trace[{i}]"
-        if not isinstance(it, dict):
-            raise _malformed(f"{at} must be an object")
-        _need(it, "iteration_id", str, at)
-        _need(it, "router_output", dict, at)
-        if it.get("agent_output_id") is not None and not isinstance(it["agent_output_id"], str):
-            raise _malformed(f"{at}: agent_output_id must be a string or null")
+        if type(it) is not dict:
+            raise _malformed(f"{where}: iteration_trace[{i}] must be an object")
+        _require(it, _ITERATION_FIELDS, lambda i=i: f"{where}: iteration_trace[{i}]")
+        oid = it.get("agent_output_id")
+        if oid is not None and type(oid) is not str:
+            raise _malformed(
+                f"{where}: iteration_trace[{i}]: agent_output_id must be a string or null"
+            )
     for kind, name in SNAPSHOT_FIELDS.items():
-        if doc.get(name) is not None and not isinstance(doc[name], str):
+        sid = doc.get(name)
+        if sid is not None and type(sid) is not str:
             raise _malformed(f"{where}: {name} must be a string ({kind} snapshot id) or null")
-    for i, ref in enumerate(doc.get("event_refs") or []):
-        at = f"{where}: event_refs[{i}]"
-        if not isinstance(ref, dict):
-            raise _malformed(f"{at} must be an object")
-        _need(ref, "sequence_index", int, at)
-        _need(ref, "event_type", str, at)
-        _need(ref, "event_id", str, at)
-    outputs = doc.get("agent_outputs", [])
-    if not isinstance(outputs, list):
-        raise _malformed(f"{where}: agent_outputs must be a list")
-    if not isinstance(doc.get("event_refs", []), list):
-        raise _malformed(f"{where}: event_refs must be a list")
+    for i, ref in enumerate(_list(doc, "event_refs", where)):
+        if type(ref) is not dict:
+            raise _malformed(f"{where}: event_refs[{i}] must be an object")
+        _require(ref, _EVENT_FIELDS, lambda i=i: f"{where}: event_refs[{i}]")
+    _list(doc, "agent_outputs", where)
     # strict JSON (no NaN, no lone surrogates) is always serialisable by mace-v1
     return Log(doc, where)
 
@@ -367,13 +391,10 @@ def parse_snapshot(data: bytes, *, where: str) -> dict[str, Any]:
 
 def check_snapshot(doc: Any, *, where: str) -> dict[str, Any]:
     """A snapshot document's shape (a parsed file, or a body read back from the store)."""
-    if not isinstance(doc, dict):
+    if type(doc) is not dict:
         raise _malformed(f"{where}: a snapshot file is a JSON object")
     _version(doc.get("schema_version"), where=where, supported=SNAPSHOT_SCHEMA_VERSION)
-    for name in ("snapshot_id", "kind", "seed_namespace", "config_hash", "signature"):
-        _need(doc, name, str, where)
-    _need(doc, "signature_key_id", str, where)
-    _need(doc, "schema_version", int, where)
+    _require(doc, _SNAPSHOT_FILE_FIELDS, where)
     if "body" not in doc:
         raise _malformed(f"{where}: body is missing")
     if doc["kind"] not in SNAPSHOT_KINDS:
