@@ -368,3 +368,48 @@ def test_two_stored_logs_of_one_job_compare_field_by_field(as_persona, key):
         "<td><code>Hello!</code></td><td><code>Hi!</code></td></tr>"
     ) in body
     assert body.count('<td class="path">') == 3  # the text, the signed copy, the signature
+
+
+# --- roles ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["vera", "cora", "lena", "nora"])
+def test_roles_without_upload_cannot_store_a_mace_log(as_persona, key, name):
+    made = ref.job()
+    pairs = [("log_s1.json", ref.dumps(made["log"])), *snapshot_files(made)]
+    page = as_persona(name).post("/traces/upload/", {"files": uploads(pairs)})
+    api = as_persona(name).post(
+        "/api/traces/upload/",
+        {
+            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
+            "inputs": uploads(snapshot_files(made)),
+        },
+    )
+    assert (page.status_code, api.status_code) == (403, 403)
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+
+
+def test_the_api_verifies_a_log_with_its_snapshots_and_stores_nothing(as_persona, key):
+    made = ref.job()
+    made["log"]["signature"] = "PLACEHOLDER"
+    response = as_persona("alice").post(
+        "/api/traces/verify/",
+        {
+            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
+            "inputs": uploads(snapshot_files(made)),
+        },
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["format"], body["stored"]) == (FORMAT, False)
+    report = body["report"]
+    assert (report["status"], report["error_code"], report["broke_at"]) == (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        "signature",
+    )
+    assert (report["expected"], report["observed"]) == (
+        ref.sign_payload(made["log"]["immutable_subpayload"]),
+        "PLACEHOLDER",
+    )
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}

@@ -525,3 +525,22 @@ def test_a_snapshots_signed_bytes_are_mace_v1_of_it_without_its_signature(namesp
     expected = ref.canonical_json_serialize(part).encode("utf-8")
     assert mace_format.snapshot_signed_bytes(snap, mace_v1(snap["body"])) == expected
     assert mace_format.snapshot_signed_bytes(snap) == expected
+
+
+def test_the_bench_runs_and_the_console_verifies_every_generated_log():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "bench_format_mace.py"), "--files", "40"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "MACE reflective logs: 40 logs (+200 snapshot files" in done.stdout
+    for row in ("reference", "console", "console / reference", "peak traced allocation"):
+        assert row in done.stdout
