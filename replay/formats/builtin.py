@@ -565,14 +565,18 @@ MACE_KIND = "mace-{kind}"
 
 class MaceFormat:
     """MACE reflective logs (:mod:`replay.formats.mace`); the snapshot files uploaded with a
-    log (``<snapshot_id>.json``) are stored as its snapshots (kinds ``mace-selfrep``...)."""
+    log (``<snapshot_id>.json``) that verify are stored as its snapshots (kinds
+    ``mace-selfrep``...)."""
 
     name = mace.FORMAT
     label = "a MACE reflective log"
     keys = MACE_KEYS
-    #: a log whose snapshots did not come with it is not stored (nothing to re-verify it by)
+    #: a log whose snapshots did not come with it is not stored (nothing to re-verify it by),
+    #: nor one whose key is not registered (its snapshots' signatures could not be checked,
+    #: so none could be stored): register the key and upload it again
     unstorable_codes = frozenset(
         {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.MISSING_SNAPSHOT}
+        | {errors.UNKNOWN_KEY}
     )
     replay_note = (
         "MACE's router and agents are not in the log, so nothing is re-executed: re-verifying "

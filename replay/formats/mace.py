@@ -611,8 +611,8 @@ def verify(
     )
 
     # snapshots: parse, id provenance (§5), signature (§1)
-    # every file is checked (the ones whose ids recompute are kept, to be stored); the
-    # first problem in kind order is the report's
+    # every file is checked (the ones that verify are kept, to be stored); the first
+    # problem in kind order is the report's
     first: tuple[str, str, Any, Any, Any] | None = None
     for kind in SNAPSHOT_KINDS:
         sid = str(ids[kind])
@@ -628,8 +628,12 @@ def verify(
         body_bytes = _canonical(snap["body"], where)
         problem = _snapshot_provenance(kind, sid, snap, body_bytes)
         if problem is None:
-            log.snapshots[kind] = snap
             problem = _snapshot_signature(kind, snap, body_bytes, keys=keys, at=at)
+        if problem is None:
+            # only a file whose id recomputes and whose signature verifies may be stored:
+            # the store keeps the first body of an id, so a badly signed copy kept first
+            # would fail every later log that names the id
+            log.snapshots[kind] = snap
         first = first or problem
     if first is not None:
         code, message, broke_at, expected, observed = first

@@ -213,30 +213,51 @@ def test_the_api_refuses_a_log_whose_snapshots_were_not_uploaded(as_persona, key
     assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
 
 
-def test_a_log_whose_key_is_not_registered_is_stored_refused_then_verifies_once_it_is(
-    as_persona, django_capture_on_commit_callbacks
-):
+def test_a_log_whose_key_is_not_registered_is_refused_until_the_key_is(as_persona):
     made = ref.job()
     client = as_persona("alice")
-    response = client.post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
-            "inputs": uploads(snapshot_files(made)),
-        },
+
+    def upload():
+        return client.post(
+            "/api/traces/upload/",
+            {
+                "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
+                "inputs": uploads(snapshot_files(made)),
+            },
+        )
+
+    refused = upload()
+    assert refused.status_code == 400
+    assert refused.json()["error_code"] == UNKNOWN_KEY
+    assert refused.json()["message"] == (
+        "selfrep_snapshot.signature: no HMAC-SHA256 key 'reflective_log_key' in the "
+        "verification-key registry; register MACE's secret with `keys add-hmac "
+        "reflective_log_key --secret-file F`"
     )
-    assert response.status_code == 201
-    report = response.json()["report"]
-    assert (report["status"], report["error_code"], report["broke_at"]) == (
-        "refused",
-        UNKNOWN_KEY,
-        "selfrep_snapshot.signature",
-    )
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
     register_key()
-    trace = Trace.objects.get()
-    run = governed(trace)
-    assert (run.status, run.error_code) == ("ok", "")
-    assert not GovernanceEvent.objects.filter(type="INTEGRITY_FAILURE").exists()
+    stored = upload()
+    assert stored.status_code == 201
+    assert stored.json()["report"]["status"] == "ok"
+    assert governed(Trace.objects.get()).status == "ok"
+
+
+def test_a_badly_signed_snapshot_is_not_stored_so_it_cannot_shadow_a_good_copy(key):
+    bad = ref.job()
+    bad["snapshots"]["router"]["signature"] = "mock_signature"
+    tampered = store(bad, "bad.json")
+    assert tampered.ingest_report["broke_at"] == "router_snapshot.signature"
+    assert not Snapshot.objects.filter(kind="mace-router").exists()
+    assert Snapshot.objects.filter(kind__startswith="mace-").count() == 4
+    # re-verifying reads the store, where the badly signed copy was never kept
+    run = governed(tampered)
+    assert (run.error_code, run.report["broke_at"]) == (MISSING_SNAPSHOT, "router_snapshot_id")
+    other = ref.job()
+    other["log"]["timestamp"] = "2025-01-02T12:00:00Z"  # another log naming the same snapshots
+    good = store(other, "good.json")
+    assert good.last_status == "ok"
+    assert Snapshot.objects.get(kind="mace-router").body == other["snapshots"]["router"]
+    assert governed(good).status == "ok"
 
 
 # --- the CLI -------------------------------------------------------------------------------
