@@ -62,7 +62,7 @@ from typing import Any
 from replay import errors
 from replay.canonical import CanonicalError, mace_v1
 from replay.diff import diff
-from replay.engine import AUDIT, PRODUCTION, Check, Divergence, ReplayReport
+from replay.engine import AUDIT, PRODUCTION, SANDBOX, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import check_shape, loads_compact
 from replay.signatures import HMAC_SHA256, KeyRing
@@ -442,7 +442,7 @@ def _report(mode: str, log: Log | None = None) -> ReplayReport:
     if log is not None:
         trace_id = str(log.document.get("log_id"))[:64]
     report = ReplayReport(trace_id=trace_id, format=FORMAT, mode=mode)
-    report.authoritative = True
+    report.authoritative = mode != SANDBOX  # contracts §3: a sandbox result never is
     if log is not None:
         report.unprotected_fields = unprotected_fields(log.document)
     return report

@@ -544,3 +544,10 @@ def test_the_bench_runs_and_the_console_verifies_every_generated_log():
     assert "MACE reflective logs: 40 logs (+200 snapshot files" in done.stdout
     for row in ("reference", "console", "console / reference", "peak traced allocation"):
         assert row in done.stdout
+
+
+def test_a_sandbox_verification_is_never_authoritative():
+    sandbox, _ = check(ref.job(), mode="sandbox")
+    audit, _ = check(ref.job())
+    assert (sandbox["status"], sandbox["authoritative"]) == ("ok", False)
+    assert (audit["status"], audit["authoritative"]) == ("ok", True)
