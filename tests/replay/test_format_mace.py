@@ -189,6 +189,21 @@ def test_it_refuses_a_snapshot_whose_body_was_edited():
     assert "privacy" in parsed.snapshots
 
 
+def test_it_refuses_a_snapshot_file_with_one_byte_flipped():
+    made = ref.job()
+    snap = made["snapshots"]["router"]
+    inputs = _files(made)
+    name = f"{snap['snapshot_id']}.json"
+    assert inputs[name].count(b"sem_only") == 1
+    inputs[name] = inputs[name].replace(b"sem_only", b"sem_onlz")
+    report, _ = check(made, inputs=inputs)
+    assert report["error_code"] == errors.INTEGRITY_FAILURE
+    assert report["broke_at"] == "router_snapshot.config_hash"
+    flipped = dict(snap["body"], memory_strategy="sem_onlz")
+    assert report["expected"] == ref.sha256_hex(ref.canonical_json_serialize(flipped))
+    assert report["observed"] == snap["config_hash"]
+
+
 def test_it_refuses_a_snapshot_rehashed_without_the_key():
     made = ref.job()
     snap = made["snapshots"]["privacy"]
