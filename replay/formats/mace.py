@@ -64,7 +64,7 @@ from replay.canonical import CanonicalError, mace_v1
 from replay.diff import diff
 from replay.engine import AUDIT, PRODUCTION, SANDBOX, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import check_shape, loads_compact
+from replay.formats.jsonstrict import NOT_PROVEN, check_shape, loads_strict, parse_compact
 from replay.signatures import HMAC_SHA256, KeyRing
 
 try:  # accelerator for snapshot_signed_bytes; mace-v1 itself decides without it
@@ -271,18 +271,33 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
-def _object(data: bytes, *, where: str, limit: int) -> dict[str, Any]:
+def _object(data: bytes, *, where: Any, limit: int) -> dict[str, Any]:
+    """The JSON object ``data`` is, strictly; ``where`` as for :func:`_place`."""
     if len(data) > limit:
-        raise _malformed(f"{where}: larger than {limit} bytes")
+        raise _malformed(f"{_place(where)}: larger than {limit} bytes")
     # compact JSON (what MACE's canonical serializer writes) is proven by orjson; anything
     # else goes through the strict decoder, which words every refusal
-    value = loads_compact(data, where=where)
+    value = parse_compact(data)
+    if value is NOT_PROVEN:
+        value = loads_strict(data, where=_place(where))
     few_brackets = data.count(b"{") + data.count(b"[") <= MAX_DEPTH
     if len(data) > MAX_STRING or (not few_brackets and _depth_bound(data) > MAX_DEPTH):
-        check_shape(value, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
-    if not isinstance(value, dict):
-        raise _malformed(f"{where}: a MACE file is a JSON object, not {type(value).__name__}")
+        check_shape(value, where=_place(where), max_depth=MAX_DEPTH, max_string=MAX_STRING)
+    if type(value) is not dict:
+        raise _malformed(
+            f"{_place(where)}: a MACE file is a JSON object, not {type(value).__name__}"
+        )
     return value
+
+
+def _place(where: Any) -> str:
+    """A refusal's place: a string, or ``(file, list name, index)`` worded only when needed,
+    or ``(kind, snapshot id)`` for a snapshot file."""
+    if type(where) is tuple:
+        if len(where) == 3:
+            return f"{where[0]}: {where[1]}[{where[2]}]"
+        return f"{where[0]} snapshot {where[1]}.json"
+    return where
 
 
 def _version(value: Any, *, where: str, supported: int) -> None:
@@ -332,11 +347,10 @@ _SNAPSHOT_FILE_FIELDS = (
 
 
 def _require(doc: Mapping[str, Any], spec: tuple[tuple[str, type], ...], where: Any) -> None:
-    """Every (name, type) of ``spec`` in ``doc``; ``where`` is the place, or a callable that
-    words it (built only for a refusal)."""
+    """Every (name, type) of ``spec`` in ``doc``; ``where`` as for :func:`_place`."""
     for name, kind in spec:
         if type(doc.get(name)) is not kind:
-            _need(doc, name, kind, where() if callable(where) else where)
+            _need(doc, name, kind, _place(where))
 
 
 def _list(doc: Mapping[str, Any], name: str, where: str) -> list[Any]:
@@ -365,7 +379,7 @@ def parse_log(data: bytes, *, where: str = "log") -> Log:
     for i, it in enumerate(iterations):
         if type(it) is not dict:
             raise _malformed(f"{where}: iteration_trace[{i}] must be an object")
-        _require(it, _ITERATION_FIELDS, lambda i=i: f"{where}: iteration_trace[{i}]")
+        _require(it, _ITERATION_FIELDS, (where, "iteration_trace", i))
         oid = it.get("agent_output_id")
         if oid is not None and type(oid) is not str:
             raise _malformed(
@@ -378,27 +392,31 @@ def parse_log(data: bytes, *, where: str = "log") -> Log:
     for i, ref in enumerate(_list(doc, "event_refs", where)):
         if type(ref) is not dict:
             raise _malformed(f"{where}: event_refs[{i}] must be an object")
-        _require(ref, _EVENT_FIELDS, lambda i=i: f"{where}: event_refs[{i}]")
+        _require(ref, _EVENT_FIELDS, (where, "event_refs", i))
     _list(doc, "agent_outputs", where)
     # strict JSON (no NaN, no lone surrogates) is always serialisable by mace-v1
     return Log(doc, where)
 
 
-def parse_snapshot(data: bytes, *, where: str) -> dict[str, Any]:
-    """The strict, bounded parse of one snapshot file."""
+def parse_snapshot(data: bytes, *, where: Any) -> dict[str, Any]:
+    """The strict, bounded parse of one snapshot file (``where``: as for :func:`_object`)."""
     return check_snapshot(_object(data, where=where, limit=MAX_SNAPSHOT_BYTES), where=where)
 
 
-def check_snapshot(doc: Any, *, where: str) -> dict[str, Any]:
+def check_snapshot(doc: Any, *, where: Any) -> dict[str, Any]:
     """A snapshot document's shape (a parsed file, or a body read back from the store)."""
     if type(doc) is not dict:
-        raise _malformed(f"{where}: a snapshot file is a JSON object")
-    _version(doc.get("schema_version"), where=where, supported=SNAPSHOT_SCHEMA_VERSION)
+        raise _malformed(f"{_place(where)}: a snapshot file is a JSON object")
+    version = doc.get("schema_version")
+    if version != SNAPSHOT_SCHEMA_VERSION or type(version) is not int:
+        _version(version, where=_place(where), supported=SNAPSHOT_SCHEMA_VERSION)
     _require(doc, _SNAPSHOT_FILE_FIELDS, where)
     if "body" not in doc:
-        raise _malformed(f"{where}: body is missing")
+        raise _malformed(f"{_place(where)}: body is missing")
     if doc["kind"] not in SNAPSHOT_KINDS:
-        raise _malformed(f"{where}: kind {doc['kind']!r} is not one of {', '.join(SNAPSHOT_KINDS)}")
+        raise _malformed(
+            f"{_place(where)}: kind {doc['kind']!r} is not one of {', '.join(SNAPSHOT_KINDS)}"
+        )
     return doc
 
 
@@ -615,17 +633,17 @@ def verify(
     # problem in kind order is the report's
     first: tuple[str, str, Any, Any, Any] | None = None
     for kind in SNAPSHOT_KINDS:
-        sid = str(ids[kind])
-        where = f"{kind} snapshot {sid}.json"
+        sid = ids[kind]
+        where = (kind, sid)
         try:
-            if isinstance(raw[kind], dict):
+            if type(raw[kind]) is dict:
                 snap = check_snapshot(raw[kind], where=where)
             else:
                 snap = parse_snapshot(raw[kind], where=where)
         except ReplayError as exc:
             first = first or (exc.code, exc.message, f"{kind}_snapshot", exc.expected, exc.observed)
             continue
-        body_bytes = _canonical(snap["body"], where)
+        body_bytes = _canonical(snap["body"], kind)
         problem = _snapshot_provenance(kind, sid, snap, body_bytes)
         if problem is None:
             problem = _snapshot_signature(kind, snap, body_bytes, keys=keys, at=at)
@@ -714,7 +732,11 @@ def verify(
                 expected=_text(derived[key]),
                 observed=_text(recorded[key]) if key in recorded else None,
             )
-    extra = sorted(set(recorded) - set(SUBPAYLOAD_SOURCES))
+    extra = (
+        []
+        if len(recorded) == len(SUBPAYLOAD_SOURCES)
+        else sorted(set(recorded) - set(SUBPAYLOAD_SOURCES))
+    )
     report.checks.append(
         Check(
             "immutable_subpayload",
