@@ -27,6 +27,7 @@ import ntpath
 import os
 import posixpath
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -80,11 +81,14 @@ def differences(a: Any, b: Any) -> list[Difference]:
     ]
 
 
-def halt_refusal(name: str, trace_id: str | None, ctx: VerifyContext) -> ReplayReport | None:
-    """The refusal of a halted file (its stored sha256 or its id), or None."""
+def halt_refusal(
+    name: str, trace_id: str | None, ctx: VerifyContext, snapshot_ids: Iterable[str] = ()
+) -> ReplayReport | None:
+    """The refusal of a halted file (its stored sha256, its id, or a snapshot it names), or
+    None."""
     if ctx.halted is None:
         return None
-    concerned = [i for i in (ctx.file_id, trace_id) if i]
+    concerned = [i for i in (ctx.file_id, trace_id, *snapshot_ids) if i]
     why = list(dict.fromkeys(ctx.halted[i] for i in concerned if i in ctx.halted))
     if not why:
         return None
@@ -604,7 +608,9 @@ class MaceFormat:
         return mace.refused(exc, mode=ctx.mode)
 
     def verify(self, parsed: mace.Log, filename: str, ctx: VerifyContext) -> ReplayReport:
-        refusal = halt_refusal(self.name, str(parsed.document["log_id"])[:64], ctx)
+        log_id = str(parsed.document["log_id"])[:64]
+        named = [sid for sid in parsed.snapshot_ids.values() if isinstance(sid, str)]
+        refusal = halt_refusal(self.name, log_id, ctx, named)
         if refusal is not None:
             return refusal
         stored = {r.get("snapshot_id") for r in ctx.stored_inputs}

@@ -953,6 +953,31 @@ def _snapshot_signature(
     )
 
 
+def failed_snapshot_id(report: Mapping[str, Any]) -> str | None:
+    """The snapshot id a report's failed ``snapshots`` check is about (its ``broke_at`` names
+    the kind: ``router_snapshot.config_hash``), or None."""
+    failed = [c for c in report.get("checks", []) if not c.get("ok")]
+    where = report.get("broke_at")
+    ids = report.get("snapshot_ids") or []
+    if not failed or failed[-1].get("name") != "snapshots" or not isinstance(where, str):
+        return None
+    kind = where.split("_snapshot", 1)[0]
+    if kind not in SNAPSHOT_KINDS or len(ids) != len(SNAPSHOT_KINDS):
+        return None
+    return str(ids[SNAPSHOT_KINDS.index(kind)])
+
+
+def stored_snapshot_tampered(body: Any, snapshot_id: str) -> bool:
+    """A stored snapshot file no longer is one whose id recomputes as ``snapshot_id`` (it
+    was rewritten in the store)."""
+    try:
+        snap = check_snapshot(body, where="stored snapshot")
+    except ReplayError:
+        return True
+    kind = snap["kind"]
+    return _snapshot_provenance(kind, snapshot_id, snap, _canonical(snap["body"], kind)) is not None
+
+
 # --- compare and panel -----------------------------------------------------------------
 
 

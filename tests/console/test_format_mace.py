@@ -340,9 +340,13 @@ def test_a_placeholder_signature_is_an_integrity_failure_that_halts_only_that_fi
     assert GovernanceEvent.objects.filter(type="INTEGRITY_FAILURE").count() == 1
 
 
-def test_a_stored_snapshot_rewritten_in_the_store_is_an_integrity_failure(key):
+def test_a_snapshot_rewritten_in_the_store_halts_every_log_that_names_it(key):
     made = ref.job()
     trace = store(made)
+    other = ref.job()
+    other["log"]["timestamp"] = "2025-01-02T12:00:00Z"  # another log naming the same snapshots
+    sibling = store(other, "log_s1_b.json")
+    unrelated = store(ref.job("s2"), "log_s2.json")
     sid = made["snapshots"]["router"]["snapshot_id"]
     body = dict(made["snapshots"]["router"], body={"depth_level": 9, "memory_strategy": "x"})
     Snapshot.objects.filter(snapshot_id=sid).update(body=body)
@@ -354,8 +358,27 @@ def test_a_stored_snapshot_rewritten_in_the_store_is_an_integrity_failure(key):
     )
     assert run.report["expected"] == ref.sha256_hex(ref.canonical_json_serialize(body["body"]))
     assert run.report["observed"] == made["snapshots"]["router"]["config_hash"]
-    assert trace.blob.sha256 in halts_active_map()
+    failure = GovernanceEvent.objects.get(type="INTEGRITY_FAILURE")
+    assert (failure.payload["target_kind"], failure.payload["target_id"]) == ("snapshot", sid)
+    assert failure.payload["snapshot_id"] == sid
+    assert sid in halts_active_map()
     assert governed(trace).error_code == FORCE_HALT_ACTIVE
+    assert governed(sibling).error_code == FORCE_HALT_ACTIVE
+    assert governed(unrelated).status == "ok"
+
+
+def test_a_log_whose_own_signature_fails_halts_that_file_not_its_snapshots(key):
+    made = ref.job()
+    made["log"]["signature"] = ref.sign_payload(made["log"]["immutable_subpayload"], b"x" * 32)
+    trace = store(made)
+    run = governed(trace)
+    assert (run.error_code, run.report["broke_at"]) == (INTEGRITY_FAILURE, "signature")
+    failure = GovernanceEvent.objects.get(type="INTEGRITY_FAILURE")
+    assert (failure.payload["target_kind"], failure.payload["target_id"]) == (
+        "blob",
+        trace.blob.sha256,
+    )
+    assert failure.payload["snapshot_id"] is None
 
 
 def test_a_snapshot_removed_from_the_store_makes_the_log_missing_a_snapshot(key):
