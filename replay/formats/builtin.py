@@ -626,6 +626,7 @@ class MaceFormat:
             keys=ctx.keys,
             mode=ctx.mode,
             at=ctx.at,
+            continue_past=frozenset(ctx.continue_past),
         )
         return halts_clear(report, ctx)
 

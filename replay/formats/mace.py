@@ -571,10 +571,13 @@ def verify(
     mode: str = AUDIT,
     at: datetime | None = None,
     halted_check: Check | None = None,
+    continue_past: frozenset[int] = frozenset(),
 ) -> ReplayReport:
     """The report on one reflective log. ``snapshot_source(kind, snapshot_id)`` gives the
     snapshot file (bytes, or an already parsed document) or None when it is not there.
-    Never raises ``ReplayError``."""
+    ``continue_past``: iterations whose divergence an approved force-continue lets the
+    verification go past (the result is then non-authoritative). Never raises
+    ``ReplayError``."""
     doc = log.document
     report = _report(mode, log)
     version = doc.get("schema_version", SCHEMA_VERSION)
@@ -829,17 +832,24 @@ def verify(
                 )
             entries = diff(it.get("agent_output"), persisted[oid].get("output"))
             if entries:
-                report.divergences = [
+                approved = i in continue_past
+                here = [
                     Divergence(
                         i,
                         it["iteration_id"],
                         f"/iteration_trace/{i}/agent_output" + e.path,
                         e.before,
                         e.after,
+                        force_continued=approved,
                     )
                     for e in entries
                 ]
-                first = report.divergences[0]
+                report.divergences += here
+                if approved:
+                    report.force_continued = True
+                    report.authoritative = False
+                    continue
+                first = here[0]
                 message = (
                     f"iteration_trace[{i}] ({it['iteration_id']}): the recorded agent output "
                     f"differs from persisted output {oid} at {first.path}"
@@ -853,9 +863,13 @@ def verify(
                     expected=_text(first.after),
                     observed=_text(first.before),
                 )
-        report.checks.append(
-            Check("persisted_outputs", True, "every agent output equals its persisted copy")
-        )
+        note = "every agent output equals its persisted copy"
+        if report.force_continued:
+            note = (
+                "every agent output equals its persisted copy, but for the iterations "
+                "force-continued past an approved divergence (non-authoritative)"
+            )
+        report.checks.append(Check("persisted_outputs", True, note))
     report.message = (
         f"MACE log {doc['log_id']} verifies: signature, {len(SNAPSHOT_KINDS)} snapshots, "
         f"{len(refs)} event ids"

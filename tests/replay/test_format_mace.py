@@ -566,3 +566,31 @@ def test_a_sandbox_verification_is_never_authoritative():
     audit, _ = check(ref.job())
     assert (sandbox["status"], sandbox["authoritative"]) == ("ok", False)
     assert (audit["status"], audit["authoritative"]) == ("ok", True)
+
+
+def test_an_approved_force_continue_goes_past_a_divergent_iteration_non_authoritatively():
+    made = ref.job(iterations=3)
+    made["log"]["agent_outputs"][1]["output"]["text"] = "answer 1 tampered"
+    ctx = VerifyContext(mode="production", keys=KEYS, inputs=_files(made), continue_past=(1,))
+    parsed = FMT.parse(io.BytesIO(ref.dumps(made["log"])), "log.json", ctx)
+    report = FMT.verify(parsed, "log.json", ctx).to_json()
+    assert (report["status"], report["error_code"]) == ("ok", None)
+    assert (report["force_continued"], report["authoritative"]) == (True, False)
+    assert report["divergences"] == [
+        {
+            "step": 1,
+            "step_id": "it_1",
+            "path": "/iteration_trace/1/agent_output/text",
+            "before": "answer 1 café",
+            "after": "answer 1 tampered",
+            "force_continued": True,
+        }
+    ]
+    assert report["checks"][-1]["detail"].endswith(
+        "force-continued past an approved divergence (non-authoritative)"
+    )
+    made["log"]["agent_outputs"][2]["output"]["confidence"] = 0.5
+    ctx.inputs = _files(made)
+    parsed = FMT.parse(io.BytesIO(ref.dumps(made["log"])), "log.json", ctx)
+    second = FMT.verify(parsed, "log.json", ctx).to_json()
+    assert (second["error_code"], second["broke_at"]) == (errors.REPLAY_DIVERGENCE, 2)
