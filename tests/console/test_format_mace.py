@@ -457,3 +457,52 @@ def test_the_api_verifies_a_log_with_its_snapshots_and_stores_nothing(as_persona
         "PLACEHOLDER",
     )
     assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+
+
+# --- force-continue (seed 003 REPLAY-05, REPLAY-06) ------------------------------------------
+
+
+def test_a_diverging_production_replay_continues_only_with_an_approved_force_continue(
+    key, django_capture_on_commit_callbacks
+):
+    from governance import services
+    from replay.errors import FORCE_CONTINUE_REQUIRED, REPLAY_DIVERGENCE, ReplayError
+    from tests.governance.factories import approve, enrol
+
+    bob, carol, dave = enrol("bob"), enrol("carol"), enrol("dave")
+    made = ref.job()
+    made["log"]["agent_outputs"][1]["output"]["text"] = "answer 1 tampered"
+    trace = store(made)
+    assert trace.last_status == "ok"  # audit mode compares no persisted output
+    sam = persona("sam")
+    run = replay_run_govern(
+        run_id=replay_request(trace=trace, mode="production", actor=sam, enqueue=False).id
+    )
+    assert (run.status, run.error_code, run.report["broke_at"]) == (
+        "diverged",
+        REPLAY_DIVERGENCE,
+        1,
+    )
+    divergence = GovernanceEvent.objects.get(type="REPLAY_DIVERGENCE")
+    assert (divergence.payload["step"], divergence.payload["path"]) == (
+        1,
+        "/iteration_trace/1/agent_output/text",
+    )
+    with pytest.raises(ReplayError) as refused:
+        services.force_continue_resume(run=run, actor=sam)
+    assert refused.value.code == FORCE_CONTINUE_REQUIRED
+    request = services.force_continue_request_file(
+        run=run, actor=sam, reason="the persisted output was re-exported by hand"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        for signer, role in ((bob, "admin"), (carol, "council"), (dave, "council")):
+            services.approval_record(
+                request=request, approver=signer.user, document=approve(signer, request, role=role)
+            )
+    request.refresh_from_db()
+    resumed = request.resumed_run
+    resumed.refresh_from_db()
+    assert resumed.continue_past == [1]
+    assert (resumed.state, resumed.status, resumed.authoritative) == ("done", "ok", False)
+    assert resumed.report["force_continued"] is True
+    assert resumed.report["divergences"][0]["force_continued"] is True
