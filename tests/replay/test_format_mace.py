@@ -594,3 +594,19 @@ def test_an_approved_force_continue_goes_past_a_divergent_iteration_non_authorit
     parsed = FMT.parse(io.BytesIO(ref.dumps(made["log"])), "log.json", ctx)
     second = FMT.verify(parsed, "log.json", ctx).to_json()
     assert (second["error_code"], second["broke_at"]) == (errors.REPLAY_DIVERGENCE, 2)
+
+
+def test_it_refuses_nesting_deeper_than_its_bound_and_a_file_over_its_size():
+    doc = ref.job()["log"]
+    deep: dict = {}
+    node = deep
+    for _ in range(70):
+        node["x"] = {}
+        node = node["x"]
+    doc["percept"]["context"] = deep
+    report = refusal(json.dumps(doc).encode())
+    assert report["error_code"] == errors.MALFORMED_TRACE
+    assert report["message"] == "log.json: nesting deeper than 64 levels"
+    big = b" " * (mace_format.MAX_LOG_BYTES + 1)
+    report = refusal(big)
+    assert report["message"] == f"log.json: larger than {mace_format.MAX_LOG_BYTES} bytes"
