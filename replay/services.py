@@ -23,7 +23,8 @@ from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
-from replay.storage import Spooled, blob_open, blob_put, spool
+from replay.signals import trace_stored
+from replay.storage import Spooled, blob_erased, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
 Halts = Callable[[], Mapping[str, str] | None]
@@ -473,6 +474,7 @@ def _store(
         last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
         uploaded_by=uploaded_by,
     )
+    trace_stored.send(sender=Trace, trace=row)
     return IngestResult(row, True, data)
 
 
@@ -556,9 +558,16 @@ def replay_run_execute(
         workers=workers,
         file_id=trace.blob.sha256,
         stored_inputs=[r for r in trace.required_snapshot_ids or [] if r.get("path")],
+        erased=blob_erased(trace.blob.sha256),
     )
     fmt = formats().get(trace.format)
-    if fmt is None:
+    if trace.expired_at is not None:  # a tombstone: its content is gone (replay.expiry)
+        from replay.expiry import expired_message
+
+        report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
+        report.checks.append(engine.Check("retention", False, expired_message(trace)))
+        report.fail(errors.TRACE_EXPIRED, expired_message(trace))
+    elif fmt is None:
         report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
         message = (
             f"the format {trace.format!r} is not registered on this server; supported: "
@@ -574,6 +583,8 @@ def replay_run_execute(
             ctx=ctx,
             replay=True,
         )
+    if ctx.erased and not report.erased:
+        _erasure_noted(report, ctx.erased)
     data = report.to_json()
     with transaction.atomic():
         run = ReplayRun.objects.select_for_update().get(id=run.id)
@@ -589,6 +600,22 @@ def replay_run_execute(
         run.save()
         _trace_verdict_store(trace_pk=trace.pk, replayed_at=run.finished_at)
     return run
+
+
+def _erasure_noted(report: engine.ReplayReport, erased: Sequence[Mapping[str, str]]) -> None:
+    """A format that does not say itself what erased values make impossible: the report
+    lists them, is not authoritative, and says every check covering them cannot hold."""
+    report.erased = [{"location": e["location"], "path": e["path"]} for e in erased]
+    report.authoritative = False
+    named = ", ".join(f"{e['location']} {e['path']}" for e in erased)
+    report.checks.append(
+        engine.Check(
+            "erasure",
+            True,
+            f"{len(erased)} personal values are erased ({named}); a check that covers them "
+            "cannot be recomputed",
+        )
+    )
 
 
 def _trace_verdict_store(*, trace_pk: int, replayed_at: Any) -> str:

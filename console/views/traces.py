@@ -42,6 +42,7 @@ from governance.selectors import (
     replay_halt_preview,
 )
 from governance.services import pii_access_record
+from privacy.redaction import mask_differences
 from replay.errors import INTEGRITY_CODES
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
@@ -316,6 +317,7 @@ def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> 
     if trace.format != other.format:
         raise Http404("only two files of the same format compare")
     comparison = trace_compare(trace, other)
+    comparison.differences = mask_differences(trace.format, comparison.differences)
     context = {"trace": trace, "other": other, "comparison": comparison}
     return partial_or_page(request, "console/trace_compare.html", "comparison", context)
 

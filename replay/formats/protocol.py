@@ -73,6 +73,8 @@ class VerifyContext:
     excluded: tuple[str, ...] = ()
     max_input_bytes: int | None = None
     contract: Any = None
+    #: fields of a stored file whose values were erased (``{"location", "path"}``)
+    erased: Sequence[Mapping[str, str]] = ()
 
 
 @dataclass
