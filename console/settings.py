@@ -210,6 +210,23 @@ REPLAY_AHD_ROOT = env_str("REPLAY_AHD_ROOT") or (
 )
 # the largest token or brief file re-hashed (a larger one is reported, not read)
 REPLAY_AHD_MAX_INPUT_BYTES = env_int("REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+# one archive of AHD inputs (docs/formats.md): compressed size, uncompressed total, entries,
+# expansion ratio
+REPLAY_AHD_MAX_ARCHIVE_BYTES = env_int("REPLAY_AHD_MAX_ARCHIVE_BYTES", REPLAY_AHD_MAX_INPUT_BYTES)
+REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES = env_int(
+    "REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES", 2 * REPLAY_AHD_MAX_INPUT_BYTES
+)
+REPLAY_AHD_ARCHIVE_MAX_ENTRIES = env_int("REPLAY_AHD_ARCHIVE_MAX_ENTRIES", 256)
+REPLAY_AHD_ARCHIVE_MAX_RATIO = env_int("REPLAY_AHD_ARCHIVE_MAX_RATIO", 200)
+
+# --- Paxman capabilities a deployment adds to the built-ins (JSON: id -> version or list of
+# versions); installed packages add theirs through replay_console.paxman_capabilities
+try:
+    REPLAY_PAXMAN_CAPABILITIES = json.loads(env_str("REPLAY_PAXMAN_CAPABILITIES") or "{}")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"REPLAY_PAXMAN_CAPABILITIES is not JSON: {exc}") from None
+if not isinstance(REPLAY_PAXMAN_CAPABILITIES, dict):
+    raise ImproperlyConfigured("REPLAY_PAXMAN_CAPABILITIES must be a JSON object")
 
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)

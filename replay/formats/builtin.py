@@ -242,7 +242,11 @@ class PaxmanFormat:
     name = paxman.FORMAT
     label = "a Paxman execution artifact"
     keys = PAXMAN_KEYS
-    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
+    #: a contract supplied with the artifact that is not its contract is the caller's error:
+    #: the artifact is refused (nothing stored), as a file that does not parse is
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.INVALID_CONTRACT}
+    )
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
 
     def sniff(self, head: bytes, filename: str) -> bool:
@@ -271,7 +275,10 @@ class PaxmanFormat:
         refusal = halt_refusal(self.name, self._id(parsed), ctx)
         if refusal is not None:
             return refusal
-        return halts_clear(paxman.replay(parsed, contract=ctx.contract, mode=ctx.mode), ctx)
+        report = paxman.replay(
+            parsed, contract=ctx.contract, registry=ctx.capabilities, mode=ctx.mode
+        )
+        return halts_clear(report, ctx)
 
     replay = verify
 

@@ -79,6 +79,8 @@ class VerifyContext:
     contract: Any = None
     #: fields of a stored file whose values were erased (``{"location", "path"}``)
     erased: Sequence[Mapping[str, str]] = ()
+    #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
+    capabilities: Any = None
 
 
 @dataclass
