@@ -23,6 +23,7 @@ CAPABILITY_NOT_FOUND = "CAPABILITY_NOT_FOUND"
 INVALID_CONTRACT = "INVALID_CONTRACT"
 INPUT_HASH_MISMATCH = "INPUT_HASH_MISMATCH"
 FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
+UNKNOWN_KEY = "UNKNOWN_KEY"
 TRACE_EXPIRED = "TRACE_EXPIRED"
 
 #: The codes that say a file's recorded hashes no longer bind its content (a chain, a
@@ -60,6 +61,10 @@ ERROR_CODES: dict[str, str] = {
     FORCE_HALT_ACTIVE: (
         "the stored file, its trace id or one of its snapshots is halted until a council "
         "FORCE_HALT_CLEAR (the message names each halt: seq, target, reason)"
+    ),
+    UNKNOWN_KEY: (
+        "the key a MACE signature names is not an HMAC key in the verification-key registry "
+        "(nothing was verified; register it with `keys add-hmac`)"
     ),
     TRACE_EXPIRED: (
         "retention expired the stored file: its content is gone, its hashes stay (the message "

@@ -34,9 +34,13 @@ def snapshot_tampered(snapshot_id: str) -> bool:
     from replay.errors import ReplayError
     from replay.formats import native
 
-    row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body").first()
+    row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body", "kind").first()
     if row is None:
         return False
+    if row.kind.startswith("mace-"):  # a MACE snapshot file, under MACE's own id
+        from replay.formats import mace
+
+        return mace.stored_snapshot_tampered(row.body, snapshot_id)
     try:
         return native.snapshot_id_of(row.body) != snapshot_id
     except ReplayError:  # a body that cannot even be canonicalised no longer matches its id

@@ -314,6 +314,7 @@ def trace_verify_file(
         progress=progress,
         workers=workers,
         halts=halts,
+        inputs=inputs,
         contract=contract,
     ).to_json()
 
@@ -460,7 +461,9 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
 
     fmt, stream = sniff(source, filename)
     if fmt != AHD:
-        return []
+        # another format that names files uploaded with it (a MACE log's snapshot files)
+        named = getattr(formats().get(fmt), "input_names", None)
+        return named(stream, filename) if named is not None else []
     try:
         sidecar = ahd.parse_sidecar(stream.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
     except ReplayError:
@@ -469,6 +472,23 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
     from replay.formats.builtin import input_basename
 
     return [n for e in entries for n in (e.path, input_basename(e.path))]
+
+
+def sibling_inputs(path: Path) -> dict[str, bytes]:
+    """The files a file on disk names that lie beside it (a MACE log's snapshot files, read
+    from its directory by the CLI), by name; {} for a format that names none."""
+    with path.open("rb") as fh:
+        names = [n for n in _input_names(fh, path.name) if "/" not in n and "\\" not in n]
+    if not names or path.name.lower().endswith(".replay.json"):
+        return {}  # an AHD sidecar's inputs are read from its checkout
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    found = {}
+    for name in dict.fromkeys(names):
+        candidate = path.parent / name
+        if candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[name] = fh.read(limit + 1)
+    return found
 
 
 def trace_upload_batch(

@@ -52,8 +52,8 @@ def uploaded_file(request: Request) -> tuple[Any, str]:
 
 def uploaded_inputs(request: Request) -> dict[str, bytes]:
     """The files a multipart request carries besides ``file`` (``inputs``, several): an AHD
-    sidecar's token and brief, by file name, each read up to the input size limit + 1 (the
-    format refuses what is larger)."""
+    sidecar's token and brief, or a MACE log's snapshot files, by file name, each read up to
+    the input size limit + 1 (the format refuses what is larger)."""
     from replay.formats import ahd
 
     content_type = (request.content_type or "").split(";")[0].strip().lower()
@@ -95,7 +95,8 @@ UPLOAD_BODY = {
                 "type": "array",
                 "items": {"type": "string", "format": "binary"},
                 "description": "an AHD sidecar's token and brief files, matched by the "
-                "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip)",
+                "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip); a "
+                "MACE log's snapshot files (<snapshot_id>.json)",
             },
             "contract": {
                 "type": "string",
@@ -149,7 +150,8 @@ class TraceVerifyApi(APIView):
 
 class TraceUploadApi(APIView):
     """Upload and store one file of any format the console reads: multipart `file` (with an
-    AHD sidecar, its token and brief as `inputs`), or the raw bytes with `?filename=`."""
+    AHD sidecar, its token and brief as `inputs`; with a MACE log, its snapshot files), or the
+    raw bytes with `?filename=`."""
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 

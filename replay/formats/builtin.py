@@ -29,6 +29,7 @@ import os
 import posixpath
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -37,7 +38,7 @@ from replay import errors
 from replay.diff import diff
 from replay.engine import Check, ReplayReport
 from replay.errors import ReplayError
-from replay.formats import ahd, native, paxman, verist
+from replay.formats import ahd, mace, native, paxman, verist
 from replay.formats.protocol import (
     Difference,
     FormatRegistry,
@@ -62,6 +63,14 @@ AHD_KEYS = frozenset(
 )
 
 
+MACE_KEYS = frozenset(
+    {"log_id", "percept", "router_decision", "iteration_trace", "immutable_subpayload"}
+    | {"signature_key_id", "REPLAYABLE", "council_votes", "brainstate_before"}
+    | {"brainstate_after", "final_output", "config_hash", "seed_namespace"}
+    | set(mace.SNAPSHOT_FIELDS.values())
+)
+
+
 def differences(a: Any, b: Any) -> list[Difference]:
     return [
         Difference(
@@ -74,11 +83,14 @@ def differences(a: Any, b: Any) -> list[Difference]:
     ]
 
 
-def halt_refusal(name: str, trace_id: str | None, ctx: VerifyContext) -> ReplayReport | None:
-    """The refusal of a halted file (its stored sha256 or its id), or None."""
+def halt_refusal(
+    name: str, trace_id: str | None, ctx: VerifyContext, snapshot_ids: Iterable[str] = ()
+) -> ReplayReport | None:
+    """The refusal of a halted file (its stored sha256, its id, or a snapshot it names), or
+    None."""
     if ctx.halted is None:
         return None
-    concerned = [i for i in (ctx.file_id, trace_id) if i]
+    concerned = [i for i in (ctx.file_id, trace_id, *snapshot_ids) if i]
     why = list(dict.fromkeys(ctx.halted[i] for i in concerned if i in ctx.halted))
     if not why:
         return None
@@ -688,9 +700,131 @@ def _iso_ms(ms: int | float) -> str | None:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# --- MACE ---------------------------------------------------------------------------------
+
+MACE_KIND = "mace-{kind}"
+
+
+class MaceFormat:
+    """MACE reflective logs (:mod:`replay.formats.mace`); the snapshot files uploaded with a
+    log (``<snapshot_id>.json``) that verify are stored as its snapshots (kinds
+    ``mace-selfrep``...)."""
+
+    name = mace.FORMAT
+    label = "a MACE reflective log"
+    keys = MACE_KEYS
+    #: a log whose snapshots did not come with it is not stored (nothing to re-verify it by),
+    #: nor one whose key is not registered (its snapshots' signatures could not be checked,
+    #: so none could be stored): register the key and upload it again
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.MISSING_SNAPSHOT}
+        | {errors.UNKNOWN_KEY}
+    )
+    replay_note = (
+        "MACE's router and agents are not in the log, so nothing is re-executed: re-verifying "
+        "checks the signature over the immutable sub-payload, the stored snapshots' ids and "
+        "signatures, the event ids, REPLAYABLE and, in production mode, the persisted agent "
+        "outputs"
+    )
+
+    def sniff(self, head: bytes, filename: str) -> bool:
+        return False
+
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> mace.Log:
+        data = source.read(mace.MAX_LOG_BYTES + 1)
+        return mace.parse_log(data, where=filename)
+
+    def input_names(self, source: IO[bytes], filename: str) -> list[str]:
+        """The snapshot files a log names ([] for a file that does not parse)."""
+        try:
+            log = mace.parse_log(source.read(mace.MAX_LOG_BYTES + 1), where=filename)
+            return mace.snapshot_file_names(log.document)
+        except ReplayError:
+            return []
+
+    def refused(self, exc: ReplayError, filename: str, ctx: VerifyContext) -> ReplayReport:
+        return mace.refused(exc, mode=ctx.mode)
+
+    def verify(self, parsed: mace.Log, filename: str, ctx: VerifyContext) -> ReplayReport:
+        log_id = str(parsed.document["log_id"])[:64]
+        named = [sid for sid in parsed.snapshot_ids.values() if isinstance(sid, str)]
+        refusal = halt_refusal(self.name, log_id, ctx, named)
+        if refusal is not None:
+            return refusal
+        stored = {r.get("snapshot_id") for r in ctx.stored_inputs}
+
+        def source(kind: str, sid: str) -> Any:
+            if ctx.stored_inputs:  # a stored log: only what is stored with it
+                return ctx.stored_snapshot(sid) if sid in stored else None
+            return ctx.inputs.get(f"{sid}.json")
+
+        report = mace.verify(
+            parsed,
+            snapshot_source=source,
+            keys=ctx.keys,
+            mode=ctx.mode,
+            at=ctx.at,
+            continue_past=frozenset(ctx.continue_past),
+        )
+        return halts_clear(report, ctx)
+
+    replay = verify
+
+    def facts(self, parsed: mace.Log, report: ReplayReport, ctx: VerifyContext) -> StoredFacts:
+        doc = parsed.document
+        refs = []
+        for kind, sid in parsed.snapshot_ids.items():
+            refs.append(
+                {
+                    "kind": MACE_KIND.format(kind=kind),
+                    "snapshot_id": sid,
+                    "path": f"{sid}.json" if sid else "",
+                }
+            )
+        snapshots = [
+            StoredSnapshot(
+                snap["snapshot_id"],
+                MACE_KIND.format(kind=kind),
+                snap,
+                snap["schema_version"],
+                {
+                    "alg": "hmac-sha256",
+                    "key_id": snap["signature_key_id"],
+                    "value": snap["signature"],
+                },
+            )
+            for kind, snap in parsed.snapshots.items()
+        ]
+        return StoredFacts(
+            trace_id=str(doc["log_id"])[:64],
+            schema_version=int(doc.get("schema_version", mace.SCHEMA_VERSION)),
+            job_id=doc["job_id"],
+            job_seed=doc["job_seed"],
+            runtime_name="mace",
+            runtime_version=", ".join(map(str, doc.get("model_versions") or [])),
+            started_at=doc["timestamp"],
+            event_count=len(doc.get("event_refs") or []),
+            step_count=len(doc["iteration_trace"]),
+            required_snapshot_ids=refs,
+            missing_outputs=[
+                m.removeprefix("agent_output:")
+                for m in report.missing
+                if m.startswith("agent_output:")
+            ],
+            snapshots=snapshots,
+        )
+
+    def panel(self, parsed: mace.Log) -> dict[str, str]:
+        return mace.panel(parsed)
+
+    def compare(self, a: mace.Log, b: mace.Log) -> list[Difference]:
+        return differences(a.document, b.document)
+
+
 def register(registry: FormatRegistry) -> None:
     """The built-in formats, in the order detection asks them (a sidecar's name first)."""
     registry.register(AhdFormat())
     registry.register(NativeFormat())
     registry.register(PaxmanFormat())
     registry.register(VeristFormat())
+    registry.register(MaceFormat())

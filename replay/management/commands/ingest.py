@@ -14,7 +14,7 @@ from replay.cli import (
 )
 from replay.errors import ReplayError
 from replay.formats import ahd
-from replay.services import archive_limits, trace_ingest
+from replay.services import archive_limits, sibling_inputs, trace_ingest
 
 
 class Command(BaseCommand):
@@ -23,7 +23,8 @@ class Command(BaseCommand):
         "any file was refused. An AHD sidecar's token and brief are read from its checkout "
         "(--inputs, else <run>.inputs.tar.gz/.tgz/.zip beside it, else --root, else found "
         "above the sidecar, else REPLAY_AHD_ROOT) and stored with it. A Paxman artifact is "
-        "checked against --contract when given."
+        "checked against --contract when given. A MACE log's snapshot files "
+        "(<snapshot_id>.json) are read from its directory."
     )
 
     def add_arguments(self, parser):
@@ -59,7 +60,7 @@ class Command(BaseCommand):
                             declared_format=declared_format,
                             progress=bar,
                             workers=workers,
-                            inputs=uploaded,
+                            inputs=uploaded or sibling_inputs(path),
                             input_root=None if uploaded else _ahd_root(path, root),
                             contract=supplied,
                         )
