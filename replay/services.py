@@ -368,33 +368,73 @@ def trace_upload_batch(
     """Several files uploaded at once (the upload page). A file an AHD sidecar of the batch
     names (by its recorded path or file name) is that sidecar's input, stored with it as its
     snapshot, not a trace of its own; every other file is stored (or refused) on its own."""
-    from replay.formats import ahd
+    from replay.formats import ahd, contextos
 
     named: dict[str, str] = {}
+    contextos_traces: list[str] = []
     for name, source in files:
         for wanted in _input_names(source, name):
             named.setdefault(wanted, name)
         source.seek(0)
+        if not name.lower().endswith(contextos.INPUT_SUFFIXES):
+            if sniff(source, name)[0] == contextos.FORMAT:
+                contextos_traces.append(name)
+            source.seek(0)
+    # a ContextOS trace's pinned pack and KG snapshot (*.pack.json, *.kg.json) come beside it
+    contextos_named = {
+        name: contextos_traces[0]
+        for name, _ in files
+        if contextos_traces and name.lower().endswith(contextos.INPUT_SUFFIXES)
+    }
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
     inputs: dict[str, bytes] = {}
+    contextos_inputs: dict[str, bytes] = {}
     companions: list[BatchOutcome] = []
     for name, source in files:
-        if name in named and not name.lower().endswith(ahd.SIDECAR_SUFFIX):
+        if name in contextos_named:
+            contextos_inputs[name] = source.read(contextos.MAX_INPUT_BYTES + 1)
+            companions.append(BatchOutcome(name, input_of=contextos_named[name]))
+        elif name in named and not name.lower().endswith(ahd.SIDECAR_SUFFIX):
             inputs[name] = source.read(limit + 1)
             companions.append(BatchOutcome(name, input_of=named[name]))
     outcomes: list[BatchOutcome] = []
     for name, source in files:
-        if name in inputs:
+        if name in inputs or name in contextos_inputs:
             continue
+        given = contextos_inputs if name in contextos_traces else inputs
         try:
             result = trace_upload(
-                source=source, filename=name, uploaded_by=uploaded_by, inputs=inputs
+                source=source, filename=name, uploaded_by=uploaded_by, inputs=given
             )
         except ReplayError as exc:
             outcomes.append(BatchOutcome(name, error=exc))
         else:
             outcomes.append(BatchOutcome(name, result=result))
     return outcomes + companions
+
+
+def contextos_inputs_beside(path: Path) -> dict[str, bytes]:
+    """The pinned inputs a ContextOS trace on disk may have in its directory (``*.pack.json``,
+    ``*.kg.json``, at most 64 of them, each bounded): what ``ingest`` and ``replay PATH``
+    store with it, as the upload page stores the files dropped beside it."""
+    from replay.formats import contextos
+
+    found: dict[str, bytes] = {}
+    for candidate in sorted(path.parent.iterdir())[:10_000]:
+        if len(found) >= 64:
+            break
+        if candidate.name.lower().endswith(contextos.INPUT_SUFFIXES) and candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[candidate.name] = fh.read(contextos.MAX_INPUT_BYTES + 1)
+    return found
+
+
+def is_contextos_file(path: Path) -> bool:
+    """Whether the file at ``path`` is detected as a ContextOS trace."""
+    from replay.formats import contextos
+
+    with path.open("rb") as fh:
+        return sniff(fh, path.name)[0] == contextos.FORMAT
 
 
 @transaction.atomic(durable=True)

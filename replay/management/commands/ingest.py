@@ -6,15 +6,17 @@ from django.core.management.base import BaseCommand, CommandError
 
 from replay.cli import ProgressBar, add_workers_argument
 from replay.errors import ReplayError
-from replay.formats import ahd
-from replay.services import trace_ingest
+from replay.formats import ahd, contextos
+from replay.services import contextos_inputs_beside, is_contextos_file, trace_ingest
 
 
 class Command(BaseCommand):
     help = (
         "Store files of any format the console reads, verified. One line per file; exit 1 if "
         "any file was refused. An AHD sidecar's token and brief are read from its checkout "
-        "(--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it."
+        "(--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it; a "
+        "ContextOS trace's pack and KG snapshot (*.pack.json, *.kg.json) from its directory "
+        "and the paths given."
     )
 
     def add_arguments(self, parser):
@@ -27,9 +29,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, paths, declared_format, workers, root, **options):
         refused = 0
+        given = [Path(p) for p in paths if p.lower().endswith(contextos.INPUT_SUFFIXES)]
         for raw in paths:
             path = Path(raw)
+            if path in given:
+                self.stdout.write(f"{path.name} input of the ContextOS traces given")
+                continue
             try:
+                inputs = None
+                if is_contextos_file(path):
+                    inputs = contextos_inputs_beside(path)
+                    inputs.update({g.name: g.read_bytes() for g in given})
                 with path.open("rb") as fh:
                     bar = ProgressBar(f"ingest {path.name}", path.stat().st_size)
                     try:
@@ -40,6 +50,7 @@ class Command(BaseCommand):
                             progress=bar,
                             workers=workers,
                             input_root=_ahd_root(path, root),
+                            inputs=inputs,
                         )
                     finally:
                         bar.close()
