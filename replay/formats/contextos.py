@@ -121,7 +121,7 @@ NEVER_HASHED = (
 MAX_DOCUMENT_BYTES = 4 * 1024**3
 MAX_VALUE_CHARS = 64 * 1024**2  # one tool envelope, or one other top-level value
 MAX_INPUT_BYTES = 64 * 1024**2  # a pack or a KG snapshot file
-SPOOL_AFTER_BYTES = 8 * 1024**2
+SPOOL_AFTER_BYTES = 1024**2
 MAX_UNPROTECTED = 200
 _CHUNK = 1 << 20
 
