@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from replay import errors
-from replay.canonical import CanonicalError, contextos, js_sorted
+from replay.canonical import CanonicalError, _js_sorted_write, contextos, js_sorted
 from replay.diff import diff
 from replay.engine import AUDIT, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
@@ -122,6 +122,7 @@ MAX_DOCUMENT_BYTES = 4 * 1024**3
 MAX_VALUE_CHARS = 64 * 1024**2  # one tool envelope, or one other top-level value
 MAX_INPUT_BYTES = 64 * 1024**2  # a pack or a KG snapshot file
 SPOOL_AFTER_BYTES = 1024**2
+SMALL_DOCUMENT_BYTES = 256 * 1024
 MAX_UNPROTECTED = 200
 _CHUNK = 1 << 20
 
@@ -365,10 +366,49 @@ def _check_head(head: dict[str, Any], where: str) -> None:
     _string(audit, "signed_by", "audit", optional=True)
 
 
+class _Prefixed:
+    """``head`` then the rest of ``source``."""
+
+    def __init__(self, head: bytes, source: IO[bytes]) -> None:
+        self._head = head
+        self._source = source
+
+    def read(self, size: int) -> bytes:
+        if self._head:
+            out, self._head = self._head[:size], self._head[size:]
+            return out
+        return self._source.read(size)
+
+
+def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
+    """A small document decoded whole (faster); None when it does not decode, so that the
+    streaming read names the problem exactly as it does for a large one."""
+    if data.startswith(BOM):
+        return None
+    try:
+        doc = _DECODER.decode(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("tool_envelopes"), list):
+        return None
+    envelopes = Envelopes()
+    for index, item in enumerate(doc["tool_envelopes"]):
+        envelopes.append(_check_envelope(item, index), 0)
+    head = {k: v for k, v in doc.items() if k != "tool_envelopes"}
+    _check_head(head, filename)
+    return ContextosTrace(head, envelopes, sorted(k for k in head if k not in TOP_KEYS))
+
+
 def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
     """The strict, streaming read of a ContextOS trace; raises ``ReplayError``
-    (``MALFORMED_TRACE`` naming where, ``UNSUPPORTED_SCHEMA_VERSION``)."""
-    reader = _Reader(source, filename)
+    (``MALFORMED_TRACE`` naming where, ``UNSUPPORTED_SCHEMA_VERSION``). A document of at
+    most ``SMALL_DOCUMENT_BYTES`` is decoded whole, with the same checks."""
+    first = source.read(SMALL_DOCUMENT_BYTES + 1)
+    if len(first) <= SMALL_DOCUMENT_BYTES:
+        small = _parse_small(first, filename)
+        if small is not None:
+            return small
+    reader = _Reader(_Prefixed(first, source), filename)  # type: ignore[arg-type]
     head: dict[str, Any] = {}
     envelopes = Envelopes()
     seen: set[str] = set()
@@ -481,6 +521,13 @@ def canonical_for(rule: str) -> Callable[[Any], bytes]:
     return js_sorted if rule == ALTERNATIVE else contextos
 
 
+class _Full(set):
+    """A sink that keeps nothing more."""
+
+    def add(self, _item: Any) -> None:
+        return None
+
+
 @dataclass
 class ChainResult:
     rule: str
@@ -514,24 +561,31 @@ def verify_chain(
     """``verifyChain`` under ``rule``; ``unprotected`` collects the pointers the reference
     rule's allow-list leaves out."""
     canon = canonical_for(rule)
+    sink: set[str] = set()
     prev = b""
     done = 0
     for entry in entries(trace, rule):
         try:
-            body = canon(entry.payload)
-        except CanonicalError as exc:
+            body = reference_bytes(entry, sink) if rule == REFERENCE else canon(entry.payload)
+        except (CanonicalError, RecursionError) as exc:
             return ChainResult(
                 rule, False, done, entry.idx, entry.kind, None, entry.recorded, str(exc)
             )
+        if len(sink) > MAX_UNPROTECTED:  # enough to say; stop collecting (bounded memory)
+            if unprotected is not None:
+                unprotected.update(sink)
+            sink = _Full()
         computed = "sha256:" + hashlib.sha256(prev + body).hexdigest()
-        if unprotected is not None and len(unprotected) < MAX_UNPROTECTED:
-            unprotected.update(unprotected_paths(entry))
         if computed != entry.recorded:
+            if unprotected is not None:
+                unprotected.update(sink)
             return ChainResult(rule, False, done, entry.idx, entry.kind, computed, entry.recorded)
         prev = computed.encode()
         done += 1
         if progress is not None and done % 1000 == 0:
             progress(done)
+    if unprotected is not None:
+        unprotected.update(sink)
     return ChainResult(rule, True, done)
 
 
@@ -569,6 +623,73 @@ def unprotected_paths(entry: Entry) -> set[str]:
     for key, where in _WHERE[entry.kind].items():
         walk(entry.payload[key], where)
     return out
+
+
+#: the allow-list of each entry's payload: its own top-level keys, sorted (``canonical``)
+_PLISTS = {
+    "invoke": ("ctx", "kind", "req"),
+    "tool_call": ("call", "kind"),
+    "tool_result": ("kind", "result"),
+    "decision_record": ("dr", "kind"),
+}
+_QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
+
+
+def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
+    o: Any, plist: tuple[str, ...], allowed: frozenset[str], out: list[str], at: str, dropped: set
+) -> None:
+    if type(o) is dict:
+        extra = o.keys() - allowed
+        if extra:
+            for key in extra:
+                dropped.add(f"{at}/{_pointer_part(key)}")
+        out.append("{")
+        first = True
+        for k in plist:
+            if k in o:
+                v = o[k]
+            else:
+                continue  # "__proto__" is never in these allow-lists
+            if first:
+                first = False
+            else:
+                out.append(",")
+            out.append(_QUOTED[k])
+            _fused_write(v, plist, allowed, out, f"{at}/{k}", dropped)
+        out.append("}")
+    elif type(o) is list:
+        out.append("[")
+        inner = f"{at}/*"
+        for i, v in enumerate(o):
+            if i:
+                out.append(",")
+            _fused_write(v, plist, allowed, out, inner, dropped)
+        out.append("]")
+    else:
+        _js_sorted_write(o, out)
+
+
+def reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
+    """``canonical(entry.payload)`` under the reference rule, and the pointers its allow-list
+    leaves out added to ``dropped``, in one walk: the same bytes as
+    :func:`replay.canonical.contextos` for a payload read from JSON (string keys, surrogate
+    pairs already joined by the decoder); the tests hold it to both."""
+    plist = _PLISTS[entry.kind]
+    allowed = frozenset(plist)
+    out: list[str] = ["{"]
+    first = True
+    for key in plist:
+        if first:
+            first = False
+        else:
+            out.append(",")
+        out.append(_QUOTED[key])
+        if key == "kind":
+            out.append(f'"{entry.kind}"')
+        else:
+            _fused_write(entry.payload[key], plist, allowed, out, _WHERE[entry.kind][key], dropped)
+    out.append("}")
+    return "".join(out).encode()
 
 
 def record_hash(record: Any) -> str:

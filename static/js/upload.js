@@ -1,7 +1,9 @@
 // Upload several trace files, one XHR each and one after another (each row is listed at
 // once, queued until its turn), with a progress bar per file. An AHD sidecar
 // (*.replay.json) goes in one XHR with the other files of the same drop that are not
-// traces themselves (its token and brief), so the server stores them as its inputs.
+// traces themselves (its token and brief), so the server stores them as its inputs. A
+// ContextOS trace (*.contextos.json) goes likewise with the pinned pack and KG snapshot of
+// the same drop (*.pack.json, *.kg.json).
 // Without JavaScript the same form posts all files at once and the page lists the outcomes.
 (function () {
   "use strict";
@@ -107,13 +109,20 @@
     return /\.(json|jsonl|gz)$/i.test(name);
   }
 
+  function isContextosInput(name) {
+    return /\.(pack|kg)\.json$/i.test(name);
+  }
+
   function sendAll(files) {
     const all = Array.from(files);
     const sidecars = all.filter(function (f) { return /\.replay\.json$/i.test(f.name); });
     const inputs = sidecars.length ? all.filter(function (f) { return !isTrace(f.name); }) : [];
+    const contextos = all.filter(function (f) { return /\.contextos\.json$/i.test(f.name); });
+    const pinned = contextos.length ? all.filter(function (f) { return isContextosInput(f.name); }) : [];
     for (const file of all) {
-      if (inputs.indexOf(file) !== -1) continue;
-      send(file, sidecars.indexOf(file) !== -1 ? inputs : []);
+      if (inputs.indexOf(file) !== -1 || pinned.indexOf(file) !== -1) continue;
+      if (sidecars.indexOf(file) !== -1) send(file, inputs);
+      else send(file, contextos.indexOf(file) !== -1 ? pinned : []);
     }
   }
 

@@ -84,6 +84,25 @@ def test_the_checked_in_verdicts_are_what_reference_js_prints_now(tmp_path):
     assert out.stdout.decode() == (HERE / "expected.jsonl").read_text()
 
 
+@pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"version_2.trace.json"}))
+def test_the_one_walk_writes_the_profiles_bytes_and_finds_the_unprotected_fields(name):
+    from replay.canonical import contextos
+
+    for entry in cx.entries(load(name)):
+        dropped: set[str] = set()
+        assert cx.reference_bytes(entry, dropped) == contextos(entry.payload)
+        assert dropped == cx.unprotected_paths(entry)
+
+
+def test_small_and_streamed_reads_give_the_same_trace(monkeypatch):
+    data = (HERE / "tamper_reordered.trace.json").read_bytes()
+    whole = cx.parse(io.BytesIO(data), "t")
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    streamed = cx.parse(io.BytesIO(data), "t")
+    assert whole.head == streamed.head
+    assert list(whole.envelopes) == list(streamed.envelopes)
+
+
 # --- verify: the report of each file ----------------------------------------------------------
 
 VERIFY_CASES = {
@@ -428,6 +447,7 @@ def test_a_version_refusal_names_expected_and_observed():
 def test_it_reads_the_same_through_tiny_chunks_and_a_spooled_file(monkeypatch):
     monkeypatch.setattr(cx, "_CHUNK", 7)
     monkeypatch.setattr(cx, "SPOOL_AFTER_BYTES", 10)
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read, not the whole
     for name in ("pass.trace.json", "tamper_result.trace.json", "tamper_evidence_refs.trace.json"):
         trace = cx.parse(io.BytesIO((HERE / name).read_bytes()), name)
         assert trace.envelopes._spool is not None
@@ -439,6 +459,7 @@ def test_it_reads_the_same_through_tiny_chunks_and_a_spooled_file(monkeypatch):
 
 def test_a_number_cut_by_a_chunk_boundary_is_read_whole(monkeypatch):
     data = (HERE / "pass.trace.json").read_bytes()
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
     for size in range(3, 40):
         monkeypatch.setattr(cx, "_CHUNK", size)
         trace = cx.parse(io.BytesIO(data), "t")
