@@ -11,7 +11,7 @@ Run: ``.venv/bin/python bench/bench_format_contextos.py [--quick] [--files N] [-
    same files. Both must find every file intact.
 2. A trace with ``--entries`` tool envelopes (100 000; 20 000 with ``--quick``), sealed by
    ``reference.js``, verified in a fresh process: peak traced Python allocations
-   (tracemalloc) and peak RSS (ru_maxrss), beside the file's size.
+   (tracemalloc) and peak RSS (``VmHWM``), beside the file's size.
 
 Needs ``node`` on PATH (Node.js is installed on every machine here).
 """
@@ -110,7 +110,7 @@ def big_trace(path: Path, entries: int) -> None:
 
 
 MEASURE = """
-import resource, sys, tracemalloc, time
+import sys, tracemalloc, time
 sys.path.insert(0, {root!r})
 from replay.formats import contextos as cx
 def once():
@@ -125,8 +125,9 @@ seconds = time.perf_counter() - t0
 tracemalloc.start()
 report = once()
 peak = tracemalloc.get_traced_memory()[1]
-print(report.status, report.contextos["entries"], seconds, peak,
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM: this process's own peak RSS (ru_maxrss would carry the parent's across fork+exec)
+hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
+print(report.status, report.contextos["entries"], seconds, peak, hwm)
 """
 
 
