@@ -519,3 +519,22 @@ def test_without_its_inputs_a_trace_verifies_but_is_not_replayable():
     ]
     replay = fmt.replay(parsed, "pass.trace.json", ctx)
     assert (replay.error_code, replay.broke_at) == (MISSING_SNAPSHOT, "pack")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is installed on every machine")
+def test_the_bench_runs_and_both_verifiers_find_every_generated_file_intact():
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_format_contextos.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--files", "20", "--entries", "300"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[2].split()[-1] == "20"  # the console: 20 intact
+    assert lines[3].split()[-1] == "20"  # reference.js: 20 intact
+    assert "status ok" in done.stdout
+    assert "seed reference.js: intact True" in done.stdout
