@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay.errors import (
     CAPABILITY_NOT_FOUND,
@@ -538,3 +540,32 @@ def test_the_bench_runs_and_both_verifiers_find_every_generated_file_intact():
     assert lines[3].split()[-1] == "20"  # reference.js: 20 intact
     assert "status ok" in done.stdout
     assert "seed reference.js: intact True" in done.stdout
+
+
+# --- the one walk equals the profile on any JSON -----------------------------------------------
+
+KEYS = st.sampled_from(
+    ["kind", "call", "ctx", "req", "result", "dr", "__proto__", "a", "é", "😀", "a/b~c", "10"]
+)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(kind=st.sampled_from(sorted(cx._PLISTS)), a=JSON, b=JSON)
+def test_the_one_walk_equals_the_contextos_profile_on_any_json(kind, a, b):
+    from replay.canonical import contextos
+
+    names = [k for k in cx._PLISTS[kind] if k != "kind"]
+    payload = {"kind": kind, **dict(zip(names, [a, b], strict=False))}
+    entry = cx.Entry(0, kind, payload, "")
+    dropped: set[str] = set()
+    assert cx.reference_bytes(entry, dropped) == contextos(payload)
+    assert dropped == cx.unprotected_paths(entry)
