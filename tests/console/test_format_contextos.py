@@ -390,3 +390,41 @@ def test_a_pack_whose_envelope_hash_differs_is_an_integrity_failure():
     )
     assert "INTEGRITY_FAILURE" in event_types()
     assert trace.blob.sha256 in halts_active_map()
+
+
+def test_the_council_clears_the_halt_and_the_trace_replays_again(as_persona, member_key):
+    from governance import services as gov_services
+    from governance.models import Halt
+    from governance.signing import sign
+    from replay.canonical import jcs
+
+    tampered = store("tamper_result.trace.json")
+    assert governed(tampered).error_code == INTEGRITY_FAILURE
+    halt = Halt.objects.active().get()
+    assert halt.payload["target_id"] == tampered.blob.sha256
+    for name in ("cora", "colin"):
+        key, private = member_key(name)
+        text = jcs(gov_services.halt_clear_payload_for(halt=halt)).decode()
+        response = as_persona(name).post(
+            f"/governance/halts/{halt.seq}/",
+            {"payload": text, "key_id": key.key_id, "signature": sign(private, text.encode())},
+        )
+        assert response.status_code == 303
+    assert not Halt.objects.active().exists()
+    again = governed(tampered)  # no longer refused: the chain is checked, and still broken
+    assert (again.error_code, again.report["broke_at"]) == (INTEGRITY_FAILURE, 1.5)
+
+
+def test_two_runs_of_one_job_compare_field_by_field(as_persona):
+    a = store("pass.trace.json")
+    b = store("diverged_resealed.trace.json")
+    assert a.job_id == b.job_id == "refund:ord-1042"
+    client = as_persona("vera")
+    body = client.get(f"/traces/{a.blob.sha256}/compare/{b.blob.sha256}/").content.decode()
+    assert '<td class="path"><code>/decision_record/status</code></td><td>changed</td>' in body
+    assert (
+        '<td class="path"><code>/decision_record/outputs/decision</code></td><td>changed</td>'
+        in body
+    )
+    page = client.get(f"/traces/{a.blob.sha256}/").content.decode()
+    assert f'href="/traces/{a.blob.sha256}/compare/{b.blob.sha256}/"' in page
