@@ -60,6 +60,7 @@ import hashlib
 import json
 import re
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -244,6 +245,7 @@ class Envelopes:
             if self._size > SPOOL_AFTER_BYTES:
                 # closed by close(), or with the trace when it is collected
                 self._spool = tempfile.TemporaryFile(prefix="contextos-")  # noqa: SIM115
+                weakref.finalize(self, self._spool.close)
                 for kept in self._items:
                     self._write(kept)
                 self._items = []
@@ -1018,7 +1020,7 @@ def _chain_checks(
     unprotected: set[str] = set()
     ref = verify_chain(trace, REFERENCE, unprotected=unprotected, progress=progress)
     chosen = ref
-    if not ref.ok:
+    if not ref.ok and ref.problem is None:
         alt = verify_chain(trace, ALTERNATIVE)
         if alt.ok or alt.verified > ref.verified:
             chosen = alt
@@ -1050,18 +1052,19 @@ def _chain_checks(
                 f"verify under the {chosen.rule} rule: {RULES[chosen.rule]}",
             )
         )
+    elif chosen.problem:
+        # not a broken chain: a value the canonical cannot write (nested too deeply)
+        detail = f"entry {_idx(chosen.broke_at)} ({chosen.kind}) cannot be hashed: {chosen.problem}"
+        report.checks.append(Check("chain", False, detail))
+        report.fail(errors.MALFORMED_TRACE, detail, broke_at=chosen.broke_at)
+        return False
     elif chosen.kind != "decision_record":
         report.contextos["status"] = TAMPER_DETECTED
-        if chosen.problem:
-            detail = (
-                f"entry {_idx(chosen.broke_at)} ({chosen.kind}) cannot be hashed: {chosen.problem}"
-            )
-        else:
-            detail = (
-                f"the chain breaks at entry {_idx(chosen.broke_at)} ({chosen.kind}) under the "
-                f"{chosen.rule} rule (the other rule verified a shorter prefix or the same): "
-                f"computed {chosen.expected}, recorded {chosen.observed or '(none)'}"
-            )
+        detail = (
+            f"the chain breaks at entry {_idx(chosen.broke_at)} ({chosen.kind}) under the "
+            f"{chosen.rule} rule (the other rule verified a shorter prefix or the same): "
+            f"computed {chosen.expected}, recorded {chosen.observed or '(none)'}"
+        )
         report.checks.append(Check("chain", False, detail))
         report.fail(
             errors.INTEGRITY_FAILURE,
@@ -1196,7 +1199,12 @@ def replay(
         )
     )
     persisted = trace.head["decision_record"]
-    verdict = diff_records(persisted, replayed)
+    try:
+        verdict = diff_records(persisted, replayed)
+    except (RecursionError, CanonicalError) as exc:
+        message = f"the DecisionRecord cannot be compared: {exc}"
+        report.checks.append(Check("decision_record", False, message))
+        return report.fail(errors.MALFORMED_TRACE, message, broke_at="decision_record")
     report.contextos["replayed_record_hash"] = verdict.replayed_hash
     report.contextos["unprotected_differences"] = verdict.unprotected_differences
     outside = ""

@@ -569,3 +569,26 @@ def test_the_one_walk_equals_the_contextos_profile_on_any_json(kind, a, b):
     dropped: set[str] = set()
     assert cx.reference_bytes(entry, dropped) == contextos(payload)
     assert dropped == cx.unprotected_paths(entry)
+
+
+def deep(depth: int) -> bytes:
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["invoke"]["request"]["kind"] = "DEEP"
+    return json.dumps(doc).replace('"DEEP"', "[" * depth + "]" * depth).encode()
+
+
+def test_nesting_past_the_decoders_limit_is_refused():
+    with pytest.raises(cx.ReplayError) as caught:
+        cx.loads(deep(5000), "deep.json")
+    assert (caught.value.code, caught.value.message) == (
+        MALFORMED_TRACE,
+        "deep.json: invoke nests too deeply",
+    )
+
+
+@pytest.mark.parametrize("depth", [200, 800])
+def test_deep_but_readable_nesting_is_a_precise_verdict_never_a_crash(depth):
+    trace = cx.loads(deep(depth), "deep.json")
+    report = cx.replay(trace, inputs_for(trace), keys=golden_key_ring()).to_json()
+    assert report["error_code"] in {INTEGRITY_FAILURE, MALFORMED_TRACE}
+    assert report["broke_at"] == 0
