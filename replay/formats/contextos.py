@@ -70,7 +70,14 @@ from replay.canonical import CanonicalError, _js_sorted_write, contextos, js_sor
 from replay.diff import diff
 from replay.engine import AUDIT, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import _DECODER, BOM
+from replay.formats.jsonstrict import (
+    _DECODER,
+    _SURROGATE_ESCAPE,
+    BOM,
+    NOT_PROVEN,
+    _refuse_lone_surrogates,
+    parse_compact,
+)
 from replay.signatures import KeyRing, StaticKeyRing
 from replay.signatures import verify as verify_signature
 
@@ -171,11 +178,13 @@ class _Reader:
             ) from None
         if not chunk:
             self.eof = True
+            self.buf += text  # the decoder's last characters, if any; positions stay valid
+            return False
         if self.pos > _CHUNK:
             self.buf = self.buf[self.pos :]
             self.pos = 0
         self.buf += text
-        return bool(chunk)
+        return True
 
     def skip_ws(self) -> str:
         """The next non-blank character, not consumed ("" at the end)."""
@@ -222,6 +231,11 @@ class _Reader:
                 raise _malformed(f"{self.where}: {what}: {exc}") from None
             if end < len(self.buf) or self.eof or not self.fill():
                 size = end - self.pos
+                # only a \u escape can make a lone surrogate (not Unicode text: refused)
+                if self.buf.find("\\u", self.pos, end) != -1 and _SURROGATE_ESCAPE.search(
+                    self.buf, self.pos, end
+                ):
+                    _refuse_lone_surrogates(value, self.where)
                 self.pos = end
                 return value, size
             # a number may go on in the next chunk: parse it again
@@ -387,10 +401,15 @@ def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
     streaming read names the problem exactly as it does for a large one."""
     if data.startswith(BOM):
         return None
-    try:
-        doc = _DECODER.decode(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
+    doc = parse_compact(data)  # orjson, when its bytes prove the text (compact JSON)
+    if doc is NOT_PROVEN:
+        try:
+            text = data.decode("utf-8")
+            doc = _DECODER.decode(text)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
+        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+            _refuse_lone_surrogates(doc, filename)
     if not isinstance(doc, dict) or not isinstance(doc.get("tool_envelopes"), list):
         return None
     envelopes = Envelopes()

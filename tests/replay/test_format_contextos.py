@@ -592,3 +592,19 @@ def test_deep_but_readable_nesting_is_a_precise_verdict_never_a_crash(depth):
     report = cx.replay(trace, inputs_for(trace), keys=golden_key_ring()).to_json()
     assert report["error_code"] in {INTEGRITY_FAILURE, MALFORMED_TRACE}
     assert report["broke_at"] == 0
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_a_lone_surrogate_is_refused_in_a_small_or_a_streamed_read(monkeypatch, small):
+    if not small:
+        monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    data = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud800acme"', 1)
+    with pytest.raises(cx.ReplayError) as caught:
+        cx.parse(io.BytesIO(data), "s.json")
+    assert caught.value.code == MALFORMED_TRACE
+    assert caught.value.message.startswith(
+        "s.json: the string '\\ud800acme' holds a lone UTF-16 surrogate \\ud800"
+    )
+    # a surrogate pair is one character, read as such
+    pair = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud83d\\ude00"', 1)
+    assert cx.parse(io.BytesIO(pair), "p.json").head["invoke"]["run_context"]["tenant"] == "😀"
