@@ -654,16 +654,23 @@ _PLISTS = {
     "decision_record": ("dr", "kind"),
 }
 _QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
+_DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
 
 
 def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
     o: Any, plist: tuple[str, ...], allowed: frozenset[str], out: list[str], at: str, dropped: set
 ) -> None:
     if type(o) is dict:
-        extra = o.keys() - allowed
-        if extra:
-            for key in extra:
-                dropped.add(f"{at}/{_pointer_part(key)}")
+        # the same shapes repeat from entry to entry and file to file: their dropped
+        # pointers are spelt once (the parent pointer fixes the allow-list)
+        shape = (at, frozenset(o))
+        paths = _DROPPED.get(shape)
+        if paths is None:
+            paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
+            if len(_DROPPED) < 4096:  # a bounded cache
+                _DROPPED[shape] = paths
+        if paths:
+            dropped.update(paths)
         out.append("{")
         first = True
         for k in plist:

@@ -23,13 +23,22 @@ from replay import errors
 from replay.errors import ReplayError
 from replay.formats import contextos as cx
 from replay.formats import native, top_level_keys
-from replay.formats.builtin import differences, halt_refusal, halts_clear
+from replay.formats.builtin import (
+    AHD_KEYS,
+    NATIVE_KEYS,
+    PAXMAN_KEYS,
+    differences,
+    halt_refusal,
+    halts_clear,
+)
 from replay.formats.protocol import Difference, StoredFacts, StoredSnapshot, VerifyContext
 
 CONTEXTOS_KEYS = frozenset(
     {"invoke", "tool_envelopes", "decision_record", "pack_version", "kg_snapshot_id"}
 )
 SUFFIX = ".contextos.json"
+#: keys that say "another format" (a ContextOS trace has a trace_id too): the scan stops there
+OTHER_KEYS = (NATIVE_KEYS | PAXMAN_KEYS | AHD_KEYS) - {"trace_id"}
 #: at most this many tool envelopes are compared field by field (two runs of one job)
 MAX_COMPARED_ENVELOPES = 1000
 
@@ -56,7 +65,14 @@ class ContextosFormat:
     def sniff(self, head: bytes, filename: str) -> bool:
         if filename.lower().endswith(SUFFIX):
             return True
-        return any(key in CONTEXTOS_KEYS for key in top_level_keys(head))
+        if head.startswith(native.GZIP_MAGIC):
+            return False
+        for key in top_level_keys(head):
+            if key in CONTEXTOS_KEYS:
+                return True
+            if key in OTHER_KEYS:
+                return False  # another format's key came first: detection decides
+        return False
 
     def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> ContextosRun:
         trace = cx.parse(source, filename)
