@@ -428,3 +428,26 @@ def test_two_runs_of_one_job_compare_field_by_field(as_persona):
     )
     page = client.get(f"/traces/{a.blob.sha256}/").content.decode()
     assert f'href="/traces/{a.blob.sha256}/compare/{b.blob.sha256}/"' in page
+
+
+def test_the_plain_form_stores_an_ahd_run_and_a_contextos_trace_dropped_together(
+    as_persona, settings
+):
+    settings.REPLAY_AHD_ROOT = ""
+    checkout = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "ahd" / "checkout"
+    sidecar = checkout / "docs" / "evals" / "2026-04-21-swiss.replay.json"
+    token = checkout / "tokens" / "swiss-editorial.yml"
+    brief = checkout / "briefs" / "landing.yml"
+    files = [sidecar, token, brief, FIXTURES / "pass.trace.json", PACK, KG]
+    response = as_persona("alice").post(
+        "/traces/upload/", {"files": [SimpleUploadedFile(p.name, p.read_bytes()) for p in files]}
+    )
+    assert response.status_code == 200
+    stored = dict(Trace.objects.values_list("format", "last_status"))
+    assert stored == {"ahd-replay": "ok", FORMAT: "ok"}
+    assert sorted(Snapshot.objects.values_list("kind", flat=True)) == [
+        "ahd-brief",
+        "ahd-token",
+        "contextos-kg",
+        "contextos-pack",
+    ]
