@@ -66,14 +66,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from replay import errors
-from replay.canonical import (
-    CanonicalError,
-    _js_quote,
-    _js_sorted_write,
-    _utf16_sorted,
-    contextos,
-    js_sorted,
-)
+from replay.canonical import CanonicalError, _js_sorted_write, contextos, js_sorted
 from replay.diff import diff
 from replay.engine import AUDIT, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
@@ -89,7 +82,6 @@ from replay.signatures import KeyRing, StaticKeyRing
 from replay.signatures import verify as verify_signature
 
 FORMAT = "contextos-trace"
-_PROTO = "__proto__"
 SCHEMA_VERSION = 1
 PACK_KIND = "contextos-pack"
 KG_KIND = "contextos-kg"
@@ -654,61 +646,52 @@ def unprotected_paths(entry: Entry) -> set[str]:
     return out
 
 
-#: the allow-list of each entry's payload: its own top-level keys, sorted (``canonical``),
-#: each with its spelling as a member name
+#: the allow-list of each entry's payload: its own top-level keys, sorted (``canonical``)
 _PLISTS = {
     "invoke": ("ctx", "kind", "req"),
     "tool_call": ("call", "kind"),
     "tool_result": ("kind", "result"),
     "decision_record": ("dr", "kind"),
 }
-_PAIRS = {kind: tuple((k, f'"{k}":') for k in plist) for kind, plist in _PLISTS.items()}
+_QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
 _DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
 
 
 def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
-    o: Any,
-    pairs: tuple[tuple[str, str], ...],
-    allowed: frozenset[str],
-    out: list[str],
-    at: str,
-    dropped: set[str] | None,
+    o: Any, plist: tuple[str, ...], allowed: frozenset[str], out: list[str], at: str, dropped: set
 ) -> None:
-    """``JSON.stringify`` with an allow-list (``pairs``, in its order) that has no
-    ``"__proto__"``; the pointers it leaves out go to ``dropped`` (None: not collected)."""
-    if isinstance(o, dict):
-        if dropped is not None:
-            # the same shapes repeat from entry to entry and file to file: their dropped
-            # pointers are spelt once (the parent pointer fixes the allow-list)
-            shape = (at, frozenset(o))
-            paths = _DROPPED.get(shape)
-            if paths is None:
-                paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
-                if len(_DROPPED) < 4096:  # a bounded cache
-                    _DROPPED[shape] = paths
-            if paths:
-                dropped.update(paths)
+    if type(o) is dict:
+        # the same shapes repeat from entry to entry and file to file: their dropped
+        # pointers are spelt once (the parent pointer fixes the allow-list)
+        shape = (at, frozenset(o))
+        paths = _DROPPED.get(shape)
+        if paths is None:
+            paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
+            if len(_DROPPED) < 4096:  # a bounded cache
+                _DROPPED[shape] = paths
+        if paths:
+            dropped.update(paths)
         out.append("{")
         first = True
-        for k, quoted in pairs:
-            if k not in o:
-                continue  # Get() gives undefined: skipped
+        for k in plist:
+            if k in o:
+                v = o[k]
+            else:
+                continue  # "__proto__" is never in these allow-lists
             if first:
                 first = False
             else:
                 out.append(",")
-            out.append(quoted)
-            _fused_write(
-                o[k], pairs, allowed, out, f"{at}/{k}" if dropped is not None else at, dropped
-            )
+            out.append(_QUOTED[k])
+            _fused_write(v, plist, allowed, out, f"{at}/{k}", dropped)
         out.append("}")
-    elif isinstance(o, (list, tuple)):
+    elif type(o) is list:
         out.append("[")
-        inner = f"{at}/*" if dropped is not None else at
+        inner = f"{at}/*"
         for i, v in enumerate(o):
             if i:
                 out.append(",")
-            _fused_write(v, pairs, allowed, out, inner, dropped)
+            _fused_write(v, plist, allowed, out, inner, dropped)
         out.append("]")
     else:
         _js_sorted_write(o, out)
@@ -719,48 +702,29 @@ def reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
     leaves out added to ``dropped``, in one walk: the same bytes as
     :func:`replay.canonical.contextos` for a payload read from JSON (string keys, surrogate
     pairs already joined by the decoder); the tests hold it to both."""
-    pairs = _PAIRS[entry.kind]
-    allowed = frozenset(_PLISTS[entry.kind])
+    plist = _PLISTS[entry.kind]
+    allowed = frozenset(plist)
     out: list[str] = ["{"]
     first = True
-    for key, quoted in pairs:
+    for key in plist:
         if first:
             first = False
         else:
             out.append(",")
-        out.append(quoted)
+        out.append(_QUOTED[key])
         if key == "kind":
             out.append(f'"{entry.kind}"')
         else:
-            where = _WHERE[entry.kind][key]
-            _fused_write(entry.payload[key], pairs, allowed, out, where, dropped)
+            _fused_write(entry.payload[key], plist, allowed, out, _WHERE[entry.kind][key], dropped)
     out.append("}")
     return "".join(out).encode()
-
-
-def _record_bytes(record: Any) -> bytes:
-    """``canonical(record)``: the one walk for a record read from JSON, else the profile."""
-    if (
-        isinstance(record, dict)
-        and _PROTO not in record
-        and all(type(k) is str and k.isascii() for k in record)
-    ):
-        keys = _utf16_sorted(record)
-        pairs = tuple((k, _js_quote(k) + ":") for k in keys)
-        out: list[str] = []
-        try:
-            _fused_write(record, pairs, frozenset(keys), out, "", None)
-        except RecursionError as exc:
-            raise CanonicalError("value nests too deeply") from exc
-        return "".join(out).encode()
-    return contextos(record)
 
 
 def record_hash(record: Any) -> str:
     """``hash(persisted_record)`` of ``diff.ts``: ``"sha256:" + sha256(canonical(record))``
     (the seed's canonical whichever rule the chain matched: the alternative rule is the
     chain's only)."""
-    return "sha256:" + hashlib.sha256(_record_bytes(record)).hexdigest()
+    return "sha256:" + hashlib.sha256(contextos(record)).hexdigest()
 
 
 # --- the differ -----------------------------------------------------------------------------
@@ -781,7 +745,7 @@ def diff_records(persisted: dict[str, Any], replayed: dict[str, Any]) -> RecordV
     """``diffRecords``: equal record hashes, else every one of the seven fields whose
     canonical bytes differ, the first of them ``diverged_at`` (``"unknown"`` if none).
     ``unprotected_differences``: what differs outside the seed's canonical (JSON pointers)."""
-    canon = _record_bytes
+    canon = contextos
     a_hash, b_hash = record_hash(persisted), record_hash(replayed)
     outside = [e.path for e in diff(persisted, replayed)]
     if a_hash == b_hash:

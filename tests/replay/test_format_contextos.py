@@ -608,14 +608,3 @@ def test_a_lone_surrogate_is_refused_in_a_small_or_a_streamed_read(monkeypatch, 
     # a surrogate pair is one character, read as such
     pair = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud83d\\ude00"', 1)
     assert cx.parse(io.BytesIO(pair), "p.json").head["invoke"]["run_context"]["tenant"] == "😀"
-
-
-@settings(max_examples=300, deadline=None, database=None)
-@given(record=st.dictionaries(KEYS, JSON, max_size=8))
-def test_the_record_hash_is_the_contextos_profiles_on_any_json(record):
-    from replay.canonical import contextos
-
-    assert cx._record_bytes(record) == contextos(record)
-    for value in record.values():
-        if value is not None:
-            assert cx._record_bytes(value) == contextos(value)
