@@ -345,9 +345,15 @@ def test_a_pack_removed_from_the_store_refuses_the_replay_naming_it():
     )
 
 
-def test_a_trace_stored_without_its_kg_snapshot_is_not_replayable():
+def test_a_trace_stored_without_its_kg_snapshot_is_not_replayable(as_persona):
+    from replay.selectors import trace_missing
+
     trace = store("pass.trace.json", PACK)
     assert trace.ingest_report["replayable"] is False
+    kg_id = json.loads(KG.read_text())["snapshot_id"]
+    assert trace_missing(trace) == [f"snapshot:contextos-kg {kg_id} (not retained)"]
+    data = as_persona("vera").get("/api/traces/", {"replayable": "false"}).json()
+    assert [t["trace_id"] for t in data["results"]] == [TRACE_ID]
     run = governed(trace)
     assert (run.error_code, run.report["broke_at"]) == (MISSING_SNAPSHOT, "kg_snapshot")
 
