@@ -7,8 +7,8 @@ Pure (no Django). Two tables live here and nowhere else:
   once an event with it has been appended (it is part of every hashed event body).
 
   ====  ==================================================================================
-  1xx   replay: requests, results, divergences, integrity failures, timeouts, and the
-        council's signed approval of a production replay
+  1xx   replay: requests, results, divergences, integrity failures, timeouts, the
+        council's signed approval of a production replay, and retention's expiries
   2xx   force-continue: requests, signed approvals and denials, quorum decisions
   3xx   halts: FORCE_HALT_REPLAY, council signatures toward FORCE_HALT_CLEAR, incidents
   4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked);
@@ -35,6 +35,7 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   103   INTEGRITY_FAILURE        104  REPLAY_TIMEOUT
   105   PRODUCTION_REPLAY_REQUEST                        106  PRODUCTION_REPLAY_APPROVAL
   107   PRODUCTION_REPLAY_APPROVED                       108  PRODUCTION_REPLAY_REJECTED
+  109   TRACE_EXPIRED
   200   FORCE_CONTINUE_REQUEST   201  FORCE_CONTINUE_APPROVAL
   202   FORCE_CONTINUE_APPROVED  203  FORCE_CONTINUE_REJECTED
   204   FORCE_CONTINUE_REFUSED
@@ -88,6 +89,7 @@ PRODUCTION_REPLAY_REQUEST: Final = "PRODUCTION_REPLAY_REQUEST"
 PRODUCTION_REPLAY_APPROVAL: Final = "PRODUCTION_REPLAY_APPROVAL"
 PRODUCTION_REPLAY_APPROVED: Final = "PRODUCTION_REPLAY_APPROVED"
 PRODUCTION_REPLAY_REJECTED: Final = "PRODUCTION_REPLAY_REJECTED"
+TRACE_EXPIRED: Final = "TRACE_EXPIRED"
 # --- 2xx force-continue ----------------------------------------------------------------------
 FORCE_CONTINUE_REQUEST: Final = "FORCE_CONTINUE_REQUEST"
 FORCE_CONTINUE_APPROVAL: Final = "FORCE_CONTINUE_APPROVAL"
@@ -141,6 +143,9 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
         107, PRODUCTION_REPLAY_APPROVED, "a production replay reached quorum; the run is queued"
     ),
     EventType(108, PRODUCTION_REPLAY_REJECTED, "a production replay reached the deny threshold"),
+    EventType(
+        109, TRACE_EXPIRED, "retention removed a stored file's content; its row and hashes stay"
+    ),
     EventType(200, FORCE_CONTINUE_REQUEST, "a force-continue past a divergence was requested"),
     EventType(201, FORCE_CONTINUE_APPROVAL, "one signed approval or denial of a force-continue"),
     EventType(202, FORCE_CONTINUE_APPROVED, "a force-continue reached quorum; the replay resumes"),
@@ -316,6 +321,34 @@ CHECKPOINT_FAILURES: Final[dict[str, str]] = {
     CHECKPOINT_TRUNCATED: "the ledger is shorter than the checkpoint (truncation or rollback)",
     CHECKPOINT_FORKED: "the ledger's event at the checkpoint's size has another hash",
     CHECKPOINT_LEDGER_BROKEN: "the current ledger does not verify",
+}
+
+# --- evidence bundles: the first thing that fails when a DSR bundle is checked (dsr.bundle) ---
+BUNDLE_MALFORMED: Final = "BUNDLE_MALFORMED"
+BUNDLE_MEMBER_MISSING: Final = "BUNDLE_MEMBER_MISSING"
+BUNDLE_MEMBER_EXTRA: Final = "BUNDLE_MEMBER_EXTRA"
+BUNDLE_MEMBER_HASH: Final = "BUNDLE_MEMBER_HASH"
+BUNDLE_SIGNATURE: Final = "BUNDLE_SIGNATURE"
+BUNDLE_UNTRUSTED_KEY: Final = "BUNDLE_UNTRUSTED_KEY"
+BUNDLE_EVENT_HASH: Final = "BUNDLE_EVENT_HASH"
+BUNDLE_EVENT_SIGNATURE: Final = "BUNDLE_EVENT_SIGNATURE"
+BUNDLE_CHAIN: Final = "BUNDLE_CHAIN"
+
+BUNDLE_FAILURES: Final[dict[str, str]] = {
+    BUNDLE_MALFORMED: "the file is not a bundle: too large, not canonical JSON, or a part of it"
+    " is missing or of the wrong shape",
+    BUNDLE_MEMBER_MISSING: "a member the manifest lists is not in the bundle",
+    BUNDLE_MEMBER_EXTRA: "the bundle holds a member the manifest does not list",
+    BUNDLE_MEMBER_HASH: "a member's sha256 or size differs from the manifest's",
+    BUNDLE_SIGNATURE: "the server's signature over the manifest does not verify with the key"
+    " the manifest names, or the key id is not that key's",
+    BUNDLE_UNTRUSTED_KEY: "the bundle is signed by a key that is not the trusted key (or not the"
+    " key of the trusted checkpoint)",
+    BUNDLE_EVENT_HASH: "a ledger event's hash does not recompute from its prev_hash and body",
+    BUNDLE_EVENT_SIGNATURE: "a ledger event's server or actor signature does not verify, or its"
+    " server key is unknown or was not effective when the event was created",
+    BUNDLE_CHAIN: "the ledger events are out of order, repeated, not linked by prev_hash where"
+    " consecutive, or disagree with the ledger checkpoint in the bundle",
 }
 
 

@@ -1,0 +1,1 @@
+"""Data Subject Requests: legal requests, evidence bundles, their PDF and offline verifier."""

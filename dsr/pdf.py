@@ -1,0 +1,115 @@
+"""The printable summary of an evidence bundle: ``render_summary(summary) -> PDF bytes``.
+
+Pure (no Django, no clock): the same summary gives the same bytes (the PDF's creation date is
+the bundle's ``created_at``). ``summary`` is what ``dsr.bundle.pdf_summary(bundle_bytes)``
+returns, optionally with a ``request`` mapping of label -> text (kind, legal basis, due date:
+whatever the caller wants shown about the request); subjects appear by opaque ref only.
+
+Text is set in the PDF core fonts (Helvetica, Courier), which cover Latin-1; any other
+character is written as ``?`` (refs, hashes, keys and codes are ASCII).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fpdf import FPDF
+from fpdf.enums import XPos, YPos
+
+from governance.signing import parse_time
+
+_NEXT_LINE = {"new_x": XPos.LMARGIN, "new_y": YPos.NEXT}
+
+
+def _text(value: Any) -> str:
+    text = "-" if value is None else str(value)
+    return text.encode("latin-1", "replace").decode("latin-1")
+
+
+class _Summary(FPDF):
+    def footer(self) -> None:
+        self.set_y(-12)
+        self.set_font("Helvetica", size=8)
+        self.cell(0, 6, f"page {self.page_no()}/{{nb}}", align="C")
+
+
+def _heading(pdf: FPDF, text: str) -> None:
+    pdf.ln(3)
+    pdf.set_font("Helvetica", "B", 12)
+    pdf.cell(0, 7, _text(text), **_NEXT_LINE)
+    pdf.set_font("Helvetica", size=10)
+
+
+def _field(pdf: FPDF, label: str, value: Any, *, mono: bool = False) -> None:
+    pdf.set_font("Helvetica", "B", 9)
+    pdf.cell(42, 5, _text(label))
+    pdf.set_font("Courier" if mono else "Helvetica", size=8 if mono else 9)
+    pdf.multi_cell(0, 5, _text(value), **_NEXT_LINE)
+
+
+def render_summary(summary: Mapping[str, Any]) -> bytes:
+    """A readable PDF: the request, its subjects (by ref), the traces with their verdicts and
+    replay status, the manifest hash, the signing key and the signature."""
+    pdf = _Summary(format="A4")
+    pdf.set_creation_date(parse_time(str(summary["created_at"])))
+    pdf.set_title(_text(f"Evidence bundle {summary['request_ref']}"))
+    pdf.set_author("Replay Audit Console")
+    pdf.set_auto_page_break(auto=True, margin=16)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 16)
+    pdf.cell(0, 10, _text(f"Evidence bundle for request {summary['request_ref']}"), **_NEXT_LINE)
+    pdf.set_font("Helvetica", size=9)
+    pdf.multi_cell(
+        0,
+        5,
+        "Subjects are named by opaque reference. Values are redacted unless an admin released"
+        " them (each release is a PII_REVEALED event in the governance ledger). Check the"
+        " bundle file itself offline with: python -m dsr.bundle_cli FILE --trust-key KEY",
+        **_NEXT_LINE,
+    )
+
+    _heading(pdf, "Request")
+    _field(pdf, "request", summary["request_ref"])
+    for label, value in (summary.get("request") or {}).items():
+        _field(pdf, label, value)
+    _field(pdf, "bundle created", summary["created_at"])
+    _field(pdf, "subjects", ", ".join(summary["subject_refs"]))
+
+    traces = summary.get("traces") or []
+    _heading(pdf, f"Traces ({len(traces)})")
+    if summary.get("nothing_held") or not traces:
+        pdf.multi_cell(0, 5, "Nothing held: no stored trace concerns these subjects.", **_NEXT_LINE)
+    else:
+        pdf.set_font("Helvetica", size=8)
+        with pdf.table(
+            col_widths=(46, 22, 20, 42, 20, 40),
+            text_align="LEFT",
+            line_height=4.5,
+            first_row_as_headings=True,
+        ) as table:
+            table.row(["trace", "format", "verdict", "replay (mode: status)", "fields", "file"])
+            for trace in traces:
+                replay = f"{_text(trace.get('replay_mode'))}: {_text(trace.get('replay_status'))}"
+                if trace.get("replay_error_code"):
+                    replay += f" ({trace['replay_error_code']})"
+                table.row(
+                    [
+                        _text(trace.get("trace_id")),
+                        _text(trace.get("format")),
+                        _text(trace.get("verdict")),
+                        _text(replay),
+                        _text(f"{trace.get('fields', 0)} ({trace.get('released', 0)} released)"),
+                        _text(str(trace.get("file_sha256", ""))[:23] + "..."),
+                    ]
+                )
+    _field(pdf, "ledger events", summary.get("events", 0))
+
+    _heading(pdf, "Integrity")
+    _field(pdf, "manifest", summary["manifest_sha256"], mono=True)
+    if summary.get("bundle_sha256"):
+        _field(pdf, "bundle file", summary["bundle_sha256"], mono=True)
+    _field(pdf, "signing key", summary["key_id"], mono=True)
+    _field(pdf, "public key", summary["public_key"], mono=True)
+    _field(pdf, "signature", summary["signature"], mono=True)
+    return bytes(pdf.output())
