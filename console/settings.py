@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "governance",
     "console",
     "privacy",
+    "dsr",  # issue 14 D1
 ]
 
 MIDDLEWARE = [
@@ -407,3 +408,7 @@ GOVERNANCE_COUNCIL_QUORUM = env_int("GOVERNANCE_COUNCIL_QUORUM", 2)
 GOVERNANCE_DENY_THRESHOLD = env_int("GOVERNANCE_DENY_THRESHOLD", 1)
 GOVERNANCE_FORCE_CONTINUE_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_HOURS", 24)
 GOVERNANCE_FORCE_CONTINUE_MAX_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_MAX_HOURS", 168)
+
+# --- data subject requests (issue 14 D1; dsr/conf.py documents each) ----------------------
+DSR_APPROVAL_BY = env_str("DSR_APPROVAL_BY", "admin")
+DSR_DUE_MONTHS = env_int("DSR_DUE_MONTHS", 1)

@@ -1,1 +1,2 @@
-"""Data Subject Requests: legal requests, evidence bundles, their PDF and offline verifier."""
+"""Data Subject Requests: legal requests, identity checks, four-eyes approvals, evidence
+bundles, their PDF and offline verifier, erasure orchestration (issue 14)."""

@@ -14,7 +14,8 @@ Pure (no Django). Two tables live here and nowhere else:
   4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked);
         41x: people's API tokens (created, revoked; the token itself is never in a payload)
   5xx   personal data: every unredacted PII access
-  6xx   data subject requests (reserved for the DSR workflow)
+  6xx   data subject requests: opened, identity verified, started, signed four-eyes
+        approvals (bundle release, erasure), exported, erased (a receipt), closed
   7xx   roles: the installation's first admins and council members, every role change,
         and the council's signed approval of an admin or council grant
   ====  ==================================================================================
@@ -46,7 +47,8 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   410   API_TOKEN_CREATED        411  API_TOKEN_REVOKED
   500   PII_REVEALED
   600   DSR_OPENED               601  DSR_EXPORTED          602  DSR_ERASED
-  603   DSR_CLOSED
+  603   DSR_CLOSED               604  DSR_IDENTITY_VERIFIED 605  DSR_APPROVAL
+  606   DSR_STATE_CHANGED
   700   ROLES_INSTALLED          701  ROLES_CHANGED         702  ROLE_GRANT_REQUEST
   703   ROLE_GRANT_APPROVAL      704  ROLE_GRANT_APPROVED   705  ROLE_GRANT_REJECTED
   ====  ======================================================================
@@ -75,7 +77,7 @@ RANGES: Final[dict[int, str]] = {
     3: "halts",
     4: "keys",
     5: "personal-data access",
-    6: "data subject requests (reserved)",
+    6: "data subject requests",
     7: "roles",
 }
 
@@ -110,11 +112,14 @@ API_TOKEN_CREATED: Final = "API_TOKEN_CREATED"  # noqa: S105 - not a secret
 API_TOKEN_REVOKED: Final = "API_TOKEN_REVOKED"  # noqa: S105 - not a secret
 # --- 5xx personal data -----------------------------------------------------------------------
 PII_REVEALED: Final = "PII_REVEALED"
-# --- 6xx data subject requests (reserved) ----------------------------------------------------
+# --- 6xx data subject requests (payloads name subjects by opaque refs only) ----------------
 DSR_OPENED: Final = "DSR_OPENED"
 DSR_EXPORTED: Final = "DSR_EXPORTED"
 DSR_ERASED: Final = "DSR_ERASED"
 DSR_CLOSED: Final = "DSR_CLOSED"
+DSR_IDENTITY_VERIFIED: Final = "DSR_IDENTITY_VERIFIED"
+DSR_APPROVAL: Final = "DSR_APPROVAL"
+DSR_STATE_CHANGED: Final = "DSR_STATE_CHANGED"
 # --- 7xx roles -------------------------------------------------------------------------------
 ROLES_INSTALLED: Final = "ROLES_INSTALLED"
 ROLES_CHANGED: Final = "ROLES_CHANGED"
@@ -164,10 +169,13 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(410, API_TOKEN_CREATED, "a person's API token was created (its id and prefix)"),
     EventType(411, API_TOKEN_REVOKED, "a person's API token was revoked; it authenticates no more"),
     EventType(500, PII_REVEALED, "unredacted personal data was shown to someone"),
-    EventType(600, DSR_OPENED, "reserved: a data subject request was opened"),
-    EventType(601, DSR_EXPORTED, "reserved: a data subject access export was produced"),
-    EventType(602, DSR_ERASED, "reserved: personal data was erased for a data subject request"),
-    EventType(603, DSR_CLOSED, "reserved: a data subject request was closed"),
+    EventType(600, DSR_OPENED, "a data subject request was opened (subject refs, kind, basis)"),
+    EventType(601, DSR_EXPORTED, "a data subject access export was produced"),
+    EventType(602, DSR_ERASED, "personal data was erased for a data subject request (receipt)"),
+    EventType(603, DSR_CLOSED, "a data subject request was closed: fulfilled, or refused"),
+    EventType(604, DSR_IDENTITY_VERIFIED, "how, by whom and when a subject's identity was checked"),
+    EventType(605, DSR_APPROVAL, "a signed four-eyes approval of a bundle release or an erasure"),
+    EventType(606, DSR_STATE_CHANGED, "a data subject request moved on (open to in progress)"),
     EventType(700, ROLES_INSTALLED, "installation set a first admin or council member's roles"),
     EventType(701, ROLES_CHANGED, "an admin changed someone else's roles: before and after"),
     EventType(702, ROLE_GRANT_REQUEST, "an admin asked the council to grant admin or council"),
@@ -217,6 +225,12 @@ LEDGER_BROKEN: Final = "LEDGER_BROKEN"
 ROLE_SELF: Final = "ROLE_SELF"
 ROLE_UNKNOWN: Final = "ROLE_UNKNOWN"
 ROLES_ALREADY_INSTALLED: Final = "ROLES_ALREADY_INSTALLED"
+DSR_INVALID: Final = "DSR_INVALID"
+DSR_IDENTITY_UNVERIFIED: Final = "DSR_IDENTITY_UNVERIFIED"
+DSR_SELF_APPROVAL: Final = "DSR_SELF_APPROVAL"
+DSR_ALREADY_APPROVED: Final = "DSR_ALREADY_APPROVED"
+DSR_STATE: Final = "DSR_STATE"
+DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -253,6 +267,15 @@ REFUSALS: Final[dict[str, str]] = {
     ROLE_SELF: "nobody changes their own roles",
     ROLE_UNKNOWN: "a role named in a role change is not in the roles matrix",
     ROLES_ALREADY_INSTALLED: "the ledger already records roles: installation happens once",
+    DSR_INVALID: (
+        "a legal request is malformed: no subject, no legal basis, an unknown kind or purpose, "
+        "or a due date in the past (the message names which)"
+    ),
+    DSR_IDENTITY_UNVERIFIED: "the subject's identity is not verified yet: nothing can be approved",
+    DSR_SELF_APPROVAL: "the person who opened a legal request cannot approve it (four eyes)",
+    DSR_ALREADY_APPROVED: "this person already approved it, or the approval is already complete",
+    DSR_STATE: "the legal request cannot make this transition from its current state",
+    DSR_REPLAY_MODE: "a data subject request replays traces in audit mode only",
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------
