@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -77,7 +76,6 @@ def test_it_computes_the_chain_as_the_seeds_code_does(name):
     assert cx.record_hash(trace.head["decision_record"]) == want["record_hash"]
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is installed on every machine")
 def test_the_checked_in_verdicts_are_what_reference_js_prints_now(tmp_path):
     files = [str(HERE / name) for name in sorted(EXPECTED)]
     out = subprocess.run(
@@ -523,7 +521,6 @@ def test_without_its_inputs_a_trace_verifies_but_is_not_replayable():
     assert (replay.error_code, replay.broke_at) == (MISSING_SNAPSHOT, "pack")
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is installed on every machine")
 def test_the_bench_runs_and_both_verifiers_find_every_generated_file_intact():
     import sys
 
