@@ -54,7 +54,7 @@ ERROR_CODES: dict[str, str] = {
     VERSION_MISMATCH: "a Paxman artifact's version is not supported by this console",
     CAPABILITY_NOT_FOUND: (
         "a pinned capability is not registered (a Paxman capability, or a native step's "
-        "function or runtime)"
+        "function or runtime, or a ContextOS pack's canonical loop)"
     ),
     INVALID_CONTRACT: "the contract supplied for a Paxman replay is invalid",
     INPUT_HASH_MISMATCH: "a Verist snapshot's input does not hash to its inputHash",

@@ -16,7 +16,9 @@ def trace_missing(trace: Trace) -> list[str]:
     missing = []
     for ref in refs:
         sid = ref.get("snapshot_id")
-        if sid is None:
+        if sid is None and ref.get("path"):  # an input pinned by the file, never stored
+            missing.append(f"snapshot:{ref['kind']} {ref['path']} (not retained)")
+        elif sid is None:
             missing.append(f"snapshot:{ref['kind']} (not referenced by the trace)")
         elif sid not in stored:
             missing.append(f"snapshot:{ref['kind']} {sid} (not retained)")

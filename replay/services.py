@@ -498,25 +498,41 @@ def trace_upload_batch(
     names (by its recorded path or file name), or an archive of such files (``.tar.gz``,
     ``.tgz``, ``.zip``) dropped with a sidecar, is that sidecar's input, stored with it as its
     snapshots, not a trace of its own; ``x.contract.json`` dropped with the Paxman artifact
-    ``x.json`` is that artifact's contract; every other file is stored (or refused) on its
-    own."""
-    from replay.formats import ahd, archive
+    ``x.json`` is that artifact's contract; a ContextOS trace's pinned pack and KG snapshot
+    (``*.pack.json``, ``*.kg.json``) dropped with it are its inputs; every other file is
+    stored (or refused) on its own."""
+    from replay.formats import ahd, archive, contextos
 
     names = [name for name, _source in files]
     sidecars = [n for n in names if n.lower().endswith(ahd.SIDECAR_SUFFIX)]
     named: dict[str, str] = {}
+    contextos_traces: list[str] = []
     for name, source in files:
         for wanted in _input_names(source, name):
             named.setdefault(wanted, name)
         source.seek(0)
+        if not name.lower().endswith(contextos.INPUT_SUFFIXES):
+            if sniff(source, name)[0] == contextos.FORMAT:
+                contextos_traces.append(name)
+            source.seek(0)
+    # a ContextOS trace's pinned pack and KG snapshot (*.pack.json, *.kg.json) come beside it
+    contextos_named = {
+        name: contextos_traces[0]
+        for name, _ in files
+        if contextos_traces and name.lower().endswith(contextos.INPUT_SUFFIXES)
+    }
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
     inputs: dict[str, bytes] = {}
+    contextos_inputs: dict[str, bytes] = {}
     contracts: dict[str, Contract] = {}
     companions: list[BatchOutcome] = []
     outcomes: list[BatchOutcome] = []
     for name, source in files:
         lower = name.lower()
-        if lower.endswith(CONTRACT_SUFFIX):
+        if name in contextos_named:
+            contextos_inputs[name] = source.read(contextos.MAX_INPUT_BYTES + 1)
+            companions.append(BatchOutcome(name, input_of=contextos_named[name]))
+        elif lower.endswith(CONTRACT_SUFFIX):
             artifact = name[: -len(CONTRACT_SUFFIX)] + ".json"
             if artifact in names:
                 contracts[artifact] = (name, source.read(limit + 1))
@@ -549,12 +565,13 @@ def trace_upload_batch(
     for name, source in files:
         if name in taken:
             continue
+        given = contextos_inputs if name in contextos_traces else inputs
         try:
             result = trace_upload(
                 source=source,
                 filename=name,
                 uploaded_by=uploaded_by,
-                inputs=inputs,
+                inputs=given,
                 contract=contracts.get(name),
             )
         except ReplayError as exc:
@@ -562,6 +579,30 @@ def trace_upload_batch(
         else:
             stored.append(BatchOutcome(name, result=result))
     return stored + outcomes + companions
+
+
+def contextos_inputs_beside(path: Path) -> dict[str, bytes]:
+    """The pinned inputs a ContextOS trace on disk may have in its directory (``*.pack.json``,
+    ``*.kg.json``, at most 64 of them, each bounded): what ``ingest`` and ``replay PATH``
+    store with it, as the upload page stores the files dropped beside it."""
+    from replay.formats import contextos
+
+    found: dict[str, bytes] = {}
+    for candidate in sorted(path.parent.iterdir())[:10_000]:
+        if len(found) >= 64:
+            break
+        if candidate.name.lower().endswith(contextos.INPUT_SUFFIXES) and candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[candidate.name] = fh.read(contextos.MAX_INPUT_BYTES + 1)
+    return found
+
+
+def is_contextos_file(path: Path) -> bool:
+    """Whether the file at ``path`` is detected as a ContextOS trace."""
+    from replay.formats import contextos
+
+    with path.open("rb") as fh:
+        return sniff(fh, path.name)[0] == contextos.FORMAT
 
 
 @transaction.atomic(durable=True)

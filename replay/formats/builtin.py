@@ -822,8 +822,12 @@ class MaceFormat:
 
 
 def register(registry: FormatRegistry) -> None:
-    """The built-in formats, in the order detection asks them (a sidecar's name first)."""
+    """The built-in formats, in the order detection asks them (a sidecar's name first; a
+    ContextOS trace's keys before the native format's, since both have a ``trace_id``)."""
+    from replay.formats.contextos_adapter import ContextosFormat
+
     registry.register(AhdFormat())
+    registry.register(ContextosFormat())
     registry.register(NativeFormat())
     registry.register(PaxmanFormat())
     registry.register(VeristFormat())

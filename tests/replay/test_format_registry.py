@@ -79,9 +79,10 @@ def toy_registry():
 
 
 def test_the_native_format_is_one_entry_among_the_built_in_ones():
-    assert format_names() == [AHD, native.FORMAT, PAXMAN, VERIST, mace.FORMAT]
+    assert format_names() == [AHD, "contextos-trace", native.FORMAT, PAXMAN, VERIST, mace.FORMAT]
     assert [type(f).__name__ for f in formats()] == [
         "AhdFormat",
+        "ContextosFormat",
         "NativeFormat",
         "PaxmanFormat",
         "VeristFormat",
@@ -91,7 +92,15 @@ def test_the_native_format_is_one_entry_among_the_built_in_ones():
 
 def test_a_format_registered_through_the_entry_point_group_is_detected():
     registry = toy_registry()
-    assert registry.names() == [AHD, native.FORMAT, PAXMAN, VERIST, mace.FORMAT, "toy-log"]
+    assert registry.names() == [
+        AHD,
+        "contextos-trace",
+        native.FORMAT,
+        PAXMAN,
+        VERIST,
+        mace.FORMAT,
+        "toy-log",
+    ]
     assert registry.detect(b"{}", "run.toy", top_keys=[]) == "toy-log"
     assert registry.detect(b'{"toy": 1}', "x.json", top_keys=["toy"]) == "toy-log"
     assert registry.detect(b'{"job": 1}', "x.json", top_keys=["job"]) == native.FORMAT

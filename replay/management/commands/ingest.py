@@ -13,8 +13,14 @@ from replay.cli import (
     read_inputs,
 )
 from replay.errors import ReplayError
-from replay.formats import ahd
-from replay.services import archive_limits, sibling_inputs, trace_ingest
+from replay.formats import ahd, contextos
+from replay.services import (
+    archive_limits,
+    contextos_inputs_beside,
+    is_contextos_file,
+    sibling_inputs,
+    trace_ingest,
+)
 
 
 class Command(BaseCommand):
@@ -24,7 +30,8 @@ class Command(BaseCommand):
         "(--inputs, else <run>.inputs.tar.gz/.tgz/.zip beside it, else --root, else found "
         "above the sidecar, else REPLAY_AHD_ROOT) and stored with it. A Paxman artifact is "
         "checked against --contract when given. A MACE log's snapshot files "
-        "(<snapshot_id>.json) are read from its directory."
+        "(<snapshot_id>.json) are read from its directory. A ContextOS trace's pack and KG "
+        "snapshot (*.pack.json, *.kg.json) come from its directory and the paths given."
     )
 
     def add_arguments(self, parser):
@@ -43,14 +50,21 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"{contract}: cannot read: {exc.strerror}", returncode=2) from None
         refused = 0
+        given = [Path(p) for p in paths if p.lower().endswith(contextos.INPUT_SUFFIXES)]
         for raw in paths:
             path = Path(raw)
+            if path in given:
+                self.stdout.write(f"{path.name} input of the ContextOS traces given")
+                continue
             try:
                 uploaded = (
                     read_inputs(path, inputs, limit, archive_limits().max_archive_bytes)
                     if _is_sidecar(path) and (inputs or root is None)
                     else {}
                 )
+                if not uploaded and is_contextos_file(path):
+                    uploaded = contextos_inputs_beside(path)
+                    uploaded.update({g.name: g.read_bytes() for g in given})
                 with path.open("rb") as fh:
                     bar = ProgressBar(f"ingest {path.name}", path.stat().st_size)
                     try:
