@@ -131,6 +131,7 @@ def _facts(trace: Trace) -> retention.TraceFacts:
         verdict=trace.last_status,
         started_at=trace.started_at,
         uploaded_at=trace.created_at,
+        sha256=trace.blob.sha256,
     )
 
 
