@@ -4,8 +4,9 @@ never one the governance ledger or a hold still needs, each expiry a ``TRACE_EXP
 Protected, whatever the rule says (:func:`traces_protected`):
 
 * a trace a governance event names: its trace id, its stored file's sha256, one of its runs or
-  one of its snapshots under one of :data:`REFERENCE_KEYS` of an event's payload (replays,
-  halts and incidents, force-continues, production approvals, personal-data accesses ...);
+  one of its snapshots under one of ``governance.evidence.REFERENCE_KEYS`` of an event's
+  payload (replays, halts and incidents, force-continues, production approvals, personal-data
+  accesses ...);
 * a trace a registered *hold* names: :func:`hold_register` (or the dotted paths in
   ``REPLAY_RETENTION_HOLDS``) takes a function ``traces -> {trace pk: reason}``; the ``dsr``
   app registers one for traces under an open legal request.
@@ -25,28 +26,19 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from governance import codes, ledger
+from governance import chain, codes, ledger
+from governance.evidence import CHUNK, events_naming
 from governance.models import GovernanceEvent
 from replay import retention
 from replay.expiry import Tombstone, trace_tombstone
-from replay.models import ReplayRun, Trace
+from replay.models import Trace
 
-#: payload keys under which an event names a trace (directly or through its file, a run or
-#: a snapshot); an event type that names a trace uses one of them
-REFERENCE_KEYS: Final = (
-    "trace_id",
-    "trace_sha256",
-    "file_sha256",
-    "target_id",
-    "snapshot_id",
-    "run_id",
-)
-CHUNK: Final = 500
+_SEQ, _TYPE = chain.FIELDS.index("seq"), chain.FIELDS.index("type")
+
 #: how many of the oldest candidates of each rule the operations page looks at
 UPCOMING_SCAN: Final = 200
 
@@ -78,44 +70,15 @@ def retention_policy() -> retention.Policy:
 # --- protection -----------------------------------------------------------------------------
 
 
-def _names(traces: Sequence[Trace]) -> dict[str, set[int]]:
-    """Every string an event could name each trace by -> the traces it names."""
-    names: dict[str, set[int]] = {}
-    for trace in traces:
-        sha = trace.blob.sha256
-        for name in (trace.trace_id, sha, f"sha256:{sha}"):
-            names.setdefault(name, set()).add(trace.pk)
-        for ref in trace.required_snapshot_ids or []:
-            if isinstance(ref, dict) and ref.get("snapshot_id"):
-                names.setdefault(str(ref["snapshot_id"]), set()).add(trace.pk)
-    runs = ReplayRun.objects.filter(trace__in=[t.pk for t in traces]).values_list("id", "trace")
-    for run_id, trace_pk in runs:
-        names.setdefault(str(run_id), set()).add(trace_pk)
-    return names
-
-
 def traces_protected(traces: Sequence[Trace]) -> dict[int, str]:
     """The traces among ``traces`` that must not expire -> why (the first reason found)."""
     found: dict[int, str] = {}
+    for row, pks in events_naming(traces):
+        for pk in pks:
+            found.setdefault(pk, f"named by governance event {row[_SEQ]} ({row[_TYPE]})")
     for start in range(0, len(traces), CHUNK):
-        chunk = traces[start : start + CHUNK]
-        names = _names(chunk)
-        wanted = list(names)
-        query = Q()
-        for key in REFERENCE_KEYS:
-            query |= Q(**{f"payload__{key}__in": wanted})
-        events = (
-            GovernanceEvent.objects.filter(query)
-            .order_by("seq")
-            .values_list("seq", "type", "payload")
-        )
-        for seq, type_, payload in events.iterator(chunk_size=2000):
-            for key in REFERENCE_KEYS:
-                value = payload.get(key) if isinstance(payload, dict) else None
-                for pk in names.get(str(value), ()) if value is not None else ():
-                    found.setdefault(pk, f"named by governance event {seq} ({type_})")
         for hold in _holds():
-            for pk, why in hold(chunk).items():
+            for pk, why in hold(traces[start : start + CHUNK]).items():
                 found.setdefault(pk, why)
     return found
 
