@@ -19,8 +19,6 @@ from fpdf.enums import XPos, YPos
 
 from governance.signing import parse_time
 
-_NEXT_LINE = {"new_x": XPos.LMARGIN, "new_y": YPos.NEXT}
-
 
 def _text(value: Any) -> str:
     text = "-" if value is None else str(value)
@@ -37,7 +35,7 @@ class _Summary(FPDF):
 def _heading(pdf: FPDF, text: str) -> None:
     pdf.ln(3)
     pdf.set_font("Helvetica", "B", 12)
-    pdf.cell(0, 7, _text(text), **_NEXT_LINE)
+    pdf.cell(0, 7, _text(text), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
     pdf.set_font("Helvetica", size=10)
 
 
@@ -45,7 +43,7 @@ def _field(pdf: FPDF, label: str, value: Any, *, mono: bool = False) -> None:
     pdf.set_font("Helvetica", "B", 9)
     pdf.cell(42, 5, _text(label))
     pdf.set_font("Courier" if mono else "Helvetica", size=8 if mono else 9)
-    pdf.multi_cell(0, 5, _text(value), **_NEXT_LINE)
+    pdf.multi_cell(0, 5, _text(value), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
 
 
 def render_summary(summary: Mapping[str, Any]) -> bytes:
@@ -58,7 +56,13 @@ def render_summary(summary: Mapping[str, Any]) -> bytes:
     pdf.set_auto_page_break(auto=True, margin=16)
     pdf.add_page()
     pdf.set_font("Helvetica", "B", 16)
-    pdf.cell(0, 10, _text(f"Evidence bundle for request {summary['request_ref']}"), **_NEXT_LINE)
+    pdf.cell(
+        0,
+        10,
+        _text(f"Evidence bundle for request {summary['request_ref']}"),
+        new_x=XPos.LMARGIN,
+        new_y=YPos.NEXT,
+    )
     pdf.set_font("Helvetica", size=9)
     pdf.multi_cell(
         0,
@@ -66,7 +70,8 @@ def render_summary(summary: Mapping[str, Any]) -> bytes:
         "Subjects are named by opaque reference. Values are redacted unless an admin released"
         " them (each release is a PII_REVEALED event in the governance ledger). Check the"
         " bundle file itself offline with: python -m dsr.bundle_cli FILE --trust-key KEY",
-        **_NEXT_LINE,
+        new_x=XPos.LMARGIN,
+        new_y=YPos.NEXT,
     )
 
     _heading(pdf, "Request")
@@ -79,7 +84,13 @@ def render_summary(summary: Mapping[str, Any]) -> bytes:
     traces = summary.get("traces") or []
     _heading(pdf, f"Traces ({len(traces)})")
     if summary.get("nothing_held") or not traces:
-        pdf.multi_cell(0, 5, "Nothing held: no stored trace concerns these subjects.", **_NEXT_LINE)
+        pdf.multi_cell(
+            0,
+            5,
+            "Nothing held: no stored trace concerns these subjects.",
+            new_x=XPos.LMARGIN,
+            new_y=YPos.NEXT,
+        )
     else:
         pdf.set_font("Helvetica", size=8)
         with pdf.table(
