@@ -110,3 +110,12 @@ def test_the_api_says_when_and_by_which_rule_a_trace_expired(as_persona, expired
         "default (30 days)",
     )
     assert data["ingest_report"]["expired"] is True
+
+
+def test_the_trace_list_marks_an_expired_trace(as_persona, expired):
+    body = as_persona("vera").get("/traces/").content.decode()
+
+    assert (
+        '<span class="badge no" title="expired by retention: default (30 days)">expired</span>'
+        in body
+    )
