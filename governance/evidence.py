@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from django.db.models import Q
-
 from governance import chain, ledger, selectors, signing
 from governance.models import GovernanceEvent
 from replay.models import ReplayRun, Trace
@@ -53,11 +51,15 @@ def events_naming(traces: Sequence[Trace]) -> Iterator[tuple[tuple[Any, ...], se
     for start in range(0, len(traces), CHUNK):
         names = trace_names(traces[start : start + CHUNK])
         wanted = list(names)
-        query = Q()
+        # one query per key keeps each IN list to the names of one chunk (SQLite allows
+        # 32766 parameters a statement); an event found under two keys is kept once
+        rows: dict[int, tuple[Any, ...]] = {}
         for key in REFERENCE_KEYS:
-            query |= Q(**{f"payload__{key}__in": wanted})
-        rows = GovernanceEvent.objects.filter(query).order_by("seq").values_list(*chain.FIELDS)
-        for row in rows.iterator(chunk_size=2000):
+            found = GovernanceEvent.objects.filter(**{f"payload__{key}__in": wanted})
+            for row in found.values_list(*chain.FIELDS).iterator(chunk_size=2000):
+                rows[row[_SEQ]] = row
+        for seq in sorted(rows):
+            row = rows[seq]
             payload = row[_PAYLOAD] if isinstance(row[_PAYLOAD], dict) else {}
             pks: set[int] = set()
             for key in REFERENCE_KEYS:
