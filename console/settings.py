@@ -8,7 +8,7 @@ environment (or *_FILE); nothing secret is ever read from the repository.
 
 from __future__ import annotations
 
-import json as _json
+import json
 import secrets
 from pathlib import Path
 
@@ -52,6 +52,16 @@ SECRET_KEY = _local_secret("secret_key", "DJANGO_SECRET_KEY")
 # Encrypts HMAC verification secrets at rest (replay.keys); any string, stretched with SHA-256.
 REPLAY_KEY_ENCRYPTION_KEY = _local_secret("key_encryption_key", "REPLAY_KEY_ENCRYPTION_KEY")
 
+# Personal data (privacy/): the key every subject key is wrapped under, and the secret of
+# the subjects' lookup digests (HMAC). Lose the master key and every personal value is lost.
+PRIVACY_MASTER_KEY = _local_secret("privacy_master_key", "REPLAY_PRIVACY_MASTER_KEY")
+PRIVACY_SECRET = _local_secret("privacy_secret", "REPLAY_PRIVACY_SECRET")
+# Native traces: where an event payload names its subject when the privacy snapshot has no
+# "subject" (docs/formats.md); other formats: {"<format>": {"subject": [...], "personal":
+# [...]}}, JSON pointers over the document ("*" matches any key or index).
+PRIVACY_SUBJECT_POINTERS = env_list("REPLAY_PRIVACY_SUBJECT_POINTERS", ["/user/email"])
+PRIVACY_PATH_RULES = json.loads(env_str("REPLAY_PRIVACY_PATH_RULES", "{}") or "{}")
+
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
@@ -71,6 +81,7 @@ INSTALLED_APPS = [
     "replay",
     "governance",
     "console",
+    "privacy",
 ]
 
 MIDDLEWARE = [
@@ -199,6 +210,23 @@ REPLAY_AHD_ROOT = env_str("REPLAY_AHD_ROOT") or (
 )
 # the largest token or brief file re-hashed (a larger one is reported, not read)
 REPLAY_AHD_MAX_INPUT_BYTES = env_int("REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+# one archive of AHD inputs (docs/formats.md): compressed size, uncompressed total, entries,
+# expansion ratio
+REPLAY_AHD_MAX_ARCHIVE_BYTES = env_int("REPLAY_AHD_MAX_ARCHIVE_BYTES", REPLAY_AHD_MAX_INPUT_BYTES)
+REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES = env_int(
+    "REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES", 2 * REPLAY_AHD_MAX_INPUT_BYTES
+)
+REPLAY_AHD_ARCHIVE_MAX_ENTRIES = env_int("REPLAY_AHD_ARCHIVE_MAX_ENTRIES", 256)
+REPLAY_AHD_ARCHIVE_MAX_RATIO = env_int("REPLAY_AHD_ARCHIVE_MAX_RATIO", 200)
+
+# --- Paxman capabilities a deployment adds to the built-ins (JSON: id -> version or list of
+# versions); installed packages add theirs through replay_console.paxman_capabilities
+try:
+    REPLAY_PAXMAN_CAPABILITIES = json.loads(env_str("REPLAY_PAXMAN_CAPABILITIES") or "{}")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"REPLAY_PAXMAN_CAPABILITIES is not JSON: {exc}") from None
+if not isinstance(REPLAY_PAXMAN_CAPABILITIES, dict):
+    raise ImproperlyConfigured("REPLAY_PAXMAN_CAPABILITIES must be a JSON object")
 
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
@@ -287,7 +315,7 @@ CELERY_BEAT_SCHEDULE = {
 # REPLAY_RETENTION_JSON: {"default": days|null, "verdict": {...}, "format": {...}}; unset keeps
 # everything forever. Checked here, so a policy that is not one stops the start-up.
 try:
-    REPLAY_RETENTION = _json.loads(env_str("REPLAY_RETENTION_JSON", "null"))
+    REPLAY_RETENTION = json.loads(env_str("REPLAY_RETENTION_JSON", "null"))
     _retention_policy(REPLAY_RETENTION)
 except ValueError as _exc:
     raise ImproperlyConfigured(f"REPLAY_RETENTION_JSON: {_exc}") from None

@@ -35,7 +35,7 @@ import hmac
 import itertools
 import json
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
@@ -153,6 +153,9 @@ class ReplayReport:
     #: numbers whose canonical spellings differ by at most NUMERIC_EPSILON: not divergences,
     #: listed so the report says where equality needed the epsilon (seed 003 §4)
     within_epsilon: list[Divergence] = field(default_factory=list)
+    #: fields whose values were erased (crypto-shredded) before this replay:
+    #: ``{"location": "event 12", "path": "/user/email"}``; left out of the JSON when none
+    erased: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The report as contracts.md §3 spells it (plus a few extra keys)."""
@@ -160,6 +163,8 @@ class ReplayReport:
         data["checks"] = [asdict(c) for c in self.checks]
         data["divergences"] = [d.to_json() for d in self.divergences]
         data["within_epsilon"] = [d.to_json() for d in self.within_epsilon]
+        if not self.erased:
+            del data["erased"]
         return copy.deepcopy(data)
 
     def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
@@ -285,8 +290,14 @@ def replay(
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
     file_id: str | None = None,
+    erased: Sequence[Mapping[str, str]] = (),
 ) -> ReplayReport:
     """Replay a native trace (seed 003 §6) and return its report; never raises ReplayError.
+
+    `erased`: the fields whose values were erased (``{"location": "event N", "path"}``):
+    those events' chain hashes cannot be recomputed, so their recorded hashes are taken as
+    the chain's links, the seal is not checked, the report lists them and is not
+    authoritative; every other check runs as ever.
 
     `halted` maps what may be halted to why: the trace id, a snapshot id, or `file_id` (the
     caller's name for this very file, e.g. its stored sha256); the first check after the
@@ -324,8 +335,9 @@ def replay(
                 timer=timer,
                 progress=progress,
                 cleanup=cleanup,
-                workers=workers,
+                workers=1 if erased else workers,
                 file_id=file_id,
+                erased=erased,
             )
     except ReplayError as exc:
         report.checks.append(Check("format", False, exc.message))
@@ -335,6 +347,36 @@ def replay(
         return report.fail(errors.REPLAY_TIMEOUT, str(exc))
     finally:
         report.checks.sort(key=lambda c: CHECK_ORDER.index(c.name) if c.name in CHECK_ORDER else 99)
+
+
+def _seal_check(
+    *,
+    seal: Any,
+    seal_mac: Any,
+    header: dict[str, Any],
+    keys: KeyRing,
+    at: datetime | None,
+    checks: list[Check],
+) -> dict[str, Any] | None:
+    """The seal's check; what the report fails with when it does not verify."""
+    if seal_mac is not None:
+        seal.send_rest(header)
+        verdict = _seal_verdict(header["seal"], seal_mac)
+    else:
+        with seal.finish(header) as message_file:
+            verdict = verify(header["seal"], message_file.read(), keys, at=at)
+    if not verdict.ok:
+        checks.append(Check("seal", False, verdict.reason))
+        return {
+            "message": f"seal: {verdict.reason}",
+            "broke_at": "seal",
+            "expected": verdict.expected,
+            "observed": verdict.observed,
+        }
+    checks.append(
+        Check("seal", True, f"{verdict.reason}; not covered: {', '.join(UNPROTECTED_FIELDS)}")
+    )
+    return None
 
 
 def _replay(
@@ -354,8 +396,18 @@ def _replay(
     cleanup: ExitStack,
     workers: int,
     file_id: str | None,
+    erased: Sequence[Mapping[str, str]] = (),
 ) -> ReplayReport:
     header = trace.header
+    erased_seqs: dict[int, list[str]] = {}
+    for entry in erased:
+        where_, _, number = str(entry.get("location", "")).partition(" ")
+        if where_ == "event" and number.isdigit():
+            erased_seqs.setdefault(int(number), []).append(str(entry.get("path", "")))
+    if erased:
+        report.erased = [{"location": e["location"], "path": e["path"]} for e in erased]
+        report.authoritative = False
+    erased_seen: list[int] = []
     job = header["job"]
     checks = report.checks
 
@@ -497,6 +549,13 @@ def _replay(
                         add_hashed_event(body, chained)
                         if apply is not None:
                             apply(event)
+                    elif chained is not None and seq in erased_seqs:
+                        # its values are erased: its hash cannot be recomputed; the recorded
+                        # one links the chain on (what it covered is gone)
+                        erased_seen.append(seq)
+                        seal.add_event(event, where)
+                        if apply is not None:
+                            apply(event)
                     else:
                         problem, broke, _computed, _body = _first_event_problem(
                             event, n_events, prev, job_seed
@@ -601,26 +660,34 @@ def _replay(
     if scan.chain_error is not None:
         checks.append(Check("events", False, scan.chain_error[0]))
         return report.fail(errors.INTEGRITY_FAILURE, scan.chain_error[0], **scan.chain_error[1])
-    checks.append(Check("events", True, f"{scan.events} event ids and chain hashes verify"))
-
-    if seal_mac is not None:
-        seal.send_rest(header)
-        verdict = _seal_verdict(header["seal"], seal_mac)
-    else:
-        with seal.finish(header) as message_file:
-            verdict = verify(header["seal"], message_file.read(), keys, at=at)
-    if not verdict.ok:
-        checks.append(Check("seal", False, verdict.reason))
-        return report.fail(
-            errors.INTEGRITY_FAILURE,
-            f"seal: {verdict.reason}",
-            broke_at="seal",
-            expected=verdict.expected,
-            observed=verdict.observed,
+    if erased_seen:
+        named = ", ".join(f"event {seq} ({', '.join(erased_seqs[seq])})" for seq in erased_seen)
+        checks.append(
+            Check(
+                "events",
+                True,
+                f"{scan.events} event ids and chain links verify; the chain hashes of "
+                f"{len(erased_seen)} event{'s' if len(erased_seen) != 1 else ''} cannot be "
+                f"recomputed, their personal values are erased: {named}",
+            )
         )
-    checks.append(
-        Check("seal", True, f"{verdict.reason}; not covered: {', '.join(UNPROTECTED_FIELDS)}")
-    )
+        checks.append(
+            Check(
+                "seal",
+                True,
+                "not checked: the seal covers the erased values of "
+                + ", ".join(f"event {seq}" for seq in erased_seen),
+            )
+        )
+    else:
+        checks.append(Check("events", True, f"{scan.events} event ids and chain hashes verify"))
+
+    if not erased_seen:
+        problem = _seal_check(
+            seal=seal, seal_mac=seal_mac, header=header, keys=keys, at=at, checks=checks
+        )
+        if problem is not None:
+            return report.fail(errors.INTEGRITY_FAILURE, **problem)
 
     if scan.output_error is not None:
         checks.append(Check("outputs", False, scan.output_error[0]))

@@ -26,9 +26,10 @@ FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
 TRACE_EXPIRED = "TRACE_EXPIRED"
 
 #: The codes that say a file's recorded hashes no longer bind its content (a chain, a
-#: signature, an AHD input's hash, a Paxman replay_hash): a governed replay that ends with
-#: one appends INTEGRITY_FAILURE and halts the file (governance.services).
-INTEGRITY_CODES = frozenset({INTEGRITY_FAILURE, HASH_MISMATCH})
+#: signature, an AHD input's hash, a Paxman replay_hash, a Verist inputHash or artifact hash): a
+#: governed replay that ends with one appends INTEGRITY_FAILURE and halts the file
+#: (governance.services).
+INTEGRITY_CODES = frozenset({INTEGRITY_FAILURE, HASH_MISMATCH, INPUT_HASH_MISMATCH})
 
 #: code -> when it is raised (rendered in docs and the API schema; a convention test
 #: checks every code here is documented and used).
@@ -46,7 +47,9 @@ ERROR_CODES: dict[str, str] = {
     REPLAY_TIMEOUT: "the replay exceeded its time or iteration cap",
     UNSUPPORTED_SCHEMA_VERSION: "a format's schema version is newer than the console supports",
     MALFORMED_TRACE: "the input is not a well-formed trace of the detected/declared format",
-    HASH_MISMATCH: "a Paxman artifact's replay_hash does not recompute",
+    HASH_MISMATCH: (
+        "a Paxman artifact's replay_hash, or a Verist artifact's hash, does not recompute"
+    ),
     VERSION_MISMATCH: "a Paxman artifact's version is not supported by this console",
     CAPABILITY_NOT_FOUND: (
         "a pinned capability is not registered (a Paxman capability, or a native step's "

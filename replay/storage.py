@@ -83,5 +83,23 @@ def blob_put(spooled: Spooled) -> str:
     return name
 
 
+#: Readers an app installs when it keeps some of a stored file's bytes apart (``privacy``:
+#: personal values, encrypted per subject): ``(storage name, stored stream) -> the file``.
+BLOB_READERS: list[Callable[[str, IO[bytes]], IO[bytes]]] = []
+
+
+#: Where an app says which fields of a stored file (by sha256) it erased:
+#: ``sha256 -> [{"location", "path"}]`` (``privacy``).
+ERASED_FIELDS: list[Callable[[str], list[dict[str, str]]]] = []
+
+
+def blob_erased(sha256: str) -> list[dict[str, str]]:
+    """The fields of a stored file whose values are erased, as the apps that hold them say."""
+    return [entry for provider in ERASED_FIELDS for entry in provider(sha256)]
+
+
 def blob_open(name: str) -> IO[bytes]:
-    return blob_storage().open(name, "rb")
+    fh: IO[bytes] = blob_storage().open(name, "rb")
+    for reader in BLOB_READERS:
+        fh = reader(name, fh)
+    return fh

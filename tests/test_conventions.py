@@ -1,7 +1,7 @@
 """Conventions that keep the code and its docs from drifting (STYLE.md, "Conventions we keep").
 
 - the pure core imports no Django, DRF or Celery, directly or through any project module;
-- `replay` never imports `governance` or `console`;
+- `replay` never imports `governance`, `console` or `privacy`;
 - every error code is documented, and the docs list no code that does not exist.
 
 Imports are read from the source (AST), not executed, so a lazy import inside a function
@@ -21,7 +21,7 @@ from replay import engine
 from replay.errors import ERROR_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = ("replay", "governance", "console")
+PROJECT_PACKAGES = ("replay", "governance", "console", "privacy")
 FRAMEWORKS = (
     "django",
     "rest_framework",
@@ -50,6 +50,10 @@ PURE_CORE = [
     "governance/signing.py",
     "governance/reconcile.py",
     "governance/roles.py",
+    "privacy/crypto.py",
+    "privacy/spans.py",
+    "privacy/rules.py",
+    "privacy/splice.py",
     "dsr/bundle.py",
     "dsr/bundle_cli.py",
     "dsr/pdf.py",
@@ -171,7 +175,9 @@ def test_it_sees_an_import_hidden_in_a_function_and_through_a_package():
 )
 def test_it_never_imports_governance_or_console_from_replay(path):
     offenders = sorted(
-        module for module in imports_of(path) if module.split(".")[0] in ("governance", "console")
+        module
+        for module in imports_of(path)
+        if module.split(".")[0] in ("governance", "console", "privacy")
     )
 
     assert offenders == []

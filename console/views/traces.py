@@ -32,6 +32,7 @@ from console.selectors import (
     trace_privacy_policy,
     trace_window,
     traces_mark_replayable,
+    traces_same_artifact,
     traces_same_job,
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
@@ -44,6 +45,7 @@ from governance.selectors import (
     replay_halt_preview,
 )
 from governance.services import pii_access_record
+from privacy.redaction import mask_differences
 from replay.errors import INTEGRITY_CODES
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
@@ -274,10 +276,13 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     steps = _pager(request, trace, "step", "steps_", "#steps", unreadable)
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
+    versions = traces_same_artifact(trace) if panel is not None else []
+    same_job = traces_same_job(trace) if panel is not None else []
     context = {
         "trace": trace,
         "panel": panel,
-        "same_job": traces_same_job(trace) if panel is not None else [],
+        "versions": versions,
+        "same_job": [t for t in same_job if t not in versions],
         "outline": outline,
         "report": report,
         "events": events,
@@ -323,6 +328,7 @@ def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> 
     if trace.format != other.format:
         raise Http404("only two files of the same format compare")
     comparison = trace_compare(trace, other)
+    comparison.differences = mask_differences(trace.format, comparison.differences)
     context = {"trace": trace, "other": other, "comparison": comparison}
     return partial_or_page(request, "console/trace_compare.html", "comparison", context)
 

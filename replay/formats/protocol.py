@@ -73,6 +73,10 @@ class VerifyContext:
     excluded: tuple[str, ...] = ()
     max_input_bytes: int | None = None
     contract: Any = None
+    #: fields of a stored file whose values were erased (``{"location", "path"}``)
+    erased: Sequence[Mapping[str, str]] = ()
+    #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
+    capabilities: Any = None
 
 
 @dataclass

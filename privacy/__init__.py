@@ -1,0 +1,1 @@
+"""Personal data held in stored traces: subjects, their keys, the subject index, erasure."""

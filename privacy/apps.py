@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class PrivacyConfig(AppConfig):
+    name = "privacy"
+    default_auto_field = "django.db.models.BigAutoField"
+    verbose_name = "Personal data"
+
+    def ready(self) -> None:
+        from privacy import ingest
+        from replay.signals import trace_stored
+
+        trace_stored.connect(ingest.on_trace_stored, dispatch_uid="privacy.index")
+        ingest.install_reader()

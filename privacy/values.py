@@ -1,0 +1,49 @@
+"""A subject's personal values, decrypted only when the caller may reveal them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from privacy import crypto
+from privacy.index import Hit, _hits, hit_of
+from privacy.models import PersonalValue
+from privacy.subjects import subject_key
+
+REDACTED = "[redacted]"
+ERASED = "[erased]"
+
+
+def value_aad(trace_pk: int, start: int) -> bytes:
+    return f"value:{trace_pk}:{start}".encode()
+
+
+def raw_value(value: PersonalValue, key: bytes) -> bytes:
+    """The value's bytes exactly as the file holds them (JSON string contents, escaped)."""
+    return crypto.open_sealed(
+        key, bytes(value.nonce), bytes(value.ciphertext), value_aad(value.trace_id, value.start)
+    )
+
+
+def _decoded(raw: bytes) -> str:
+    import json
+
+    return json.loads(b'"' + raw + b'"')
+
+
+def subject_values(refs: Sequence[str], *, reveal: bool) -> list[tuple[Hit, str]]:
+    """Each indexed value: "[redacted]" unless `reveal`, "[erased]" once erased."""
+    out: list[tuple[Hit, str]] = []
+    keys: dict[int, bytes | None] = {}
+    for value in _hits(refs).select_related("subject__key"):
+        hit = hit_of(value)
+        if value.ciphertext is None or value.subject.erased_at is not None:
+            out.append((hit, ERASED))
+            continue
+        if not reveal:
+            out.append((hit, REDACTED))
+            continue
+        if value.subject_id not in keys:
+            keys[value.subject_id] = subject_key(value.subject)
+        key = keys[value.subject_id]
+        out.append((hit, ERASED if key is None else _decoded(raw_value(value, key))))
+    return out

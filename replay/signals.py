@@ -1,0 +1,11 @@
+"""Signals replay sends for apps that build on stored traces (replay imports none of them).
+
+``trace_stored(sender=Trace, trace=row)``: a new file was stored, inside the transaction
+that stores it (a receiver that raises refuses the upload: nothing is stored).
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+trace_stored = Signal()
