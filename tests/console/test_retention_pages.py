@@ -119,3 +119,23 @@ def test_the_trace_list_marks_an_expired_trace(as_persona, expired):
         '<span class="badge no" title="expired by retention: default (30 days)">expired</span>'
         in body
     )
+
+
+def test_an_expired_traces_personal_values_go_with_its_content(ingest, policy):
+    from privacy import subjects, values
+    from privacy.models import PersonalValue
+
+    trace = ingest("ok")
+    ref = subjects.lookup("ada.lovelace@example.org")
+    assert [v for _h, v in values.subject_values([ref], reveal=True)] == [
+        "Ada Lovelace",
+        "ada.lovelace@example.org",
+    ]
+
+    retention.retention_run(now=LATER)
+
+    assert not PersonalValue.objects.filter(trace=trace, ciphertext__isnull=False).exists()
+    assert [v for _h, v in values.subject_values([ref], reveal=True)] == [
+        "[erased]",
+        "[erased]",
+    ]
