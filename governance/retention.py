@@ -39,8 +39,10 @@ from replay.models import Trace
 
 _SEQ, _TYPE = chain.FIELDS.index("seq"), chain.FIELDS.index("type")
 
-#: how many of the oldest candidates of each rule the operations page looks at
+#: the operations page reads each verdict and format's oldest live traces in pages of this
+#: many, at most this many pages, looking for the next to expire
 UPCOMING_SCAN: Final = 200
+UPCOMING_PAGES: Final = 5
 
 Hold = Callable[[Sequence[Trace]], Mapping[int, str]]
 _HOLDS: list[Hold] = []
@@ -130,23 +132,31 @@ def retention_plan(*, now: datetime | None = None) -> Plan:
 
 def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
     """What expires next: the first ``limit`` unprotected traces by the time they expire
-    (what the operations page shows). For each rule, only its ``UPCOMING_SCAN`` oldest
-    traces are looked at, so the page costs the same whatever the number of traces."""
+    (what the operations page shows). Within one verdict and format the rule is the same,
+    so the oldest live traces of each pair expire first: each pair is read oldest first, a
+    page of ``UPCOMING_SCAN`` at a time, until it gave ``limit`` unprotected traces (at most
+    ``UPCOMING_PAGES`` pages), so the page costs the same whatever the number of traces."""
     policy = retention_policy()
     if policy.empty:
         return []
-    candidates: dict[int, Trace] = {}
+    found: list[retention.Decision] = []
     groups = Trace.objects.filter(expired_at__isnull=True).values_list("last_status", "format")
-    for verdict, fmt in set(groups.distinct()):
+    for verdict, fmt in sorted(set(groups.distinct())):
         probe = retention.TraceFacts(0, "", fmt, verdict, None, timezone.now())
         if retention.rule_for(policy, probe).days is None:
             continue
         oldest = _live().filter(last_status=verdict, format=fmt).order_by("start", "pk")
-        candidates.update((t.pk, t) for t in oldest[:UPCOMING_SCAN])
-    traces = list(candidates.values())
-    protected = traces_protected(traces)
-    decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
-    return [d for d in decisions if d.protected_by is None][:limit]
+        kept: list[retention.Decision] = []
+        for page in range(UPCOMING_PAGES):
+            traces = list(oldest[page * UPCOMING_SCAN : (page + 1) * UPCOMING_SCAN])
+            protected = traces_protected(traces)
+            decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
+            kept += [d for d in decisions if d.protected_by is None]
+            if len(kept) >= limit or len(traces) < UPCOMING_SCAN:
+                break
+        found += kept[:limit]
+    found.sort(key=lambda d: (d.expires_at, d.facts.pk))
+    return found[:limit]
 
 
 # --- expire ---------------------------------------------------------------------------------

@@ -304,3 +304,12 @@ def test_a_retention_setting_that_is_not_a_policy_stops_the_start_up(value, mess
     assert done.returncode == 1
     assert "ImproperlyConfigured: REPLAY_RETENTION_JSON: " in done.stderr
     assert message in done.stderr
+
+
+def test_what_expires_next_looks_past_a_page_of_protected_traces(alpha, beta, monkeypatch):
+    monkeypatch.setattr(retention, "UPCOMING_SCAN", 1)
+    replay_run_govern(run_id=replay_request(trace=alpha, mode="audit", enqueue=False).id)
+
+    upcoming = retention.retention_upcoming()
+
+    assert [d.facts.pk for d in upcoming] == [beta.pk]
