@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from django.db.models.fields.json import KeyTextTransform
+
 from governance import chain, ledger, selectors, signing
 from governance.models import GovernanceEvent
 from replay.models import ReplayRun, Trace
@@ -25,7 +27,7 @@ REFERENCE_KEYS: Final = (
     "run_id",
 )
 CHUNK: Final = 500
-_SEQ, _TYPE, _PAYLOAD = (chain.FIELDS.index(f) for f in ("seq", "type", "payload"))
+_SEQ = chain.FIELDS.index("seq")
 
 
 def trace_names(traces: Sequence[Trace]) -> dict[str, set[int]]:
@@ -44,30 +46,46 @@ def trace_names(traces: Sequence[Trace]) -> dict[str, set[int]]:
     return names
 
 
-def events_naming(traces: Sequence[Trace]) -> Iterator[tuple[tuple[Any, ...], set[int]]]:
-    """Each event that names one of ``traces`` (a row in ``chain.FIELDS`` order) with the pks
-    it names, in seq order within each chunk of :data:`CHUNK` traces (an event naming traces
-    of two chunks comes once per chunk)."""
+def events_naming(
+    traces: Sequence[Trace], *, after_seq: int = 0
+) -> Iterator[tuple[tuple[Any, ...], set[int]]]:
+    """Each event after ``after_seq`` that names one of ``traces`` (a row in ``chain.FIELDS``
+    order), with the pks of the traces it names, in seq order.
+
+    One pass over the ledger reading only the :data:`REFERENCE_KEYS` values (whatever the
+    number of traces: the cost is the ledger's length plus the traces'), then the full rows
+    of the events that matched.
+    """
+    if not traces:
+        return
+    names: dict[str, set[int]] = {}
     for start in range(0, len(traces), CHUNK):
-        names = trace_names(traces[start : start + CHUNK])
-        wanted = list(names)
-        # one query per key keeps each IN list to the names of one chunk (SQLite allows
-        # 32766 parameters a statement); an event found under two keys is kept once
-        rows: dict[int, tuple[Any, ...]] = {}
-        for key in REFERENCE_KEYS:
-            found = GovernanceEvent.objects.filter(**{f"payload__{key}__in": wanted})
-            for row in found.values_list(*chain.FIELDS).iterator(chunk_size=2000):
-                rows[row[_SEQ]] = row
-        for seq in sorted(rows):
-            row = rows[seq]
-            payload = row[_PAYLOAD] if isinstance(row[_PAYLOAD], dict) else {}
-            pks: set[int] = set()
-            for key in REFERENCE_KEYS:
-                value = payload.get(key)
-                if value is not None:
-                    pks |= names.get(str(value), set())
-            if pks:
-                yield row, pks
+        for name, pks in trace_names(traces[start : start + CHUNK]).items():
+            names.setdefault(name, set()).update(pks)
+    columns = {f"ref_{i}": KeyTextTransform(key, "payload") for i, key in enumerate(REFERENCE_KEYS)}
+    values = (
+        GovernanceEvent.objects.filter(seq__gt=after_seq)
+        .annotate(**columns)
+        .order_by("seq")
+        .values_list("seq", *columns)
+    )
+    matched: dict[int, set[int]] = {}
+    for seq, *refs in values.iterator(chunk_size=5000):
+        pks: set[int] = set()
+        for ref in refs:
+            if ref is not None and ref in names:
+                pks |= names[ref]
+        if pks:
+            matched[seq] = pks
+    seqs = sorted(matched)
+    for start in range(0, len(seqs), CHUNK):
+        rows = (
+            GovernanceEvent.objects.filter(seq__in=seqs[start : start + CHUNK])
+            .order_by("seq")
+            .values_list(*chain.FIELDS)
+        )
+        for row in rows:
+            yield row, matched[row[_SEQ]]
 
 
 def ledger_evidence(traces: Sequence[Trace], *, checkpoint: bool = True) -> dict[str, Any]:

@@ -72,10 +72,11 @@ def retention_policy() -> retention.Policy:
 # --- protection -----------------------------------------------------------------------------
 
 
-def traces_protected(traces: Sequence[Trace]) -> dict[int, str]:
-    """The traces among ``traces`` that must not expire -> why (the first reason found)."""
+def traces_protected(traces: Sequence[Trace], *, after_seq: int = 0) -> dict[int, str]:
+    """The traces among ``traces`` that must not expire -> why (the first reason found);
+    ``after_seq``: only events after it are read (the earlier ones were checked already)."""
     found: dict[int, str] = {}
-    for row, pks in events_naming(traces):
+    for row, pks in events_naming(traces, after_seq=after_seq):
         for pk in pks:
             found.setdefault(pk, f"named by governance event {row[_SEQ]} ({row[_TYPE]})")
     for start in range(0, len(traces), CHUNK):
@@ -112,6 +113,8 @@ def _live() -> Any:
 class Plan:
     decisions: list[retention.Decision]
     traces: dict[int, Trace]
+    #: the ledger's head when the plan read it: an expiry re-reads only the events after it
+    head_seq: int = 0
 
     def due(self, now: datetime) -> list[retention.Decision]:
         return retention.due(self.decisions, now)
@@ -124,10 +127,11 @@ def retention_plan(*, now: datetime | None = None) -> Plan:
     cutoff = retention.cutoff(policy, now)
     if cutoff is None:
         return Plan([], {})
+    head = ledger.head()
     traces = list(_live().filter(start__lte=cutoff).order_by("start", "pk"))
     protected = traces_protected(traces)
     decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
-    return Plan(decisions, {t.pk: t for t in traces})
+    return Plan(decisions, {t.pk: t for t in traces}, head.seq if head else 0)
 
 
 def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
@@ -198,17 +202,19 @@ def trace_expire(
     expires_at: datetime,
     now: datetime,
     snapshot_users: Counter[str] | None = None,
+    checked_through: int = 0,
 ) -> Expired | str:
     """Expire one trace and append its ``TRACE_EXPIRED`` event, or say why it was skipped
     (already expired, protected since the plan). ``snapshot_users``: live traces per snapshot
-    id (:func:`_snapshot_users`; kept up to date by the caller across a run)."""
+    id (:func:`_snapshot_users`; kept up to date by the caller across a run);
+    ``checked_through``: the events up to this seq were found not to name it (the plan's)."""
     trace = Trace.objects.select_for_update().select_related("blob").filter(pk=trace_pk).first()
     if trace is None:
         return "no such trace"
     if trace.expired_at is not None:
         return f"already expired at {trace.expired_at.isoformat()}"
     ledger.lock()  # no event naming it can be appended between this check and the expiry
-    why = traces_protected([trace]).get(trace.pk)
+    why = traces_protected([trace], after_seq=checked_through).get(trace.pk)
     if why is not None:
         return f"protected: {why}"
     users = snapshot_users if snapshot_users is not None else _snapshot_users()
@@ -264,6 +270,7 @@ def retention_run(
             expires_at=decision.expires_at,
             now=now,
             snapshot_users=users,
+            checked_through=plan.head_seq,
         )
         if isinstance(result, Expired):
             outcome.expired.append(result)

@@ -181,9 +181,14 @@ def test_it_checks_protection_again_when_it_expires(alpha):
 
     decision = plan.due(LATER)[0]
     result = retention.trace_expire(
-        trace_pk=decision.facts.pk, rule=decision.rule.label, expires_at=LATER, now=LATER
+        trace_pk=decision.facts.pk,
+        rule=decision.rule.label,
+        expires_at=LATER,
+        now=LATER,
+        checked_through=plan.head_seq,  # only the events after the plan are read again
     )
 
+    assert request.seq > plan.head_seq
     assert result == f"protected: named by governance event {request.seq} (REPLAY_REQUEST)"
     assert run.trace.pk == alpha.pk
 
