@@ -692,7 +692,7 @@ def _check_checkpoint(
     seq_i: int,
     hash_i: int,
 ) -> None:
-    body = document.get("checkpoint") if isinstance(document, dict) else None
+    body: Any = document.get("checkpoint") if isinstance(document, dict) else None
     _need(
         isinstance(body, dict)
         and body.get("type") == signing.CHECKPOINT_TYPE
@@ -746,7 +746,9 @@ def _check_summary(members: dict[str, Any], manifest: dict[str, Any]) -> int:
             where,
             "names a report member not held",
         )
-        values = members[data].get("subject_values") if isinstance(members[data], dict) else None
+        values: Any = (
+            members[data].get("subject_values") if isinstance(members[data], dict) else None
+        )
         _need(isinstance(values, list), data, "subject_values is not a list")
         for j, value in enumerate(values):
             _need(

@@ -4,8 +4,9 @@ never one the governance ledger or a hold still needs, each expiry a ``TRACE_EXP
 Protected, whatever the rule says (:func:`traces_protected`):
 
 * a trace a governance event names: its trace id, its stored file's sha256, one of its runs or
-  one of its snapshots under one of :data:`REFERENCE_KEYS` of an event's payload (replays,
-  halts and incidents, force-continues, production approvals, personal-data accesses ...);
+  one of its snapshots under one of ``governance.evidence.REFERENCE_KEYS`` of an event's
+  payload (replays, halts and incidents, force-continues, production approvals, personal-data
+  accesses ...);
 * a trace a registered *hold* names: :func:`hold_register` (or the dotted paths in
   ``REPLAY_RETENTION_HOLDS``) takes a function ``traces -> {trace pk: reason}``; the ``dsr``
   app registers one for traces under an open legal request.
@@ -25,30 +26,23 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from governance import codes, ledger
+from governance import chain, codes, ledger
+from governance.evidence import CHUNK, events_naming
 from governance.models import GovernanceEvent
 from replay import retention
 from replay.expiry import Tombstone, trace_tombstone
-from replay.models import ReplayRun, Trace
+from replay.models import Trace
 
-#: payload keys under which an event names a trace (directly or through its file, a run or
-#: a snapshot); an event type that names a trace uses one of them
-REFERENCE_KEYS: Final = (
-    "trace_id",
-    "trace_sha256",
-    "file_sha256",
-    "target_id",
-    "snapshot_id",
-    "run_id",
-)
-CHUNK: Final = 500
-#: how many of the oldest candidates of each rule the operations page looks at
+_SEQ, _TYPE = chain.FIELDS.index("seq"), chain.FIELDS.index("type")
+
+#: the operations page reads each verdict and format's oldest live traces in pages of this
+#: many, at most this many pages, looking for the next to expire
 UPCOMING_SCAN: Final = 200
+UPCOMING_PAGES: Final = 5
 
 Hold = Callable[[Sequence[Trace]], Mapping[int, str]]
 _HOLDS: list[Hold] = []
@@ -78,44 +72,16 @@ def retention_policy() -> retention.Policy:
 # --- protection -----------------------------------------------------------------------------
 
 
-def _names(traces: Sequence[Trace]) -> dict[str, set[int]]:
-    """Every string an event could name each trace by -> the traces it names."""
-    names: dict[str, set[int]] = {}
-    for trace in traces:
-        sha = trace.blob.sha256
-        for name in (trace.trace_id, sha, f"sha256:{sha}"):
-            names.setdefault(name, set()).add(trace.pk)
-        for ref in trace.required_snapshot_ids or []:
-            if isinstance(ref, dict) and ref.get("snapshot_id"):
-                names.setdefault(str(ref["snapshot_id"]), set()).add(trace.pk)
-    runs = ReplayRun.objects.filter(trace__in=[t.pk for t in traces]).values_list("id", "trace")
-    for run_id, trace_pk in runs:
-        names.setdefault(str(run_id), set()).add(trace_pk)
-    return names
-
-
-def traces_protected(traces: Sequence[Trace]) -> dict[int, str]:
-    """The traces among ``traces`` that must not expire -> why (the first reason found)."""
+def traces_protected(traces: Sequence[Trace], *, after_seq: int = 0) -> dict[int, str]:
+    """The traces among ``traces`` that must not expire -> why (the first reason found);
+    ``after_seq``: only events after it are read (the earlier ones were checked already)."""
     found: dict[int, str] = {}
+    for row, pks in events_naming(traces, after_seq=after_seq):
+        for pk in pks:
+            found.setdefault(pk, f"named by governance event {row[_SEQ]} ({row[_TYPE]})")
     for start in range(0, len(traces), CHUNK):
-        chunk = traces[start : start + CHUNK]
-        names = _names(chunk)
-        wanted = list(names)
-        query = Q()
-        for key in REFERENCE_KEYS:
-            query |= Q(**{f"payload__{key}__in": wanted})
-        events = (
-            GovernanceEvent.objects.filter(query)
-            .order_by("seq")
-            .values_list("seq", "type", "payload")
-        )
-        for seq, type_, payload in events.iterator(chunk_size=2000):
-            for key in REFERENCE_KEYS:
-                value = payload.get(key) if isinstance(payload, dict) else None
-                for pk in names.get(str(value), ()) if value is not None else ():
-                    found.setdefault(pk, f"named by governance event {seq} ({type_})")
         for hold in _holds():
-            for pk, why in hold(chunk).items():
+            for pk, why in hold(traces[start : start + CHUNK]).items():
                 found.setdefault(pk, why)
     return found
 
@@ -131,6 +97,7 @@ def _facts(trace: Trace) -> retention.TraceFacts:
         verdict=trace.last_status,
         started_at=trace.started_at,
         uploaded_at=trace.created_at,
+        sha256=trace.blob.sha256,
     )
 
 
@@ -146,6 +113,8 @@ def _live() -> Any:
 class Plan:
     decisions: list[retention.Decision]
     traces: dict[int, Trace]
+    #: the ledger's head when the plan read it: an expiry re-reads only the events after it
+    head_seq: int = 0
 
     def due(self, now: datetime) -> list[retention.Decision]:
         return retention.due(self.decisions, now)
@@ -158,31 +127,40 @@ def retention_plan(*, now: datetime | None = None) -> Plan:
     cutoff = retention.cutoff(policy, now)
     if cutoff is None:
         return Plan([], {})
+    head = ledger.head()
     traces = list(_live().filter(start__lte=cutoff).order_by("start", "pk"))
     protected = traces_protected(traces)
     decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
-    return Plan(decisions, {t.pk: t for t in traces})
+    return Plan(decisions, {t.pk: t for t in traces}, head.seq if head else 0)
 
 
 def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
     """What expires next: the first ``limit`` unprotected traces by the time they expire
-    (what the operations page shows). For each rule, only its ``UPCOMING_SCAN`` oldest
-    traces are looked at, so the page costs the same whatever the number of traces."""
+    (what the operations page shows). Within one verdict and format the rule is the same,
+    so the oldest live traces of each pair expire first: each pair is read oldest first, a
+    page of ``UPCOMING_SCAN`` at a time, until it gave ``limit`` unprotected traces (at most
+    ``UPCOMING_PAGES`` pages), so the page costs the same whatever the number of traces."""
     policy = retention_policy()
     if policy.empty:
         return []
-    candidates: dict[int, Trace] = {}
+    found: list[retention.Decision] = []
     groups = Trace.objects.filter(expired_at__isnull=True).values_list("last_status", "format")
-    for verdict, fmt in set(groups.distinct()):
+    for verdict, fmt in sorted(set(groups.distinct())):
         probe = retention.TraceFacts(0, "", fmt, verdict, None, timezone.now())
         if retention.rule_for(policy, probe).days is None:
             continue
         oldest = _live().filter(last_status=verdict, format=fmt).order_by("start", "pk")
-        candidates.update((t.pk, t) for t in oldest[:UPCOMING_SCAN])
-    traces = list(candidates.values())
-    protected = traces_protected(traces)
-    decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
-    return [d for d in decisions if d.protected_by is None][:limit]
+        kept: list[retention.Decision] = []
+        for page in range(UPCOMING_PAGES):
+            traces = list(oldest[page * UPCOMING_SCAN : (page + 1) * UPCOMING_SCAN])
+            protected = traces_protected(traces)
+            decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
+            kept += [d for d in decisions if d.protected_by is None]
+            if len(kept) >= limit or len(traces) < UPCOMING_SCAN:
+                break
+        found += kept[:limit]
+    found.sort(key=lambda d: (d.expires_at, d.facts.pk))
+    return found[:limit]
 
 
 # --- expire ---------------------------------------------------------------------------------
@@ -224,17 +202,19 @@ def trace_expire(
     expires_at: datetime,
     now: datetime,
     snapshot_users: Counter[str] | None = None,
+    checked_through: int = 0,
 ) -> Expired | str:
     """Expire one trace and append its ``TRACE_EXPIRED`` event, or say why it was skipped
     (already expired, protected since the plan). ``snapshot_users``: live traces per snapshot
-    id (:func:`_snapshot_users`; kept up to date by the caller across a run)."""
+    id (:func:`_snapshot_users`; kept up to date by the caller across a run);
+    ``checked_through``: the events up to this seq were found not to name it (the plan's)."""
     trace = Trace.objects.select_for_update().select_related("blob").filter(pk=trace_pk).first()
     if trace is None:
         return "no such trace"
     if trace.expired_at is not None:
         return f"already expired at {trace.expired_at.isoformat()}"
     ledger.lock()  # no event naming it can be appended between this check and the expiry
-    why = traces_protected([trace]).get(trace.pk)
+    why = traces_protected([trace], after_seq=checked_through).get(trace.pk)
     if why is not None:
         return f"protected: {why}"
     users = snapshot_users if snapshot_users is not None else _snapshot_users()
@@ -290,6 +270,7 @@ def retention_run(
             expires_at=decision.expires_at,
             now=now,
             snapshot_users=users,
+            checked_through=plan.head_seq,
         )
         if isinstance(result, Expired):
             outcome.expired.append(result)

@@ -20,6 +20,7 @@ from django.db import transaction
 
 from replay import errors
 from replay.models import Blob, ReplayRun, Snapshot, Trace
+from replay.signals import trace_expired
 from replay.storage import blob_storage
 
 EXPIRED_MESSAGE = (
@@ -90,6 +91,7 @@ def trace_tombstone(
     )
     # the one update the blob guard allows: expired_at, once
     Blob.objects.filter(pk=blob.pk, expired_at__isnull=True).update(expired_at=at)
+    trace_expired.send(sender=Trace, trace=trace)
     storage_name = blob.storage_name
     transaction.on_commit(lambda: blob_content_remove(storage_name))
     return Tombstone(trace.pk, trace.trace_id, blob.sha256, blob.size, removed, cleared)

@@ -75,6 +75,7 @@ class TraceFacts:
     verdict: str
     started_at: datetime | None
     uploaded_at: datetime
+    sha256: str = ""  # the stored file's, by which pages link to the trace
 
     @property
     def start(self) -> datetime:

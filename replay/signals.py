@@ -2,6 +2,10 @@
 
 ``trace_stored(sender=Trace, trace=row)``: a new file was stored, inside the transaction
 that stores it (a receiver that raises refuses the upload: nothing is stored).
+
+``trace_expired(sender=Trace, trace=row)``: retention made the trace a tombstone
+(``replay.expiry``), inside that transaction; a receiver removes what it keeps of the trace's
+content (a receiver that raises undoes the expiry).
 """
 
 from __future__ import annotations
@@ -9,3 +13,4 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 trace_stored = Signal()
+trace_expired = Signal()

@@ -260,6 +260,11 @@ class TraceDetailApi(APIView):
             help_text="the run the verdict comes from; null: the verification at upload",
         )
         runs = TraceRunOutput(many=True, source="recent_runs")
+        expired_at = serializers.DateTimeField(
+            allow_null=True,
+            help_text="when retention expired the file (its content is gone, its hashes stay)",
+        )
+        expiry_rule = serializers.CharField(help_text="the retention rule that expired it")
 
     @extend_schema(operation_id="traces_retrieve", responses={200: OutputSerializer, **ERRORS})
     def get(self, request: Request, trace_ref: str) -> Response:

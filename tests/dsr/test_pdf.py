@@ -45,7 +45,7 @@ def test_it_shows_the_request_subjects_and_each_traces_verdict_and_replay():
     assert "GDPR Art. 15" in lines
     assert b.SUBJECT in lines
     assert "Traces (2)" in lines
-    for expected in ("run-7", "paxman", "diverged", "audit: diverged", "(RESULT_MISMATCH)"):
+    for expected in ("run-7", "paxman", "diverged", "audit: diverged", "RESULT_MISMATCH"):
         assert expected in lines
     assert "2 (1 released)" in lines
 
@@ -56,6 +56,26 @@ def test_it_says_when_nothing_is_held():
 
     assert "Nothing held: no stored trace concerns these subjects." in text.splitlines()
     assert summary["manifest_sha256"] in text.splitlines()
+
+
+def test_a_value_too_long_for_its_column_is_cut_to_fit():
+    long_id = "trace-" + "x" * 80
+    traces = [{**SUMMARY["traces"][0], "trace_id": long_id}]
+    lines = page_text(pdf.render_summary({**SUMMARY, "traces": traces})).splitlines()
+
+    cut = next(line for line in lines if line.startswith("trace-x"))
+    assert cut.endswith("..")
+    assert len(cut) < 30
+
+
+def test_a_thousand_traces_fit_on_numbered_pages():
+    traces = [{**SUMMARY["traces"][0], "trace_id": f"t{i:04d}"} for i in range(1000)]
+    data = pdf.render_summary({**SUMMARY, "traces": traces})
+    lines = page_text(data).splitlines()
+
+    assert [line for line in lines if line.startswith("t0")][:2] == ["t0000", "t0001"]
+    assert "t0999" in lines
+    assert len(re.findall(rb"/Type /Page(?!s)", data)) > 10
 
 
 def test_the_same_summary_gives_the_same_bytes():

@@ -181,9 +181,14 @@ def test_it_checks_protection_again_when_it_expires(alpha):
 
     decision = plan.due(LATER)[0]
     result = retention.trace_expire(
-        trace_pk=decision.facts.pk, rule=decision.rule.label, expires_at=LATER, now=LATER
+        trace_pk=decision.facts.pk,
+        rule=decision.rule.label,
+        expires_at=LATER,
+        now=LATER,
+        checked_through=plan.head_seq,  # only the events after the plan are read again
     )
 
+    assert request.seq > plan.head_seq
     assert result == f"protected: named by governance event {request.seq} (REPLAY_REQUEST)"
     assert run.trace.pk == alpha.pk
 
@@ -246,3 +251,70 @@ def test_the_command_lists_then_expires(alpha):
         f"{alpha.blob.size} bytes and 5 snapshot bodies removed; ledger event {event.seq}",
         "1 trace(s) expired; 0 due but protected (named by the ledger or held)",
     ]
+
+
+def test_the_expiry_events_payload_has_fixed_canonical_bytes(alpha):
+    from replay.canonical import jcs
+
+    retention.retention_run(now=LATER)
+    event = GovernanceEvent.objects.get(code=codes.code_of(codes.TRACE_EXPIRED))
+    removed = ",".join(f'"{s}"' for s in sorted(_snapshot_ids(alpha).values()))
+
+    assert (
+        jcs(event.payload)
+        == (
+            f'{{"bytes_removed":{alpha.blob.size},"expires_at":"2026-01-31T00:00:00+00:00",'
+            f'"format":"replay-trace","reports_cleared":0,"rule":"default (30 days)",'
+            f'"snapshots_removed":[{removed}],"trace_id":"{alpha.trace_id}",'
+            f'"trace_sha256":"{alpha.blob.sha256}"}}'
+        ).encode()
+    )
+
+
+def test_celery_beat_runs_retention_daily(alpha, settings):
+    from governance.tasks import retention_run as task
+
+    assert settings.CELERY_BEAT_SCHEDULE["retention-run"] == {
+        "task": "governance.tasks.retention_run",
+        "schedule": 86400.0,
+    }
+    # today is long past the demo trace's 30 days
+    assert task.delay().get() == {"expired": 1, "skipped": 0}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"default": "a year"}', "REPLAY_RETENTION.default: retention is a whole number"),
+        ("{not json", "REPLAY_RETENTION_JSON: Expecting property name"),
+    ],
+)
+def test_a_retention_setting_that_is_not_a_policy_stops_the_start_up(value, message, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "REPLAY_RETENTION_JSON": value,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "ImproperlyConfigured: REPLAY_RETENTION_JSON: " in done.stderr
+    assert message in done.stderr
+
+
+def test_what_expires_next_looks_past_a_page_of_protected_traces(alpha, beta, monkeypatch):
+    monkeypatch.setattr(retention, "UPCOMING_SCAN", 1)
+    replay_run_govern(run_id=replay_request(trace=alpha, mode="audit", enqueue=False).id)
+
+    upcoming = retention.retention_upcoming()
+
+    assert [d.facts.pk for d in upcoming] == [beta.pk]
