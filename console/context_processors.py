@@ -24,6 +24,7 @@ NAV_SECTIONS = (
     ("api-token", "tokens"),
     ("user-", "users"),
     ("role-grant", "role-grants"),
+    ("dsr-", "dsr"),
 )
 
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from governance import codes
 
-_FORBIDDEN = {codes.APPROVAL_SELF, codes.APPROVAL_ROLE, codes.REQUEST_ROLE, codes.ROLE_SELF}
+_FORBIDDEN = {
+    codes.APPROVAL_SELF,
+    codes.APPROVAL_ROLE,
+    codes.REQUEST_ROLE,
+    codes.ROLE_SELF,
+    codes.DSR_SELF_APPROVAL,
+}
 _CONFLICT = {
     codes.REQUEST_CLOSED,
     codes.REQUEST_PENDING,
@@ -25,6 +31,9 @@ _CONFLICT = {
     codes.LEDGER_EMPTY,
     codes.LEDGER_BROKEN,
     codes.ROLES_ALREADY_INSTALLED,
+    codes.DSR_IDENTITY_UNVERIFIED,
+    codes.DSR_ALREADY_APPROVED,
+    codes.DSR_STATE,
 }
 
 

@@ -367,6 +367,22 @@ def traces_same_job(trace: Trace, limit: int = 20) -> list[Trace]:
     )
 
 
+def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:
+    """The other stored versions of a Paxman artifact: files whose artifact ``id`` (their
+    trace id) is this one's, newest first, each to compare with field by field. An artifact
+    that records no id is stored under its file's sha256 and has no other versions."""
+    from replay.formats import PAXMAN
+
+    if trace.format != PAXMAN or trace.trace_id == trace.blob.sha256:
+        return []
+    return list(
+        Trace.objects.filter(format=PAXMAN, trace_id=trace.trace_id)
+        .exclude(pk=trace.pk)
+        .select_related("blob")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
 @dataclass
 class Comparison:
     """Two stored files of one format, field by field (JSON pointers), or why not."""

@@ -28,7 +28,8 @@ def drift_sample_pick(*, fraction: float, max_count: int) -> list[Trace]:
     span = high - low + 1
     wanted = min(max_count, max(1, math.ceil(span * fraction)), span)
     ids = secrets.SystemRandom().sample(range(low, high + 1), wanted)
-    return list(Trace.objects.filter(id__in=ids).select_related("blob"))
+    # an expired trace (a tombstone) has nothing left to replay
+    return list(Trace.objects.filter(id__in=ids, expired_at__isnull=True).select_related("blob"))
 
 
 def drift_sample_run(*, fraction: float | None = None, max_count: int | None = None) -> uuid.UUID:

@@ -24,6 +24,7 @@ from console.env import (
     parse_trusted_proxies,
 )
 from console.files import private_dir, private_file, private_sqlite, private_write
+from replay.retention import policy_from_setting as _retention_policy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = private_dir(Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var"))))
@@ -84,6 +85,7 @@ INSTALLED_APPS = [
     "governance",
     "console",
     "privacy",
+    "dsr",  # issue 14 D1
 ]
 
 MIDDLEWARE = [
@@ -212,6 +214,23 @@ REPLAY_AHD_ROOT = env_str("REPLAY_AHD_ROOT") or (
 )
 # the largest token or brief file re-hashed (a larger one is reported, not read)
 REPLAY_AHD_MAX_INPUT_BYTES = env_int("REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+# one archive of AHD inputs (docs/formats.md): compressed size, uncompressed total, entries,
+# expansion ratio
+REPLAY_AHD_MAX_ARCHIVE_BYTES = env_int("REPLAY_AHD_MAX_ARCHIVE_BYTES", REPLAY_AHD_MAX_INPUT_BYTES)
+REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES = env_int(
+    "REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES", 2 * REPLAY_AHD_MAX_INPUT_BYTES
+)
+REPLAY_AHD_ARCHIVE_MAX_ENTRIES = env_int("REPLAY_AHD_ARCHIVE_MAX_ENTRIES", 256)
+REPLAY_AHD_ARCHIVE_MAX_RATIO = env_int("REPLAY_AHD_ARCHIVE_MAX_RATIO", 200)
+
+# --- Paxman capabilities a deployment adds to the built-ins (JSON: id -> version or list of
+# versions); installed packages add theirs through replay_console.paxman_capabilities
+try:
+    REPLAY_PAXMAN_CAPABILITIES = json.loads(env_str("REPLAY_PAXMAN_CAPABILITIES") or "{}")
+except ValueError as exc:
+    raise ImproperlyConfigured(f"REPLAY_PAXMAN_CAPABILITIES is not JSON: {exc}") from None
+if not isinstance(REPLAY_PAXMAN_CAPABILITIES, dict):
+    raise ImproperlyConfigured("REPLAY_PAXMAN_CAPABILITIES must be a JSON object")
 
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
@@ -296,6 +315,21 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- retention (governance.retention: `manage.py retention run`, and beat below) -----------
+# REPLAY_RETENTION_JSON: {"default": days|null, "verdict": {...}, "format": {...}}; unset keeps
+# everything forever. Checked here, so a policy that is not one stops the start-up.
+try:
+    REPLAY_RETENTION = json.loads(env_str("REPLAY_RETENTION_JSON", "null"))
+    _retention_policy(REPLAY_RETENTION)
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"REPLAY_RETENTION_JSON: {_exc}") from None
+# dotted paths of functions traces -> {pk: why kept} (governance.retention.hold_register)
+REPLAY_RETENTION_HOLDS = env_list("REPLAY_RETENTION_HOLDS", [])
+CELERY_BEAT_SCHEDULE["retention-run"] = {
+    "task": "governance.tasks.retention_run",
+    "schedule": float(env_int("REPLAY_RETENTION_EVERY_SECONDS", 24 * 3600)),
+}
+
 # --- security ------------------------------------------------------------------------------
 # sign-in throttle (console.throttle): this many failures per (username, address) per window
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
@@ -377,3 +411,7 @@ GOVERNANCE_COUNCIL_QUORUM = env_int("GOVERNANCE_COUNCIL_QUORUM", 2)
 GOVERNANCE_DENY_THRESHOLD = env_int("GOVERNANCE_DENY_THRESHOLD", 1)
 GOVERNANCE_FORCE_CONTINUE_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_HOURS", 24)
 GOVERNANCE_FORCE_CONTINUE_MAX_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_MAX_HOURS", 168)
+
+# --- data subject requests (issue 14 D1; dsr/conf.py documents each) ----------------------
+DSR_APPROVAL_BY = env_str("DSR_APPROVAL_BY", "admin")
+DSR_DUE_MONTHS = env_int("DSR_DUE_MONTHS", 1)

@@ -108,6 +108,8 @@ urlpatterns = [
         name="role-grant-detail",
     ),
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
+    # data subject requests (issue 14)
+    path("dsr/", include("dsr.urls")),
     # a person's own API tokens
     path("tokens/", tokens.api_token_list_view, name="api-token-list"),
     path(

@@ -77,6 +77,8 @@ def stack_env(args: argparse.Namespace) -> dict[str, str]:
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY_FILE": str(secret_file(private, "django_secret_key")),
         "REPLAY_KEY_ENCRYPTION_KEY_FILE": str(secret_file(private, "key_encryption_key")),
+        "REPLAY_PRIVACY_MASTER_KEY_FILE": str(secret_file(private, "privacy_master_key")),
+        "REPLAY_PRIVACY_SECRET_FILE": str(secret_file(private, "privacy_secret")),
         "DATABASE_URL": database_ensure(args.pg, args.database),
         "DATABASE_CONN_MAX_AGE": "60",
         "CELERY_BROKER_URL": args.redis,
@@ -88,7 +90,13 @@ def stack_env(args: argparse.Namespace) -> dict[str, str]:
         "GUNICORN_CONTROL_SOCKET": str(state / "gunicorn.ctl"),
         "PYTHONUNBUFFERED": "1",
     }
-    for name in ("DJANGO_SECRET_KEY", "REPLAY_KEY_ENCRYPTION_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"):
+    for name in (
+        "DJANGO_SECRET_KEY",
+        "REPLAY_KEY_ENCRYPTION_KEY",
+        "REPLAY_PRIVACY_MASTER_KEY",
+        "REPLAY_PRIVACY_SECRET",
+        "DJANGO_ALLOW_ASYNC_UNSAFE",
+    ):
         env.pop(name, None)  # the files above are the secrets
     env.pop("REPLAY_TASK_RUNNER", None)  # a broker is set: Celery runs the replays
     return env

@@ -7,14 +7,15 @@ Pure (no Django). Two tables live here and nowhere else:
   once an event with it has been appended (it is part of every hashed event body).
 
   ====  ==================================================================================
-  1xx   replay: requests, results, divergences, integrity failures, timeouts, and the
-        council's signed approval of a production replay
+  1xx   replay: requests, results, divergences, integrity failures, timeouts, the
+        council's signed approval of a production replay, and retention's expiries
   2xx   force-continue: requests, signed approvals and denials, quorum decisions
   3xx   halts: FORCE_HALT_REPLAY, council signatures toward FORCE_HALT_CLEAR, incidents
   4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked);
         41x: people's API tokens (created, revoked; the token itself is never in a payload)
   5xx   personal data: every unredacted PII access
-  6xx   data subject requests (reserved for the DSR workflow)
+  6xx   data subject requests: opened, identity verified, started, signed four-eyes
+        approvals (bundle release, erasure), exported, erased (a receipt), closed
   7xx   roles: the installation's first admins and council members, every role change,
         and the council's signed approval of an admin or council grant
   ====  ==================================================================================
@@ -35,6 +36,7 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   103   INTEGRITY_FAILURE        104  REPLAY_TIMEOUT
   105   PRODUCTION_REPLAY_REQUEST                        106  PRODUCTION_REPLAY_APPROVAL
   107   PRODUCTION_REPLAY_APPROVED                       108  PRODUCTION_REPLAY_REJECTED
+  109   TRACE_EXPIRED
   200   FORCE_CONTINUE_REQUEST   201  FORCE_CONTINUE_APPROVAL
   202   FORCE_CONTINUE_APPROVED  203  FORCE_CONTINUE_REJECTED
   204   FORCE_CONTINUE_REFUSED
@@ -45,7 +47,8 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   410   API_TOKEN_CREATED        411  API_TOKEN_REVOKED
   500   PII_REVEALED
   600   DSR_OPENED               601  DSR_EXPORTED          602  DSR_ERASED
-  603   DSR_CLOSED
+  603   DSR_CLOSED               604  DSR_IDENTITY_VERIFIED 605  DSR_APPROVAL
+  606   DSR_STATE_CHANGED
   700   ROLES_INSTALLED          701  ROLES_CHANGED         702  ROLE_GRANT_REQUEST
   703   ROLE_GRANT_APPROVAL      704  ROLE_GRANT_APPROVED   705  ROLE_GRANT_REJECTED
   ====  ======================================================================
@@ -74,7 +77,7 @@ RANGES: Final[dict[int, str]] = {
     3: "halts",
     4: "keys",
     5: "personal-data access",
-    6: "data subject requests (reserved)",
+    6: "data subject requests",
     7: "roles",
 }
 
@@ -88,6 +91,7 @@ PRODUCTION_REPLAY_REQUEST: Final = "PRODUCTION_REPLAY_REQUEST"
 PRODUCTION_REPLAY_APPROVAL: Final = "PRODUCTION_REPLAY_APPROVAL"
 PRODUCTION_REPLAY_APPROVED: Final = "PRODUCTION_REPLAY_APPROVED"
 PRODUCTION_REPLAY_REJECTED: Final = "PRODUCTION_REPLAY_REJECTED"
+TRACE_EXPIRED: Final = "TRACE_EXPIRED"
 # --- 2xx force-continue ----------------------------------------------------------------------
 FORCE_CONTINUE_REQUEST: Final = "FORCE_CONTINUE_REQUEST"
 FORCE_CONTINUE_APPROVAL: Final = "FORCE_CONTINUE_APPROVAL"
@@ -108,11 +112,14 @@ API_TOKEN_CREATED: Final = "API_TOKEN_CREATED"  # noqa: S105 - not a secret
 API_TOKEN_REVOKED: Final = "API_TOKEN_REVOKED"  # noqa: S105 - not a secret
 # --- 5xx personal data -----------------------------------------------------------------------
 PII_REVEALED: Final = "PII_REVEALED"
-# --- 6xx data subject requests (reserved) ----------------------------------------------------
+# --- 6xx data subject requests (payloads name subjects by opaque refs only) ----------------
 DSR_OPENED: Final = "DSR_OPENED"
 DSR_EXPORTED: Final = "DSR_EXPORTED"
 DSR_ERASED: Final = "DSR_ERASED"
 DSR_CLOSED: Final = "DSR_CLOSED"
+DSR_IDENTITY_VERIFIED: Final = "DSR_IDENTITY_VERIFIED"
+DSR_APPROVAL: Final = "DSR_APPROVAL"
+DSR_STATE_CHANGED: Final = "DSR_STATE_CHANGED"
 # --- 7xx roles -------------------------------------------------------------------------------
 ROLES_INSTALLED: Final = "ROLES_INSTALLED"
 ROLES_CHANGED: Final = "ROLES_CHANGED"
@@ -141,6 +148,9 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
         107, PRODUCTION_REPLAY_APPROVED, "a production replay reached quorum; the run is queued"
     ),
     EventType(108, PRODUCTION_REPLAY_REJECTED, "a production replay reached the deny threshold"),
+    EventType(
+        109, TRACE_EXPIRED, "retention removed a stored file's content; its row and hashes stay"
+    ),
     EventType(200, FORCE_CONTINUE_REQUEST, "a force-continue past a divergence was requested"),
     EventType(201, FORCE_CONTINUE_APPROVAL, "one signed approval or denial of a force-continue"),
     EventType(202, FORCE_CONTINUE_APPROVED, "a force-continue reached quorum; the replay resumes"),
@@ -159,10 +169,13 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(410, API_TOKEN_CREATED, "a person's API token was created (its id and prefix)"),
     EventType(411, API_TOKEN_REVOKED, "a person's API token was revoked; it authenticates no more"),
     EventType(500, PII_REVEALED, "unredacted personal data was shown to someone"),
-    EventType(600, DSR_OPENED, "reserved: a data subject request was opened"),
-    EventType(601, DSR_EXPORTED, "reserved: a data subject access export was produced"),
-    EventType(602, DSR_ERASED, "reserved: personal data was erased for a data subject request"),
-    EventType(603, DSR_CLOSED, "reserved: a data subject request was closed"),
+    EventType(600, DSR_OPENED, "a data subject request was opened (subject refs, kind, basis)"),
+    EventType(601, DSR_EXPORTED, "a data subject access export was produced"),
+    EventType(602, DSR_ERASED, "personal data was erased for a data subject request (receipt)"),
+    EventType(603, DSR_CLOSED, "a data subject request was closed: fulfilled, or refused"),
+    EventType(604, DSR_IDENTITY_VERIFIED, "how, by whom and when a subject's identity was checked"),
+    EventType(605, DSR_APPROVAL, "a signed four-eyes approval of a bundle release or an erasure"),
+    EventType(606, DSR_STATE_CHANGED, "a data subject request moved on (open to in progress)"),
     EventType(700, ROLES_INSTALLED, "installation set a first admin or council member's roles"),
     EventType(701, ROLES_CHANGED, "an admin changed someone else's roles: before and after"),
     EventType(702, ROLE_GRANT_REQUEST, "an admin asked the council to grant admin or council"),
@@ -212,6 +225,12 @@ LEDGER_BROKEN: Final = "LEDGER_BROKEN"
 ROLE_SELF: Final = "ROLE_SELF"
 ROLE_UNKNOWN: Final = "ROLE_UNKNOWN"
 ROLES_ALREADY_INSTALLED: Final = "ROLES_ALREADY_INSTALLED"
+DSR_INVALID: Final = "DSR_INVALID"
+DSR_IDENTITY_UNVERIFIED: Final = "DSR_IDENTITY_UNVERIFIED"
+DSR_SELF_APPROVAL: Final = "DSR_SELF_APPROVAL"
+DSR_ALREADY_APPROVED: Final = "DSR_ALREADY_APPROVED"
+DSR_STATE: Final = "DSR_STATE"
+DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -248,6 +267,15 @@ REFUSALS: Final[dict[str, str]] = {
     ROLE_SELF: "nobody changes their own roles",
     ROLE_UNKNOWN: "a role named in a role change is not in the roles matrix",
     ROLES_ALREADY_INSTALLED: "the ledger already records roles: installation happens once",
+    DSR_INVALID: (
+        "a legal request is malformed: no subject, no legal basis, an unknown kind or purpose, "
+        "or a due date in the past (the message names which)"
+    ),
+    DSR_IDENTITY_UNVERIFIED: "the subject's identity is not verified yet: nothing can be approved",
+    DSR_SELF_APPROVAL: "the person who opened a legal request cannot approve it (four eyes)",
+    DSR_ALREADY_APPROVED: "this person already approved it, or the approval is already complete",
+    DSR_STATE: "the legal request cannot make this transition from its current state",
+    DSR_REPLAY_MODE: "a data subject request replays traces in audit mode only",
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------
@@ -316,6 +344,34 @@ CHECKPOINT_FAILURES: Final[dict[str, str]] = {
     CHECKPOINT_TRUNCATED: "the ledger is shorter than the checkpoint (truncation or rollback)",
     CHECKPOINT_FORKED: "the ledger's event at the checkpoint's size has another hash",
     CHECKPOINT_LEDGER_BROKEN: "the current ledger does not verify",
+}
+
+# --- evidence bundles: the first thing that fails when a DSR bundle is checked (dsr.bundle) ---
+BUNDLE_MALFORMED: Final = "BUNDLE_MALFORMED"
+BUNDLE_MEMBER_MISSING: Final = "BUNDLE_MEMBER_MISSING"
+BUNDLE_MEMBER_EXTRA: Final = "BUNDLE_MEMBER_EXTRA"
+BUNDLE_MEMBER_HASH: Final = "BUNDLE_MEMBER_HASH"
+BUNDLE_SIGNATURE: Final = "BUNDLE_SIGNATURE"
+BUNDLE_UNTRUSTED_KEY: Final = "BUNDLE_UNTRUSTED_KEY"
+BUNDLE_EVENT_HASH: Final = "BUNDLE_EVENT_HASH"
+BUNDLE_EVENT_SIGNATURE: Final = "BUNDLE_EVENT_SIGNATURE"
+BUNDLE_CHAIN: Final = "BUNDLE_CHAIN"
+
+BUNDLE_FAILURES: Final[dict[str, str]] = {
+    BUNDLE_MALFORMED: "the file is not a bundle: too large, not canonical JSON, or a part of it"
+    " is missing or of the wrong shape",
+    BUNDLE_MEMBER_MISSING: "a member the manifest lists is not in the bundle",
+    BUNDLE_MEMBER_EXTRA: "the bundle holds a member the manifest does not list",
+    BUNDLE_MEMBER_HASH: "a member's sha256 or size differs from the manifest's",
+    BUNDLE_SIGNATURE: "the server's signature over the manifest does not verify with the key"
+    " the manifest names, or the key id is not that key's",
+    BUNDLE_UNTRUSTED_KEY: "the bundle is signed by a key that is not the trusted key (or not the"
+    " key of the trusted checkpoint)",
+    BUNDLE_EVENT_HASH: "a ledger event's hash does not recompute from its prev_hash and body",
+    BUNDLE_EVENT_SIGNATURE: "a ledger event's server or actor signature does not verify, or its"
+    " server key is unknown or was not effective when the event was created",
+    BUNDLE_CHAIN: "the ledger events are out of order, repeated, not linked by prev_hash where"
+    " consecutive, or disagree with the ledger checkpoint in the bundle",
 }
 
 

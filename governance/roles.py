@@ -40,6 +40,9 @@ FORCE_CONTINUE_APPROVE_COUNCIL: Final = "force_continue_approve_council"
 HALT_CLEAR: Final = "halt_clear"  # a council quorum; each member adds a signed vote
 INCIDENT_DECLARE: Final = "incident_declare"  # SECURITY_INCIDENT: halts until a council clear
 DSR: Final = "dsr"  # open / export Data Subject Requests
+#: sign the release of a DSR bundle or the execution of an erasure (four eyes: never the
+#: requester); admin by default, a council quorum where ``DSR_APPROVAL_BY`` says "council"
+DSR_APPROVE: Final = "dsr_approve"
 PII_REVEAL: Final = "pii_reveal"  # every reveal is logged as a governance event
 MANAGE: Final = "manage"  # users, roles, keys
 ROLE_GRANT_APPROVE: Final = "role_grant_approve"  # a council signature on an admin/council grant
@@ -60,6 +63,7 @@ ACTIONS: Final = (
     HALT_CLEAR,
     INCIDENT_DECLARE,
     DSR,
+    DSR_APPROVE,
     PII_REVEAL,
     MANAGE,
     ROLE_GRANT_APPROVE,
@@ -82,6 +86,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     HALT_CLEAR: frozenset({COUNCIL}),
     INCIDENT_DECLARE: frozenset({ADMIN}),
     DSR: frozenset({ADMIN, LEGAL}),
+    DSR_APPROVE: frozenset({ADMIN, COUNCIL}),  # the capacity required: dsr.conf.approval_by()
     PII_REVEAL: frozenset({ADMIN}),
     MANAGE: frozenset({ADMIN}),
     ROLE_GRANT_APPROVE: frozenset({COUNCIL}),

@@ -104,6 +104,10 @@ def halts_on_trace(*, trace: Any, halted: Mapping[str, str] | None = None) -> di
 
 def integrity_snapshot(report: Mapping[str, Any]) -> str | None:
     """The snapshot id an integrity failure is about, when the snapshots check failed."""
+    from replay.formats import mace
+
+    if report.get("format") == mace.FORMAT:  # its broke_at names the field, not an index
+        return mace.failed_snapshot_id(report)
     failed = [c for c in report.get("checks", []) if not c.get("ok")]
     snapshot_ids = report.get("snapshot_ids") or []
     index = report.get("broke_at")

@@ -37,6 +37,11 @@ FORCE_CONTINUE_APPROVAL_TYPE: Final = "replay-audit-console/force-continue-appro
 HALT_CLEAR_APPROVAL_TYPE: Final = "replay-audit-console/halt-clear-approval/v1"
 PRODUCTION_REPLAY_APPROVAL_TYPE: Final = "replay-audit-console/production-replay-approval/v1"
 ROLE_GRANT_APPROVAL_TYPE: Final = "replay-audit-console/role-grant-approval/v1"
+DSR_APPROVAL_TYPE: Final = "replay-audit-console/dsr-approval/v1"
+#: what a DSR approval lets happen: hand over the evidence bundle, or crypto-shred the subjects
+DSR_RELEASE: Final = "release"
+DSR_ERASURE: Final = "erasure"
+DSR_PURPOSES: Final = (DSR_RELEASE, DSR_ERASURE)
 CHECKPOINT_TYPE: Final = "replay-audit-console/governance-checkpoint/v1"
 VERIFICATION_MARK_TYPE: Final = "replay-audit-console/ledger-verified-through/v1"
 APPROVE: Final = "approve"
@@ -336,6 +341,42 @@ def signed_document(*, payload: Mapping[str, Any], key_id: str, private_raw: byt
         "key_id": key_id,
         "alg": ALG,
         "signature": sign(private_raw, jcs(dict(payload))),
+    }
+
+
+def dsr_approval_payload(
+    *,
+    request_id: str,
+    purpose: str,
+    kind: str,
+    subjects: Sequence[str],
+    legal_basis: str,
+    due_date: str,
+    requested_by: str,
+    identity_seq: int,
+    role: str,
+    reason: str = "",
+) -> dict[str, Any]:
+    """The payload an approver signs to release a legal request's bundle or to execute its
+    erasure (``purpose``). It names the subjects by their opaque refs only (never personal
+    data), and binds the approval to the ledger event that recorded the identity check."""
+    if purpose not in DSR_PURPOSES:
+        raise ValueError(f"purpose must be one of {DSR_PURPOSES}, not {purpose!r}")
+    if role not in SIGNING_ROLES:
+        raise ValueError(f"role must be one of {SIGNING_ROLES}, not {role!r}")
+    return {
+        "type": DSR_APPROVAL_TYPE,
+        "request_id": request_id,
+        "purpose": purpose,
+        "kind": kind,
+        "subjects": sorted(subjects),
+        "legal_basis": legal_basis,
+        "due_date": due_date,
+        "requested_by": requested_by,
+        "identity_seq": identity_seq,
+        "decision": APPROVE,
+        "role": role,
+        "reason": reason,
     }
 
 

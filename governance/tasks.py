@@ -35,3 +35,13 @@ def ledger_verification_run(verification_id: int) -> str:
     from governance.verification import ledger_verification_execute
 
     return ledger_verification_execute(verification_id=verification_id).state
+
+
+@shared_task(acks_late=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3)
+def retention_run() -> dict[str, int]:
+    """Expire what retention says is due (celery beat: ``retention-run`` in settings). Each
+    expiry is its own transaction and skips a trace already expired, so a rerun is harmless."""
+    from governance.retention import retention_run as run
+
+    outcome = run()
+    return {"expired": len(outcome.expired), "skipped": len(outcome.skipped)}

@@ -193,6 +193,12 @@ def on_trace_stored(
     index_trace(trace, opened)
 
 
+def on_trace_expired(sender: Any, trace: Any, **kwargs: Any) -> None:
+    """Retention expired the trace: its personal values' ciphertexts go with its content (the
+    index rows stay, as the tombstone does; a value then reads as erased)."""
+    PersonalValue.objects.filter(trace=trace).update(nonce=None, ciphertext=None)
+
+
 def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
     """The stored file as uploaded (decompressed when it was gzip), personal values put back
     (streaming, seekable); an erased value reads as its marker. A file not sealed is

@@ -1,5 +1,5 @@
 """Small helpers the management commands share: a terminal progress bar, report printing,
-the --workers option."""
+the --workers option, and the --inputs / --contract files of `verify` and `ingest`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import IO, Any
 
 MAX_WORKERS = 64
@@ -34,6 +35,69 @@ def add_workers_argument(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="read a .trace.jsonl in N processes ('auto': one per core); same report",
     )
+
+
+#: An archive of an AHD run's inputs beside its sidecar: ``<run>.replay.json`` ->
+#: ``<run>.inputs.tar.gz`` (or ``.tgz``, ``.zip``), used when no --inputs is given.
+INPUTS_ARCHIVE_SUFFIXES = (".inputs.tar.gz", ".inputs.tgz", ".inputs.zip")
+
+
+def add_inputs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--inputs",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an AHD sidecar's token and brief files, or one archive of them (.tar.gz, .tgz, "
+        ".zip), instead of its checkout (repeatable); default: <run>.inputs.tar.gz/.tgz/.zip "
+        "beside the sidecar when there is one",
+    )
+    parser.add_argument(
+        "--contract",
+        default=None,
+        metavar="FILE",
+        help="the contract (JSON Dict DSL) a Paxman artifact is checked against",
+    )
+
+
+def inputs_beside(path: Path) -> Path | None:
+    """The archive of inputs lying beside an AHD sidecar, if there is one."""
+    name = path.name
+    if not name.lower().endswith(".replay.json"):
+        return None
+    run = name[: -len(".replay.json")]
+    for suffix in INPUTS_ARCHIVE_SUFFIXES:
+        candidate = path.with_name(run + suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_inputs(
+    path: Path, given: list[str], limit: int, archive_limit: int | None = None
+) -> dict[str, bytes]:
+    """The --inputs files by file name (each read up to ``limit`` + 1 bytes, an archive up
+    to ``archive_limit`` + 1: the format refuses what is larger), else the archive beside an
+    AHD sidecar; {} for neither. Raises OSError for a file that cannot be read."""
+    files = [Path(g) for g in given]
+    if not files:
+        beside = inputs_beside(path)
+        files = [beside] if beside is not None else []
+    inputs = {}
+    for file in files:
+        packed = file.name.lower().endswith((".tar.gz", ".tgz", ".zip"))
+        with file.open("rb") as fh:
+            inputs[file.name] = fh.read((archive_limit or limit) + 1 if packed else limit + 1)
+    return inputs
+
+
+def read_contract(given: str | None, limit: int) -> tuple[str, bytes] | None:
+    """The --contract file as (name, bytes); raises OSError when it cannot be read."""
+    if given is None:
+        return None
+    file = Path(given)
+    with file.open("rb") as fh:
+        return file.name, fh.read(limit + 1)
 
 
 class ProgressBar:

@@ -61,3 +61,56 @@ def migration_operation(table: str):
             schema_editor.execute(sql, params=None)
 
     return migrations.RunPython(forwards, backwards)
+
+
+def expiry_only_sql(vendor: str, table: str, columns: tuple[str, ...], column: str) -> list[str]:
+    """Narrow `table`'s append-only guard to let exactly one update through: setting `column`
+    (a timestamp) once, from NULL, with every other column unchanged. Everything else (any
+    other update, a second one, DELETE, TRUNCATE) is still refused.
+
+    `columns` are the other columns (SQLite compares each; PostgreSQL compares the whole row
+    but `column`, so a column added later is covered there without a new migration).
+    """
+    same = " AND ".join(f"NEW.{c} IS OLD.{c}" for c in columns)
+    if vendor == "sqlite":
+        return [
+            f"DROP TRIGGER IF EXISTS {table}_no_update;",
+            f"""CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+                WHEN NOT (OLD.{column} IS NULL AND NEW.{column} IS NOT NULL AND {same})
+                BEGIN SELECT RAISE(ABORT, '{table} is append-only: UPDATE refused'); END;""",
+            f"""CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
+                BEGIN SELECT RAISE(ABORT, '{table} is append-only: DELETE refused'); END;""",
+        ]
+    if vendor == "postgresql":
+        return [
+            f"""CREATE OR REPLACE FUNCTION {table}_expire_only() RETURNS trigger AS $$
+               BEGIN
+                 IF TG_OP = 'UPDATE' AND OLD.{column} IS NULL AND NEW.{column} IS NOT NULL
+                    AND (to_jsonb(NEW) - '{column}') = (to_jsonb(OLD) - '{column}') THEN
+                   RETURN NEW;
+                 END IF;
+                 RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+                   USING ERRCODE = 'insufficient_privilege';
+               END; $$ LANGUAGE plpgsql;""",
+            f"DROP TRIGGER IF EXISTS {table}_no_rewrite ON {table};",
+            f"""CREATE TRIGGER {table}_no_rewrite BEFORE UPDATE OR DELETE ON {table}
+                FOR EACH ROW EXECUTE FUNCTION {table}_expire_only();""",
+        ]
+    raise NotImplementedError(f"no append-only triggers for database vendor {vendor!r}")
+
+
+def expiry_only_operation(table: str, columns: tuple[str, ...], column: str):
+    """A RunPython operation narrowing `table`'s guard (:func:`expiry_only_sql`); backwards,
+    the full guard again."""
+    from django.db import migrations
+
+    def forwards(apps, schema_editor):
+        for sql in expiry_only_sql(schema_editor.connection.vendor, table, columns, column):
+            schema_editor.execute(sql, params=None)
+
+    def backwards(apps, schema_editor):
+        vendor = schema_editor.connection.vendor
+        for sql in [*drop_append_only_sql(vendor, table), *append_only_sql(vendor, table)]:
+            schema_editor.execute(sql, params=None)
+
+    return migrations.RunPython(forwards, backwards)

@@ -23,11 +23,14 @@ CAPABILITY_NOT_FOUND = "CAPABILITY_NOT_FOUND"
 INVALID_CONTRACT = "INVALID_CONTRACT"
 INPUT_HASH_MISMATCH = "INPUT_HASH_MISMATCH"
 FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
+UNKNOWN_KEY = "UNKNOWN_KEY"
+TRACE_EXPIRED = "TRACE_EXPIRED"
 
 #: The codes that say a file's recorded hashes no longer bind its content (a chain, a
-#: signature, an AHD input's hash, a Paxman replay_hash): a governed replay that ends with
-#: one appends INTEGRITY_FAILURE and halts the file (governance.services).
-INTEGRITY_CODES = frozenset({INTEGRITY_FAILURE, HASH_MISMATCH})
+#: signature, an AHD input's hash, a Paxman replay_hash, a Verist inputHash or artifact hash): a
+#: governed replay that ends with one appends INTEGRITY_FAILURE and halts the file
+#: (governance.services).
+INTEGRITY_CODES = frozenset({INTEGRITY_FAILURE, HASH_MISMATCH, INPUT_HASH_MISMATCH})
 
 #: code -> when it is raised (rendered in docs and the API schema; a convention test
 #: checks every code here is documented and used).
@@ -45,17 +48,27 @@ ERROR_CODES: dict[str, str] = {
     REPLAY_TIMEOUT: "the replay exceeded its time or iteration cap",
     UNSUPPORTED_SCHEMA_VERSION: "a format's schema version is newer than the console supports",
     MALFORMED_TRACE: "the input is not a well-formed trace of the detected/declared format",
-    HASH_MISMATCH: "a Paxman artifact's replay_hash does not recompute",
+    HASH_MISMATCH: (
+        "a Paxman artifact's replay_hash, or a Verist artifact's hash, does not recompute"
+    ),
     VERSION_MISMATCH: "a Paxman artifact's version is not supported by this console",
     CAPABILITY_NOT_FOUND: (
         "a pinned capability is not registered (a Paxman capability, or a native step's "
-        "function or runtime)"
+        "function or runtime, or a ContextOS pack's canonical loop)"
     ),
     INVALID_CONTRACT: "the contract supplied for a Paxman replay is invalid",
     INPUT_HASH_MISMATCH: "a Verist snapshot's input does not hash to its inputHash",
     FORCE_HALT_ACTIVE: (
         "the stored file, its trace id or one of its snapshots is halted until a council "
         "FORCE_HALT_CLEAR (the message names each halt: seq, target, reason)"
+    ),
+    UNKNOWN_KEY: (
+        "the key a MACE signature names is not an HMAC key in the verification-key registry "
+        "(nothing was verified; register it with `keys add-hmac`)"
+    ),
+    TRACE_EXPIRED: (
+        "retention expired the stored file: its content is gone, its hashes stay (the message "
+        "says when and by which rule)"
     ),
 }
 

@@ -40,6 +40,9 @@ class Blob(AppendOnlyModel):
     size = models.BigIntegerField()
     storage_name = models.CharField(max_length=255)
     created_at = models.DateTimeField(auto_now_add=True)
+    # set once when retention removes the bytes (the row, its sha256 and size stay): the one
+    # update the database lets through (replay.dbguards.expiry_only_sql)
+    expired_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"blob {self.sha256[:12]} ({self.size} bytes)"
@@ -103,6 +106,10 @@ class Trace(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # retention (governance.retention): once expired the trace is a tombstone, its content
+    # removed and its hashes kept; when, and by which rule (e.g. "verdict:ok (30 days)")
+    expired_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    expiry_rule = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

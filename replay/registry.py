@@ -109,9 +109,11 @@ def default_registry() -> Registry:
     global _default  # noqa: PLW0603 - built once per process, then read-only
     if _default is None:
         from replay import runtime
+        from replay.formats import verist
 
         registry = Registry()
         runtime.register(registry)
+        verist.register_functions(registry)  # the reference Verist step (seed 002)
         load_entry_points(registry)
         _default = registry
     return _default

@@ -16,7 +16,9 @@ def trace_missing(trace: Trace) -> list[str]:
     missing = []
     for ref in refs:
         sid = ref.get("snapshot_id")
-        if sid is None:
+        if sid is None and ref.get("path"):  # an input pinned by the file, never stored
+            missing.append(f"snapshot:{ref['kind']} {ref['path']} (not retained)")
+        elif sid is None:
             missing.append(f"snapshot:{ref['kind']} (not referenced by the trace)")
         elif sid not in stored:
             missing.append(f"snapshot:{ref['kind']} {sid} (not retained)")
@@ -34,9 +36,13 @@ def snapshot_tampered(snapshot_id: str) -> bool:
     from replay.errors import ReplayError
     from replay.formats import native
 
-    row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body").first()
+    row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body", "kind").first()
     if row is None:
         return False
+    if row.kind.startswith("mace-"):  # a MACE snapshot file, under MACE's own id
+        from replay.formats import mace
+
+        return mace.stored_snapshot_tampered(row.body, snapshot_id)
     try:
         return native.snapshot_id_of(row.body) != snapshot_id
     except ReplayError:  # a body that cannot even be canonicalised no longer matches its id

@@ -3,6 +3,7 @@ these; they load rows, call the pure core, and store what it says."""
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -28,6 +30,10 @@ from replay.storage import Spooled, blob_erased, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
 Halts = Callable[[], Mapping[str, str] | None]
+#: a Paxman contract supplied with an artifact: (its file name, its bytes)
+Contract = tuple[str, bytes]
+#: the name rule of a contract dropped beside its artifact: ``x.json`` -> ``x.contract.json``
+CONTRACT_SUFFIX = ".contract.json"
 
 
 @dataclass
@@ -110,6 +116,66 @@ def _format(name: str) -> TraceFormat:
     return fmt
 
 
+@functools.cache
+def _installed_capabilities() -> dict[str, list[str]]:
+    """Paxman's built-in capabilities and those installed packages register (entry points
+    are read once per process)."""
+    from replay.formats import paxman
+
+    return paxman.capability_registry().as_dict()
+
+
+def paxman_capabilities() -> Any:
+    """The capabilities a Paxman replay accepts: built-ins, installed packages' (entry-point
+    group ``replay_console.paxman_capabilities``), and ``REPLAY_PAXMAN_CAPABILITIES`` (a
+    mapping: capability id -> version or list of versions)."""
+    from replay.formats import paxman
+
+    registry = paxman.CapabilityRegistry(_installed_capabilities())
+    extra = getattr(settings, "REPLAY_PAXMAN_CAPABILITIES", None) or {}
+    try:
+        for cid, versions in dict(extra).items():
+            for version in [versions] if isinstance(versions, str) else versions:
+                registry.register(cid, version)
+    except (TypeError, ValueError) as exc:
+        raise ImproperlyConfigured(f"REPLAY_PAXMAN_CAPABILITIES: {exc}") from None
+    return registry
+
+
+def archive_limits() -> Any:
+    """What reading one archive of AHD inputs may cost (settings override the defaults)."""
+    from replay.formats import ahd, archive
+
+    default = archive.DEFAULT_LIMITS
+    per_input = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    return archive.ArchiveLimits(
+        max_archive_bytes=getattr(settings, "REPLAY_AHD_MAX_ARCHIVE_BYTES", per_input),
+        max_entries=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_ENTRIES", default.max_entries),
+        max_entry_bytes=per_input,
+        max_total_bytes=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES", 2 * per_input),
+        max_ratio=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_RATIO", default.max_ratio),
+        ratio_floor_bytes=default.ratio_floor_bytes,
+    )
+
+
+def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
+    """Uploaded inputs, every archive among them read (bounded) into the files it holds;
+    raises ReplayError naming the entry when an archive is refused."""
+    from replay.formats import archive
+
+    return archive.expand_inputs(dict(inputs or {}), archive_limits())
+
+
+def _contract(contract: Contract | None) -> Any:
+    """A supplied contract file, parsed (an ``InvalidContract`` when it is none), or None."""
+    if contract is None:
+        return None
+    from replay.formats import paxman
+
+    name, data = contract
+    return paxman.parse_contract(data, where=name)
+
+
 def _ahd_root() -> Path | None:
     root = getattr(settings, "REPLAY_AHD_ROOT", None)
     return Path(root) if root else None
@@ -120,6 +186,7 @@ def _context(**kwargs: Any) -> VerifyContext:
     from replay.formats import ahd
 
     kwargs.setdefault("input_root", _ahd_root())
+    kwargs.setdefault("capabilities", paxman_capabilities())
     return VerifyContext(
         keys=DatabaseKeyRing(),
         registry=default_registry(),
@@ -167,13 +234,20 @@ def _checked(
     workers: int = 1,
     halts: Halts | None = None,
     inputs: Mapping[str, bytes] | None = None,
+    contract: Contract | None = None,
 ) -> engine.ReplayReport:
     """The report on a sniffed file, storing nothing. An AHD sidecar's token and brief are
     re-hashed from the files uploaded with it (``inputs``), else from the AHD checkout the
     server keeps (``REPLAY_AHD_ROOT``), and without either the report says so. ``halts``
     reads the ledger's active halts, which refuse a halted native trace as a replay would
     (called for a native trace only); without it, or when it gives None, the halts check
-    says they were not checked."""
+    says they were not checked. An archive among ``inputs`` that is refused is the report
+    (the format's refusal naming the entry); ``contract`` is a Paxman artifact's."""
+    try:
+        expanded = _expanded(inputs)
+    except ReplayError as exc:
+        ctx = _context(mode=mode)
+        return _format(fmt).refused(exc, filename, ctx)
     ctx = _context(
         mode=mode,
         at=timezone.now(),
@@ -182,7 +256,8 @@ def _checked(
         halted=halts() if halts is not None and fmt == native.FORMAT else None,
         progress=progress,
         workers=workers,
-        inputs=dict(inputs or {}),
+        inputs=expanded,
+        contract=_contract(contract),
     )
     _parsed, report = _verify(lambda: stream, filename, fmt=_format(fmt), ctx=ctx)
     return report
@@ -198,6 +273,8 @@ def trace_verify_file(
     root: str | os.PathLike[str] | None = None,
     workers: int = 1,
     halts: Halts | None = None,
+    inputs: Mapping[str, bytes] | None = None,
+    contract: Contract | None = None,
 ) -> dict[str, Any]:
     """Verify a file without storing anything (the `verify` command).
 
@@ -212,8 +289,12 @@ def trace_verify_file(
     The format is detected (`replay.formats.detect_format`): a native trace, a Paxman
     artifact, or an AHD sidecar / report. AHD inputs are checked against the AHD checkout
     on disk, so they need `path` (and take `root`); `ahd.AhdRootNotFound` is a usage error.
+    With ``inputs`` (the token and brief, or an archive of them: `--inputs`) an AHD sidecar
+    is checked against those instead of a checkout. ``contract``: a Paxman artifact's.
     """
     fmt, stream = sniff(source, filename)
+    if fmt == AHD and inputs:
+        return _checked(fmt, stream, filename, mode=mode, inputs=inputs).to_json()
     if fmt == AHD:
         from replay.formats import ahd
 
@@ -226,7 +307,15 @@ def trace_verify_file(
             Path(path), root=Path(root) if root is not None else None, mode=mode, **_ahd_limits()
         ).to_json()
     return _checked(
-        fmt, stream, filename, mode=mode, progress=progress, workers=workers, halts=halts
+        fmt,
+        stream,
+        filename,
+        mode=mode,
+        progress=progress,
+        workers=workers,
+        halts=halts,
+        inputs=inputs,
+        contract=contract,
     ).to_json()
 
 
@@ -240,6 +329,7 @@ def trace_ingest(
     workers: int = 1,
     inputs: Mapping[str, bytes] | None = None,
     input_root: str | os.PathLike[str] | None = None,
+    contract: Contract | None = None,
 ) -> IngestResult:
     """Store one file of any registered format, verified. A refused file stores nothing and
     raises ReplayError.
@@ -247,7 +337,10 @@ def trace_ingest(
     ``inputs``: the files uploaded with it, by name (an AHD sidecar's token and brief, matched
     by the sidecar's recorded paths, and stored with the run as its snapshots);
     ``input_root``: a directory holding them instead (the CLI's AHD checkout; the server's
-    ``REPLAY_AHD_ROOT`` otherwise).
+    ``REPLAY_AHD_ROOT`` otherwise). An archive among ``inputs`` (``.tar.gz``, ``.tgz``,
+    ``.zip``) stands for the files it holds; one that is refused stores nothing.
+    ``contract``: the contract a Paxman artifact is checked against (``INVALID_CONTRACT``
+    refuses the artifact).
     """
     if declared_format is not None:
         _format(declared_format)
@@ -266,6 +359,7 @@ def trace_ingest(
         workers=workers,
         inputs=inputs,
         input_root=Path(input_root) if input_root is not None else None,
+        contract=contract,
     )
 
 
@@ -279,7 +373,9 @@ def _ingest(
     workers: int = 1,
     inputs: Mapping[str, bytes] | None = None,
     input_root: Path | None = None,
+    contract: Contract | None = None,
 ) -> IngestResult:
+    expanded = _expanded(inputs)  # a refused archive stores nothing
     limit = getattr(settings, "REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
     spooled = spool(source, limit=limit, progress=progress)
     try:
@@ -294,7 +390,8 @@ def _ingest(
             at=timezone.now(),
             workers=workers,
             file_id=spooled.sha256,
-            inputs=dict(inputs or {}),
+            inputs=expanded,
+            contract=_contract(contract),
             **extra,
         )
         parsed, report = _verify(spooled.open, filename, fmt=fmt, ctx=ctx)
@@ -303,6 +400,8 @@ def _ingest(
                 report.error_code or errors.MALFORMED_TRACE,
                 report.message,
                 broke_at=report.broke_at,
+                expected=report.expected,
+                observed=report.observed,
             )
         facts = fmt.facts(parsed, report, ctx)
         return _store(
@@ -324,13 +423,16 @@ def trace_check(
     progress: Callable[[int], None] | None = None,
     halts: Halts | None = None,
     inputs: Mapping[str, bytes] | None = None,
+    contract: Contract | None = None,
 ) -> CheckedOnly:
     """Verify one uploaded file of any format the console reads and store nothing: always a
     report, a refusal included (``POST /api/traces/verify/``), against the active halts
     ``halts`` reads from the ledger; an AHD sidecar against the files uploaded with it
     (``inputs``), else ``REPLAY_AHD_ROOT``."""
     fmt, stream = sniff(source, filename)
-    report = _checked(fmt, stream, filename, progress=progress, halts=halts, inputs=inputs)
+    report = _checked(
+        fmt, stream, filename, progress=progress, halts=halts, inputs=inputs, contract=contract
+    )
     return CheckedOnly(fmt, report.to_json())
 
 
@@ -340,9 +442,16 @@ def trace_upload(
     filename: str,
     uploaded_by: Any = None,
     inputs: Mapping[str, bytes] | None = None,
+    contract: Contract | None = None,
 ) -> IngestResult:
     """What the console's upload page does with one file: stores it, as :func:`trace_ingest`."""
-    return trace_ingest(source=source, filename=filename, uploaded_by=uploaded_by, inputs=inputs)
+    return trace_ingest(
+        source=source,
+        filename=filename,
+        uploaded_by=uploaded_by,
+        inputs=inputs,
+        contract=contract,
+    )
 
 
 def _input_names(source: IO[bytes], filename: str) -> list[str]:
@@ -352,7 +461,9 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
 
     fmt, stream = sniff(source, filename)
     if fmt != AHD:
-        return []
+        # another format that names files uploaded with it (a MACE log's snapshot files)
+        named = getattr(formats().get(fmt), "input_names", None)
+        return named(stream, filename) if named is not None else []
     try:
         sidecar = ahd.parse_sidecar(stream.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
     except ReplayError:
@@ -363,39 +474,135 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
     return [n for e in entries for n in (e.path, input_basename(e.path))]
 
 
+def sibling_inputs(path: Path) -> dict[str, bytes]:
+    """The files a file on disk names that lie beside it (a MACE log's snapshot files, read
+    from its directory by the CLI), by name; {} for a format that names none."""
+    with path.open("rb") as fh:
+        names = [n for n in _input_names(fh, path.name) if "/" not in n and "\\" not in n]
+    if not names or path.name.lower().endswith(".replay.json"):
+        return {}  # an AHD sidecar's inputs are read from its checkout
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    found = {}
+    for name in dict.fromkeys(names):
+        candidate = path.parent / name
+        if candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[name] = fh.read(limit + 1)
+    return found
+
+
 def trace_upload_batch(
     *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
 ) -> list[BatchOutcome]:
     """Several files uploaded at once (the upload page). A file an AHD sidecar of the batch
-    names (by its recorded path or file name) is that sidecar's input, stored with it as its
-    snapshot, not a trace of its own; every other file is stored (or refused) on its own."""
-    from replay.formats import ahd
+    names (by its recorded path or file name), or an archive of such files (``.tar.gz``,
+    ``.tgz``, ``.zip``) dropped with a sidecar, is that sidecar's input, stored with it as its
+    snapshots, not a trace of its own; ``x.contract.json`` dropped with the Paxman artifact
+    ``x.json`` is that artifact's contract; a ContextOS trace's pinned pack and KG snapshot
+    (``*.pack.json``, ``*.kg.json``) dropped with it are its inputs; every other file is
+    stored (or refused) on its own."""
+    from replay.formats import ahd, archive, contextos
 
+    names = [name for name, _source in files]
+    sidecars = [n for n in names if n.lower().endswith(ahd.SIDECAR_SUFFIX)]
     named: dict[str, str] = {}
+    contextos_traces: list[str] = []
     for name, source in files:
         for wanted in _input_names(source, name):
             named.setdefault(wanted, name)
         source.seek(0)
+        if not name.lower().endswith(contextos.INPUT_SUFFIXES):
+            if sniff(source, name)[0] == contextos.FORMAT:
+                contextos_traces.append(name)
+            source.seek(0)
+    # a ContextOS trace's pinned pack and KG snapshot (*.pack.json, *.kg.json) come beside it
+    contextos_named = {
+        name: contextos_traces[0]
+        for name, _ in files
+        if contextos_traces and name.lower().endswith(contextos.INPUT_SUFFIXES)
+    }
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
     inputs: dict[str, bytes] = {}
+    contextos_inputs: dict[str, bytes] = {}
+    contracts: dict[str, Contract] = {}
     companions: list[BatchOutcome] = []
-    for name, source in files:
-        if name in named and not name.lower().endswith(ahd.SIDECAR_SUFFIX):
-            inputs[name] = source.read(limit + 1)
-            companions.append(BatchOutcome(name, input_of=named[name]))
     outcomes: list[BatchOutcome] = []
     for name, source in files:
-        if name in inputs:
+        lower = name.lower()
+        if name in contextos_named:
+            contextos_inputs[name] = source.read(contextos.MAX_INPUT_BYTES + 1)
+            companions.append(BatchOutcome(name, input_of=contextos_named[name]))
+        elif lower.endswith(CONTRACT_SUFFIX):
+            artifact = name[: -len(CONTRACT_SUFFIX)] + ".json"
+            if artifact in names:
+                contracts[artifact] = (name, source.read(limit + 1))
+                companions.append(BatchOutcome(name, input_of=artifact))
+            else:
+                message = (
+                    f"{name} is a Paxman contract (named {CONTRACT_SUFFIX}); drop it together "
+                    f"with the artifact it belongs to, {artifact}"
+                )
+                outcomes.append(
+                    BatchOutcome(name, error=ReplayError(errors.INVALID_CONTRACT, message))
+                )
+        elif archive.is_archive(name) and name not in named:
+            if sidecars:
+                inputs[name] = source.read(archive_limits().max_archive_bytes + 1)
+                companions.append(BatchOutcome(name, input_of=sidecars[0]))
+            else:
+                message = (
+                    f"{name} is an archive of AHD inputs; drop it together with the sidecar "
+                    f"(*{ahd.SIDECAR_SUFFIX}) that names the files it holds"
+                )
+                outcomes.append(
+                    BatchOutcome(name, error=ReplayError(errors.MALFORMED_TRACE, message))
+                )
+        elif name in named and not lower.endswith(ahd.SIDECAR_SUFFIX):
+            inputs[name] = source.read(limit + 1)
+            companions.append(BatchOutcome(name, input_of=named[name]))
+    taken = {o.filename for o in companions + outcomes}
+    stored: list[BatchOutcome] = []
+    for name, source in files:
+        if name in taken:
             continue
+        given = contextos_inputs if name in contextos_traces else inputs
         try:
             result = trace_upload(
-                source=source, filename=name, uploaded_by=uploaded_by, inputs=inputs
+                source=source,
+                filename=name,
+                uploaded_by=uploaded_by,
+                inputs=given,
+                contract=contracts.get(name),
             )
         except ReplayError as exc:
-            outcomes.append(BatchOutcome(name, error=exc))
+            stored.append(BatchOutcome(name, error=exc))
         else:
-            outcomes.append(BatchOutcome(name, result=result))
-    return outcomes + companions
+            stored.append(BatchOutcome(name, result=result))
+    return stored + outcomes + companions
+
+
+def contextos_inputs_beside(path: Path) -> dict[str, bytes]:
+    """The pinned inputs a ContextOS trace on disk may have in its directory (``*.pack.json``,
+    ``*.kg.json``, at most 64 of them, each bounded): what ``ingest`` and ``replay PATH``
+    store with it, as the upload page stores the files dropped beside it."""
+    from replay.formats import contextos
+
+    found: dict[str, bytes] = {}
+    for candidate in sorted(path.parent.iterdir())[:10_000]:
+        if len(found) >= 64:
+            break
+        if candidate.name.lower().endswith(contextos.INPUT_SUFFIXES) and candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[candidate.name] = fh.read(contextos.MAX_INPUT_BYTES + 1)
+    return found
+
+
+def is_contextos_file(path: Path) -> bool:
+    """Whether the file at ``path`` is detected as a ContextOS trace."""
+    from replay.formats import contextos
+
+    with path.open("rb") as fh:
+        return sniff(fh, path.name)[0] == contextos.FORMAT
 
 
 @transaction.atomic(durable=True)
@@ -534,7 +741,13 @@ def replay_run_execute(
         erased=blob_erased(trace.blob.sha256),
     )
     fmt = formats().get(trace.format)
-    if fmt is None:
+    if trace.expired_at is not None:  # a tombstone: its content is gone (replay.expiry)
+        from replay.expiry import expired_message
+
+        report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
+        report.checks.append(engine.Check("retention", False, expired_message(trace)))
+        report.fail(errors.TRACE_EXPIRED, expired_message(trace))
+    elif fmt is None:
         report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
         message = (
             f"the format {trace.format!r} is not registered on this server; supported: "

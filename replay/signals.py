@@ -3,6 +3,10 @@
 ``trace_stored(sender=Trace, trace=row, opened=...)``: a new file was stored, inside the
 transaction that stores it (a receiver that raises refuses the upload: nothing is stored);
 ``opened()`` opens the uploaded bytes (a receiver may rewrite the stored copy from them).
+
+``trace_expired(sender=Trace, trace=row)``: retention made the trace a tombstone
+(``replay.expiry``), inside that transaction; a receiver removes what it keeps of the trace's
+content (a receiver that raises undoes the expiry).
 """
 
 from __future__ import annotations
@@ -10,3 +14,4 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 trace_stored = Signal()
+trace_expired = Signal()

@@ -54,6 +54,10 @@ PURE_CORE = [
     "privacy/spans.py",
     "privacy/rules.py",
     "privacy/splice.py",
+    "dsr/bundle.py",
+    "dsr/bundle_cli.py",
+    "dsr/pdf.py",
+    "replay/retention.py",
 ]
 
 

@@ -52,18 +52,38 @@ def uploaded_file(request: Request) -> tuple[Any, str]:
 
 def uploaded_inputs(request: Request) -> dict[str, bytes]:
     """The files a multipart request carries besides ``file`` (``inputs``, several): an AHD
-    sidecar's token and brief, by file name, each read up to the input size limit + 1 (the
-    format refuses what is larger)."""
+    sidecar's token and brief, or a MACE log's snapshot files, by file name, each read up to
+    the input size limit + 1 (the format refuses what is larger)."""
     from replay.formats import ahd
 
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return {}
+    from replay.formats import archive
+    from replay.services import archive_limits
+
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
-    return {
-        os.path.basename(f.name or "input"): f.read(limit + 1)
-        for f in request.FILES.getlist("inputs")
-    }
+    packed = archive_limits().max_archive_bytes
+    inputs = {}
+    for f in request.FILES.getlist("inputs"):
+        name = os.path.basename(f.name or "input")
+        inputs[name] = f.read((packed if archive.is_archive(name) else limit) + 1)
+    return inputs
+
+
+def uploaded_contract(request: Request) -> tuple[str, bytes] | None:
+    """The multipart field ``contract``: the contract a Paxman artifact is checked against
+    (a JSON Dict DSL contract), read up to the input size limit + 1."""
+    from replay.formats import ahd
+
+    content_type = (request.content_type or "").split(";")[0].strip().lower()
+    if content_type != "multipart/form-data":
+        return None
+    upload = request.FILES.get("contract")
+    if upload is None:
+        return None
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    return os.path.basename(upload.name or "contract.json"), upload.read(limit + 1)
 
 
 UPLOAD_BODY = {
@@ -75,7 +95,14 @@ UPLOAD_BODY = {
                 "type": "array",
                 "items": {"type": "string", "format": "binary"},
                 "description": "an AHD sidecar's token and brief files, matched by the "
-                "sidecar's recorded paths",
+                "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip); a "
+                "MACE log's snapshot files (<snapshot_id>.json)",
+            },
+            "contract": {
+                "type": "string",
+                "format": "binary",
+                "description": "a Paxman artifact's contract (JSON Dict DSL): its id must be "
+                "the artifact's contract_id, else INVALID_CONTRACT",
             },
         },
         "required": ["file"],
@@ -116,13 +143,15 @@ class TraceVerifyApi(APIView):
             filename=filename,
             halts=halts_active_map,
             inputs=uploaded_inputs(request),
+            contract=uploaded_contract(request),
         )
         return Response({"format": checked.format, "stored": False, "report": checked.report})
 
 
 class TraceUploadApi(APIView):
     """Upload and store one file of any format the console reads: multipart `file` (with an
-    AHD sidecar, its token and brief as `inputs`), or the raw bytes with `?filename=`."""
+    AHD sidecar, its token and brief as `inputs`; with a MACE log, its snapshot files), or the
+    raw bytes with `?filename=`."""
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 
@@ -145,6 +174,7 @@ class TraceUploadApi(APIView):
             filename=filename,
             uploaded_by=request.user,
             inputs=uploaded_inputs(request),
+            contract=uploaded_contract(request),
         )
         trace = result.trace
         traces_mark_replayable([trace])
@@ -230,6 +260,11 @@ class TraceDetailApi(APIView):
             help_text="the run the verdict comes from; null: the verification at upload",
         )
         runs = TraceRunOutput(many=True, source="recent_runs")
+        expired_at = serializers.DateTimeField(
+            allow_null=True,
+            help_text="when retention expired the file (its content is gone, its hashes stay)",
+        )
+        expiry_rule = serializers.CharField(help_text="the retention rule that expired it")
 
     @extend_schema(operation_id="traces_retrieve", responses={200: OutputSerializer, **ERRORS})
     def get(self, request: Request, trace_ref: str) -> Response:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from console.api import governance, production, replays, traces, users
+from dsr import api as dsr_api
 
 urlpatterns = [
     path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
@@ -80,6 +81,47 @@ urlpatterns = [
         "role-grants/<str:request_id>/approvals/",
         users.RoleGrantApprovalCreateApi.as_view(),
         name="api-role-grant-approve",
+    ),
+    path("legal-requests/", dsr_api.LegalRequestListApi.as_view(), name="api-legal-request-list"),
+    path(
+        "legal-requests/<str:request_id>/",
+        dsr_api.LegalRequestDetailApi.as_view(),
+        name="api-legal-request-detail",
+    ),
+    path(
+        "legal-requests/<str:request_id>/identity/",
+        dsr_api.LegalRequestIdentityApi.as_view(),
+        name="api-legal-request-identity",
+    ),
+    path(
+        "legal-requests/<str:request_id>/transition/",
+        dsr_api.LegalRequestTransitionApi.as_view(),
+        name="api-legal-request-transition",
+    ),
+    path(
+        "legal-requests/<str:request_id>/bundle/",
+        dsr_api.LegalRequestBundleApi.as_view(),
+        name="api-legal-request-bundle",
+    ),
+    path(
+        "legal-requests/<str:request_id>/bundle/file/",
+        dsr_api.LegalRequestBundleFileApi.as_view(),
+        name="api-legal-request-bundle-file",
+    ),
+    path(
+        "legal-requests/<str:request_id>/releases/",
+        dsr_api.LegalRequestReleaseApi.as_view(),
+        name="api-legal-request-release",
+    ),
+    path(
+        "legal-requests/<str:request_id>/erasure/",
+        dsr_api.LegalRequestErasureApi.as_view(),
+        name="api-legal-request-erasure",
+    ),
+    path(
+        "legal-requests/<str:request_id>/approvals/",
+        dsr_api.LegalRequestApprovalApi.as_view(),
+        name="api-legal-request-approve",
     ),
     path("governance/events/", governance.EventListApi.as_view(), name="api-event-list"),
     path(

@@ -16,11 +16,13 @@ from console import charts, roles
 from console.models import DriftSample
 from console.selectors import TraceFilters, trace_queryset
 from console.views.common import signed_in
+from governance.retention import retention_policy, retention_upcoming
 from replay.models import ReplayRun
 from replay.selectors import trace_missing
 
 CHART_DAYS = 30
 NOT_REPLAYABLE_SHOWN = 50
+RETENTION_SHOWN = 20
 
 
 def _verdicts_by_day(days: int) -> list[tuple[str, dict[str, int]]]:
@@ -69,6 +71,8 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "drift": drift,
         "drift_at": latest.created_at if latest else None,
         "drifted": sum(1 for d in drift if d.drifted),
+        "retention_on": not retention_policy().empty,
+        "expiring": retention_upcoming(limit=RETENTION_SHOWN),
     }
     return render(request, "console/ops_dashboard.html", context)
 

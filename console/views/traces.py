@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.core.files.uploadedfile import UploadedFile
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from console import charts, roles
@@ -31,10 +32,12 @@ from console.selectors import (
     trace_privacy_policy,
     trace_window,
     traces_mark_replayable,
+    traces_same_artifact,
     traces_same_job,
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
+from governance.models import GovernanceEvent
 from governance.selectors import (
     halts_active_map,
     halts_on_trace,
@@ -253,6 +256,8 @@ def _brief_event(event: dict[str, Any]) -> dict[str, Any]:
 @signed_in
 def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    if trace.expired_at is not None:
+        return tombstone_page(request, trace)
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
     panel = trace_panel(trace)
@@ -271,10 +276,13 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     steps = _pager(request, trace, "step", "steps_", "#steps", unreadable)
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
+    versions = traces_same_artifact(trace) if panel is not None else []
+    same_job = traces_same_job(trace) if panel is not None else []
     context = {
         "trace": trace,
         "panel": panel,
-        "same_job": traces_same_job(trace) if panel is not None else [],
+        "versions": versions,
+        "same_job": [t for t in same_job if t not in versions],
         "outline": outline,
         "report": report,
         "events": events,
@@ -314,12 +322,32 @@ def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> 
     contract), field by field."""
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
     other = roles.access_trace_by_id(request.user, other_ref, roles.BROWSE)
+    for expired in (trace, other):
+        if expired.expired_at is not None:
+            return tombstone_page(request, expired, status=410)
     if trace.format != other.format:
         raise Http404("only two files of the same format compare")
     comparison = trace_compare(trace, other)
     comparison.differences = mask_differences(trace.format, comparison.differences)
     context = {"trace": trace, "other": other, "comparison": comparison}
     return partial_or_page(request, "console/trace_compare.html", "comparison", context)
+
+
+def tombstone_page(request: HttpRequest, trace: Trace, *, status: int = 200) -> HttpResponse:
+    """An expired trace: when and by which rule, the event that recorded it, and the hashes
+    that stay (its content is gone; a page of it answers 410)."""
+    event = (
+        GovernanceEvent.objects.filter(idempotency_key=f"trace-expired:{trace.blob.sha256}")
+        .only("seq", "payload")
+        .first()
+    )
+    context = {
+        "trace": trace,
+        "event": event,
+        "snapshots": [r for r in trace.required_snapshot_ids or [] if isinstance(r, dict)],
+        "runs": runs_for_trace(trace),
+    }
+    return render(request, "console/trace_tombstone.html", context, status=status)
 
 
 MESSAGE_REVEAL_REASON = "Say why you need the unredacted values; the reason is kept in the ledger."
@@ -334,6 +362,8 @@ def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResp
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
     if request.method == "POST":
         roles.require(request.user, roles.PII_REVEAL)
+    if trace.expired_at is not None:
+        return tombstone_page(request, trace, status=410)
     event = trace_event(trace, seq)
     if event is None:
         raise Http404("no such event")

@@ -25,6 +25,7 @@ from replay.formats import native
 
 PAXMAN = "paxman-artifact"  # paxman.FORMAT
 AHD = "ahd-replay"  # ahd.FORMAT
+VERIST = "verist-snapshot"  # verist.FORMAT
 
 #: How much of a file detection reads: enough for the first top-level keys of any format.
 SNIFF_BYTES = 1024**2

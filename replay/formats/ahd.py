@@ -108,7 +108,12 @@ UNPROTECTED_FIELDS = (
     "backfilled",
 )
 
-_HASH = re.compile(r"sha256:[a-f0-9]{64}\Z", re.IGNORECASE)  # zod: /^sha256:[a-f0-9]{64}$/i
+#: The hash contract (seed 000): ``sha256:<lower-hex 64>``. AHD writes nothing else and its
+#: verifier compares a lower-case re-hash, so an upper-case or short hash can never verify:
+#: it is refused as malformed instead of reported as drift.
+_HASH = re.compile(r"sha256:[a-f0-9]{64}\Z")
+#: ``git rev-parse HEAD``: a full 40-hex SHA (``readGitState``), written lower-case.
+_COMMIT = re.compile(r"[a-f0-9]{40}\Z")
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?Z\Z", re.ASCII)
 _WINDOWS_ABS = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\)")
 
@@ -248,7 +253,7 @@ def _input(doc: dict[str, Any], key: str, where: str, ignored: list[str]) -> Inp
     path = _check(obj, "path", w, _nonempty, "a non-empty string")
     digest = _check(obj, "hash", w, lambda v: isinstance(v, str), "a string")
     if not _HASH.fullmatch(digest):
-        raise _malformed(f"{w}.hash: expected sha256:<64 hex>, got {digest[:80]!r}")
+        raise _malformed(f"{w}.hash: expected sha256:<64 lower-case hex>, got {digest[:80]!r}")
     ignored.extend(f"{key}.{k}" for k in obj if k not in ("path", "hash"))
     return Input(key, path, digest)
 
@@ -280,9 +285,20 @@ def parse_sidecar(data: bytes, *, where: str = "sidecar") -> Sidecar:
     commit = _check(
         doc, "ahd_commit", where, lambda v: v is None or isinstance(v, str), "a string or null"
     )
+    if commit is not None and not _COMMIT.fullmatch(commit):
+        raise _malformed(
+            f"{where}.ahd_commit: expected 40 lower-case hex (a full git SHA) or null, "
+            f"got {commit[:80]!r}"
+        )
     dirty = _check(
         doc, "git_dirty", where, lambda v: v is None or isinstance(v, bool), "a boolean or null"
     )
+    if commit is None and dirty is not None:
+        raise _malformed(
+            f"{where}.git_dirty: must be null when ahd_commit is null, got {str(dirty).lower()}"
+        )
+    if commit is not None and dirty is None:
+        raise _malformed(f"{where}.git_dirty: expected a boolean when ahd_commit is set, got null")
     _check(doc, "node_version", where, _nonempty, "a non-empty string")
     _check(doc, "platform", where, _nonempty, "a non-empty string")
     invoked_at = _get(doc, "invoked_at", where)
@@ -380,6 +396,20 @@ class Checkout:
         return _inside(real, self.real) and not any(_inside(real, d) for d in self.excluded)
 
 
+def read_bounded(fh: Any, limit: int, chunk: int = 1024**2) -> bytes:
+    """At most ``limit`` + 1 bytes of a stream, read a chunk at a time (one ``read(limit +
+    1)`` would set aside a buffer of the whole limit for every small file)."""
+    chunks = []
+    size = 0
+    while size <= limit:
+        part = fh.read(min(chunk, limit + 1 - size))
+        if not part:
+            break
+        chunks.append(part)
+        size += len(part)
+    return b"".join(chunks)
+
+
 def _read_input(path: Path, checkout: Checkout) -> str:
     """``readFileSync(path, "utf8")`` of a regular file inside the checkout, at most
     ``max_input_bytes``: invalid UTF-8 becomes U+FFFD, a BOM is kept.
@@ -397,9 +427,15 @@ def _read_input(path: Path, checkout: Checkout) -> str:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise Unreadable("not a regular file; not read")
-        data = fh.read(limit + 1)
+        # as much as the file holds (not a buffer of the whole limit per file), and on, still
+        # bounded, if it grew since
+        want = min(limit, st.st_size) + 1
+        data = fh.read(want)
+        if len(data) == want and want <= limit:
+            data += fh.read(limit + 1 - want)
     if len(data) > limit:
         raise Unreadable(f"over {limit} bytes; not read")
     return data.decode("utf-8", "replace")
@@ -678,7 +714,7 @@ def verify_path(
         report.checks.append(Check("format", False, message))
         return report.fail(errors.MALFORMED_TRACE, message)
     with sidecar_path.open("rb") as fh:
-        data = fh.read(MAX_SIDECAR_BYTES + 1)
+        data = read_bounded(fh, MAX_SIDECAR_BYTES)
     sidecar = _parsed(report, data, sidecar_path.name)
     if sidecar is None:
         return report

@@ -23,10 +23,13 @@ Pure apart from the AHD temporary directory: no Django.
 
 from __future__ import annotations
 
+import datetime
 import ntpath
 import os
 import posixpath
+import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,7 +38,7 @@ from replay import errors
 from replay.diff import diff
 from replay.engine import Check, ReplayReport
 from replay.errors import ReplayError
-from replay.formats import ahd, native, paxman
+from replay.formats import ahd, mace, native, paxman, verist
 from replay.formats.protocol import (
     Difference,
     FormatRegistry,
@@ -60,6 +63,14 @@ AHD_KEYS = frozenset(
 )
 
 
+MACE_KEYS = frozenset(
+    {"log_id", "percept", "router_decision", "iteration_trace", "immutable_subpayload"}
+    | {"signature_key_id", "REPLAYABLE", "council_votes", "brainstate_before"}
+    | {"brainstate_after", "final_output", "config_hash", "seed_namespace"}
+    | set(mace.SNAPSHOT_FIELDS.values())
+)
+
+
 def differences(a: Any, b: Any) -> list[Difference]:
     return [
         Difference(
@@ -72,11 +83,14 @@ def differences(a: Any, b: Any) -> list[Difference]:
     ]
 
 
-def halt_refusal(name: str, trace_id: str | None, ctx: VerifyContext) -> ReplayReport | None:
-    """The refusal of a halted file (its stored sha256 or its id), or None."""
+def halt_refusal(
+    name: str, trace_id: str | None, ctx: VerifyContext, snapshot_ids: Iterable[str] = ()
+) -> ReplayReport | None:
+    """The refusal of a halted file (its stored sha256, its id, or a snapshot it names), or
+    None."""
     if ctx.halted is None:
         return None
-    concerned = [i for i in (ctx.file_id, trace_id) if i]
+    concerned = [i for i in (ctx.file_id, trace_id, *snapshot_ids) if i]
     why = list(dict.fromkeys(ctx.halted[i] for i in concerned if i in ctx.halted))
     if not why:
         return None
@@ -228,7 +242,11 @@ class PaxmanFormat:
     name = paxman.FORMAT
     label = "a Paxman execution artifact"
     keys = PAXMAN_KEYS
-    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
+    #: a contract supplied with the artifact that is not its contract is the caller's error:
+    #: the artifact is refused (nothing stored), as a file that does not parse is
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.INVALID_CONTRACT}
+    )
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
 
     def sniff(self, head: bytes, filename: str) -> bool:
@@ -257,7 +275,10 @@ class PaxmanFormat:
         refusal = halt_refusal(self.name, self._id(parsed), ctx)
         if refusal is not None:
             return refusal
-        return halts_clear(paxman.replay(parsed, contract=ctx.contract, mode=ctx.mode), ctx)
+        report = paxman.replay(
+            parsed, contract=ctx.contract, registry=ctx.capabilities, mode=ctx.mode
+        )
+        return halts_clear(report, ctx)
 
     replay = verify
 
@@ -551,8 +572,263 @@ def _hide(report: ReplayReport, label: str, where: str) -> None:
     report.message = hide(report.message)
 
 
+# --- Verist ------------------------------------------------------------------------------
+
+#: Top-level keys of a bare Verist snapshot, and the baseline envelope's own (``format`` is
+#: native's too: a ``verist-baseline@`` file is claimed by ``sniff`` before keys are asked)
+VERIST_KEYS = frozenset(
+    {"workflowId", "workflowVersion", "stepName", "inputHash", "artifacts", "capturedAt"}
+    | {"snapshot"}
+)
+_VERIST_HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"format"\s*:\s*"verist-baseline@')
+
+
+class VeristFormat:
+    name = verist.FORMAT
+    label = "a Verist snapshot"
+    keys = VERIST_KEYS
+    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
+    replay_note = (
+        "re-hashes the input and artifacts (hashValue, js-sorted), loads the step-output and "
+        "recomputes the step with its registered function (seed 002)"
+    )
+
+    def sniff(self, head: bytes, filename: str) -> bool:
+        return _VERIST_HEAD.match(head) is not None
+
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> verist.VeristFile:
+        data = source.read(verist.MAX_SNAPSHOT_BYTES + 1)
+        return verist.parse(data)
+
+    def refused(self, exc: ReplayError, filename: str, ctx: VerifyContext) -> ReplayReport:
+        return verist.refused(exc, ctx.mode)
+
+    def verify(self, parsed: verist.VeristFile, filename: str, ctx: VerifyContext) -> ReplayReport:
+        from replay.registry import default_registry
+
+        refusal = halt_refusal(self.name, ctx.file_id, ctx)
+        if refusal is not None:
+            report = verist.new_report(refusal.trace_id, ctx.mode)
+            report.checks = refusal.checks
+            report.fail(refusal.error_code or errors.FORCE_HALT_ACTIVE, refusal.message)
+            report.verist["code"] = verist.VERIST_CODES[errors.FORCE_HALT_ACTIVE]
+            return report
+        report = verist.verify(
+            parsed,
+            mode=ctx.mode,
+            registry=ctx.registry or default_registry(),
+            trace_id=ctx.file_id,
+        )
+        return halts_clear(report, ctx)
+
+    replay = verify
+
+    def facts(
+        self, parsed: verist.VeristFile, report: ReplayReport, ctx: VerifyContext
+    ) -> StoredFacts:
+        s = parsed.snapshot
+        return StoredFacts(
+            trace_id=(ctx.file_id or s["inputHash"])[:64],
+            schema_version=verist.SCHEMA_VERSION,
+            job_id=f"{s['workflowId']}/{s['stepName']}"[:200],
+            job_seed=s["inputHash"],
+            runtime_name="verist",
+            runtime_version=str(s["workflowVersion"])[:64],
+            started_at=_iso_ms(s["capturedAt"]),
+            event_count=len(s["artifacts"]),
+            step_count=1,
+            missing_outputs=["step-output"] if not report.replayable else [],
+        )
+
+    def panel(self, parsed: verist.VeristFile) -> dict[str, str]:
+        s = parsed.snapshot
+        facts = {
+            "file": parsed.kind,
+            "workflowId": s["workflowId"],
+            "workflowVersion": s["workflowVersion"],
+            "stepName": s["stepName"],
+            "inputHash": s["inputHash"],
+            "capturedAt": f"{s['capturedAt']} ({_iso_ms(s['capturedAt']) or 'out of range'})",
+            "artifacts": ", ".join(
+                f"{a['kind']}{'' if 'content' in a else ' (hash-only)'}" for a in s["artifacts"]
+            )
+            or "none",
+            "step function": f"{parsed.step_key}",
+        }
+        if parsed.envelope is not None:
+            meta = parsed.envelope["metadata"]
+            facts["inputPath"] = meta["inputPath"]
+            facts["label"] = meta.get("label", "") or "none"
+            facts["commandsCaptured"] = "yes" if meta["commandsCaptured"] else "no"
+        return facts
+
+    def compare(self, a: verist.VeristFile, b: verist.VeristFile) -> list[Difference]:
+        """``compareSnapshots``: ``/input/...`` (inputDiff), ``/output/...`` (outputDiff),
+        ``/commands/...`` (commandsDiff); a diff Verist leaves undefined is one row saying so."""
+        result = verist.compare_snapshots(a, b)
+        rows: list[Difference] = []
+        for key, prefix in (
+            ("inputDiff", "/input"),
+            ("outputDiff", "/output"),
+            ("commandsDiff", "/commands"),
+        ):
+            d = result[key]
+            if d is None:
+                rows.append(Difference(prefix, "not comparable", None, f"{key} is undefined"))
+                continue
+            for e in d["entries"]:
+                absent = e.get("absent")
+                kind = (
+                    "added" if absent == "before" else "removed" if absent == "after" else "changed"
+                )
+                rows.append(
+                    Difference(
+                        prefix + e["path"],
+                        kind,
+                        None if absent == "before" else e["before"],
+                        None if absent == "after" else e["after"],
+                    )
+                )
+        return rows
+
+
+def _iso_ms(ms: int | float) -> str | None:
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- MACE ---------------------------------------------------------------------------------
+
+MACE_KIND = "mace-{kind}"
+
+
+class MaceFormat:
+    """MACE reflective logs (:mod:`replay.formats.mace`); the snapshot files uploaded with a
+    log (``<snapshot_id>.json``) that verify are stored as its snapshots (kinds
+    ``mace-selfrep``...)."""
+
+    name = mace.FORMAT
+    label = "a MACE reflective log"
+    keys = MACE_KEYS
+    #: a log whose snapshots did not come with it is not stored (nothing to re-verify it by),
+    #: nor one whose key is not registered (its snapshots' signatures could not be checked,
+    #: so none could be stored): register the key and upload it again
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.MISSING_SNAPSHOT}
+        | {errors.UNKNOWN_KEY}
+    )
+    replay_note = (
+        "MACE's router and agents are not in the log, so nothing is re-executed: re-verifying "
+        "checks the signature over the immutable sub-payload, the stored snapshots' ids and "
+        "signatures, the event ids, REPLAYABLE and, in production mode, the persisted agent "
+        "outputs"
+    )
+
+    def sniff(self, head: bytes, filename: str) -> bool:
+        return False
+
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> mace.Log:
+        data = source.read(mace.MAX_LOG_BYTES + 1)
+        return mace.parse_log(data, where=filename)
+
+    def input_names(self, source: IO[bytes], filename: str) -> list[str]:
+        """The snapshot files a log names ([] for a file that does not parse)."""
+        try:
+            log = mace.parse_log(source.read(mace.MAX_LOG_BYTES + 1), where=filename)
+            return mace.snapshot_file_names(log.document)
+        except ReplayError:
+            return []
+
+    def refused(self, exc: ReplayError, filename: str, ctx: VerifyContext) -> ReplayReport:
+        return mace.refused(exc, mode=ctx.mode)
+
+    def verify(self, parsed: mace.Log, filename: str, ctx: VerifyContext) -> ReplayReport:
+        log_id = str(parsed.document["log_id"])[:64]
+        named = [sid for sid in parsed.snapshot_ids.values() if isinstance(sid, str)]
+        refusal = halt_refusal(self.name, log_id, ctx, named)
+        if refusal is not None:
+            return refusal
+        stored = {r.get("snapshot_id") for r in ctx.stored_inputs}
+
+        def source(kind: str, sid: str) -> Any:
+            if ctx.stored_inputs:  # a stored log: only what is stored with it
+                return ctx.stored_snapshot(sid) if sid in stored else None
+            return ctx.inputs.get(f"{sid}.json")
+
+        report = mace.verify(
+            parsed,
+            snapshot_source=source,
+            keys=ctx.keys,
+            mode=ctx.mode,
+            at=ctx.at,
+            continue_past=frozenset(ctx.continue_past),
+        )
+        return halts_clear(report, ctx)
+
+    replay = verify
+
+    def facts(self, parsed: mace.Log, report: ReplayReport, ctx: VerifyContext) -> StoredFacts:
+        doc = parsed.document
+        refs = []
+        for kind, sid in parsed.snapshot_ids.items():
+            refs.append(
+                {
+                    "kind": MACE_KIND.format(kind=kind),
+                    "snapshot_id": sid,
+                    "path": f"{sid}.json" if sid else "",
+                }
+            )
+        snapshots = [
+            StoredSnapshot(
+                snap["snapshot_id"],
+                MACE_KIND.format(kind=kind),
+                snap,
+                snap["schema_version"],
+                {
+                    "alg": "hmac-sha256",
+                    "key_id": snap["signature_key_id"],
+                    "value": snap["signature"],
+                },
+            )
+            for kind, snap in parsed.snapshots.items()
+        ]
+        return StoredFacts(
+            trace_id=str(doc["log_id"])[:64],
+            schema_version=int(doc.get("schema_version", mace.SCHEMA_VERSION)),
+            job_id=doc["job_id"],
+            job_seed=doc["job_seed"],
+            runtime_name="mace",
+            runtime_version=", ".join(map(str, doc.get("model_versions") or [])),
+            started_at=doc["timestamp"],
+            event_count=len(doc.get("event_refs") or []),
+            step_count=len(doc["iteration_trace"]),
+            required_snapshot_ids=refs,
+            missing_outputs=[
+                m.removeprefix("agent_output:")
+                for m in report.missing
+                if m.startswith("agent_output:")
+            ],
+            snapshots=snapshots,
+        )
+
+    def panel(self, parsed: mace.Log) -> dict[str, str]:
+        return mace.panel(parsed)
+
+    def compare(self, a: mace.Log, b: mace.Log) -> list[Difference]:
+        return differences(a.document, b.document)
+
+
 def register(registry: FormatRegistry) -> None:
-    """The built-in formats, in the order detection asks them (a sidecar's name first)."""
+    """The built-in formats, in the order detection asks them (a sidecar's name first; a
+    ContextOS trace's keys before the native format's, since both have a ``trace_id``)."""
+    from replay.formats.contextos_adapter import ContextosFormat
+
     registry.register(AhdFormat())
+    registry.register(ContextosFormat())
     registry.register(NativeFormat())
     registry.register(PaxmanFormat())
+    registry.register(VeristFormat())
+    registry.register(MaceFormat())

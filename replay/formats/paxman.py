@@ -9,11 +9,14 @@ that fails names the report's code:
 2. ``version``: ``paxman_version`` has the same major as the supported Paxman
    (:data:`PAXMAN_VERSION`) and is not newer; ``planner_version`` is one this console
    supports -> ``VERSION_MISMATCH``;
-3. ``capabilities``: every id in ``capability_versions`` is in the capability registry
-   (by id, as Paxman's ``replay_artifact`` looks it up) -> ``CAPABILITY_NOT_FOUND``;
+3. ``capabilities``: every id in ``capability_versions`` is in the capability registry,
+   at the version pinned (Paxman keys its registry on ``(id, version)``): built-ins plus a
+   deployment's (:func:`capability_registry`) -> ``CAPABILITY_NOT_FOUND`` naming the
+   capability, the pinned version and the registered ones;
 4. ``hash``: ``replay_hash`` recomputes -> ``HASH_MISMATCH`` with expected and observed;
-5. ``contract``: when a contract is supplied, its id equals ``contract_id`` ->
-   ``INVALID_CONTRACT`` (Paxman V1 does not look at the contract; its id is hashed);
+5. ``contract``: when a contract is supplied, it is a Dict DSL contract
+   (:func:`parse_contract`) and its id equals ``contract_id`` -> ``INVALID_CONTRACT``
+   (Paxman V1 does not look at the contract; its id is hashed);
 6. ``rehydration``: the rehydrated artifact re-serialises to the input's canonical bytes.
 
 The replay hash (``paxman/artifact/_hash.py``), hashed from the file's values::
@@ -36,10 +39,12 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _escape
 from types import MappingProxyType
 from typing import IO, Any
 
@@ -57,7 +62,7 @@ REPLAY_VERSION = "1"  # paxman.versioning.REPLAY_VERSION, hashed as a constant
 MAX_ARTIFACT_BYTES = 256 * 1024**2
 
 #: Capability id -> version, the capabilities Paxman 1.0.2 ships (``paxman.capabilities.v1``:
-#: the five V1 built-ins, each at "1.0"). Replay checks an artifact's pins against it by id.
+#: the five V1 built-ins, each at "1.0"). Deployments add theirs (:func:`capability_registry`).
 CAPABILITY_REGISTRY: Mapping[str, str] = MappingProxyType(
     {
         "inference": "1.0",
@@ -67,6 +72,148 @@ CAPABILITY_REGISTRY: Mapping[str, str] = MappingProxyType(
         "validation": "1.0",
     }
 )
+#: Installed packages add capabilities through this entry-point group: each entry point names
+#: a callable taking the :class:`CapabilityRegistry` (it calls ``register(id, version)``), or
+#: a mapping of capability id -> version (or list of versions).
+CAPABILITY_ENTRY_POINT_GROUP = "replay_console.paxman_capabilities"
+
+
+class CapabilityRegistry:
+    """The capabilities replay accepts, keyed as Paxman keys its registry: ``(id, version)``.
+
+    An artifact's ``capability_versions`` pin each capability id at one version; replay
+    checks the id is registered and then that the pinned version is one registered for it
+    (Paxman's ``get(id, version)`` raises ``CAPABILITY_NOT_FOUND`` on either miss).
+    """
+
+    def __init__(self, entries: Mapping[str, Any] | None = None) -> None:
+        self._versions: dict[str, set[str]] = {}
+        self._sorted: dict[str, tuple[str, ...]] = {}
+        for cid, versions in (entries or {}).items():
+            for version in [versions] if isinstance(versions, str) else versions:
+                self.register(cid, version)
+
+    def register(self, capability_id: Any, version: Any) -> None:
+        if not isinstance(capability_id, str) or not capability_id:
+            raise ValueError(f"a capability id must be a non-empty string, got {capability_id!r}")
+        if not isinstance(version, str) or not version:
+            raise ValueError(
+                f"capability {capability_id!r}: a version must be a non-empty string, "
+                f"got {version!r}"
+            )
+        self._versions.setdefault(capability_id, set()).add(version)
+        self._sorted.pop(capability_id, None)
+
+    def versions(self, capability_id: str) -> tuple[str, ...]:
+        """The versions registered for an id, in PEP 440 order where they parse."""
+        found = self._sorted.get(capability_id)
+        if found is None:
+            found = tuple(sorted(self._versions.get(capability_id, ()), key=_version_sort_key))
+            self._sorted[capability_id] = found
+        return found
+
+    def ids(self) -> list[str]:
+        return sorted(self._versions)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {cid: list(self.versions(cid)) for cid in self.ids()}
+
+
+def _version_sort_key(text: str) -> tuple[int, Any, str]:
+    try:
+        return (1, parse_version(text).key, text)
+    except ValueError:
+        return (0, (), text)
+
+
+def load_capability_entry_points(registry: CapabilityRegistry, eps: Any = None) -> list[str]:
+    """Let installed packages register capabilities; returns the entry points loaded."""
+    from importlib.metadata import entry_points
+
+    loaded = []
+    for ep in eps if eps is not None else entry_points(group=CAPABILITY_ENTRY_POINT_GROUP):
+        brought = ep.load()
+        if callable(brought):
+            brought(registry)
+        else:
+            for cid, versions in dict(brought).items():
+                for version in [versions] if isinstance(versions, str) else versions:
+                    registry.register(cid, version)
+        loaded.append(ep.name)
+    return loaded
+
+
+def capability_registry(
+    extra: Mapping[str, Any] | None = None, *, eps: Any = None
+) -> CapabilityRegistry:
+    """Paxman's built-in capabilities, then ``extra`` (a deployment's setting: id -> version
+    or list of versions), then what installed packages register (``eps``: the entry points,
+    found in :data:`CAPABILITY_ENTRY_POINT_GROUP` when None)."""
+    registry = CapabilityRegistry(CAPABILITY_REGISTRY)
+    for cid, versions in (extra or {}).items():
+        for version in [versions] if isinstance(versions, str) else versions:
+            registry.register(cid, version)
+    load_capability_entry_points(registry, eps)
+    return registry
+
+
+def _as_registry(registry: Any) -> CapabilityRegistry:
+    if registry is None:
+        return _BUILTIN
+    if isinstance(registry, CapabilityRegistry):
+        return registry
+    return CapabilityRegistry(registry)
+
+
+_BUILTIN = CapabilityRegistry(CAPABILITY_REGISTRY)  # read-only by convention: never registered to
+
+
+# --- a supplied contract --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InvalidContract:
+    """A contract file that is not a contract: replay's contract check refuses it."""
+
+    message: str
+
+
+def parse_contract(data: bytes, *, where: str = "contract") -> dict[str, Any] | InvalidContract:
+    """A supplied contract file: a JSON Dict DSL contract (Paxman ``dict_dsl.py``: an object
+    with a non-empty string ``id``, an optional non-empty string ``version`` and a non-empty
+    list ``fields`` of objects with unique non-empty ``name``). What is not one is an
+    :class:`InvalidContract` saying why (replay then fails ``INVALID_CONTRACT``)."""
+    try:
+        doc = loads_strict(data, where=where)
+    except ReplayError as exc:
+        return InvalidContract(f"the supplied contract is not JSON: {exc.message}")
+    if not isinstance(doc, dict):
+        return InvalidContract(f"{where}: a Dict DSL contract must be an object")
+    cid = doc.get("id")
+    if "id" not in doc:
+        return InvalidContract(f"{where}: Dict DSL contract is missing required 'id' key")
+    if not isinstance(cid, str) or not cid:
+        return InvalidContract(f"{where}: Dict DSL contract 'id' must be a non-empty string")
+    version = doc.get("version", "1")
+    if not isinstance(version, str) or not version:
+        return InvalidContract(
+            f"{where}: Dict DSL contract 'version' must be a non-empty string, got {version!r}"
+        )
+    fields = doc.get("fields")
+    if not isinstance(fields, list):
+        return InvalidContract(f"{where}: Dict DSL contract 'fields' must be a list")
+    if not fields:
+        return InvalidContract(f"{where}: contract {cid!r} has no fields")
+    seen: set[str] = set()
+    for i, item in enumerate(fields):
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            return InvalidContract(f"{where}: fields[{i}] must be an object with a 'name'")
+        if name in seen:
+            return InvalidContract(f"{where}: contract {cid!r} has duplicate field name {name!r}")
+        seen.add(name)
+    return doc
+
 
 #: In hash order (REPLAY.md §2.1).
 HASHED_FIELDS = (
@@ -159,6 +306,7 @@ class Version:
     key: tuple[Any, ...]
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_version(text: str) -> Version:
     """Parse ``text`` as PEP 440; ``ValueError`` when it is not a version."""
     m = _PEP440.fullmatch(text.strip())
@@ -235,6 +383,12 @@ def _expect(doc: dict[str, Any], key: str, kind: type, what: str) -> Any:
 
 def type_check(doc: dict[str, Any]) -> None:
     """ExecutionArtifact's invariants (Paxman ``artifact.py``), naming the first bad field."""
+    _type_check(doc)
+
+
+def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
+    """:func:`type_check`; returns each field's ``stable_dumps`` bytes (the proof it is
+    serialisable), which the hash and the rehydration reuse."""
     unknown = [k for k in doc if k not in FIELDS]
     if unknown:
         raise _bad(
@@ -281,9 +435,22 @@ def type_check(doc: dict[str, Any]) -> None:
     for path, result in doc.get("field_results", {}).items():
         _field_result(path, result)
     try:  # e.g. a lone surrogate key: not writable by stable_dumps
-        python_sorted(doc)
+        return {key: _stable(value) for key, value in doc.items()}
     except CanonicalError as exc:
         raise _bad("artifact", f"not serialisable by stable_dumps: {exc}") from None
+
+
+def _stable(value: Any) -> bytes:
+    """``python_sorted(value)``, written directly for the scalars ``json.dumps`` writes
+    without an encoder (a string through the same C escaper; None, booleans)."""
+    kind = type(value)
+    if kind is str:
+        return _escape(value).encode()
+    if value is None:
+        return b"null"
+    if kind is bool:
+        return b"true" if value else b"false"
+    return python_sorted(value)
 
 
 def _field_result(path: str, result: Any) -> None:
@@ -315,10 +482,25 @@ def _value(doc: dict[str, Any], key: str) -> Any:
     return DEFAULTS[key]
 
 
-def replay_hash_of(doc: dict[str, Any]) -> str:
-    """Paxman's ``compute_replay_hash`` over the file's values (64 lower-case hex)."""
-    parts = [python_sorted(_value(doc, key)) for key in HASHED_FIELDS]
+def replay_hash_of(doc: dict[str, Any], serialised: Mapping[str, bytes] | None = None) -> str:
+    """Paxman's ``compute_replay_hash`` over the file's values (64 lower-case hex);
+    ``serialised``: the fields' ``stable_dumps`` bytes already made (``_type_check``)."""
+    done = serialised or {}
+    parts = [
+        done[key] if key in done and key != "replay_version" else python_sorted(_value(doc, key))
+        for key in HASHED_FIELDS
+    ]
     return hashlib.sha256(b"|".join(parts)).hexdigest()
+
+
+def _canonical(serialised: Mapping[str, bytes]) -> bytes:
+    """``stable_dumps`` of the whole artifact from its fields' bytes: the keys (field names,
+    plain ASCII) sorted, ``"key":value`` joined by commas, as ``sort_keys`` writes them."""
+    return (
+        b"{"
+        + b",".join(b'"' + key.encode() + b'":' + serialised[key] for key in sorted(serialised))
+        + b"}"
+    )
 
 
 # --- replay -----------------------------------------------------------------------------------
@@ -343,11 +525,11 @@ def replay(
     artifact: Artifact,
     *,
     contract: Any = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, Any] | CapabilityRegistry | None = None,
     mode: str = AUDIT,
 ) -> ReplayReport:
     """Replay one artifact (seed 001 §3) and report every check in order."""
-    registry = CAPABILITY_REGISTRY if registry is None else registry
+    caps = _as_registry(registry)
     doc = artifact.document
     trace_id = doc.get("id") if isinstance(doc.get("id"), str) else None
     report = ReplayReport(trace_id=trace_id, format=FORMAT, mode=mode)
@@ -356,7 +538,7 @@ def replay(
 
     # 1. type
     try:
-        type_check(doc)
+        serialised = _type_check(doc)
     except ReplayError as exc:
         checks.append(Check("type", False, exc.message))
         return report.fail(exc.code, exc.message)
@@ -392,19 +574,33 @@ def replay(
 
     # 3. capabilities
     pinned = doc.get("capability_versions", {})
-    for cap in pinned:
-        if registry.get(cap) is None:
+    for cap, version in pinned.items():
+        registered = caps.versions(cap)
+        if not registered:
             message = f"Capability {cap!r} is no longer registered"
             checks.append(Check("capabilities", False, message))
             return report.fail(
                 errors.CAPABILITY_NOT_FOUND,
                 message,
                 broke_at=f"capability_versions/{cap}",
-                expected=", ".join(sorted(registry)) or "(empty registry)",
+                expected=", ".join(caps.ids()) or "(empty registry)",
                 observed=cap,
             )
+        if version not in registered:
+            message = (
+                f"no capability registered for id={cap!r}, version={version!r} "
+                f"(registered: {', '.join(f'{cap}@{v}' for v in registered)})"
+            )
+            checks.append(Check("capabilities", False, message))
+            return report.fail(
+                errors.CAPABILITY_NOT_FOUND,
+                message,
+                broke_at=f"capability_versions/{cap}",
+                expected=", ".join(registered),
+                observed=version,
+            )
     if pinned:
-        detail = "every pinned capability is registered: " + ", ".join(
+        detail = "every pinned capability is registered at its version: " + ", ".join(
             f"{cap}@{version}" for cap, version in sorted(pinned.items())
         )
     else:
@@ -412,7 +608,7 @@ def replay(
     checks.append(Check("capabilities", True, detail))
 
     # 4. hash
-    expected_hash = replay_hash_of(doc)
+    expected_hash = replay_hash_of(doc, serialised)
     recorded = doc["replay_hash"]
     if recorded != expected_hash:
         message = f"Artifact hash mismatch: expected {expected_hash}, got {recorded}"
@@ -442,6 +638,15 @@ def replay(
                 f"no contract supplied; contract_id {doc['contract_id']!r} is bound by the hash",
             )
         )
+    elif isinstance(contract, InvalidContract):
+        checks.append(Check("contract", False, contract.message))
+        return report.fail(
+            errors.INVALID_CONTRACT,
+            contract.message,
+            broke_at="contract",
+            expected=doc["contract_id"],
+            observed=None,
+        )
     else:
         cid = _contract_id(contract)
         if cid is None:
@@ -470,15 +675,18 @@ def replay(
         checks.append(Check("contract", True, f"the supplied contract is {cid!r}"))
 
     # 6. rehydration: stored as stable_dumps bytes, read back, byte-equal to the input
-    canonical = python_sorted(doc)
-    rehydrated = python_sorted(rehydrate(loads_strict(canonical, where="rehydrated artifact")))
-    if rehydrated != canonical:  # pragma: no cover - JSON values survive a round trip
+    # (a file already in that spelling was itself read back strictly from those bytes)
+    canonical = _canonical(serialised)
+    spelled = artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
+    read_back = doc if spelled else loads_strict(canonical, where="rehydrated artifact")
+    rehydrated = rehydrate(read_back)
+    if rehydrated != doc:  # pragma: no cover - JSON values survive a round trip
         message = "the rehydrated artifact does not re-serialise to the input's bytes"
         checks.append(Check("rehydration", False, message))
         return report.fail(errors.MALFORMED_TRACE, message)
     spelling = (
         "the file is in that canonical spelling"
-        if artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
+        if spelled
         else "the file itself is spelt differently (whitespace or key order)"
     )
     checks.append(
@@ -494,6 +702,7 @@ def replay(
     return report
 
 
+@functools.lru_cache(maxsize=1024)
 def _version_problem(paxman_version: str, planner_version: str) -> tuple[str, str, str] | None:
     """(message, expected, observed) when the artifact's versions do not replay here."""
     wanted = f"{_SUPPORTED.major}.x, at most {PAXMAN_VERSION}"
@@ -530,7 +739,7 @@ def verify_bytes(
     data: bytes,
     *,
     contract: Any = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, Any] | CapabilityRegistry | None = None,
     mode: str = AUDIT,
 ) -> ReplayReport:
     """Parse and replay; a document that does not parse fails the type check."""
@@ -548,7 +757,7 @@ def verify_stream(
     source: IO[bytes],
     *,
     contract: Any = None,
-    registry: Mapping[str, Any] | None = None,
+    registry: Mapping[str, Any] | CapabilityRegistry | None = None,
     mode: str = AUDIT,
 ) -> ReplayReport:
     """:func:`verify_bytes` over a stream, refusing artifacts beyond the size limit."""

@@ -18,7 +18,11 @@ A format is an object with:
 - ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
 - ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
-  pointers).
+  pointers);
+- optionally ``input_names(source, filename) -> list[str]``: the files a file names that are
+  uploaded beside it (a MACE log's ``<snapshot_id>.json``): the upload batch keeps them as
+  its inputs (``VerifyContext.inputs``), and ``ingest`` / ``verify`` read them from its
+  directory.
 
 Built-in formats are the native ``replay-trace``, the Paxman artifact and the AHD sidecar
 (:mod:`replay.formats.builtin`). Installed packages add formats through the entry-point group
@@ -75,6 +79,8 @@ class VerifyContext:
     contract: Any = None
     #: fields of a stored file whose values were erased (``{"location", "path"}``)
     erased: Sequence[Mapping[str, str]] = ()
+    #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
+    capabilities: Any = None
 
 
 @dataclass

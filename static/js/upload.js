@@ -1,7 +1,10 @@
 // Upload several trace files, one XHR each and one after another (each row is listed at
 // once, queued until its turn), with a progress bar per file. An AHD sidecar
 // (*.replay.json) goes in one XHR with the other files of the same drop that are not
-// traces themselves (its token and brief), so the server stores them as its inputs.
+// traces themselves (its token and brief, or an archive of them), so the server stores them
+// as its inputs; a Paxman artifact x.json goes with x.contract.json when both are dropped; a
+// ContextOS trace (*.contextos.json) goes with the pinned pack and KG snapshot of the same
+// drop (*.pack.json, *.kg.json).
 // Without JavaScript the same form posts all files at once and the page lists the outcomes.
 (function () {
   "use strict";
@@ -103,17 +106,40 @@
     xhr.send(data);
   }
 
+  function isArchive(name) {
+    return /\.(tar\.gz|tgz|zip)$/i.test(name);
+  }
+
   function isTrace(name) {
-    return /\.(json|jsonl|gz)$/i.test(name);
+    return /\.(json|jsonl|gz)$/i.test(name) && !isArchive(name);
+  }
+
+  // x.contract.json is the contract of the Paxman artifact x.json dropped with it
+  function artifactOf(name) {
+    return name.replace(/\.contract\.json$/i, ".json");
+  }
+
+  function isContextosInput(name) {
+    return /\.(pack|kg)\.json$/i.test(name);
   }
 
   function sendAll(files) {
     const all = Array.from(files);
+    const names = all.map(function (f) { return f.name; });
     const sidecars = all.filter(function (f) { return /\.replay\.json$/i.test(f.name); });
     const inputs = sidecars.length ? all.filter(function (f) { return !isTrace(f.name); }) : [];
+    const contracts = all.filter(function (f) {
+      return /\.contract\.json$/i.test(f.name) && names.indexOf(artifactOf(f.name)) !== -1;
+    });
+    const contextos = all.filter(function (f) { return /\.contextos\.json$/i.test(f.name); });
+    const pinned = contextos.length ? all.filter(function (f) { return isContextosInput(f.name); }) : [];
     for (const file of all) {
-      if (inputs.indexOf(file) !== -1) continue;
-      send(file, sidecars.indexOf(file) !== -1 ? inputs : []);
+      if (inputs.indexOf(file) !== -1 || contracts.indexOf(file) !== -1) continue;
+      if (pinned.indexOf(file) !== -1) continue;
+      const own = contracts.filter(function (c) { return artifactOf(c.name) === file.name; });
+      const companions = sidecars.indexOf(file) !== -1 ? inputs
+        : contextos.indexOf(file) !== -1 ? pinned : [];
+      send(file, companions.concat(own));
     }
   }
 

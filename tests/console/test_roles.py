@@ -30,6 +30,7 @@ EXPECTED = {
     roles.HALT_CLEAR: {CO},
     roles.INCIDENT_DECLARE: {AD},
     roles.DSR: {AD, LE},
+    roles.DSR_APPROVE: {AD, CO},
     roles.PII_REVEAL: {AD},
     roles.MANAGE: {AD},
     roles.ROLE_GRANT_APPROVE: {CO},

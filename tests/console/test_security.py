@@ -98,6 +98,8 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(60),
         "REPLAY_KEY_ENCRYPTION_KEY": "x",
+        "REPLAY_PRIVACY_MASTER_KEY": secrets.token_urlsafe(48),
+        "REPLAY_PRIVACY_SECRET": secrets.token_urlsafe(48),
         "DJANGO_ALLOWED_HOSTS": "example.com",
         "REPLAY_VAR_DIR": str(tmp_path),
     }

@@ -425,7 +425,7 @@ def test_unknown_fields_are_ignored_and_listed(copy):
         ),
         (
             lambda d: d["token"].update(hash="sha256:abc"),
-            "x.replay.json.token.hash: expected sha256:<64 hex>, got 'sha256:abc'",
+            "x.replay.json.token.hash: expected sha256:<64 lower-case hex>, got 'sha256:abc'",
         ),
         (lambda d: d.update(token=None), "x.replay.json.token: expected an object, got null"),
         (

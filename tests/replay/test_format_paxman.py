@@ -333,7 +333,8 @@ def test_paxmans_v1_capabilities_are_registered():
 
     assert report["status"] == "ok"
     assert report["checks"][2]["detail"] == (
-        "every pinned capability is registered: inference@1.0, text_extraction@1.0, validation@1.0"
+        "every pinned capability is registered at its version: inference@1.0, "
+        "text_extraction@1.0, validation@1.0"
     )
 
 

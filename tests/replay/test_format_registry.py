@@ -9,7 +9,17 @@ from types import SimpleNamespace
 import pytest
 
 from replay.errors import MALFORMED_TRACE, ReplayError
-from replay.formats import AHD, PAXMAN, builtin, detect_format, format_names, formats, native
+from replay.formats import (
+    AHD,
+    PAXMAN,
+    VERIST,
+    builtin,
+    detect_format,
+    format_names,
+    formats,
+    mace,
+    native,
+)
 from replay.formats.protocol import (
     ENTRY_POINT_GROUP,
     Difference,
@@ -69,13 +79,28 @@ def toy_registry():
 
 
 def test_the_native_format_is_one_entry_among_the_built_in_ones():
-    assert format_names() == [AHD, native.FORMAT, PAXMAN]
-    assert [type(f).__name__ for f in formats()] == ["AhdFormat", "NativeFormat", "PaxmanFormat"]
+    assert format_names() == [AHD, "contextos-trace", native.FORMAT, PAXMAN, VERIST, mace.FORMAT]
+    assert [type(f).__name__ for f in formats()] == [
+        "AhdFormat",
+        "ContextosFormat",
+        "NativeFormat",
+        "PaxmanFormat",
+        "VeristFormat",
+        "MaceFormat",
+    ]
 
 
 def test_a_format_registered_through_the_entry_point_group_is_detected():
     registry = toy_registry()
-    assert registry.names() == [AHD, native.FORMAT, PAXMAN, "toy-log"]
+    assert registry.names() == [
+        AHD,
+        "contextos-trace",
+        native.FORMAT,
+        PAXMAN,
+        VERIST,
+        mace.FORMAT,
+        "toy-log",
+    ]
     assert registry.detect(b"{}", "run.toy", top_keys=[]) == "toy-log"
     assert registry.detect(b'{"toy": 1}', "x.json", top_keys=["toy"]) == "toy-log"
     assert registry.detect(b'{"job": 1}', "x.json", top_keys=["job"]) == native.FORMAT

@@ -42,7 +42,7 @@ from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.errors import ReplayError
 from replay.models import ReplayRun
 from replay.selectors import trace_by_sha256, trace_by_trace_id
-from replay.services import trace_ingest
+from replay.services import contextos_inputs_beside, is_contextos_file, trace_ingest
 
 CLI_ACTOR = CLI_SYSTEM_ACTOR
 
@@ -115,9 +115,15 @@ class Command(BaseCommand):
                 raise CommandError(f"{target}: neither a stored trace id nor a file", returncode=2)
             actor_require(actor=actor, action=roles.UPLOAD)
             try:
+                # a ContextOS trace's pinned pack and KG snapshot come from its directory
+                inputs = contextos_inputs_beside(path) if is_contextos_file(path) else None
                 with path.open("rb") as fh:
                     trace = trace_ingest(
-                        source=fh, filename=path.name, uploaded_by=actor, workers=workers
+                        source=fh,
+                        filename=path.name,
+                        uploaded_by=actor,
+                        workers=workers,
+                        inputs=inputs,
                     ).trace
             except ReplayError as exc:
                 self._emit(refused_report(trace=None, mode=mode, error=exc), as_json)

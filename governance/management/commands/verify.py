@@ -1,4 +1,5 @@
-"""``manage.py verify PATH [--json] [--root DIR]``: verify a file without storing it.
+"""``manage.py verify PATH [--json] [--root DIR] [--inputs FILE]... [--contract FILE]``: verify
+a file without storing it.
 
 It lives in governance, not replay, because it reads the ledger's active halts (replay never
 imports governance): a native trace whose trace id or snapshot is halted is refused with
@@ -14,14 +15,22 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, transaction
 
 from governance.selectors import halts_active_map
 from replay import engine
-from replay.cli import ProgressBar, add_workers_argument, summarise
+from replay.cli import (
+    ProgressBar,
+    add_inputs_arguments,
+    add_workers_argument,
+    read_contract,
+    read_inputs,
+    summarise,
+)
 from replay.formats import ahd
-from replay.services import trace_verify_file
+from replay.services import archive_limits, sibling_inputs, trace_verify_file
 
 
 def ledger_halts() -> Mapping[str, str] | None:
@@ -45,13 +54,26 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
         parser.add_argument("--root", default=None, help="AHD checkout root (AHD sidecars)")
         add_workers_argument(parser)
+        add_inputs_arguments(parser)
 
-    def handle(self, *args, path, as_json, mode, root, workers, **options):
+    def handle(self, *args, path, as_json, mode, root, workers, inputs, contract, **options):
         file = Path(path)
         if not file.exists():
             raise CommandError(f"{path}: no such file", returncode=2)
         if not file.is_file():
             raise CommandError(f"{path}: not a file", returncode=2)
+        limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+        try:
+            uploaded = (
+                read_inputs(file, inputs, limit, archive_limits().max_archive_bytes)
+                if inputs or root is None
+                else {}
+            )
+            supplied = read_contract(contract, limit)
+        except OSError as exc:
+            raise CommandError(
+                f"{exc.filename}: cannot read: {exc.strerror}", returncode=2
+            ) from None
         bar = ProgressBar(f"verify {file.name}", None)
         with file.open("rb") as fh:
             try:
@@ -64,6 +86,8 @@ class Command(BaseCommand):
                     root=root,
                     workers=workers,
                     halts=ledger_halts,
+                    inputs=uploaded or sibling_inputs(file),
+                    contract=supplied,
                 )
             except ahd.AhdRootNotFound as exc:
                 raise CommandError(str(exc), returncode=2) from None

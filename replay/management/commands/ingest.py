@@ -2,19 +2,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from replay.cli import ProgressBar, add_workers_argument
+from replay.cli import (
+    ProgressBar,
+    add_inputs_arguments,
+    add_workers_argument,
+    read_contract,
+    read_inputs,
+)
 from replay.errors import ReplayError
-from replay.formats import ahd
-from replay.services import trace_ingest
+from replay.formats import ahd, contextos
+from replay.services import (
+    archive_limits,
+    contextos_inputs_beside,
+    is_contextos_file,
+    sibling_inputs,
+    trace_ingest,
+)
 
 
 class Command(BaseCommand):
     help = (
         "Store files of any format the console reads, verified. One line per file; exit 1 if "
         "any file was refused. An AHD sidecar's token and brief are read from its checkout "
-        "(--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it."
+        "(--inputs, else <run>.inputs.tar.gz/.tgz/.zip beside it, else --root, else found "
+        "above the sidecar, else REPLAY_AHD_ROOT) and stored with it. A Paxman artifact is "
+        "checked against --contract when given. A MACE log's snapshot files "
+        "(<snapshot_id>.json) are read from its directory. A ContextOS trace's pack and KG "
+        "snapshot (*.pack.json, *.kg.json) come from its directory and the paths given."
     )
 
     def add_arguments(self, parser):
@@ -24,12 +41,30 @@ class Command(BaseCommand):
             "--root", default=None, help="the AHD checkout an AHD sidecar's inputs are read from"
         )
         add_workers_argument(parser)
+        add_inputs_arguments(parser)
 
-    def handle(self, *args, paths, declared_format, workers, root, **options):
+    def handle(self, *args, paths, declared_format, workers, root, inputs, contract, **options):
+        limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+        try:
+            supplied = read_contract(contract, limit)
+        except OSError as exc:
+            raise CommandError(f"{contract}: cannot read: {exc.strerror}", returncode=2) from None
         refused = 0
+        given = [Path(p) for p in paths if p.lower().endswith(contextos.INPUT_SUFFIXES)]
         for raw in paths:
             path = Path(raw)
+            if path in given:
+                self.stdout.write(f"{path.name} input of the ContextOS traces given")
+                continue
             try:
+                uploaded = (
+                    read_inputs(path, inputs, limit, archive_limits().max_archive_bytes)
+                    if _is_sidecar(path) and (inputs or root is None)
+                    else {}
+                )
+                if not uploaded and is_contextos_file(path):
+                    uploaded = contextos_inputs_beside(path)
+                    uploaded.update({g.name: g.read_bytes() for g in given})
                 with path.open("rb") as fh:
                     bar = ProgressBar(f"ingest {path.name}", path.stat().st_size)
                     try:
@@ -39,13 +74,15 @@ class Command(BaseCommand):
                             declared_format=declared_format,
                             progress=bar,
                             workers=workers,
-                            input_root=_ahd_root(path, root),
+                            inputs=uploaded or sibling_inputs(path),
+                            input_root=None if uploaded else _ahd_root(path, root),
+                            contract=supplied,
                         )
                     finally:
                         bar.close()
             except OSError as exc:
                 refused += 1
-                self.stderr.write(f"{raw}: cannot read: {exc.strerror}")
+                self.stderr.write(f"{exc.filename or raw}: cannot read: {exc.strerror}")
                 continue
             except ReplayError as exc:
                 refused += 1
@@ -63,6 +100,10 @@ class Command(BaseCommand):
             )
         if refused:
             raise CommandError(f"{refused} of {len(paths)} files refused", returncode=1)
+
+
+def _is_sidecar(path: Path) -> bool:
+    return path.name.lower().endswith(ahd.SIDECAR_SUFFIX)
 
 
 def _ahd_root(path: Path, root: str | None) -> Path | None:

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class DsrConfig(AppConfig):
+    name = "dsr"
+    verbose_name = "Data subject requests"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from dsr.holds import open_legal_requests
+        from governance.retention import hold_register
+
+        hold_register(open_legal_requests)  # retention never expires what a DSR still needs

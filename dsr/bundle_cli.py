@@ -1,0 +1,150 @@
+"""Check an evidence bundle offline: ``python -m dsr.bundle_cli FILE [--trust-key HEX]
+[--checkpoint FILE] [--json]``, or ``manage.py dsr verify-bundle FILE`` (which calls
+:func:`verify_bundle_file`).
+
+Pure: no Django (this runs on a machine with only this package and ``cryptography``). Exit
+status 0 when the bundle verifies, 1 when it does not (the first failure is named), 2 for a
+usage problem (no such file, an unreadable trusted key or checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from dsr.bundle import DEFAULT_MAX_BYTES, BundleCheck, verify_bundle
+from governance import codes
+
+OK, FAILED, USAGE = 0, 1, 2
+
+
+def _load_checkpoint(path: str) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        raw = handle.read(1024 * 1024 + 1)
+    if len(raw) > 1024 * 1024:
+        raise ValueError(f"{path}: larger than a checkpoint (1 MiB)")
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: not a checkpoint document")
+    return document
+
+
+def _report(check: BundleCheck, path: str, checkpoint_path: str | None, out: TextIO) -> None:
+    out.write(f"bundle {path}\n")
+    if check.key_id is not None:
+        out.write(f"signed by server key {check.key_id} (public key {check.public_key})\n")
+    if check.trust == "trusted key":
+        out.write("trust: the signing key was checked against the trusted key given\n")
+    elif check.trust == "checkpoint":
+        out.write(f"trust: the signing key signed the trusted checkpoint {checkpoint_path}\n")
+    elif check.key_id is not None:
+        out.write(
+            "trust: NOT CHECKED - no --trust-key or --checkpoint was given, so this says only "
+            "that the bundle is intact and signed by the key it names\n"
+        )
+    if check.request_ref is not None:
+        subjects = ", ".join(check.subject_refs)
+        out.write(f"request {check.request_ref}; subjects {subjects}\n")
+        out.write(f"manifest {check.manifest_sha256}\n")
+    if check.ok:
+        held = (
+            "nothing held for these subjects"
+            if check.nothing_held
+            else (f"{check.traces} trace(s)")
+        )
+        out.write(
+            f"OK: the bundle verifies ({held}, {check.events} ledger event(s), "
+            f"{check.members} member(s))\n"
+        )
+    else:
+        out.write(f"FAIL {check.code} at {check.where}: {check.message}\n")
+        out.write(f"  ({codes.BUNDLE_FAILURES[check.code or '']})\n")
+
+
+def verify_bundle_file(
+    path: str,
+    out: TextIO,
+    *,
+    trust_keys: Sequence[str] = (),
+    checkpoint_path: str | None = None,
+    as_json: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    err: TextIO | None = None,
+) -> int:
+    """Check the bundle at ``path``, write what was found to ``out``; the exit status."""
+    err = err if err is not None else out
+    try:
+        size = os.stat(path).st_size
+        checkpoint = _load_checkpoint(checkpoint_path) if checkpoint_path else None
+    except (OSError, ValueError) as exc:
+        err.write(f"error: {exc}\n")
+        return USAGE
+    if size > max_bytes:
+        check = BundleCheck(
+            ok=False,
+            code=codes.BUNDLE_MALFORMED,
+            where="file",
+            message=f"{size} bytes, more than the limit of {max_bytes}",
+        )
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            err.write(f"error: {exc}\n")
+            return USAGE
+        try:
+            check = verify_bundle(
+                data, list(trust_keys) or None, checkpoint=checkpoint, max_bytes=max_bytes
+            )
+        except ValueError as exc:  # a bad trust anchor: the caller's input
+            err.write(f"error: {exc}\n")
+            return USAGE
+    if as_json:
+        out.write(json.dumps(check.as_dict(), indent=2, sort_keys=True) + "\n")
+    else:
+        _report(check, path, checkpoint_path, out)
+    return OK if check.ok else FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dsr.bundle_cli",
+        description="Check a Data Subject Request evidence bundle offline; the first failure "
+        "is named.",
+    )
+    parser.add_argument("file", help="the bundle file")
+    parser.add_argument(
+        "--trust-key",
+        action="append",
+        default=[],
+        metavar="HEX",
+        help="the server's public key (64 hex digits, PEM or base64); may be repeated",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="a checkpoint exported by `manage.py governance checkpoint`: trust the key that "
+        "signed it",
+    )
+    parser.add_argument("--json", action="store_true", help="print the finding as JSON")
+    args = parser.parse_args(argv)
+    return verify_bundle_file(
+        args.file,
+        sys.stdout,
+        trust_keys=args.trust_key,
+        checkpoint_path=args.checkpoint,
+        as_json=args.json,
+        err=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""Legal requests (Data Subject Requests): the one service the pages, the API and
+``manage.py dsr`` share.
+
+A request names its subjects by opaque refs (``dsr.subjects_port``; identifiers are never
+stored or put in a ledger payload), its kind (access, erasure or both), its legal basis and its
+due date, and moves open -> in_progress -> fulfilled, or is refused with a reason. Every
+transition is a server-signed ledger event (6xx, ``governance.codes``). Releasing a bundle and
+executing an erasure each need a signed four-eyes approval (``DSR_APPROVAL``, signed with the
+approver's confirmed member key like a force-continue approval), which the identity check must
+precede and the requester can never give.
+
+Refusals raise ``governance.codes.GovernanceError`` with one code and one of the message
+constants below (tests compare against them). Whether a person may call a service at all is
+the roles matrix, checked by the views, the API and the command (``actor_require``) first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from dsr import conf
+from dsr.models import DsrApproval, LegalRequest
+from dsr.subjects_port import refs_for
+from governance import codes, ledger, membership, signing
+from governance import services as gov_services
+
+# --- messages (asserted verbatim in tests) ----------------------------------------------------
+NO_SUBJECT_MESSAGE = "a legal request names at least one subject identifier"
+NO_BASIS_MESSAGE = "a legal request needs its legal basis"
+BASIS_TOO_LONG_MESSAGE = "the legal basis is at most {limit} characters"
+KIND_MESSAGE = "the kind must be one of access, erasure, both (not {kind!r})"
+DUE_PAST_MESSAGE = "the due date {due} is in the past (today is {today})"
+DUE_FORMAT_MESSAGE = "the due date {due!r} is not a date (YYYY-MM-DD)"
+METHOD_MESSAGE = "say how the subject's identity was verified (1 to {limit} characters)"
+REFUSAL_REASON_MESSAGE = "refusing a legal request needs a reason"
+PURPOSE_MESSAGE = "the purpose must be one of release, erasure (not {purpose!r})"
+PURPOSE_KIND_MESSAGE = "legal request {request} is a {kind} request: it has no {purpose} to approve"
+STATE_MESSAGE = "legal request {request} is {state}: it cannot {action}"
+IDENTITY_UNVERIFIED_MESSAGE = (
+    "the identity of the subject of legal request {request} is not verified: record how it "
+    "was verified before any approval"
+)
+IDENTITY_TWICE_MESSAGE = "legal request {request} already records an identity check (seq {seq})"
+SELF_APPROVAL_MESSAGE = "{user} opened legal request {request} and cannot approve its {purpose}"
+ALREADY_APPROVED_MESSAGE = "{user} already approved the {purpose} of legal request {request}"
+APPROVAL_COMPLETE_MESSAGE = "the {purpose} of legal request {request} is already approved"
+NOT_APPROVED_MESSAGE = (
+    "the {purpose} of legal request {request} is not approved yet: it needs {missing}"
+)
+FULFIL_MESSAGE = "legal request {request} cannot be fulfilled before its {what}"
+
+BASIS_LIMIT = 500
+METHOD_LIMIT = 200
+SUBJECT_LIMIT = 50
+
+#: purpose -> the kinds of request that have it
+PURPOSE_KINDS = {
+    signing.DSR_RELEASE: (LegalRequest.Kind.ACCESS, LegalRequest.Kind.BOTH),
+    signing.DSR_ERASURE: (LegalRequest.Kind.ERASURE, LegalRequest.Kind.BOTH),
+}
+
+
+def _invalid(message: str) -> codes.GovernanceError:
+    return codes.GovernanceError(codes.DSR_INVALID, message)
+
+
+def _state_error(request: LegalRequest, action: str) -> codes.GovernanceError:
+    return codes.GovernanceError(
+        codes.DSR_STATE,
+        STATE_MESSAGE.format(request=request.id, state=request.get_state_display(), action=action),
+    )
+
+
+def default_due_date(today: date | None = None) -> date:
+    """One month from today (``DSR_DUE_MONTHS``)."""
+    return conf.add_months(today or timezone.localdate(), conf.due_months())
+
+
+def parse_due_date(value: date | str | None) -> date | None:
+    """A due date from a form, the API or the command; DSR_INVALID when it is not a date."""
+    if value is None or isinstance(value, date):
+        return value
+    text = str(value).strip()
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise _invalid(DUE_FORMAT_MESSAGE.format(due=text)) from None
+
+
+def _username(user: Any) -> str:
+    return user.get_username()
+
+
+# --- open -------------------------------------------------------------------------------------
+
+
+@transaction.atomic(durable=True)
+def legal_request_open(
+    *,
+    actor: Any,
+    identifiers: Iterable[str],
+    kind: str,
+    legal_basis: str,
+    due_date: date | str | None = None,
+) -> LegalRequest:
+    """Open a request (DSR_OPENED). The identifiers become opaque subject refs at once; neither
+    the row nor the ledger payload holds them."""
+    wanted = [str(i) for i in identifiers if str(i).strip()]
+    if not wanted:
+        raise _invalid(NO_SUBJECT_MESSAGE)
+    if len(wanted) > SUBJECT_LIMIT:
+        raise _invalid(f"a legal request names at most {SUBJECT_LIMIT} subject identifiers")
+    basis = (legal_basis or "").strip()
+    if not basis:
+        raise _invalid(NO_BASIS_MESSAGE)
+    if len(basis) > BASIS_LIMIT:
+        raise _invalid(BASIS_TOO_LONG_MESSAGE.format(limit=BASIS_LIMIT))
+    if kind not in LegalRequest.Kind.values:
+        raise _invalid(KIND_MESSAGE.format(kind=kind))
+    today = timezone.localdate()
+    due = parse_due_date(due_date) or default_due_date(today)
+    if due < today:
+        raise _invalid(DUE_PAST_MESSAGE.format(due=due.isoformat(), today=today.isoformat()))
+    request = LegalRequest(
+        subject_refs=refs_for(wanted),
+        kind=kind,
+        legal_basis=basis,
+        due_date=due,
+        requested_by=actor,
+        created_at=timezone.now(),
+    )
+    request.opened_event = ledger.append(
+        event_type=codes.DSR_OPENED,
+        payload={
+            "request_id": str(request.id),
+            "subjects": list(request.subject_refs),
+            "kind": kind,
+            "legal_basis": basis,
+            "due_date": due.isoformat(),
+            "requested_by": _username(actor),
+        },
+        actor=actor,
+        idempotency_key=f"dsr-opened:{request.id}",
+    )
+    request.created_at = request.opened_event.created_at
+    request.save(force_insert=True)
+    return request
+
+
+def _locked(request: LegalRequest) -> LegalRequest:
+    ledger.lock()
+    return LegalRequest.objects.select_for_update().get(pk=request.pk)
+
+
+# --- identity ---------------------------------------------------------------------------------
+
+
+@transaction.atomic(durable=True)
+def legal_request_identity_verify(
+    *, request: LegalRequest, actor: Any, method: str
+) -> LegalRequest:
+    """Record how the subject's identity was verified, by whom and when
+    (DSR_IDENTITY_VERIFIED); once per request."""
+    request = _locked(request)
+    if request.is_closed:
+        raise _state_error(request, "record an identity check")
+    if request.identity_event_id is not None:
+        raise _state_error_twice(request)
+    method = (method or "").strip()
+    if not method or len(method) > METHOD_LIMIT:
+        raise _invalid(METHOD_MESSAGE.format(limit=METHOD_LIMIT))
+    event = ledger.append(
+        event_type=codes.DSR_IDENTITY_VERIFIED,
+        payload={
+            "request_id": str(request.id),
+            "subjects": list(request.subject_refs),
+            "method": method,
+            "verified_by": _username(actor),
+        },
+        actor=actor,
+        idempotency_key=f"dsr-identity:{request.id}",
+    )
+    request.identity_method = method
+    request.identity_verified_by = actor
+    request.identity_verified_at = event.created_at
+    request.identity_event = event
+    request.save(
+        update_fields=[
+            "identity_method",
+            "identity_verified_by",
+            "identity_verified_at",
+            "identity_event",
+        ]
+    )
+    return request
+
+
+def _state_error_twice(request: LegalRequest) -> codes.GovernanceError:
+    return codes.GovernanceError(
+        codes.DSR_STATE,
+        IDENTITY_TWICE_MESSAGE.format(request=request.id, seq=request.identity_event_id),
+    )
+
+
+# --- state transitions ------------------------------------------------------------------------
+
+
+def _state_change(request: LegalRequest, *, actor: Any, to: str) -> None:
+    before = request.state
+    ledger.append(
+        event_type=codes.DSR_STATE_CHANGED,
+        payload={
+            "request_id": str(request.id),
+            "from": before,
+            "to": to,
+            "by": _username(actor) if actor is not None else gov_services.CLI_SYSTEM_ACTOR,
+        },
+        actor=actor,
+        actor_label=None if actor is not None else gov_services.CLI_SYSTEM_ACTOR,
+    )
+    request.state = to
+    request.save(update_fields=["state"])
+
+
+@transaction.atomic(durable=True)
+def legal_request_start(*, request: LegalRequest, actor: Any) -> LegalRequest:
+    """open -> in progress (DSR_STATE_CHANGED)."""
+    request = _locked(request)
+    if request.state != LegalRequest.State.OPEN:
+        raise _state_error(request, "be started")
+    _state_change(request, actor=actor, to=LegalRequest.State.IN_PROGRESS)
+    return request
+
+
+def _close(request: LegalRequest, *, actor: Any, outcome: str, reason: str = "") -> None:
+    event = ledger.append(
+        event_type=codes.DSR_CLOSED,
+        payload={
+            "request_id": str(request.id),
+            "subjects": list(request.subject_refs),
+            "from": request.state,
+            "outcome": outcome,
+            "reason": reason,
+            "by": _username(actor),
+        },
+        actor=actor,
+        idempotency_key=f"dsr-closed:{request.id}",
+    )
+    request.state = outcome
+    request.refusal_reason = reason
+    request.closed_event = event
+    request.closed_at = event.created_at
+    request.save(update_fields=["state", "refusal_reason", "closed_event", "closed_at"])
+
+
+@transaction.atomic(durable=True)
+def legal_request_refuse(*, request: LegalRequest, actor: Any, reason: str) -> LegalRequest:
+    """open or in progress -> refused, with a reason (DSR_CLOSED, outcome refused)."""
+    request = _locked(request)
+    if request.is_closed:
+        raise _state_error(request, "be refused")
+    reason = (reason or "").strip()
+    if not reason:
+        raise _invalid(REFUSAL_REASON_MESSAGE)
+    _close(request, actor=actor, outcome=LegalRequest.State.REFUSED, reason=reason)
+    return request
+
+
+@transaction.atomic(durable=True)
+def legal_request_fulfil(*, request: LegalRequest, actor: Any) -> LegalRequest:
+    """in progress -> fulfilled (DSR_CLOSED, outcome fulfilled), once what was asked is done:
+    the bundle exported for an access request, the erasure executed for an erasure."""
+    request = _locked(request)
+    if request.state != LegalRequest.State.IN_PROGRESS:
+        raise _state_error(request, "be fulfilled")
+    if request.wants_access and (
+        request.export_event_id is None
+        or not approval_status(request=request, purpose=signing.DSR_RELEASE).complete
+    ):
+        raise _state_error_msg(request, "evidence bundle is built and its release approved")
+    if request.wants_erasure and request.erasure_event_id is None:
+        raise _state_error_msg(request, "erasure is executed")
+    _close(request, actor=actor, outcome=LegalRequest.State.FULFILLED)
+    return request
+
+
+def _state_error_msg(request: LegalRequest, what: str) -> codes.GovernanceError:
+    return codes.GovernanceError(
+        codes.DSR_STATE, FULFIL_MESSAGE.format(request=request.id, what=what)
+    )
+
+
+# --- four-eyes approvals ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApprovalStatus:
+    """Where the approval of one purpose stands: signatures in the required capacity."""
+
+    purpose: str
+    role: str
+    have: int
+    needed: int
+    approvers: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return self.have >= self.needed
+
+    @property
+    def missing(self) -> str:
+        left = self.needed - self.have
+        return "nothing" if left <= 0 else f"{left} {self.role} approval(s)"
+
+
+def approval_status(*, request: LegalRequest, purpose: str) -> ApprovalStatus:
+    role = conf.approval_by()
+    rows = list(
+        DsrApproval.objects.filter(request=request, purpose=purpose, role=role)
+        .select_related("approver")
+        .order_by("created_at", "id")
+    )
+    names = tuple(r.approver.get_username() for r in rows)
+    return ApprovalStatus(purpose, role, len(set(names)), conf.approvals_needed(), names)
+
+
+def purposes_of(request: LegalRequest) -> list[str]:
+    """The approvals this request can have, in the order they happen."""
+    return [p for p in signing.DSR_PURPOSES if request.kind in PURPOSE_KINDS[p]]
+
+
+def approval_payload_for(
+    *, request: LegalRequest, purpose: str, reason: str = ""
+) -> dict[str, Any]:
+    """The exact payload an approver signs (the page, the API and ``manage.py dsr payload``)."""
+    _check_purpose(request, purpose)
+    return signing.dsr_approval_payload(
+        request_id=str(request.id),
+        purpose=purpose,
+        kind=request.kind,
+        subjects=list(request.subject_refs),
+        legal_basis=request.legal_basis,
+        due_date=request.due_date.isoformat(),
+        requested_by=request.requested_by.get_username(),
+        identity_seq=request.identity_event_id or 0,
+        role=conf.approval_by(),
+        reason=reason,
+    )
+
+
+def _check_purpose(request: LegalRequest, purpose: str) -> None:
+    if purpose not in signing.DSR_PURPOSES:
+        raise _invalid(PURPOSE_MESSAGE.format(purpose=purpose))
+    if request.kind not in PURPOSE_KINDS[purpose]:
+        raise _invalid(
+            PURPOSE_KIND_MESSAGE.format(request=request.id, kind=request.kind, purpose=purpose)
+        )
+
+
+def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> None:
+    """The four-eyes rules, checked before any signature is looked at (the pages use it to say
+    up front why someone cannot sign): the request is not closed, the identity is verified,
+    the approver is not the requester, has not approved it already, and it is not complete."""
+    _check_purpose(request, purpose)
+    if request.is_closed:
+        raise _state_error(request, f"have its {purpose} approved")
+    if request.identity_event_id is None:
+        raise codes.GovernanceError(
+            codes.DSR_IDENTITY_UNVERIFIED, IDENTITY_UNVERIFIED_MESSAGE.format(request=request.id)
+        )
+    if approver.pk == request.requested_by_id:
+        raise codes.GovernanceError(
+            codes.DSR_SELF_APPROVAL,
+            SELF_APPROVAL_MESSAGE.format(
+                user=approver.get_username(), request=request.id, purpose=purpose
+            ),
+        )
+    if DsrApproval.objects.filter(request=request, purpose=purpose, approver=approver).exists():
+        raise codes.GovernanceError(
+            codes.DSR_ALREADY_APPROVED,
+            ALREADY_APPROVED_MESSAGE.format(
+                user=approver.get_username(), request=request.id, purpose=purpose
+            ),
+        )
+    if approval_status(request=request, purpose=purpose).complete:
+        raise codes.GovernanceError(
+            codes.DSR_ALREADY_APPROVED,
+            APPROVAL_COMPLETE_MESSAGE.format(request=request.id, purpose=purpose),
+        )
+    role = conf.approval_by()
+    if not membership.user_has_role(approver, role):
+        raise codes.GovernanceError(
+            codes.APPROVAL_ROLE,
+            gov_services.APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=role),
+        )
+
+
+@transaction.atomic(durable=True)
+def legal_request_approve(
+    *, request: LegalRequest, purpose: str, approver: Any, document: Mapping[str, Any]
+) -> DsrApproval:
+    """Record one signed approval of ``purpose`` (release or erasure): a DSR_APPROVAL event
+    carrying the approver's Ed25519 signature over the payload of
+    :func:`approval_payload_for`, verified with their confirmed member key, signed in the
+    capacity ``DSR_APPROVAL_BY`` names, which they held (per the ledger) before the request
+    was opened."""
+    request = _locked(request)
+    approval_refusal(request=request, purpose=purpose, approver=approver)
+    now = timezone.now()
+    payload, key_id, signature = gov_services._document(document)
+    key = gov_services._signer_key(
+        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
+    )
+    subject = f"legal request {request.id}"
+    gov_services._require_subject(
+        payload,
+        type_=signing.DSR_APPROVAL_TYPE,
+        field="request_id",
+        value=str(request.id),
+        label="legal request",
+        subject=subject,
+    )
+    reason = gov_services._require_reason(payload)
+    expected = approval_payload_for(request=request, purpose=purpose, reason=reason)
+    gov_services._compare(payload, expected, subject, chosen=("reason",))
+    role = conf.approval_by()
+    gov_services._require_role(approver, role, filed_seq=request.opened_event_id, subject=subject)
+    event = ledger.append(
+        event_type=codes.DSR_APPROVAL,
+        payload=payload,
+        actor=approver,
+        actor_key_id=key.key_id,
+        actor_signature=signature,
+    )
+    return DsrApproval.objects.create(
+        request=request,
+        purpose=purpose,
+        approver=approver,
+        role=role,
+        key=key,
+        payload=payload,
+        signature=signature,
+        event=event,
+        created_at=event.created_at,
+    )
+
+
+def require_approved(*, request: LegalRequest, purpose: str) -> None:
+    """DSR_APPROVAL_MISSING-like refusal (DSR_STATE) unless ``purpose`` is approved."""
+    status = approval_status(request=request, purpose=purpose)
+    if not status.complete:
+        raise codes.GovernanceError(
+            codes.DSR_STATE,
+            NOT_APPROVED_MESSAGE.format(
+                purpose=purpose, request=request.id, missing=status.missing
+            ),
+        )

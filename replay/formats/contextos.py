@@ -1,0 +1,1371 @@
+"""ContextOS traces ("contextos-trace"): seed 004's replay harness, byte for byte.
+
+A ContextOS trace is what the seed's ``readTrace(trace_id)`` returns, as one JSON document::
+
+    {"trace_id": str, "schema_version": 1 (optional),
+     "pack_version": "<name>@<version>", "kg_snapshot_id": "sha256:<64 hex>",
+     "invoke": {"run_context": {...}, "request": {...}, "envelope_hash": "sha256:.."},
+     "tool_envelopes": [{"call": {"call_id": str, ..., "payload_hash": "sha256:.."},
+                         "result": {..., "payload_hash": "sha256:.."}}, ...],
+     "decision_record": {"decision_key", "evidence_refs", "policy_decisions", "approvals",
+                         "lineage", "outputs", "status"},
+     "audit": {"chain_root_hash": str, "signed_by": str, "chain_prev_hash": "sha256:.."}}
+
+**The chain** (``verify-chain.ts``): entries in this order, each hashed as
+``"sha256:" + hex(sha256(prev + canonical(payload)))`` with ``prev`` the previous computed
+hash (``""`` first) and compared with the hash recorded for it:
+
+- ``idx 0``: ``{kind: "invoke", ctx: run_context, req: request}``, recorded
+  ``invoke.envelope_hash``;
+- ``idx i + 1``: ``{kind: "tool_call", call}``, recorded ``call.payload_hash ?? ""``;
+- ``idx i + 1.5``: ``{kind: "tool_result", result}``, recorded ``result.payload_hash ?? ""``;
+- ``idx 2n + 1``: ``{kind: "decision_record", dr: decision_record}``, recorded
+  ``audit.chain_prev_hash``
+
+(the last index is ``entries.length`` when it is pushed, so with two envelopes the indices are
+0, 1, 1.5, 2, 2.5, 5). ``canonical`` is ``JSON.stringify(obj, Object.keys(obj).sort())``
+(:func:`replay.canonical.contextos`): the array replacer is an allow-list applied at every
+depth, so inside ``ctx``, ``req``, ``call``, ``result`` and ``dr`` only keys spelt like one
+of the payload's own top-level keys are hashed. The report lists those unprotected fields
+(:func:`unprotected_paths`), as JSON pointers with ``*`` for array indices.
+
+**The alternative rule** (contracts.md §1): the same entries hashed with a full recursive key
+sort (``js-sorted``), each tool envelope without its own ``payload_hash``. The report says
+which rule matched (``contextos.rule``); when neither does, the rule that verified the longer
+prefix, with its ``broke_at``, ``expected`` (computed) and ``observed`` (recorded).
+
+**Verify** checks the chain and the record (its chain entry, and ``record_hash`` =
+``"sha256:" + sha256(canonical(decision_record))``) without the pinned inputs.
+
+**Replay** (``index.ts``) needs the pinned Context Pack and Knowledge-Graph snapshot, retained
+beside the trace; it refuses, naming which, when one was not retained, is unpinned or
+unsigned, or its envelope hash differs. Then the chain; then the canonical loop the pack names
+(a registered ``name@version``, :func:`register_loop`) runs over a lookup of the recorded
+transcripts that fails on a missing call; then ``diffRecords`` over the seven fields gives
+``byte_equal`` or ``diverged`` with ``diverged_at`` and every diverged field. ContextOS's own
+status (``contextos.status``: ``byte_equal``, ``diverged``, ``tamper_detected``) stands beside
+the console's.
+
+Bounded: the document is read as a stream; tool envelopes are kept in memory up to
+:data:`SPOOL_AFTER_BYTES` and spilled to a temporary file beyond, so a 100 000-entry trace
+verifies in bounded memory.
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import re
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from replay import errors
+from replay.canonical import CanonicalError, _js_sorted_write, contextos, js_sorted
+from replay.diff import diff
+from replay.engine import AUDIT, Check, Divergence, ReplayReport
+from replay.errors import ReplayError
+from replay.formats.jsonstrict import (
+    _DECODER,
+    _SURROGATE_ESCAPE,
+    BOM,
+    NOT_PROVEN,
+    _refuse_lone_surrogates,
+    parse_compact,
+)
+from replay.signatures import KeyRing, StaticKeyRing
+from replay.signatures import verify as verify_signature
+
+FORMAT = "contextos-trace"
+SCHEMA_VERSION = 1
+PACK_KIND = "contextos-pack"
+KG_KIND = "contextos-kg"
+#: the file names of a trace's pinned inputs when uploaded beside it
+PACK_SUFFIX = ".pack.json"
+KG_SUFFIX = ".kg.json"
+INPUT_SUFFIXES = (PACK_SUFFIX, KG_SUFFIX)
+
+#: ContextOS's own statuses (seed 004, index.ts)
+BYTE_EQUAL = "byte_equal"
+DIVERGED = "diverged"
+TAMPER_DETECTED = "tamper_detected"
+
+REFERENCE = "reference"
+ALTERNATIVE = "alternative"
+RULES = {
+    REFERENCE: "JSON.stringify(obj, Object.keys(obj).sort()) (seed 004's canonical)",
+    ALTERNATIVE: "full recursive key sort (js-sorted), tool envelopes without payload_hash",
+}
+
+#: the DecisionRecord fields diffRecords walks, in its order
+RECORD_FIELDS = (
+    "decision_key",
+    "evidence_refs",
+    "policy_decisions",
+    "approvals",
+    "lineage",
+    "outputs",
+    "status",
+)
+TOP_KEYS = frozenset(
+    {"trace_id", "schema_version", "pack_version", "kg_snapshot_id", "invoke"}
+    | {"tool_envelopes", "decision_record", "audit"}
+)
+#: never inside a hashed payload, whichever rule
+NEVER_HASHED = (
+    "/trace_id",
+    "/schema_version",
+    "/pack_version",
+    "/kg_snapshot_id",
+    "/audit/chain_root_hash",
+    "/audit/signed_by",
+)
+
+MAX_DOCUMENT_BYTES = 4 * 1024**3
+MAX_VALUE_CHARS = 64 * 1024**2  # one tool envelope, or one other top-level value
+MAX_INPUT_BYTES = 64 * 1024**2  # a pack or a KG snapshot file
+SPOOL_AFTER_BYTES = 1024**2
+SMALL_DOCUMENT_BYTES = 256 * 1024
+MAX_UNPROTECTED = 200
+_CHUNK = 1 << 20
+
+_HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d+\.\d+\.\d+)\Z")
+
+
+def _malformed(message: str) -> ReplayError:
+    return ReplayError(errors.MALFORMED_TRACE, message)
+
+
+# --- the streaming, strict read -------------------------------------------------------------
+
+
+class _Reader:
+    """A JSON document read from a byte stream in chunks: the top-level object by hand, each
+    value by the strict decoder (duplicate keys and NaN refused)."""
+
+    def __init__(self, source: IO[bytes], where: str) -> None:
+        self._source = source
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self.where = where
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.read_bytes = 0
+        self._first = True
+
+    def fill(self) -> bool:
+        if self.eof:
+            return False
+        chunk = self._source.read(_CHUNK)
+        if self._first:
+            self._first = False
+            if chunk.startswith(BOM):
+                raise _malformed(f"{self.where}: starts with a byte-order mark")
+        self.read_bytes += len(chunk)
+        if self.read_bytes > MAX_DOCUMENT_BYTES:
+            raise _malformed(f"{self.where}: larger than {MAX_DOCUMENT_BYTES} bytes")
+        try:
+            text = self._decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as exc:
+            raise _malformed(
+                f"{self.where}: not UTF-8 near byte {self.read_bytes - len(chunk) + exc.start}"
+            ) from None
+        if not chunk:
+            self.eof = True
+            self.buf += text  # the decoder's last characters, if any; positions stay valid
+            return False
+        if self.pos > _CHUNK:
+            self.buf = self.buf[self.pos :]
+            self.pos = 0
+        self.buf += text
+        return True
+
+    def skip_ws(self) -> str:
+        """The next non-blank character, not consumed ("" at the end)."""
+        while True:
+            buf, pos = self.buf, self.pos
+            while pos < len(buf) and buf[pos] in " \t\r\n":
+                pos += 1
+            self.pos = pos
+            if pos < len(buf):
+                return buf[pos]
+            if not self.fill():
+                return ""
+
+    def expect(self, chars: str, what: str) -> str:
+        ch = self.skip_ws()
+        if ch == "" or ch not in chars:
+            found = "the end of the file" if ch == "" else repr(ch)
+            raise _malformed(f"{self.where}: expected {what}, found {found}")
+        self.pos += 1
+        return ch
+
+    def value(self, what: str) -> tuple[Any, int]:
+        """The next JSON value and how many characters it took."""
+        self.skip_ws()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise _malformed(f"{self.where}: {what} nests too deeply") from None
+            except json.JSONDecodeError as exc:
+                # cut off by the end of the buffer (an unterminated string names its start)
+                cut = exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated")
+                if cut and not self.eof:
+                    if len(self.buf) - self.pos > MAX_VALUE_CHARS:
+                        raise _malformed(
+                            f"{self.where}: {what} is longer than {MAX_VALUE_CHARS} characters"
+                        ) from None
+                    self.fill()
+                    continue
+                if cut:
+                    raise _malformed(f"{self.where}: truncated in {what}") from None
+                raise _malformed(f"{self.where}: {what}: {exc.msg}") from None
+            except ValueError as exc:  # a duplicate key, NaN or Infinity
+                raise _malformed(f"{self.where}: {what}: {exc}") from None
+            if end < len(self.buf) or self.eof or not self.fill():
+                size = end - self.pos
+                # only a \u escape can make a lone surrogate (not Unicode text: refused)
+                if self.buf.find("\\u", self.pos, end) != -1 and _SURROGATE_ESCAPE.search(
+                    self.buf, self.pos, end
+                ):
+                    _refuse_lone_surrogates(value, self.where)
+                self.pos = end
+                return value, size
+            # a number may go on in the next chunk: parse it again
+
+
+class Envelopes:
+    """The tool envelopes of a trace, in order: a list, spilled to a temporary file (one JSON
+    line each) past ``SPOOL_AFTER_BYTES``. Iterable any number of times."""
+
+    def __init__(self) -> None:
+        self._items: list[dict[str, Any]] = []
+        self._spool: Any = None
+        self._size = 0
+        self.count = 0
+
+    def append(self, item: dict[str, Any], size: int) -> None:
+        self.count += 1
+        if self._spool is None:
+            self._items.append(item)
+            self._size += size
+            if self._size > SPOOL_AFTER_BYTES:
+                # closed by close(), or with the trace when it is collected
+                self._spool = tempfile.TemporaryFile(prefix="contextos-")  # noqa: SIM115
+                weakref.finalize(self, self._spool.close)
+                for kept in self._items:
+                    self._write(kept)
+                self._items = []
+        else:
+            self._write(item)
+
+    def _write(self, item: dict[str, Any]) -> None:
+        self._spool.write(json.dumps(item, separators=(",", ":")).encode() + b"\n")
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._spool is None:
+            yield from self._items
+            return
+        self._spool.seek(0)
+        for line in self._spool:
+            yield json.loads(line)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+
+@dataclass
+class ContextosTrace:
+    """A parsed trace: every top-level value but the envelopes, and the envelopes."""
+
+    head: dict[str, Any]
+    envelopes: Envelopes
+    ignored: list[str] = field(default_factory=list)
+
+    @property
+    def trace_id(self) -> str:
+        return self.head["trace_id"]
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _malformed(f"{where}: must be an object, not {_type(value)}")
+    return value
+
+
+def _type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def _string(obj: dict[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
+    if key not in obj:
+        if optional:
+            return None
+        raise _malformed(f"{where}: {key} is missing")
+    value = obj[key]
+    if optional and value is None:
+        return None
+    if not isinstance(value, str):
+        raise _malformed(f"{where}.{key}: must be a string, not {_type(value)}")
+    return value
+
+
+def _check_envelope(item: Any, index: int) -> dict[str, Any]:
+    where = f"tool_envelopes[{index}]"
+    env = _object(item, where)
+    for part in ("call", "result"):
+        if part not in env:
+            raise _malformed(f"{where}: {part} is missing")
+        body = _object(env[part], f"{where}.{part}")
+        _string(body, "payload_hash", f"{where}.{part}", optional=True)
+    call_id = env["call"].get("call_id")
+    if not isinstance(call_id, str):
+        raise _malformed(f"{where}.call.call_id: must be a string, not {_type(call_id)}")
+    return env
+
+
+def _check_head(head: dict[str, Any], where: str) -> None:
+    version = head.get("schema_version", SCHEMA_VERSION)
+    if type(version) is not int or version < 1:
+        raise _malformed(f"{where}: schema_version must be a positive integer, not {version!r}")
+    if version > SCHEMA_VERSION:
+        raise ReplayError(
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            f"{where}: schema_version {version} is newer than this console supports "
+            f"({SCHEMA_VERSION})",
+            expected=str(SCHEMA_VERSION),
+            observed=str(version),
+        )
+    for key in ("trace_id", "invoke", "decision_record", "audit"):
+        if key not in head:
+            raise _malformed(f"{where}: {key} is missing")
+    trace_id = _string(head, "trace_id", where)
+    if not trace_id or len(trace_id) > 128:
+        raise _malformed(f"{where}.trace_id: must be 1 to 128 characters")
+    _string(head, "pack_version", where)
+    _string(head, "kg_snapshot_id", where)
+    invoke = _object(head["invoke"], "invoke")
+    for key in ("run_context", "request"):
+        if key not in invoke:
+            raise _malformed(f"invoke: {key} is missing")
+        _object(invoke[key], f"invoke.{key}")
+    _string(invoke, "envelope_hash", "invoke")
+    record = _object(head["decision_record"], "decision_record")
+    for key in RECORD_FIELDS:
+        # diffRecords calls Object.keys() on each field: a missing or null one throws
+        if record.get(key) is None:
+            state = "missing" if key not in record else "null"
+            raise _malformed(f"decision_record: {key} is {state}")
+    audit = _object(head["audit"], "audit")
+    _string(audit, "chain_prev_hash", "audit")
+    _string(audit, "chain_root_hash", "audit", optional=True)
+    _string(audit, "signed_by", "audit", optional=True)
+
+
+class _Prefixed:
+    """``head`` then the rest of ``source``."""
+
+    def __init__(self, head: bytes, source: IO[bytes]) -> None:
+        self._head = head
+        self._source = source
+
+    def read(self, size: int) -> bytes:
+        if self._head:
+            out, self._head = self._head[:size], self._head[size:]
+            return out
+        return self._source.read(size)
+
+
+def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
+    """A small document decoded whole (faster); None when it does not decode, so that the
+    streaming read names the problem exactly as it does for a large one."""
+    if data.startswith(BOM):
+        return None
+    doc = parse_compact(data)  # orjson, when its bytes prove the text (compact JSON)
+    if doc is NOT_PROVEN:
+        try:
+            text = data.decode("utf-8")
+            doc = _DECODER.decode(text)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
+        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+            _refuse_lone_surrogates(doc, filename)
+    if not isinstance(doc, dict) or not isinstance(doc.get("tool_envelopes"), list):
+        return None
+    envelopes = Envelopes()
+    for index, item in enumerate(doc["tool_envelopes"]):
+        envelopes.append(_check_envelope(item, index), 0)
+    head = {k: v for k, v in doc.items() if k != "tool_envelopes"}
+    _check_head(head, filename)
+    return ContextosTrace(head, envelopes, sorted(k for k in head if k not in TOP_KEYS))
+
+
+def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
+    """The strict, streaming read of a ContextOS trace; raises ``ReplayError``
+    (``MALFORMED_TRACE`` naming where, ``UNSUPPORTED_SCHEMA_VERSION``). A document of at
+    most ``SMALL_DOCUMENT_BYTES`` is decoded whole, with the same checks."""
+    first = source.read(SMALL_DOCUMENT_BYTES + 1)
+    if len(first) <= SMALL_DOCUMENT_BYTES:
+        small = _parse_small(first, filename)
+        if small is not None:
+            return small
+    reader = _Reader(_Prefixed(first, source), filename)  # type: ignore[arg-type]
+    head: dict[str, Any] = {}
+    envelopes = Envelopes()
+    seen: set[str] = set()
+    reader.expect("{", "a JSON object")
+    try:
+        if reader.skip_ws() == "}":
+            reader.pos += 1
+        else:
+            while True:
+                key, _ = reader.value("a key")
+                if not isinstance(key, str):
+                    raise _malformed(f"{filename}: expected a key, found {_type(key)}")
+                if key in seen:
+                    raise _malformed(f"{filename}: duplicate key {key!r}")
+                seen.add(key)
+                reader.expect(":", "':'")
+                if key == "tool_envelopes":
+                    _read_envelopes(reader, envelopes)
+                else:
+                    head[key], _ = reader.value(key)
+                if reader.expect(",}", "',' or '}'") == "}":
+                    break
+        if reader.skip_ws() != "":
+            raise _malformed(f"{filename}: data after the end of the JSON object")
+        if "tool_envelopes" not in seen:
+            raise _malformed(f"{filename}: tool_envelopes is missing")
+        _check_head(head, filename)
+    except BaseException:
+        envelopes.close()
+        raise
+    ignored = sorted(k for k in head if k not in TOP_KEYS)
+    return ContextosTrace(head, envelopes, ignored)
+
+
+def _read_envelopes(reader: _Reader, envelopes: Envelopes) -> None:
+    reader.expect("[", "tool_envelopes: an array")
+    if reader.skip_ws() == "]":
+        reader.pos += 1
+        return
+    while True:
+        index = envelopes.count
+        item, size = reader.value(f"tool_envelopes[{index}]")
+        envelopes.append(_check_envelope(item, index), size)
+        if reader.expect(",]", "',' or ']' in tool_envelopes") == "]":
+            return
+
+
+def loads(data: bytes, filename: str = "trace") -> ContextosTrace:
+    import io
+
+    return parse(io.BytesIO(data), filename)
+
+
+# --- the chain ------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    idx: int | float
+    kind: str
+    payload: dict[str, Any]
+    recorded: str
+
+
+def _recorded(value: Any) -> str:
+    # t.call.payload_hash ?? ""
+    return "" if value is None else value
+
+
+def entries(trace: ContextosTrace, rule: str = REFERENCE) -> Iterator[Entry]:
+    """The chain's entries in the seed's order, with the payload ``rule`` hashes."""
+    head = trace.head
+    invoke = head["invoke"]
+    yield Entry(
+        0,
+        "invoke",
+        {"kind": "invoke", "ctx": invoke["run_context"], "req": invoke["request"]},
+        invoke["envelope_hash"],
+    )
+    count = 1
+    for i, env in enumerate(trace.envelopes):
+        call, result = env["call"], env["result"]
+        if rule == ALTERNATIVE:
+            call_body = {k: v for k, v in call.items() if k != "payload_hash"}
+            result_body = {k: v for k, v in result.items() if k != "payload_hash"}
+        else:
+            call_body, result_body = call, result
+        yield Entry(
+            i + 1,
+            "tool_call",
+            {"kind": "tool_call", "call": call_body},
+            _recorded(call.get("payload_hash")),
+        )
+        yield Entry(
+            i + 1.5,
+            "tool_result",
+            {"kind": "tool_result", "result": result_body},
+            _recorded(result.get("payload_hash")),
+        )
+        count += 2
+    yield Entry(
+        count,  # entries.length when the record's entry is pushed
+        "decision_record",
+        {"kind": "decision_record", "dr": head["decision_record"]},
+        head["audit"]["chain_prev_hash"],
+    )
+
+
+def canonical_for(rule: str) -> Callable[[Any], bytes]:
+    return js_sorted if rule == ALTERNATIVE else contextos
+
+
+class _Full(set):
+    """A sink that keeps nothing more."""
+
+    def add(self, _item: Any) -> None:
+        return None
+
+
+@dataclass
+class ChainResult:
+    rule: str
+    ok: bool
+    verified: int  # entries that verified before the break
+    broke_at: int | float | None = None
+    kind: str | None = None
+    expected: str | None = None  # the computed hash
+    observed: str | None = None  # the recorded one
+    problem: str | None = None
+
+    def verdict(self) -> dict[str, Any]:
+        """As ``verifyChain`` returns it."""
+        if self.ok:
+            return {"ok": True}
+        return {
+            "ok": False,
+            "broke_at": self.broke_at,
+            "expected": self.expected,
+            "observed": self.observed,
+        }
+
+
+def verify_chain(
+    trace: ContextosTrace,
+    rule: str = REFERENCE,
+    *,
+    unprotected: set[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ChainResult:
+    """``verifyChain`` under ``rule``; ``unprotected`` collects the pointers the reference
+    rule's allow-list leaves out."""
+    canon = canonical_for(rule)
+    sink: set[str] = set()
+    prev = b""
+    done = 0
+    for entry in entries(trace, rule):
+        try:
+            body = reference_bytes(entry, sink) if rule == REFERENCE else canon(entry.payload)
+        except (CanonicalError, RecursionError) as exc:
+            return ChainResult(
+                rule, False, done, entry.idx, entry.kind, None, entry.recorded, str(exc)
+            )
+        if len(sink) > MAX_UNPROTECTED:  # enough to say; stop collecting (bounded memory)
+            if unprotected is not None:
+                unprotected.update(sink)
+            sink = _Full()
+        computed = "sha256:" + hashlib.sha256(prev + body).hexdigest()
+        if computed != entry.recorded:
+            if unprotected is not None:
+                unprotected.update(sink)
+            return ChainResult(rule, False, done, entry.idx, entry.kind, computed, entry.recorded)
+        prev = computed.encode()
+        done += 1
+        if progress is not None and done % 1000 == 0:
+            progress(done)
+    if unprotected is not None:
+        unprotected.update(sink)
+    return ChainResult(rule, True, done)
+
+
+_WHERE = {
+    "invoke": {"ctx": "/invoke/run_context", "req": "/invoke/request"},
+    "tool_call": {"call": "/tool_envelopes/*/call"},
+    "tool_result": {"result": "/tool_envelopes/*/result"},
+    "decision_record": {"dr": "/decision_record"},
+}
+
+
+def _pointer_part(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def unprotected_paths(entry: Entry) -> set[str]:
+    """The fields of one entry that the reference rule does not hash: every key, at any
+    depth below the payload's top level, that is not spelt like one of the payload's own
+    top-level keys (the array replacer's allow-list)."""
+    allowed = set(entry.payload)
+    out: set[str] = set()
+
+    def walk(value: Any, at: str) -> None:
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                here = f"{at}/{_pointer_part(key)}"
+                if key in allowed:
+                    walk(sub, here)
+                else:
+                    out.add(here)
+        elif isinstance(value, list):
+            for sub in value:
+                walk(sub, f"{at}/*")
+
+    for key, where in _WHERE[entry.kind].items():
+        walk(entry.payload[key], where)
+    return out
+
+
+#: the allow-list of each entry's payload: its own top-level keys, sorted (``canonical``)
+_PLISTS = {
+    "invoke": ("ctx", "kind", "req"),
+    "tool_call": ("call", "kind"),
+    "tool_result": ("kind", "result"),
+    "decision_record": ("dr", "kind"),
+}
+_QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
+_DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
+
+
+def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
+    o: Any, plist: tuple[str, ...], allowed: frozenset[str], out: list[str], at: str, dropped: set
+) -> None:
+    if type(o) is dict:
+        # the same shapes repeat from entry to entry and file to file: their dropped
+        # pointers are spelt once (the parent pointer fixes the allow-list)
+        shape = (at, frozenset(o))
+        paths = _DROPPED.get(shape)
+        if paths is None:
+            paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
+            if len(_DROPPED) < 4096:  # a bounded cache
+                _DROPPED[shape] = paths
+        if paths:
+            dropped.update(paths)
+        out.append("{")
+        first = True
+        for k in plist:
+            if k in o:
+                v = o[k]
+            else:
+                continue  # "__proto__" is never in these allow-lists
+            if first:
+                first = False
+            else:
+                out.append(",")
+            out.append(_QUOTED[k])
+            _fused_write(v, plist, allowed, out, f"{at}/{k}", dropped)
+        out.append("}")
+    elif type(o) is list:
+        out.append("[")
+        inner = f"{at}/*"
+        for i, v in enumerate(o):
+            if i:
+                out.append(",")
+            _fused_write(v, plist, allowed, out, inner, dropped)
+        out.append("]")
+    else:
+        _js_sorted_write(o, out)
+
+
+def reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
+    """``canonical(entry.payload)`` under the reference rule, and the pointers its allow-list
+    leaves out added to ``dropped``, in one walk: the same bytes as
+    :func:`replay.canonical.contextos` for a payload read from JSON (string keys, surrogate
+    pairs already joined by the decoder); the tests hold it to both."""
+    plist = _PLISTS[entry.kind]
+    allowed = frozenset(plist)
+    out: list[str] = ["{"]
+    first = True
+    for key in plist:
+        if first:
+            first = False
+        else:
+            out.append(",")
+        out.append(_QUOTED[key])
+        if key == "kind":
+            out.append(f'"{entry.kind}"')
+        else:
+            _fused_write(entry.payload[key], plist, allowed, out, _WHERE[entry.kind][key], dropped)
+    out.append("}")
+    return "".join(out).encode()
+
+
+def record_hash(record: Any) -> str:
+    """``hash(persisted_record)`` of ``diff.ts``: ``"sha256:" + sha256(canonical(record))``
+    (the seed's canonical whichever rule the chain matched: the alternative rule is the
+    chain's only)."""
+    return "sha256:" + hashlib.sha256(contextos(record)).hexdigest()
+
+
+# --- the differ -----------------------------------------------------------------------------
+
+
+@dataclass
+class RecordVerdict:
+    ok: bool
+    record_hash: str | None = None
+    replayed_hash: str | None = None
+    diverged_at: str | None = None
+    diff: dict[str, list[Any]] = field(default_factory=dict)
+    #: differences outside what the rule hashes (the reference rule's allow-list)
+    unprotected_differences: list[str] = field(default_factory=list)
+
+
+def diff_records(persisted: dict[str, Any], replayed: dict[str, Any]) -> RecordVerdict:
+    """``diffRecords``: equal record hashes, else every one of the seven fields whose
+    canonical bytes differ, the first of them ``diverged_at`` (``"unknown"`` if none).
+    ``unprotected_differences``: what differs outside the seed's canonical (JSON pointers)."""
+    canon = contextos
+    a_hash, b_hash = record_hash(persisted), record_hash(replayed)
+    outside = [e.path for e in diff(persisted, replayed)]
+    if a_hash == b_hash:
+        return RecordVerdict(True, a_hash, b_hash, unprotected_differences=outside)
+    verdict = RecordVerdict(False, a_hash, b_hash)
+    for name in RECORD_FIELDS:
+        before, after = persisted.get(name), replayed.get(name)
+        try:
+            same = canon(before) == canon(after)
+        except CanonicalError:  # a null field: Object.keys(null) throws
+            same = before == after
+        if not same:
+            if verdict.diverged_at is None:
+                verdict.diverged_at = name
+            verdict.diff[name] = [before, after]
+    if verdict.diverged_at is None:
+        verdict.diverged_at = "unknown"
+    verdict.unprotected_differences = [p for p in outside if p.split("/")[1] not in verdict.diff]
+    return verdict
+
+
+# --- pinned inputs --------------------------------------------------------------------------
+
+
+@dataclass
+class Pack:
+    name: str
+    version: str
+    loop: str
+    body: dict[str, Any]
+    envelope_hash: Any
+    signature: Any
+    document: dict[str, Any]
+
+
+@dataclass
+class KgSnapshot:
+    snapshot_id: Any
+    body: dict[str, Any]
+    signature: Any
+    document: dict[str, Any]
+
+
+def pack_envelope_hash(pack: Any) -> str:
+    """``"sha256:" + sha256(js-sorted(contextos_pack))``: what a pack file records and signs."""
+    return "sha256:" + hashlib.sha256(js_sorted(pack)).hexdigest()
+
+
+def kg_snapshot_id(body: Any) -> str:
+    """A KG snapshot's content address: ``"sha256:" + sha256(js-sorted(body))``."""
+    return "sha256:" + hashlib.sha256(js_sorted(body)).hexdigest()
+
+
+def input_kind(data: bytes) -> str | None:
+    """``PACK_KIND`` or ``KG_KIND`` for a pack or KG snapshot file, else None."""
+    head = data[:4096]
+    if b'"contextos_pack"' in head:
+        return PACK_KIND
+    if b'"contextos_kg_snapshot"' in head:
+        return KG_KIND
+    return None
+
+
+def parse_input(data: bytes, where: str) -> Pack | KgSnapshot:
+    """A pack file ``{"contextos_pack": {"name", "version", "loop", "body"},
+    "envelope_hash", "signature"}`` or a KG snapshot file ``{"contextos_kg_snapshot": {...},
+    "snapshot_id", "signature"}``; raises ``MALFORMED_TRACE``."""
+    if len(data) > MAX_INPUT_BYTES:
+        raise _malformed(f"{where}: larger than {MAX_INPUT_BYTES} bytes")
+    try:
+        doc = _DECODER.decode(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _malformed(f"{where}: not a JSON pack or KG snapshot ({exc})") from None
+    doc = _object(doc, where)
+    if "contextos_pack" in doc:
+        pack = _object(doc["contextos_pack"], f"{where}.contextos_pack")
+        for key in ("name", "version", "loop"):
+            _string(pack, key, f"{where}.contextos_pack")
+        body = _object(pack.get("body"), f"{where}.contextos_pack.body")
+        return Pack(
+            pack["name"],
+            pack["version"],
+            pack["loop"],
+            body,
+            doc.get("envelope_hash"),
+            doc.get("signature"),
+            doc,
+        )
+    if "contextos_kg_snapshot" in doc:
+        body = _object(doc["contextos_kg_snapshot"], f"{where}.contextos_kg_snapshot")
+        return KgSnapshot(doc.get("snapshot_id"), body, doc.get("signature"), doc)
+    raise _malformed(f"{where}: neither contextos_pack nor contextos_kg_snapshot")
+
+
+@dataclass
+class Inputs:
+    """The pinned inputs found for a trace: parsed, or why not (per input)."""
+
+    pack: Pack | None = None
+    kg: KgSnapshot | None = None
+    pack_text: str | None = None
+    kg_text: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def find_inputs(trace: ContextosTrace, files: Mapping[str, bytes]) -> Inputs:
+    """Among ``files`` (name -> bytes), the pack ``pack_version`` pins and the KG snapshot
+    ``kg_snapshot_id`` pins, matched by content (a pack by its name@version, a snapshot by the
+    id it records)."""
+    found = Inputs()
+    pinned_pack = trace.head["pack_version"]
+    pinned_kg = trace.head["kg_snapshot_id"]
+    for name, data in files.items():
+        if input_kind(data) is None:
+            continue
+        try:
+            item = parse_input(data, name)
+        except ReplayError as exc:
+            found.problems.append(exc.message)
+            continue
+        text = data.decode("utf-8")
+        if isinstance(item, Pack) and f"{item.name}@{item.version}" == pinned_pack:
+            found.pack, found.pack_text = item, text
+        elif isinstance(item, KgSnapshot) and item.snapshot_id == pinned_kg:
+            found.kg, found.kg_text = item, text
+    return found
+
+
+def _signed(sig: Any, message: bytes, keys: KeyRing, at: Any) -> tuple[str | None, bool]:
+    """(problem, unsigned): None when the signature verifies."""
+    if sig is None:
+        return "is unsigned", True
+    verdict = verify_signature(sig, message, keys, at=at)
+    if verdict.ok:
+        return None, False
+    return f"signature does not verify: {verdict.reason}", False
+
+
+# --- canonical loops ------------------------------------------------------------------------
+
+
+class MissingCall(Exception):
+    def __init__(self, call_id: str) -> None:
+        super().__init__(call_id)
+        self.call_id = call_id
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What the loop runs on: ``compilePack`` of the pinned pack with the recorded invoke
+    and the pinned KG snapshot; nothing live."""
+
+    pack: dict[str, Any]
+    pack_version: str
+    kg: dict[str, Any]
+    kg_snapshot_id: str
+    run_context: dict[str, Any]
+    request: dict[str, Any]
+
+
+Loop = Callable[[Compiled, Callable[[dict[str, Any]], dict[str, Any]]], dict[str, Any]]
+LOOPS: dict[str, Loop] = {}
+
+
+def register_loop(name: str, loop: Loop) -> None:
+    """Register a canonical loop under ``name@version`` (a new version for any change in
+    behaviour, so old traces still replay)."""
+    if "@" not in name:
+        raise ValueError("a loop is registered as name@version")
+    if name in LOOPS:
+        raise ValueError(f"loop {name!r} is already registered")
+    LOOPS[name] = loop
+
+
+def refund_triage_v1(c: Compiled, call_tool: Callable[[dict[str, Any]], dict[str, Any]]):
+    """The reference refund loop: plan the pack's tools in order, call each through the
+    recorded transcripts, decide by the pack's policies and the KG snapshot's facts."""
+    req = c.request
+    order_id = req["order_id"]
+    amount = req["amount"]
+    calls = []
+    evidence = sorted(
+        str(fact["id"])
+        for fact in c.kg.get("facts", [])
+        if fact.get("subject") == req.get("customer_id")
+    )
+    tool_outputs: dict[str, Any] = {}
+    for i, capability in enumerate(c.pack["tools"]):
+        call_id = f"{req['request_id']}-{i + 1}"
+        result = call_tool(
+            {"call_id": call_id, "capability": capability, "args": {"order_id": order_id}}
+        )
+        calls.append(call_id)
+        output = result.get("output", {})
+        tool_outputs[capability] = output
+        if isinstance(output, dict) and "evidence_ref" in output:
+            evidence.append(str(output["evidence_ref"]))
+    decisions = [
+        {"policy": p["id"], "decision": "allow" if amount <= p["max_amount"] else "deny"}
+        for p in c.pack["policies"]
+    ]
+    denied = any(d["decision"] == "deny" for d in decisions)
+    over = amount > c.pack["approval_over"]
+    approvals = list(c.run_context.get("approvals", [])) if over else []
+    return {
+        "decision_key": f"{req['kind']}:{order_id}",
+        "evidence_refs": evidence,
+        "policy_decisions": decisions,
+        "approvals": approvals,
+        "lineage": {"pack": c.pack_version, "kg_snapshot": c.kg_snapshot_id, "calls": calls},
+        "outputs": {
+            "decision": "deny" if denied else "refund",
+            "amount": 0 if denied else amount,
+            "tools": tool_outputs,
+        },
+        "status": "needs_approval" if over and not approvals else "completed",
+    }
+
+
+register_loop("refund-triage@1", refund_triage_v1)
+
+
+def run_loop(trace: ContextosTrace, pack: Pack, kg: KgSnapshot) -> dict[str, Any]:
+    """``runReplay``: the pack's registered loop over a lookup of the recorded transcripts
+    (``call_id`` -> result; a later duplicate wins, as ``Map.set`` does). Raises
+    ``MissingCall`` for a call nobody recorded, ``KeyError`` for an unregistered loop."""
+    index: dict[str, Any] = {}
+    for env in trace.envelopes:
+        index[env["call"]["call_id"]] = env["result"]
+
+    def call_tool(call: dict[str, Any]) -> dict[str, Any]:
+        recorded = index.get(call["call_id"])
+        if recorded is None:
+            raise MissingCall(call["call_id"])
+        return recorded
+
+    loop = LOOPS[pack.loop]
+    invoke = trace.head["invoke"]
+    compiled = Compiled(
+        pack=pack.body,
+        pack_version=trace.head["pack_version"],
+        kg=kg.body,
+        kg_snapshot_id=trace.head["kg_snapshot_id"],
+        run_context=invoke["run_context"],
+        request=invoke["request"],
+    )
+    return loop(compiled, call_tool)
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+@dataclass
+class ContextosReport(ReplayReport):
+    #: ContextOS's own vocabulary beside the console's: status (byte_equal, diverged,
+    #: tamper_detected or None when not replayed), rule, record_hash, chain, diverged_at, diff
+    contextos: dict[str, Any] = field(default_factory=dict)
+
+
+def new_report(trace_id: str | None, mode: str = AUDIT) -> ContextosReport:
+    report = ContextosReport(trace_id=trace_id, format=FORMAT, mode=mode)
+    report.contextos = {
+        "status": None,
+        "rule": None,
+        "rule_detail": None,
+        "chain": None,
+        "record_hash": None,
+        "diverged_at": None,
+        "diff": {},
+        "entries": 0,
+    }
+    return report
+
+
+def refused_report(exc: ReplayError, mode: str = AUDIT) -> ContextosReport:
+    report = new_report(None, mode)
+    report.checks.append(Check("format", False, exc.message))
+    return report.fail(exc.code, exc.message, expected=exc.expected, observed=exc.observed)
+
+
+def _describe(trace: ContextosTrace) -> str:
+    text = (
+        f"ContextOS trace {trace.trace_id}, schema_version "
+        f"{trace.head.get('schema_version', SCHEMA_VERSION)}, {len(trace.envelopes)} tool "
+        f"envelopes, pack {trace.head['pack_version']}, KG snapshot {trace.head['kg_snapshot_id']}"
+    )
+    if trace.ignored:
+        text += f"; ignored fields: {', '.join(trace.ignored)}"
+    return text
+
+
+def _chain_checks(
+    report: ContextosReport,
+    trace: ContextosTrace,
+    progress: Callable[[int], None] | None,
+) -> bool:
+    """The chain and record checks; False when the report failed."""
+    unprotected: set[str] = set()
+    ref = verify_chain(trace, REFERENCE, unprotected=unprotected, progress=progress)
+    chosen = ref
+    if not ref.ok and ref.problem is None:
+        alt = verify_chain(trace, ALTERNATIVE)
+        if alt.ok or alt.verified > ref.verified:
+            chosen = alt
+    n = 2 * len(trace.envelopes) + 2
+    try:
+        rhash: str | None = record_hash(trace.head["decision_record"])
+    except CanonicalError:
+        rhash = None
+    report.contextos["record_hash"] = rhash
+    report.contextos["entries"] = n
+    report.contextos["rule"] = chosen.rule
+    report.contextos["rule_detail"] = RULES[chosen.rule]
+    report.contextos["chain"] = chosen.verdict()
+    report.stats["entries"] = n
+    fields = list(NEVER_HASHED)
+    if chosen.rule == REFERENCE:
+        fields += sorted(unprotected)[:MAX_UNPROTECTED]
+        if len(unprotected) >= MAX_UNPROTECTED:
+            fields.append(f"... (more than {MAX_UNPROTECTED})")
+    fields += [f"/{k}" for k in trace.ignored]
+    report.unprotected_fields = fields
+    record_entry_ok = chosen.ok
+    if chosen.ok:
+        report.checks.append(
+            Check(
+                "chain",
+                True,
+                f"{n - 1} entries (invoke, {len(trace.envelopes)} tool calls and results) "
+                f"verify under the {chosen.rule} rule: {RULES[chosen.rule]}",
+            )
+        )
+    elif chosen.problem:
+        # not a broken chain: a value the canonical cannot write (nested too deeply)
+        detail = f"entry {_idx(chosen.broke_at)} ({chosen.kind}) cannot be hashed: {chosen.problem}"
+        report.checks.append(Check("chain", False, detail))
+        report.fail(errors.MALFORMED_TRACE, detail, broke_at=chosen.broke_at)
+        return False
+    elif chosen.kind != "decision_record":
+        report.contextos["status"] = TAMPER_DETECTED
+        detail = (
+            f"the chain breaks at entry {_idx(chosen.broke_at)} ({chosen.kind}) under the "
+            f"{chosen.rule} rule (the other rule verified a shorter prefix or the same): "
+            f"computed {chosen.expected}, recorded {chosen.observed or '(none)'}"
+        )
+        report.checks.append(Check("chain", False, detail))
+        report.fail(
+            errors.INTEGRITY_FAILURE,
+            detail,
+            broke_at=chosen.broke_at,
+            expected=chosen.expected,
+            observed=chosen.observed,
+        )
+        return False
+    else:
+        report.checks.append(
+            Check(
+                "chain",
+                True,
+                f"{n - 1} entries before the record verify under the {chosen.rule} rule",
+            )
+        )
+    rule = chosen.rule
+    if not record_entry_ok:
+        report.contextos["status"] = TAMPER_DETECTED
+        detail = (
+            f"the decision_record's chain entry ({_idx(chosen.broke_at)}) does not verify "
+            f"under the {rule} rule: computed {chosen.expected}, recorded "
+            f"audit.chain_prev_hash {chosen.observed or '(none)'}"
+        )
+        report.checks.append(Check("record", False, detail))
+        report.fail(
+            errors.INTEGRITY_FAILURE,
+            detail,
+            broke_at=chosen.broke_at,
+            expected=chosen.expected,
+            observed=chosen.observed,
+        )
+        return False
+    report.checks.append(
+        Check(
+            "record",
+            True,
+            f"the decision_record closes the chain (audit.chain_prev_hash); record_hash {rhash}",
+        )
+    )
+    return True
+
+
+def _idx(value: Any) -> str:
+    return str(value)
+
+
+def verify(
+    trace: ContextosTrace,
+    *,
+    mode: str = AUDIT,
+    progress: Callable[[int], None] | None = None,
+    inputs_present: tuple[bool, bool] | None = None,
+) -> ContextosReport:
+    """The chain and the record, without the pinned inputs (``verify``, ingest)."""
+    report = new_report(trace.trace_id, mode)
+    report.checks.append(Check("format", True, _describe(trace)))
+    if inputs_present is not None:
+        report.replayable = all(inputs_present)
+        report.missing = [
+            name
+            for name, there in zip(
+                (f"pack {trace.head['pack_version']}", f"kg {trace.head['kg_snapshot_id']}"),
+                inputs_present,
+                strict=True,
+            )
+            if not there
+        ]
+    _chain_checks(report, trace, progress)
+    return report
+
+
+def replay(
+    trace: ContextosTrace,
+    inputs: Inputs,
+    *,
+    keys: KeyRing | None = None,
+    at: Any = None,
+    mode: str = AUDIT,
+    progress: Callable[[int], None] | None = None,
+    input_checks: list[Check] | None = None,
+) -> ContextosReport:
+    """``replay(trace_id)`` of seed 004: the pinned inputs (refused, naming which), the chain
+    (``tamper_detected``), the canonical loop over the recorded transcripts, the differ."""
+    keys = keys if keys is not None else StaticKeyRing()
+    report = new_report(trace.trace_id, mode)
+    report.checks.append(Check("format", True, _describe(trace)))
+    report.checks.extend(input_checks or [])
+    if not _pack_check(report, trace, inputs, keys, at):
+        return report
+    if not _kg_check(report, trace, inputs, keys, at):
+        return report
+    report.replayable = True
+    if not _chain_checks(report, trace, progress):
+        return report
+    assert inputs.pack is not None
+    assert inputs.kg is not None
+    if inputs.pack.loop not in LOOPS:
+        message = (
+            f"pack {trace.head['pack_version']} names the loop {inputs.pack.loop!r}, which is "
+            f"not registered; registered: {', '.join(sorted(LOOPS)) or 'none'}"
+        )
+        report.checks.append(Check("loop", False, message))
+        return report.fail(errors.CAPABILITY_NOT_FOUND, message, broke_at="loop")
+    try:
+        replayed = run_loop(trace, inputs.pack, inputs.kg)
+    except MissingCall as exc:
+        message = (
+            f"replay diverged: no recorded result for {exc.call_id} (the loop "
+            f"{inputs.pack.loop} made a call the trace does not record)"
+        )
+        report.contextos["status"] = DIVERGED
+        report.contextos["diverged_at"] = "transcripts"
+        report.contextos["missing_call"] = exc.call_id
+        report.checks.append(Check("loop", False, message))
+        return report.fail(errors.REPLAY_DIVERGENCE, message, broke_at=exc.call_id)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        message = (
+            f"the loop {inputs.pack.loop} cannot run on pack {trace.head['pack_version']} and "
+            f"this trace's request: {type(exc).__name__} {exc}"
+        )
+        report.checks.append(Check("loop", False, message))
+        return report.fail(errors.MALFORMED_TRACE, message, broke_at="loop")
+    report.checks.append(
+        Check(
+            "loop",
+            True,
+            f"{inputs.pack.loop} ran offline on pack {trace.head['pack_version']} and KG "
+            f"snapshot {trace.head['kg_snapshot_id']} over {len(trace.envelopes)} recorded "
+            "tool results",
+        )
+    )
+    persisted = trace.head["decision_record"]
+    try:
+        verdict = diff_records(persisted, replayed)
+    except (RecursionError, CanonicalError) as exc:
+        message = f"the DecisionRecord cannot be compared: {exc}"
+        report.checks.append(Check("decision_record", False, message))
+        return report.fail(errors.MALFORMED_TRACE, message, broke_at="decision_record")
+    report.contextos["replayed_record_hash"] = verdict.replayed_hash
+    report.contextos["unprotected_differences"] = verdict.unprotected_differences
+    outside = ""
+    if verdict.unprotected_differences:
+        outside = (
+            "; fields outside the seed's record hash differ and are not compared: "
+            + ", ".join(verdict.unprotected_differences[:20])
+        )
+    if verdict.ok:
+        report.contextos["status"] = BYTE_EQUAL
+        report.contextos["verdict"] = {
+            "ok": True,
+            "trace_id": trace.trace_id,
+            "record_hash": verdict.record_hash,
+        }
+        report.checks.append(
+            Check(
+                "decision_record",
+                True,
+                f"byte_equal: the replayed DecisionRecord hashes to {verdict.record_hash}"
+                + outside,
+            )
+        )
+        return report
+    report.contextos["status"] = DIVERGED
+    report.contextos["diverged_at"] = verdict.diverged_at
+    report.contextos["diff"] = verdict.diff
+    report.contextos["verdict"] = {
+        "ok": False,
+        "trace_id": trace.trace_id,
+        "diverged_at": verdict.diverged_at,
+        "diff": verdict.diff,
+    }
+    for name, (before, after) in verdict.diff.items():
+        report.divergences.append(Divergence("decision_record", name, f"/{name}", before, after))
+    message = (
+        f"diverged at {verdict.diverged_at}: the replayed DecisionRecord differs in "
+        f"{', '.join(verdict.diff) or 'no named field'} (persisted {verdict.record_hash}, "
+        f"replayed {verdict.replayed_hash})"
+    )
+    report.checks.append(Check("decision_record", False, message + outside))
+    return report.fail(
+        errors.RESULT_MISMATCH,
+        message,
+        broke_at=verdict.diverged_at,
+        expected=verdict.record_hash,
+        observed=verdict.replayed_hash,
+    )
+
+
+def _refuse(report: ContextosReport, check: str, code: str, message: str, **where: Any) -> bool:
+    report.checks.append(Check(check, False, message))
+    if code == errors.INTEGRITY_FAILURE:
+        report.contextos["status"] = TAMPER_DETECTED
+    report.fail(code, message, broke_at=check, **where)
+    return False
+
+
+def _pack_check(
+    report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
+) -> bool:
+    pinned = trace.head["pack_version"]
+    if _PINNED_PACK.match(pinned) is None:
+        return _refuse(
+            report,
+            "pack",
+            errors.MISSING_SNAPSHOT,
+            f"refusing to replay: the pack {pinned!r} is unpinned (a pinned pack is "
+            "name@MAJOR.MINOR.PATCH)",
+        )
+    pack = inputs.pack
+    if pack is None:
+        return _refuse(
+            report,
+            "pack",
+            errors.MISSING_SNAPSHOT,
+            f"refusing to replay: the pack {pinned} was not retained",
+        )
+    recomputed = pack_envelope_hash(pack.document["contextos_pack"])
+    if pack.envelope_hash != recomputed:
+        return _refuse(
+            report,
+            "pack",
+            errors.INTEGRITY_FAILURE,
+            f"refusing to replay: the pack {pinned}'s envelope hash differs: recorded "
+            f"{pack.envelope_hash}, recomputed {recomputed}",
+            expected=recomputed,
+            observed=str(pack.envelope_hash),
+        )
+    problem, unsigned = _signed(pack.signature, recomputed.encode(), keys, at)
+    if problem is not None:
+        code = errors.MISSING_SNAPSHOT if unsigned else errors.INTEGRITY_FAILURE
+        return _refuse(report, "pack", code, f"refusing to replay: the pack {pinned} {problem}")
+    report.checks.append(
+        Check("pack", True, f"pack {pinned} retained, signed, envelope hash {recomputed}")
+    )
+    return True
+
+
+def _kg_check(
+    report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
+) -> bool:
+    pinned = trace.head["kg_snapshot_id"]
+    if _HASH.match(pinned) is None:
+        return _refuse(
+            report,
+            "kg_snapshot",
+            errors.MISSING_SNAPSHOT,
+            f"refusing to replay: the KG snapshot {pinned!r} is unpinned (a pinned snapshot "
+            "is its content address sha256:<64 hex>)",
+        )
+    kg = inputs.kg
+    if kg is None:
+        return _refuse(
+            report,
+            "kg_snapshot",
+            errors.MISSING_SNAPSHOT,
+            f"refusing to replay: the KG snapshot {pinned} was not retained",
+        )
+    recomputed = kg_snapshot_id(kg.body)
+    if recomputed != pinned:
+        return _refuse(
+            report,
+            "kg_snapshot",
+            errors.INTEGRITY_FAILURE,
+            f"refusing to replay: the KG snapshot {pinned}'s envelope hash differs: its "
+            f"content hashes to {recomputed}",
+            expected=recomputed,
+            observed=pinned,
+        )
+    problem, unsigned = _signed(kg.signature, recomputed.encode(), keys, at)
+    if problem is not None:
+        code = errors.MISSING_SNAPSHOT if unsigned else errors.INTEGRITY_FAILURE
+        return _refuse(
+            report, "kg_snapshot", code, f"refusing to replay: the KG snapshot {pinned} {problem}"
+        )
+    report.checks.append(Check("kg_snapshot", True, f"KG snapshot {pinned} retained and signed"))
+    return True

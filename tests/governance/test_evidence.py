@@ -1,0 +1,66 @@
+"""The ledger evidence a bundle carries (``governance.evidence``): the events naming the
+subject's traces, the keys that verify them and a checkpoint, signed by the server key, and a
+bundle built from them verifies offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsr import bundle
+from governance import evidence, ledger
+from governance.services import replay_request, replay_run_govern
+from tests.governance.conftest import ingest, recorded_bytes
+
+
+@pytest.fixture
+def traces(stored_traces):
+    alpha = ingest("alpha", data=recorded_bytes("alpha"))
+    beta = ingest("beta", data=recorded_bytes("beta"))
+    replay_run_govern(run_id=replay_request(trace=alpha, mode="audit", enqueue=False).id)
+    replay_run_govern(run_id=replay_request(trace=beta, mode="audit", enqueue=False).id)
+    return alpha, beta
+
+
+def test_it_gathers_the_events_naming_the_traces_and_their_keys(traces):
+    alpha, _beta = traces
+    found = evidence.ledger_evidence([alpha])
+    key = ledger.server_key_current()
+
+    assert [e["type"] for e in found["events"]] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+    assert {e["payload"]["trace_id"] for e in found["events"]} == {alpha.trace_id}
+    assert [k["key_id"] for k in found["server_keys"]] == [key.key_id]
+    assert found["member_keys"] == {}
+    assert found["checkpoint"]["checkpoint"]["size"] == 5  # KEY_ADDED and two replays' events
+
+
+def test_a_bundle_of_them_signed_by_the_server_verifies_offline(traces):
+    alpha, _beta = traces
+    found = evidence.ledger_evidence([alpha])
+    inputs = bundle.BundleInputs(
+        request_ref="dsr_1",
+        subject_refs=("subj_X",),
+        created_at="2026-02-01T00:00:00.000000Z",
+        traces=(bundle.TraceEvidence(alpha.trace_id, alpha.blob.sha256, alpha.format),),
+        **found,
+    )
+    data = bundle.build_bundle(inputs, evidence.server_sign)
+    key = ledger.server_key_current()
+
+    check = bundle.verify_bundle(data, [key.public_key])
+    assert (check.ok, check.key_id, check.events, check.trust) == (
+        True,
+        key.key_id,
+        2,
+        "trusted key",
+    )
+    assert bundle.verify_bundle(data, checkpoint=found["checkpoint"]).trust == "checkpoint"
+
+
+def test_an_event_naming_traces_of_two_chunks_comes_once(traces, monkeypatch):
+    monkeypatch.setattr(evidence, "CHUNK", 1)
+    found = evidence.ledger_evidence(list(traces), checkpoint=False)
+
+    seqs = [e["seq"] for e in found["events"]]
+    assert seqs == sorted(set(seqs))
+    assert len(seqs) == 4
+    assert found["checkpoint"] is None

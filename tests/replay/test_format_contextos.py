@@ -1,0 +1,607 @@
+"""ContextOS traces (seed 004): the console agrees with the seed's own code on every file.
+
+The fixtures under fixtures/contextos were made by make_fixtures.py: records by the
+registered loop, every chain hash by reference.js (the seed's verify-chain.ts under Node.js),
+the expected verdicts by reference.js verify / diff. Nothing here is hand-predicted except
+the console's own codes and messages.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replay.errors import (
+    CAPABILITY_NOT_FOUND,
+    INTEGRITY_FAILURE,
+    MALFORMED_TRACE,
+    MISSING_SNAPSHOT,
+    REPLAY_DIVERGENCE,
+    RESULT_MISMATCH,
+    UNSUPPORTED_SCHEMA_VERSION,
+)
+from replay.formats import contextos as cx
+from replay.formats import detect_format, format_names
+from replay.formats.protocol import VerifyContext
+from tests.replay.fixtures.make_golden import golden_key_ring
+
+HERE = Path(__file__).resolve().parent / "fixtures" / "contextos"
+EXPECTED = {
+    json.loads(line)["file"]: json.loads(line)
+    for line in (HERE / "expected.jsonl").read_text().splitlines()
+}
+EXPECTED_DIFF = {
+    json.loads(line)["file"]: json.loads(line)["verdict"]
+    for line in (HERE / "expected_diff.jsonl").read_text().splitlines()
+}
+PACK = HERE / "refund-triage@1.4.0.pack.json"
+KG = HERE / "kg-snapshot.kg.json"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def load(name: str) -> cx.ContextosTrace:
+    return cx.loads((HERE / name).read_bytes(), name)
+
+
+def inputs_for(trace: cx.ContextosTrace, pack: Path = PACK, kg: Path = KG) -> cx.Inputs:
+    return cx.find_inputs(trace, {pack.name: pack.read_bytes(), kg.name: kg.read_bytes()})
+
+
+def replayed(name: str, **kw: Any) -> dict[str, Any]:
+    trace = load(name)
+    report = cx.replay(trace, inputs_for(trace, **kw), keys=golden_key_ring())
+    return report.to_json()
+
+
+def verified(name: str) -> dict[str, Any]:
+    return cx.verify(load(name)).to_json()
+
+
+# --- the chain agrees with the seed's code on every file -------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"version_2.trace.json"}))
+def test_it_computes_the_chain_as_the_seeds_code_does(name):
+    trace = load(name)
+    want = EXPECTED[name]
+    assert cx.verify_chain(trace, cx.REFERENCE).verdict() == want["reference"]
+    assert cx.verify_chain(trace, cx.ALTERNATIVE).verdict() == want["alternative"]
+    assert cx.record_hash(trace.head["decision_record"]) == want["record_hash"]
+
+
+def test_the_checked_in_verdicts_are_what_reference_js_prints_now(tmp_path):
+    files = [str(HERE / name) for name in sorted(EXPECTED)]
+    out = subprocess.run(
+        ["node", str(HERE / "reference.js"), "verify", *files], capture_output=True, check=True
+    )
+    assert out.stdout.decode() == (HERE / "expected.jsonl").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"version_2.trace.json"}))
+def test_the_one_walk_writes_the_profiles_bytes_and_finds_the_unprotected_fields(name):
+    from replay.canonical import contextos
+
+    for entry in cx.entries(load(name)):
+        dropped: set[str] = set()
+        assert cx.reference_bytes(entry, dropped) == contextos(entry.payload)
+        assert dropped == cx.unprotected_paths(entry)
+
+
+def test_small_and_streamed_reads_give_the_same_trace(monkeypatch):
+    data = (HERE / "tamper_reordered.trace.json").read_bytes()
+    whole = cx.parse(io.BytesIO(data), "t")
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    streamed = cx.parse(io.BytesIO(data), "t")
+    assert whole.head == streamed.head
+    assert list(whole.envelopes) == list(streamed.envelopes)
+
+
+# --- verify: the report of each file ----------------------------------------------------------
+
+VERIFY_CASES = {
+    # name: (status, code, broke_at, rule)
+    "pass.trace.json": ("ok", None, None, "reference"),
+    "pass_alternative.trace.json": ("ok", None, None, "alternative"),
+    "tamper_invoke.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 0, "reference"),
+    "tamper_envelope_hash.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 0, "reference"),
+    "tamper_result.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 1.5, "reference"),
+    "tamper_call_hash.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 2, "reference"),
+    "tamper_result_hash_missing.trace.json": (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        2.5,
+        "reference",
+    ),
+    "tamper_chain_prev_hash.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 5, "reference"),
+    "tamper_reordered.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 1, "reference"),
+    "tamper_dropped_envelope.trace.json": ("tamper_detected", INTEGRITY_FAILURE, 1, "reference"),
+    # neither rule: the alternative verified the longer prefix
+    "tamper_result_alternative.trace.json": (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        2.5,
+        "alternative",
+    ),
+    "tamper_evidence_refs_alternative.trace.json": (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        5,
+        "alternative",
+    ),
+    # the seed's own tamper example: evidence_refs is outside the reference rule's hash
+    "tamper_evidence_refs.trace.json": ("ok", None, None, "reference"),
+    "unprotected_output_edit.trace.json": ("ok", None, None, "reference"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VERIFY_CASES))
+def test_it_verifies_each_file_with_the_exact_code_broke_at_expected_and_observed(name):
+    status, code, broke_at, rule = VERIFY_CASES[name]
+    report = verified(name)
+    assert (report["status"], report["error_code"], report["broke_at"]) == (status, code, broke_at)
+    assert report["contextos"]["rule"] == rule
+    assert report["contextos"]["record_hash"] == EXPECTED[name]["record_hash"]
+    want = EXPECTED[name][rule]
+    if code is None:
+        assert want == {"ok": True}
+        assert report["contextos"]["status"] is None  # byte_equal needs a replay
+    else:
+        assert report["contextos"]["status"] == "tamper_detected"
+        assert report["contextos"]["chain"] == want
+        assert (report["expected"], report["observed"]) == (want["expected"], want["observed"])
+
+
+def test_it_names_the_half_step_and_both_hashes_of_a_tampered_tool_result():
+    report = verified("tamper_result.trace.json")
+    want = EXPECTED["tamper_result.trace.json"]["reference"]
+    assert [c["name"] for c in report["checks"]] == ["format", "chain"]
+    assert report["checks"][-1]["detail"] == (
+        "the chain breaks at entry 1.5 (tool_result) under the reference rule (the other rule "
+        f"verified a shorter prefix or the same): computed {want['expected']}, recorded "
+        f"{want['observed']}"
+    )
+
+
+def test_it_says_which_fields_the_reference_rule_leaves_unprotected():
+    report = verified("pass.trace.json")
+    fields = report["unprotected_fields"]
+    assert fields[:6] == [
+        "/trace_id",
+        "/schema_version",
+        "/pack_version",
+        "/kg_snapshot_id",
+        "/audit/chain_root_hash",
+        "/audit/signed_by",
+    ]
+    # request.kind and result.kind are spelt like a payload key ("kind"): hashed
+    assert "/invoke/request/amount" in fields
+    assert "/invoke/request/kind" not in fields
+    assert "/tool_envelopes/*/result/output" in fields
+    assert "/tool_envelopes/*/result/kind" not in fields
+    assert "/decision_record/evidence_refs" in fields
+    assert "/tool_envelopes/*/call/payload_hash" in fields
+
+
+def test_the_alternative_rule_leaves_only_the_never_hashed_fields_unprotected():
+    report = verified("pass_alternative.trace.json")
+    assert report["unprotected_fields"] == list(cx.NEVER_HASHED)
+    assert report["checks"][1]["detail"].endswith(cx.RULES["alternative"])
+
+
+# --- replay ----------------------------------------------------------------------------------
+
+
+def test_a_clean_replay_is_byte_equal_with_the_seeds_record_hash():
+    report = replayed("pass.trace.json")
+    want = EXPECTED_DIFF["pass.trace.json"]
+    assert (report["status"], report["error_code"]) == ("ok", None)
+    assert report["contextos"]["status"] == "byte_equal"
+    assert report["contextos"]["verdict"] == want
+    assert report["contextos"]["record_hash"] == want["record_hash"]
+    assert [c["name"] for c in report["checks"]] == [
+        "format",
+        "pack",
+        "kg_snapshot",
+        "chain",
+        "record",
+        "loop",
+        "decision_record",
+    ]
+    assert all(c["ok"] for c in report["checks"])
+
+
+def test_the_seeds_evidence_refs_tamper_diverges_at_evidence_refs():
+    report = replayed("tamper_evidence_refs.trace.json")
+    want = EXPECTED_DIFF["tamper_evidence_refs.trace.json"]
+    assert (report["status"], report["error_code"]) == ("diverged", RESULT_MISMATCH)
+    assert report["contextos"]["status"] == "diverged"
+    assert report["contextos"]["diverged_at"] == "evidence_refs" == want["diverged_at"]
+    assert report["contextos"]["diff"] == want["diff"]
+    assert report["broke_at"] == "evidence_refs"
+    assert report["divergences"] == [
+        {
+            "step": "decision_record",
+            "step_id": "evidence_refs",
+            "path": "/evidence_refs",
+            "before": ["kg:f9", "kg:f3", "order:ord-1042", "history:cust-88"],
+            "after": ["kg:f1", "kg:f3", "order:ord-1042", "history:cust-88"],
+        }
+    ]
+
+
+def test_a_resealed_record_diverges_on_every_changed_field():
+    report = replayed("diverged_resealed.trace.json")
+    want = EXPECTED_DIFF["diverged_resealed.trace.json"]
+    assert report["contextos"]["diverged_at"] == "outputs" == want["diverged_at"]
+    assert report["contextos"]["diff"] == want["diff"]
+    assert sorted(report["contextos"]["diff"]) == ["outputs", "status"]
+    assert [d["path"] for d in report["divergences"]] == ["/outputs", "/status"]
+    assert report["expected"] == report["contextos"]["record_hash"]
+    assert report["observed"] == report["contextos"]["replayed_record_hash"]
+
+
+def test_a_difference_outside_the_reference_hash_is_byte_equal_and_named():
+    report = replayed("unprotected_output_edit.trace.json")
+    assert report["contextos"]["status"] == "byte_equal"
+    assert report["contextos"]["verdict"] == EXPECTED_DIFF["unprotected_output_edit.trace.json"]
+    assert report["contextos"]["unprotected_differences"] == [
+        "/outputs/tools/check_history/refunds_90d"
+    ]
+    assert "/outputs/tools/check_history/refunds_90d" in report["checks"][-1]["detail"]
+
+
+def test_a_call_the_trace_does_not_record_fails_the_loop():
+    report = replayed("missing_call_resealed.trace.json")
+    assert (report["status"], report["error_code"]) == ("diverged", REPLAY_DIVERGENCE)
+    assert report["broke_at"] == "req-7f3a-2"
+    assert report["contextos"]["missing_call"] == "req-7f3a-2"
+    assert report["contextos"]["diverged_at"] == "transcripts"
+    assert report["message"].startswith("replay diverged: no recorded result for req-7f3a-2")
+
+
+def test_a_tampered_chain_is_tamper_detected_before_the_loop_runs():
+    report = replayed("tamper_result.trace.json")
+    assert (report["status"], report["error_code"], report["broke_at"]) == (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        1.5,
+    )
+    assert report["contextos"]["status"] == "tamper_detected"
+    assert "loop" not in [c["name"] for c in report["checks"]]
+
+
+REFUSALS = {
+    # trace, pack, kg: code, broke_at, message
+    ("pass.trace.json", None, KG): (
+        MISSING_SNAPSHOT,
+        "pack",
+        "refusing to replay: the pack refund-triage@1.4.0 was not retained",
+    ),
+    ("pass.trace.json", PACK, None): (
+        MISSING_SNAPSHOT,
+        "kg_snapshot",
+        "refusing to replay: the KG snapshot "
+        f"{json.loads(KG.read_text())['snapshot_id']} was not retained",
+    ),
+    ("unpinned_pack.trace.json", PACK, KG): (
+        MISSING_SNAPSHOT,
+        "pack",
+        "refusing to replay: the pack 'refund-triage@latest' is unpinned (a pinned pack is "
+        "name@MAJOR.MINOR.PATCH)",
+    ),
+    ("unretained_pack.trace.json", PACK, KG): (
+        MISSING_SNAPSHOT,
+        "pack",
+        "refusing to replay: the pack refund-triage@1.3.9 was not retained",
+    ),
+    ("unpinned_kg.trace.json", PACK, KG): (
+        MISSING_SNAPSHOT,
+        "kg_snapshot",
+        "refusing to replay: the KG snapshot 'kg-latest' is unpinned (a pinned snapshot is its "
+        "content address sha256:<64 hex>)",
+    ),
+    ("unretained_kg.trace.json", PACK, KG): (
+        MISSING_SNAPSHOT,
+        "kg_snapshot",
+        f"refusing to replay: the KG snapshot sha256:{'1' * 64} was not retained",
+    ),
+    ("pass.trace.json", HERE / "inputs/unsigned" / PACK.name, KG): (
+        MISSING_SNAPSHOT,
+        "pack",
+        "refusing to replay: the pack refund-triage@1.4.0 is unsigned",
+    ),
+    ("pass.trace.json", PACK, HERE / "inputs/unsigned" / KG.name): (
+        MISSING_SNAPSHOT,
+        "kg_snapshot",
+        f"refusing to replay: the KG snapshot {json.loads(KG.read_text())['snapshot_id']} "
+        "is unsigned",
+    ),
+    ("pass.trace.json", HERE / "inputs/badsig" / PACK.name, KG): (
+        INTEGRITY_FAILURE,
+        "pack",
+        "refusing to replay: the pack refund-triage@1.4.0 signature does not verify: "
+        "HMAC-SHA256 by golden does not verify",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS, key=str))
+def test_replay_refuses_naming_which_input(case):
+    name, pack, kg = case
+    code, broke_at, message = REFUSALS[case]
+    trace = load(name)
+    files = {p.name: p.read_bytes() for p in (pack, kg) if p is not None}
+    report = cx.replay(trace, cx.find_inputs(trace, files), keys=golden_key_ring()).to_json()
+    assert (report["error_code"], report["broke_at"], report["message"]) == (
+        code,
+        broke_at,
+        message,
+    )
+    assert report["status"] == ("tamper_detected" if code == INTEGRITY_FAILURE else "refused")
+
+
+def test_replay_refuses_a_pack_whose_envelope_hash_differs():
+    edited = HERE / "inputs/edited" / PACK.name
+    report = replayed("pass.trace.json", pack=edited)
+    doc = json.loads(edited.read_text())
+    recomputed = cx.pack_envelope_hash(doc["contextos_pack"])
+    assert (report["error_code"], report["broke_at"]) == (INTEGRITY_FAILURE, "pack")
+    assert (report["expected"], report["observed"]) == (recomputed, doc["envelope_hash"])
+    assert recomputed != doc["envelope_hash"]
+    assert report["contextos"]["status"] == "tamper_detected"
+
+
+def test_replay_refuses_a_kg_snapshot_whose_content_no_longer_hashes_to_its_pin():
+    edited = HERE / "inputs/edited" / KG.name
+    report = replayed("pass.trace.json", kg=edited)
+    doc = json.loads(edited.read_text())
+    assert (report["error_code"], report["broke_at"]) == (INTEGRITY_FAILURE, "kg_snapshot")
+    assert report["expected"] == cx.kg_snapshot_id(doc["contextos_kg_snapshot"])
+    assert report["observed"] == doc["snapshot_id"]
+
+
+def test_replay_refuses_a_pack_whose_loop_is_not_registered(monkeypatch):
+    monkeypatch.delitem(cx.LOOPS, "refund-triage@1")
+    report = replayed("pass.trace.json")
+    assert (report["error_code"], report["broke_at"]) == (CAPABILITY_NOT_FOUND, "loop")
+    assert report["message"].startswith(
+        "pack refund-triage@1.4.0 names the loop 'refund-triage@1', which is not registered"
+    )
+
+
+def test_a_loop_is_registered_once_under_name_at_version():
+    with pytest.raises(ValueError, match="already registered"):
+        cx.register_loop("refund-triage@1", cx.refund_triage_v1)
+    with pytest.raises(ValueError, match="name@version"):
+        cx.register_loop("refund-triage", cx.refund_triage_v1)
+
+
+# --- versions and malformed input ------------------------------------------------------------
+
+MALFORMED = {
+    "version_2.trace.json": (
+        UNSUPPORTED_SCHEMA_VERSION,
+        "version_2.trace.json: schema_version 2 is newer than this console supports (1)",
+    ),
+    "malformed_version_string.trace.json": (
+        MALFORMED_TRACE,
+        "malformed_version_string.trace.json: schema_version must be a positive integer, not '1'",
+    ),
+    "malformed_truncated.trace.json": (
+        MALFORMED_TRACE,
+        "malformed_truncated.trace.json: truncated in tool_envelopes[1]",
+    ),
+    "malformed_duplicate_key.trace.json": (
+        MALFORMED_TRACE,
+        "malformed_duplicate_key.trace.json: duplicate key 'audit'",
+    ),
+    "malformed_nan.trace.json": (
+        MALFORMED_TRACE,
+        "malformed_nan.trace.json: invoke: NaN is not valid in a hashed JSON value",
+    ),
+    "malformed_bom.trace.json": (
+        MALFORMED_TRACE,
+        "malformed_bom.trace.json: starts with a byte-order mark",
+    ),
+    "malformed_no_status.trace.json": (MALFORMED_TRACE, "decision_record: status is missing"),
+    "malformed_null_outputs.trace.json": (MALFORMED_TRACE, "decision_record: outputs is null"),
+    "malformed_no_call_id.trace.json": (
+        MALFORMED_TRACE,
+        "tool_envelopes[0].call.call_id: must be a string, not null",
+    ),
+    "malformed_envelopes_object.trace.json": (
+        MALFORMED_TRACE,
+        "malformed_envelopes_object.trace.json: expected tool_envelopes: an array, found '{'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_it_refuses_bad_input_with_the_exact_code_and_where(name):
+    code, message = MALFORMED[name]
+    with pytest.raises(cx.ReplayError) as caught:
+        load(name)
+    assert (caught.value.code, caught.value.message) == (code, message)
+
+
+def test_schema_version_1_is_read():
+    assert verified("version_1.trace.json")["status"] == "ok"
+
+
+def test_a_version_refusal_names_expected_and_observed():
+    with pytest.raises(cx.ReplayError) as caught:
+        load("version_2.trace.json")
+    assert (caught.value.expected, caught.value.observed) == ("1", "2")
+
+
+# --- streaming and bounded ---------------------------------------------------------------------
+
+
+def test_it_reads_the_same_through_tiny_chunks_and_a_spooled_file(monkeypatch):
+    monkeypatch.setattr(cx, "_CHUNK", 7)
+    monkeypatch.setattr(cx, "SPOOL_AFTER_BYTES", 10)
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read, not the whole
+    for name in ("pass.trace.json", "tamper_result.trace.json", "tamper_evidence_refs.trace.json"):
+        trace = cx.parse(io.BytesIO((HERE / name).read_bytes()), name)
+        assert trace.envelopes._spool is not None
+        assert cx.verify_chain(trace).verdict() == EXPECTED[name]["reference"]
+        trace.envelopes.close()
+    with pytest.raises(cx.ReplayError, match="truncated in tool_envelopes"):
+        cx.parse(io.BytesIO((HERE / "malformed_truncated.trace.json").read_bytes()), "t")
+
+
+def test_a_number_cut_by_a_chunk_boundary_is_read_whole(monkeypatch):
+    data = (HERE / "pass.trace.json").read_bytes()
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    for size in range(3, 40):
+        monkeypatch.setattr(cx, "_CHUNK", size)
+        trace = cx.parse(io.BytesIO(data), "t")
+        assert trace.head["invoke"]["request"]["amount"] == 42.5
+        assert cx.verify_chain(trace).ok
+
+
+# --- one interface --------------------------------------------------------------------------
+
+
+def test_it_is_a_registered_format_detected_by_its_keys_before_the_native_trace_id():
+    assert "contextos-trace" in format_names()
+    head = (HERE / "pass.trace.json").read_bytes()
+    assert head.lstrip().startswith(b'{\n  "trace_id"')
+    assert detect_format(head, "pass.trace.json") == "contextos-trace"
+    assert detect_format(b'{"pack_version": "x"}', "upload.bin") == "contextos-trace"
+    assert detect_format(b'{"format": "replay-trace"}', "t.json") == "replay-trace"
+    assert detect_format(b"not json", "x.contextos.json") == "contextos-trace"
+
+
+def test_the_adapter_verifies_and_replays_with_the_files_uploaded_beside_the_trace():
+    from replay.formats import formats
+
+    fmt = formats().get("contextos-trace")
+    ctx = VerifyContext(
+        keys=golden_key_ring(), inputs={PACK.name: PACK.read_bytes(), KG.name: KG.read_bytes()}
+    )
+    with (HERE / "pass.trace.json").open("rb") as fh:
+        parsed = fmt.parse(fh, "pass.trace.json", ctx)
+    verify = fmt.verify(parsed, "pass.trace.json", ctx)
+    assert (verify.status, verify.replayable, verify.missing) == ("ok", True, [])
+    assert fmt.replay(parsed, "pass.trace.json", ctx).contextos["status"] == "byte_equal"
+    facts = fmt.facts(parsed, verify, ctx)
+    assert [r["kind"] for r in facts.required_snapshot_ids] == ["contextos-pack", "contextos-kg"]
+    assert [s.kind for s in facts.snapshots] == ["contextos-pack", "contextos-kg"]
+    assert facts.job_id == "refund:ord-1042"
+    assert fmt.panel(parsed)["decision_key"] == "refund:ord-1042"
+    with (HERE / "diverged_resealed.trace.json").open("rb") as fh:
+        other = fmt.parse(fh, "d.trace.json", VerifyContext())
+    paths = [d.path for d in fmt.compare(parsed, other)]
+    assert "/decision_record/status" in paths
+    assert "/decision_record/outputs/decision" in paths
+
+
+def test_without_its_inputs_a_trace_verifies_but_is_not_replayable():
+    from replay.formats import formats
+
+    fmt = formats().get("contextos-trace")
+    ctx = VerifyContext()
+    with (HERE / "pass.trace.json").open("rb") as fh:
+        parsed = fmt.parse(fh, "pass.trace.json", ctx)
+    report = fmt.verify(parsed, "pass.trace.json", ctx)
+    assert (report.status, report.replayable) == ("ok", False)
+    assert report.missing == [
+        "pack refund-triage@1.4.0",
+        f"kg {json.loads(KG.read_text())['snapshot_id']}",
+    ]
+    replay = fmt.replay(parsed, "pass.trace.json", ctx)
+    assert (replay.error_code, replay.broke_at) == (MISSING_SNAPSHOT, "pack")
+
+
+def test_the_bench_runs_and_both_verifiers_find_every_generated_file_intact():
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "bench_format_contextos.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--files", "20", "--entries", "300"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[2].split()[-1] == "20"  # the console: 20 intact
+    assert lines[3].split()[-1] == "20"  # reference.js: 20 intact
+    assert "status ok" in done.stdout
+    assert "seed reference.js: intact True" in done.stdout
+
+
+# --- the one walk equals the profile on any JSON -----------------------------------------------
+
+KEYS = st.sampled_from(
+    ["kind", "call", "ctx", "req", "result", "dr", "__proto__", "a", "é", "😀", "a/b~c", "10"]
+)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(kind=st.sampled_from(sorted(cx._PLISTS)), a=JSON, b=JSON)
+def test_the_one_walk_equals_the_contextos_profile_on_any_json(kind, a, b):
+    from replay.canonical import contextos
+
+    names = [k for k in cx._PLISTS[kind] if k != "kind"]
+    payload = {"kind": kind, **dict(zip(names, [a, b], strict=False))}
+    entry = cx.Entry(0, kind, payload, "")
+    dropped: set[str] = set()
+    assert cx.reference_bytes(entry, dropped) == contextos(payload)
+    assert dropped == cx.unprotected_paths(entry)
+
+
+def deep(depth: int) -> bytes:
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["invoke"]["request"]["kind"] = "DEEP"
+    return json.dumps(doc).replace('"DEEP"', "[" * depth + "]" * depth).encode()
+
+
+def test_nesting_past_the_decoders_limit_is_refused():
+    with pytest.raises(cx.ReplayError) as caught:
+        cx.loads(deep(5000), "deep.json")
+    assert (caught.value.code, caught.value.message) == (
+        MALFORMED_TRACE,
+        "deep.json: invoke nests too deeply",
+    )
+
+
+@pytest.mark.parametrize("depth", [200, 800])
+def test_deep_but_readable_nesting_is_a_precise_verdict_never_a_crash(depth):
+    trace = cx.loads(deep(depth), "deep.json")
+    report = cx.replay(trace, inputs_for(trace), keys=golden_key_ring()).to_json()
+    assert report["error_code"] in {INTEGRITY_FAILURE, MALFORMED_TRACE}
+    assert report["broke_at"] == 0
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_a_lone_surrogate_is_refused_in_a_small_or_a_streamed_read(monkeypatch, small):
+    if not small:
+        monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    data = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud800acme"', 1)
+    with pytest.raises(cx.ReplayError) as caught:
+        cx.parse(io.BytesIO(data), "s.json")
+    assert caught.value.code == MALFORMED_TRACE
+    assert caught.value.message.startswith(
+        "s.json: the string '\\ud800acme' holds a lone UTF-16 surrogate \\ud800"
+    )
+    # a surrogate pair is one character, read as such
+    pair = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud83d\\ude00"', 1)
+    assert cx.parse(io.BytesIO(pair), "p.json").head["invoke"]["run_context"]["tenant"] == "😀"
