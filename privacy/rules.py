@@ -149,8 +149,15 @@ def native_found(
         )
 
     prefixes = [_tokens(ptr) for ptr in personal]
+    events = doc.get("events", []) if isinstance(doc, Mapping) else []
+    holds = [
+        isinstance(e, Mapping) and any(_has_string(e.get("payload"), q) for q in prefixes)
+        for e in events
+    ]
 
     def descend(p: Path) -> bool:
+        if len(p) == 2:  # an event: walked only when its payload holds a personal value
+            return p[0] == "events" and isinstance(p[1], int) and p[1] < len(holds) and holds[p[1]]
         if len(p) < 3:
             return p[:1] in ((), ("events",))
         return p[0] == "events" and p[2] == "payload" and _under(p[3:], prefixes)
