@@ -24,6 +24,7 @@ _CONFLICT = {
     codes.HALT_NOT_ACTIVE,
     codes.LEDGER_EMPTY,
     codes.LEDGER_BROKEN,
+    codes.LEDGER_UNVERIFIED,
     codes.ROLES_ALREADY_INSTALLED,
 }
 

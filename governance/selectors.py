@@ -43,6 +43,10 @@ CHECKPOINT_FORKED_MESSAGE = (
 CHECKPOINT_BROKEN_LEDGER_MESSAGE = "the ledger is broken at seq {seq}: {reason}"
 CHECKPOINT_TABLES_MESSAGE = "a table disagrees with the ledger: {message}"
 CHECKPOINT_TABLES_EXPORT_MESSAGE = "a table disagrees with the ledger ({message}): no checkpoint"
+CHECKPOINT_UNVERIFIED_MESSAGE = (
+    "none of the ledger's {head} events is verified yet and that is more than a request "
+    "checks itself ({bound}): verification {run} is {state}; export again when it has finished"
+)
 CHECKPOINT_OK_MESSAGE = "the ledger ({ledger} events) extends the checkpoint ({size} events)"
 
 
@@ -528,6 +532,55 @@ def checkpoint_export(*, workers: int | None = None) -> dict[str, Any]:
         size=result.size,
         head_hash=result.head_hash,
         genesis_hash=result.genesis_hash,
+        created_at=signing.format_time(timezone.now()),
+        key_id=key.key_id,
+    )
+    return {
+        "checkpoint": body,
+        "alg": signing.ALG,
+        "signature": signing.sign(ledger.private_key_of(key), jcs(body)),
+    }
+
+
+def checkpoint_export_verified(*, actor: Any) -> dict[str, Any]:
+    """A signed checkpoint over the newest verified seq, without walking the chain.
+
+    The seq is the newest believable verification mark's, or the head when at most
+    ``GOVERNANCE_VERIFY_INLINE_MAX`` events follow the mark (checked here); beyond that bound
+    the checkpoint covers the marked, verified prefix and the background verification of the
+    rest is queued (``verification.ledger_verification_read``). ``checkpoint_export`` is the
+    command's full, synchronous counterpart.
+    """
+    from governance.verification import ledger_verification_read
+
+    reading = ledger_verification_read(actor=actor)
+    if reading.chain.broken is not None:
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN, CHECKPOINT_BROKEN_MESSAGE.format(seq=reading.chain.broken.seq)
+        )
+    if reading.mismatches:
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN,
+            CHECKPOINT_TABLES_EXPORT_MESSAGE.format(message=reading.mismatches[0].message),
+        )
+    key = ledger.server_key_current()
+    if reading.head_seq == 0 or key is None:
+        raise codes.GovernanceError(codes.LEDGER_EMPTY, CHECKPOINT_EMPTY_MESSAGE)
+    if reading.chain.size == 0:
+        run = reading.run
+        raise codes.GovernanceError(
+            codes.LEDGER_UNVERIFIED,
+            CHECKPOINT_UNVERIFIED_MESSAGE.format(
+                head=reading.head_seq,
+                bound=conf.verify_inline_max(),
+                run=run.id if run else "-",
+                state=run.state if run else "-",
+            ),
+        )
+    body = signing.checkpoint_body(
+        size=reading.chain.size,
+        head_hash=reading.chain.head_hash,
+        genesis_hash=reading.chain.genesis_hash,
         created_at=signing.format_time(timezone.now()),
         key_id=key.key_id,
     )

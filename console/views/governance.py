@@ -380,7 +380,7 @@ def _qs(params: dict[str, str]) -> str:
 def checkpoint_export_view(request: HttpRequest) -> HttpResponse:
     roles.require(request.user, roles.BROWSE)
     try:
-        document = gov.checkpoint_export()
+        document = gov.checkpoint_export_verified(actor=request.user)
     except GovernanceError as exc:
         context = {"title": "No checkpoint", "message": exc.message, "code": exc.code}
         return render(request, "console/error_page.html", context, status=409)
