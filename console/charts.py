@@ -1,13 +1,19 @@
 """Inline SVG drawn on the server: the overview of a trace's events and the verdicts chart.
 
 Functions here compute geometry only; the templates draw it (so every label is escaped and
-no style attribute is needed: classes come from the stylesheet).
+no style attribute is needed: classes come from the stylesheet). One exception: the overview's
+bars (up to ``traceindex.BUCKETS``, each with a title of its event types) are written by
+:meth:`Overview.bars_html` with ``format_html`` (escaped the same way): as a template loop they
+were most of a large trace's page time (thousands of variable lookups per request).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 TIMELINE_WIDTH = 1000
 
@@ -33,6 +39,28 @@ class Overview:
     buckets: list[Bucket]
     broke_at: int | None
     total: int
+
+    def bars_html(self) -> SafeString:
+        """Every bucket's bar: a link to its first events around a rect titled with its seqs
+        and event types (the markup the trace page's template loop used to write)."""
+        return mark_safe("\n".join(self._bar_html(b) for b in self.buckets))  # noqa: S308
+
+    def _bar_html(self, b: Bucket) -> str:
+        seqs = (
+            f"seq {b.first}" if b.first == b.last else f"seq {b.first}–{b.last} ({b.count} events)"
+        )
+        types = format_html_join(", ", "{} {}", b.types)
+        if b.state == "bad":
+            why = f" — the chain broke at seq {self.broke_at}"
+        elif b.state == "after":
+            why = " — not verifiable after the break"
+        else:
+            why = ""
+        return format_html(
+            '<a href="?seq={}#events" class="bucket"><rect class="ev-{}" x="{}" y="{}" '
+            'width="{}" height="{}"><title>{}: {}{}</title></rect></a>',
+            b.first, b.state, b.x, b.y, b.width, b.height, seqs, types, why,
+        )  # fmt: skip
 
 
 def overview(
