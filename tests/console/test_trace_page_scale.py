@@ -3,11 +3,14 @@ exact markup the template loop wrote) and the trace's index is read once per req
 
 from __future__ import annotations
 
+import io
 import re
 
+import pytest
 from django.template import Context, Template
 
 from console import charts
+from replay.formats import native
 
 #: the loop the trace page's template used to draw the overview with (kept to compare)
 TEMPLATE_LOOP = (
@@ -40,3 +43,25 @@ def test_the_bars_are_the_markup_the_template_loop_wrote():
     assert "&lt;script&gt;&quot;x&quot;&amp; 1" in overview.bars_html()
     states = re.findall(r'class="ev-(\w+)"', overview.bars_html())
     assert states == ["ok", "ok", "bad", "after"]
+
+
+@pytest.mark.django_db
+def test_a_large_trace_page_reads_its_index_once(as_persona, trace_key):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from replay.services import trace_ingest
+    from tests.console.test_trace_paging import _recorded
+
+    data = b"".join(native.iter_jsonl(_recorded(3000)))
+    trace = trace_ingest(source=io.BytesIO(data), filename="large.trace.jsonl").trace
+    client = as_persona("vera")
+    assert client.get(f"/traces/{trace.blob.sha256}/").status_code == 200  # builds the index
+
+    for url in (f"/traces/{trace.blob.sha256}/", f"/traces/{trace.blob.sha256}/?seq=2001"):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(url)
+        assert response.status_code == 200
+        reads = [q["sql"] for q in queries.captured_queries if "replay_traceindex" in q["sql"]]
+        assert len(reads) == 1, reads
+        assert len(queries.captured_queries) <= 30
