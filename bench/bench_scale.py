@@ -17,9 +17,10 @@ Run: ``.venv/bin/python bench/bench_scale.py [--quick] [--traces N] [--events N]
    real hash chain (``governance.chain``) from the real head, each event signed with the
    real server key (``governance.signing``), written with COPY in batches. Each part's time
    is printed.
-2. HTTP: the stack starts on a free port against that database (its own state directory,
-   Redis db 8) and, after it, ``manage.py runserver`` (``--noreload``, threaded, the same
-   settings and database, ``DATABASE_CONN_MAX_AGE=0``). A real sign-in (the login form, the
+2. HTTP: the stack starts on a free port against that database (its state directory
+   ``var/<database>-state/``, kept with the database for ``--reuse``; Redis db 8) and,
+   after it, ``manage.py runserver`` (``--noreload``, threaded, the same settings and
+   database, ``DATABASE_CONN_MAX_AGE=0``). A real sign-in (the login form, the
    session cookie), then per URL and per client count: warm-up requests, then ``--requests``
    requests (at least one per client) spread over the clients (threads, one
    ``http.client`` connection each). URLs: the trace list, the 100,000-event trace's page,
@@ -41,11 +42,11 @@ import os
 import random
 import re
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -551,30 +552,23 @@ def main() -> int:
         if args.database == "bench_scale":
             args.database = "bench_scale_quick"
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench_scale_"))
-    state = workdir / "prod"
-    filled = database_filled(args) if args.reuse else None
+    # the state (secrets, blobs) lives beside the database it belongs to, so --reuse finds
+    # the stored trace files and the key the server key is encrypted with
+    state = ROOT / "var" / f"{args.database}-state" / "prod"
+    filled = database_filled(args) if args.reuse and state.exists() else None
     if filled is not None and (filled["traces"], filled["events"]) != (args.traces, args.events):
         filled = None
     if filled is None:
+        shutil.rmtree(state.parent, ignore_errors=True)
         database_fresh(args)
+    state.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     env = state_env(args, state)
-    if filled is not None:
-        # the server key in the database is encrypted with the key this state must reuse
-        kept = ROOT / "var" / f"{args.database}-secrets"
-        for name in ("django_secret_key", "key_encryption_key"):
-            (state / "secrets" / name).write_bytes((kept / name).read_bytes())
     django_setup(env)
     log(f"database {args.database}, state {state}")
     if filled is None:
         t0 = time.perf_counter()
         filled = fill(args)
         filled["fill_seconds"] = round(time.perf_counter() - t0, 1)
-        kept = ROOT / "var" / f"{args.database}-secrets"
-        kept.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for name in ("django_secret_key", "key_encryption_key"):
-            (kept / name).write_bytes((state / "secrets" / name).read_bytes())
-            os.chmod(kept / name, 0o600)
     log(f"sizes: {filled}")
     from django.db import connections
 
