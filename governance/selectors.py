@@ -612,10 +612,18 @@ def _checkpoint_body(document: Any) -> dict[str, Any] | str:
     return body
 
 
-def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.CheckpointVerdict:
+def checkpoint_check(
+    *, document: Any, workers: int | None = None, actor: Any = None, from_mark: bool = False
+) -> ledger.CheckpointVerdict:
     """Does the current ledger extend this checkpoint? Checks, in order: the checkpoint's own
     signature, the ledger's length (truncation/rollback), the first and the checkpoint's last
-    event hashes (a rewritten or replaced past), then the whole current ledger."""
+    event hashes (a rewritten or replaced past), then the whole current ledger.
+
+    ``from_mark`` (a request: the checkpoint page) does not walk the chain for the last
+    check: it believes the newest verification mark and checks at most
+    ``GOVERNANCE_VERIFY_INLINE_MAX`` events after it (``ledger_verification_read``); more
+    than that are said to be not yet verified, and their background verification is queued.
+    """
     body = _checkpoint_body(document)
     if isinstance(body, str):
         return ledger.CheckpointVerdict(
@@ -676,6 +684,8 @@ def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.Che
             size,
             ledger_size,
         )
+    if from_mark:
+        return _checkpoint_check_from_mark(actor=actor, size=size, ledger_size=ledger_size)
     result = ledger.verify_all(workers=workers)
     if result.broken is not None:
         return ledger.CheckpointVerdict(
@@ -702,3 +712,43 @@ def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.Che
         size,
         result.size,
     )
+
+
+CHECKPOINT_PENDING_MESSAGE = (
+    "; the ledger is verified through seq {through}, {pending} newer event(s) not yet "
+    "(verification {run} is {state})"
+)
+
+
+def _checkpoint_check_from_mark(
+    *, actor: Any, size: int, ledger_size: int
+) -> ledger.CheckpointVerdict:
+    from governance.verification import ledger_verification_read
+
+    reading = ledger_verification_read(actor=actor)
+    broken = reading.chain.broken
+    if broken is not None:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(seq=broken.seq, reason=broken.reason),
+            size,
+            ledger_size,
+        )
+    if reading.mismatches:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_TABLES_MESSAGE.format(message=reading.mismatches[0].message),
+            size,
+            ledger_size,
+        )
+    message = CHECKPOINT_OK_MESSAGE.format(ledger=reading.head_seq, size=size)
+    if reading.pending:
+        message += CHECKPOINT_PENDING_MESSAGE.format(
+            through=reading.chain.size,
+            pending=reading.pending,
+            run=reading.run.id if reading.run else "-",
+            state=reading.run.state if reading.run else "-",
+        )
+    return ledger.CheckpointVerdict(True, None, message, size, reading.head_seq)

@@ -400,7 +400,7 @@ def checkpoint_check_view(request: HttpRequest) -> HttpResponse:
         document = json.loads(raw)
     except ValueError:
         document = None
-    verdict = gov.checkpoint_check(document=document)
+    verdict = gov.checkpoint_check(document=document, actor=request.user, from_mark=True)
     context = {"verdict": verdict}
     return render(
         request, "console/checkpoint_check.html", context, status=200 if verdict.ok else 409

@@ -242,6 +242,58 @@ class TestTheCheckpointExportReadsTheMark:
         assert "LEDGER_UNVERIFIED" in page.content.decode()
 
 
+def _check(client, document: dict):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("c.json", json.dumps(document).encode())
+    return client.post("/governance/checkpoint/check/", {"checkpoint": upload})
+
+
+class TestTheCheckpointCheckReadsTheMark:
+    def test_a_grown_ledger_extends_the_checkpoint_without_walking_the_chain(
+        self, as_persona, big_ledger, settings, django_assert_max_num_queries
+    ):
+        client = as_persona("vera")
+        document = client.get("/governance/checkpoint.json").json()
+        settings.GOVERNANCE_VERIFY_INLINE_MAX = 2
+        _pii(3, start=10)
+
+        with django_assert_max_num_queries(45):
+            response = _check(client, document)
+
+        run = LedgerVerification.objects.get()
+        assert response.status_code == 200
+        assert (
+            f"the ledger ({SIZE + 3} events) extends the checkpoint ({SIZE} events); the ledger "
+            f"is verified through seq {SIZE}, 3 newer event(s) not yet (verification {run.id} "
+            "is queued)"
+        ) in response.content.decode()
+
+    def test_within_the_bound_the_new_events_are_checked_and_a_break_named(
+        self, as_persona, big_ledger
+    ):
+        from replay.dbguards import drop_append_only_sql
+
+        client = as_persona("vera")
+        document = client.get("/governance/checkpoint.json").json()
+        _pii(3, start=10)
+        assert _check(client, document).status_code == 200
+        with connection.cursor() as cur:
+            for statement in drop_append_only_sql(connection.vendor, "governance_governanceevent"):
+                cur.execute(statement)
+            cur.execute(
+                "UPDATE governance_governanceevent SET actor_label = 'mallory' WHERE seq = %s",
+                [SIZE + 2],
+            )
+
+        response = _check(client, document)
+
+        assert response.status_code == 409
+        body = response.content.decode()
+        assert "CHECKPOINT_LEDGER_BROKEN" in body
+        assert f"the ledger is broken at seq {SIZE + 2}: " in body
+
+
 class TestStaleRuns:
     def _age(self, run: LedgerVerification, **fields) -> None:
         LedgerVerification.objects.filter(pk=run.pk).update(**fields)
