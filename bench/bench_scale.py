@@ -4,7 +4,7 @@ worker and beat) and the development server (manage.py runserver) on the same da
 driven by 1, 10 and 50 concurrent clients.
 
 Run: ``.venv/bin/python bench/bench_scale.py [--quick] [--traces N] [--events N]
-[--trace-events N] [--requests N] [--clients 1 10 50] [--reuse] [--skip-dev]
+[--trace-events N] [--requests N] [--clients 1 10 50] [--reuse] [--skip-dev] [--verify]
 [--pg postgres://postgres@127.0.0.1:5432] [--database bench_scale] [--redis URL]``
 
 1. FILL (skipped with ``--reuse`` when the database already holds the figures' data): drops
@@ -27,7 +27,10 @@ Run: ``.venv/bin/python bench/bench_scale.py [--quick] [--traces N] [--events N]
    its events page 500 (``?seq=24951``: a keyset window deep in the trace), the ledger page,
    the API's trace list.
 3. The table: URL x clients -> p50, p95 (ms), requests per second, errors, for the stack and
-   the development server; the bench process's peak RSS.
+   the development server; the bench process's peak RSS. With ``--verify``, after the
+   stack's figures: ``GET /api/governance/verification/`` on the ledger (it verifies nothing
+   itself and queues the background verification), the time the stack's worker takes to
+   verify the whole chain, and the same request once the signed mark is there.
 
 Absolute times depend on the machine (and on what else runs on it): say so with the figures.
 """
@@ -513,6 +516,54 @@ def measure(
     return found
 
 
+def _get_json(host: str, cookie: str, path: str) -> tuple[float, dict[str, Any]]:
+    conn = http.client.HTTPConnection(host, timeout=300)
+    t0 = time.perf_counter()
+    conn.request("GET", path, headers={"Cookie": cookie, "Accept": "application/json"})
+    response = conn.getresponse()
+    body = response.read()
+    ms = (time.perf_counter() - t0) * 1000
+    conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"{path} answered {response.status}: {body[:300]!r}")
+    return ms, json.loads(body)
+
+
+def verification(host: str, timeout: float) -> dict[str, Any]:
+    """GET /api/governance/verification/ on the unverified ledger (it checks nothing itself
+    and queues the background verification), wait for the stack's worker to verify the
+    whole chain, then GET it again (it reads the signed mark)."""
+    cookie = sign_in(host, "alice", PASSWORD)
+    path = "/api/governance/verification/"
+    before_ms, before = _get_json(host, cookie, path)
+    log(
+        f"verification API before the mark: {before_ms:.0f} ms, unverified "
+        f"{before['unverified']}, checked in the request {before['checked_now']}, "
+        f"verification {before['verification_id']} {before['verification_state']}"
+    )
+    t0 = time.perf_counter()
+    body = before
+    while body["unverified"] and time.perf_counter() - t0 < timeout:
+        time.sleep(2)
+        _ms, body = _get_json(host, cookie, path)
+    seconds = time.perf_counter() - t0
+    after_ms, after = _get_json(host, cookie, path)
+    log(
+        f"the worker verified the chain in {seconds:.0f} s; verification API after: "
+        f"{after_ms:.0f} ms, ok {after['ok']}, verified through {after['verified_through']}"
+    )
+    return {
+        "before_ms": before_ms,
+        "before_unverified": before["unverified"],
+        "before_checked_now": before["checked_now"],
+        "worker_seconds": seconds,
+        "after_ms": after_ms,
+        "after_ok": after["ok"],
+        "after_checked_now": after["checked_now"],
+        "verified_through": after["verified_through"],
+    }
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     header = (
         f"{'server':<6} {'URL':<34} {'clients':>7} {'n':>5} {'p50 ms':>8} {'p95 ms':>8} "
@@ -545,6 +596,11 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="keep a database already filled")
     parser.add_argument("--skip-dev", action="store_true", help="the stack's figures only")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="then the verification API before and after the worker verifies the ledger",
+    )
     args = parser.parse_args()
     if args.quick:
         args.traces, args.events, args.trace_events = 2000, 10_000, 30_000
@@ -578,8 +634,11 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     port = free_port()
     stack_process = start_stack(args, state, port)
+    verified: dict[str, Any] = {}
     try:
         rows += measure("stack", f"127.0.0.1:{port}", targets, args)
+        if args.verify:
+            verified = verification(f"127.0.0.1:{port}", timeout=3600)
     finally:
         stop(stack_process)
     if not args.skip_dev:
@@ -606,11 +665,28 @@ def main() -> int:
         "dev = manage.py runserver --noreload (threaded), same settings and database"
     )
     print(table(rows))
+    if verified:
+        print(
+            f"verification API on the unverified ledger: {verified['before_ms']:.0f} ms "
+            f"({verified['before_checked_now']} events checked in the request, "
+            f"{verified['before_unverified']} not yet verified, background run queued); the "
+            f"stack's worker verified the chain in {verified['worker_seconds']:.0f} s; then "
+            f"{verified['after_ms']:.0f} ms (ok {verified['after_ok']}, verified through "
+            f"{verified['verified_through']}, {verified['after_checked_now']} checked)"
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of the bench process: {peak:.0f} MiB")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"sizes": filled, "rows": rows, "peak_rss_mib": round(peak)}, indent=2)
+            json.dumps(
+                {
+                    "sizes": filled,
+                    "rows": rows,
+                    "verification": verified,
+                    "peak_rss_mib": round(peak),
+                },
+                indent=2,
+            )
         )
     return 0
 
