@@ -383,8 +383,9 @@ def verify(
 
     Rows are streamed from the database; the in-order checks run here while the per-event
     checks (hash, signatures; the expensive part) run in ``workers`` processes. ``workers``
-    defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1.
-    ``upto_seq`` (one process only) stops at that seq.
+    defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1, and
+    is 1 in a daemonic process (a Celery worker's child). ``upto_seq`` (one process only)
+    stops at that seq.
     """
     if upto_seq is not None:
         workers = 1
@@ -392,6 +393,10 @@ def verify(
     if workers is None:
         size = count if count is not None else GovernanceEvent.objects.count()
         workers = (os.cpu_count() or 1) if size >= PARALLEL_MIN_EVENTS else 1
+    if workers > 1 and multiprocessing.current_process().daemon:
+        # a Celery prefork child is daemonic and may not start processes ("daemonic processes
+        # are not allowed to have children"): the background verification runs in this one
+        workers = 1
     every = progress_every or chunk_size
     if workers <= 1:
         return chain.verify_chain(

@@ -436,6 +436,21 @@ def _from_break(run: LedgerVerification) -> chain.ChainResult:
     )
 
 
+def _recently_failed() -> LedgerVerification | None:
+    """The newest run, if it failed less than the stale limit ago: a request does not queue
+    another one behind it (a run that fails would otherwise be queued again by every poll)."""
+    newest = LedgerVerification.objects.order_by("-id").first()
+    if (
+        newest is not None
+        and newest.state == LedgerVerification.State.FAILED
+        and newest.finished_at is not None
+        and timezone.now() - newest.finished_at
+        <= timedelta(seconds=conf.verification_stale_seconds())
+    ):
+        return newest
+    return None
+
+
 class _Counter:
     def __init__(self) -> None:
         self.seen = 0
@@ -449,7 +464,9 @@ def ledger_verification_read(*, actor: Any, inline_max: int | None = None) -> Ve
 
     Believes the newest mark; checks the events after it itself when there are at most
     ``inline_max`` (``GOVERNANCE_VERIFY_INLINE_MAX``) of them, and beyond that reports how many
-    are not yet verified and starts (or joins) a background verification of them. A break a
+    are not yet verified and starts (or joins) a background verification of them, unless the
+    newest one failed less than ``GOVERNANCE_VERIFICATION_STALE_SECONDS`` ago (then that one
+    is reported: a person asks again on the ledger page). A break a
     background run found after the mark is reported as that run found it. The tables the
     decisions depend on are checked every time (they are read by event code, not by walking
     the chain).
@@ -487,7 +504,11 @@ def ledger_verification_read(*, actor: Any, inline_max: int | None = None) -> Ve
         result = chain.ChainResult(
             True, through, mark.head_hash if mark else "", mark.genesis_hash if mark else ""
         )
-        run, _created = ledger_verification_start(actor=actor, scope=LedgerVerification.SCOPE_NEW)
+        run = _recently_failed()
+        if run is None:
+            run, _created = ledger_verification_start(
+                actor=actor, scope=LedgerVerification.SCOPE_NEW
+            )
     mismatches = tuple(ledger.tables_check()) if result.broken is None else ()
     return VerificationReading(
         head_seq=head_seq,

@@ -392,3 +392,43 @@ class TestStaleRuns:
             "start.</p>"
         ) in body
         assert 'id="verify-new"' in body  # a new one may be asked for
+
+
+class TestAtScaleOnAWorker:
+    def test_a_large_ledger_verifies_in_a_daemonic_process_without_children(self):
+        """A Celery prefork child is daemonic: the parallel verification of a ledger of
+        PARALLEL_MIN_EVENTS or more must not start processes there (it failed with
+        "daemonic processes are not allowed to have children" on bench_scale's ledger)."""
+        import multiprocessing
+
+        _pii(3)
+        process = multiprocessing.current_process()
+        process.daemon = True
+        try:
+            result = ledger.verify(workers=2)
+        finally:
+            process.daemon = False
+
+        assert result.ok
+        assert result.size == GovernanceEvent.objects.order_by("-seq").first().seq
+
+    def test_a_failed_run_is_not_queued_again_by_every_request(self, as_persona, settings):
+        settings.GOVERNANCE_VERIFY_INLINE_MAX = 1
+        settings.GOVERNANCE_VERIFICATION_STALE_SECONDS = 600
+        _pii(3)
+        first = _api(as_persona)
+        failed = LedgerVerification.objects.get(pk=first["verification_id"])
+        LedgerVerification.objects.filter(pk=failed.pk).update(
+            state="failed", finished_at=timezone.now(), result={"error": "OSError: disk"}
+        )
+
+        again = _api(as_persona)
+
+        assert (again["verification_id"], again["verification_state"]) == (failed.pk, "failed")
+        assert LedgerVerification.objects.count() == 1
+        LedgerVerification.objects.filter(pk=failed.pk).update(
+            finished_at=timezone.now() - timedelta(seconds=601)
+        )
+        later = _api(as_persona)
+        assert later["verification_id"] != failed.pk
+        assert later["verification_state"] == "queued"
