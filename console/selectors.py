@@ -510,11 +510,14 @@ def trace_window(
     after: int | None = None,
     before: int | None = None,
     limit: int = WINDOW_SIZE,
+    index: dict[str, Any] | None = None,
 ) -> traceindex.Window:
     """A page of the trace's events (``kind="event"``) or steps, by seq (keyset): the ones
     after ``after`` or just before ``before``. Reads the records of the window and at most
-    one index stride more, never the ones before it. Raises TraceUnreadable."""
-    index = trace_index(trace)
+    one index stride more, never the ones before it. ``index``: the trace's index when the
+    caller has read it already (else it is read here). Raises TraceUnreadable."""
+    if index is None:
+        index = trace_index(trace)
     limit = max(1, min(limit, MAX_WINDOW_SIZE))
     try:
         return traceindex.read_window(

@@ -222,6 +222,7 @@ KEY_STATE: Final = "KEY_STATE"
 EVENT_TYPE_UNKNOWN: Final = "EVENT_TYPE_UNKNOWN"
 LEDGER_EMPTY: Final = "LEDGER_EMPTY"
 LEDGER_BROKEN: Final = "LEDGER_BROKEN"
+LEDGER_UNVERIFIED: Final = "LEDGER_UNVERIFIED"
 ROLE_SELF: Final = "ROLE_SELF"
 ROLE_UNKNOWN: Final = "ROLE_UNKNOWN"
 ROLES_ALREADY_INSTALLED: Final = "ROLES_ALREADY_INSTALLED"
@@ -264,6 +265,10 @@ REFUSALS: Final[dict[str, str]] = {
     EVENT_TYPE_UNKNOWN: "the event type is not in governance.codes.EVENT_TYPES",
     LEDGER_EMPTY: "the ledger has no events (nothing to checkpoint)",
     LEDGER_BROKEN: "the ledger does not verify (no checkpoint is signed over it)",
+    LEDGER_UNVERIFIED: (
+        "no event is verified yet and more are new than a request checks itself: the "
+        "background verification was queued (no checkpoint until it finishes)"
+    ),
     ROLE_SELF: "nobody changes their own roles",
     ROLE_UNKNOWN: "a role named in a role change is not in the roles matrix",
     ROLES_ALREADY_INSTALLED: "the ledger already records roles: installation happens once",

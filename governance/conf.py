@@ -7,6 +7,12 @@ Set them in the environment (console/settings.py reads ``GOVERNANCE_*`` variable
 * ``GOVERNANCE_DENY_THRESHOLD`` (1): signed denials that reject a force-continue request.
 * ``GOVERNANCE_FORCE_CONTINUE_HOURS`` (24): a request's default lifetime.
 * ``GOVERNANCE_FORCE_CONTINUE_MAX_HOURS`` (168): the longest lifetime a requester may ask.
+* ``GOVERNANCE_VERIFY_INLINE_MAX`` (1000): the most events after the newest verification mark
+  a request checks itself (the verification API, the checkpoint export); beyond it the
+  request says how many are not yet verified and queues the background run.
+* ``GOVERNANCE_VERIFICATION_STALE_SECONDS`` (900): a background verification queued, or
+  running, without progress for this long is marked ``abandoned`` (its worker died) and a
+  new one may start.
 """
 
 from __future__ import annotations
@@ -28,3 +34,11 @@ def force_continue_hours() -> int:
 
 def force_continue_max_hours() -> int:
     return int(getattr(settings, "GOVERNANCE_FORCE_CONTINUE_MAX_HOURS", 168))
+
+
+def verify_inline_max() -> int:
+    return max(0, int(getattr(settings, "GOVERNANCE_VERIFY_INLINE_MAX", 1000)))
+
+
+def verification_stale_seconds() -> int:
+    return max(1, int(getattr(settings, "GOVERNANCE_VERIFICATION_STALE_SECONDS", 900)))

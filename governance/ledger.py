@@ -322,14 +322,15 @@ def actor_keys() -> dict[str, bytes]:
     return found
 
 
-def rows(*, chunk_size: int = 2000, after_seq: int = 0) -> Iterator[tuple[Any, ...]]:
-    """Every stored event as a tuple in ``chain.FIELDS`` order, streamed in seq order."""
-    return (
-        GovernanceEvent.objects.filter(seq__gt=after_seq)
-        .order_by("seq")
-        .values_list(*chain.FIELDS)
-        .iterator(chunk_size=chunk_size)
-    )
+def rows(
+    *, chunk_size: int = 2000, after_seq: int = 0, upto_seq: int | None = None
+) -> Iterator[tuple[Any, ...]]:
+    """Every stored event (after ``after_seq``, through ``upto_seq``) as a tuple in
+    ``chain.FIELDS`` order, streamed in seq order."""
+    found = GovernanceEvent.objects.filter(seq__gt=after_seq)
+    if upto_seq is not None:
+        found = found.filter(seq__lte=upto_seq)
+    return found.order_by("seq").values_list(*chain.FIELDS).iterator(chunk_size=chunk_size)
 
 
 _SELECT_SQL: Final = (
@@ -375,20 +376,31 @@ def verify(
     chunk_size: int = 2000,
     count: int | None = None,
     progress: Callable[[int], None] | None = None,
+    progress_every: int | None = None,
+    upto_seq: int | None = None,
 ) -> chain.ChainResult:
     """Verify the whole stored ledger with the real rules of ``governance.chain``.
 
     Rows are streamed from the database; the in-order checks run here while the per-event
     checks (hash, signatures; the expensive part) run in ``workers`` processes. ``workers``
-    defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1.
+    defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1, and
+    is 1 in a daemonic process (a Celery worker's child). ``upto_seq`` (one process only)
+    stops at that seq.
     """
+    if upto_seq is not None:
+        workers = 1
     keys, members = server_keys(), actor_keys()
     if workers is None:
         size = count if count is not None else GovernanceEvent.objects.count()
         workers = (os.cpu_count() or 1) if size >= PARALLEL_MIN_EVENTS else 1
+    if workers > 1 and multiprocessing.current_process().daemon:
+        # a Celery prefork child is daemonic and may not start processes ("daemonic processes
+        # are not allowed to have children"): the background verification runs in this one
+        workers = 1
+    every = progress_every or chunk_size
     if workers <= 1:
         return chain.verify_chain(
-            _counted(rows(chunk_size=chunk_size), progress, chunk_size),
+            _counted(rows(chunk_size=chunk_size, upto_seq=upto_seq), progress, every),
             server_keys=keys,
             actor_keys=members,
         )
@@ -404,7 +416,7 @@ def verify(
             if connection.vendor == "postgresql"
             else rows(chunk_size=chunk_size)
         )
-        stream = _counted(stream, progress, chunk_size)
+        stream = _counted(stream, progress, every)
         with contextlib.closing(stream):  # an early stop must end the cursor's transaction
             while first_local is None and linker.broken is None:
                 batch = list(itertools.islice(stream, chunk_size))
@@ -633,9 +645,12 @@ def verify_after(
     genesis_hash: str,
     progress: Callable[[int], None] | None = None,
     chunk_size: int = 2000,
+    progress_every: int | None = None,
+    upto_seq: int | None = None,
 ) -> chain.ChainResult:
-    """Verify only the events after ``through_seq``, whose hash a verification mark vouches
-    for: the chain from that hash onward, with the key state the earlier key events set."""
+    """Verify only the events after ``through_seq`` (through ``upto_seq``, else the newest),
+    whose hash a verification mark vouches for: the chain from that hash onward, with the
+    key state the earlier key events set."""
     keys = server_keys()
     linker = chain.resume_linker(
         key_rows_through(through_seq),
@@ -646,7 +661,11 @@ def verify_after(
     )
     return chain.verify_after(
         linker,
-        _counted(rows(chunk_size=chunk_size, after_seq=through_seq), progress, chunk_size),
+        _counted(
+            rows(chunk_size=chunk_size, after_seq=through_seq, upto_seq=upto_seq),
+            progress,
+            progress_every or chunk_size,
+        ),
         server_keys=keys,
         actor_keys=actor_keys(),
     )

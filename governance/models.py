@@ -489,12 +489,13 @@ class LedgerVerification(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        ABANDONED = "abandoned"  # queued or running without progress past the stale limit
 
     SCOPE_NEW = "new"
     SCOPE_FULL = "full"
 
     scope = models.CharField(max_length=8)
-    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     # constant; with the constraint below, at most one unfinished verification at a time
     lane = models.CharField(max_length=8, default="ledger", editable=False)
     requested_by = models.ForeignKey(
@@ -507,6 +508,7 @@ class LedgerVerification(models.Model):
     checked = models.BigIntegerField(default=0)  # events checked so far
     total = models.BigIntegerField(default=0)  # events it has to check
     result = models.JSONField(default=dict, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True)  # when ``checked`` last moved
 
     class Meta:
         ordering = ["-id"]

@@ -43,6 +43,10 @@ CHECKPOINT_FORKED_MESSAGE = (
 CHECKPOINT_BROKEN_LEDGER_MESSAGE = "the ledger is broken at seq {seq}: {reason}"
 CHECKPOINT_TABLES_MESSAGE = "a table disagrees with the ledger: {message}"
 CHECKPOINT_TABLES_EXPORT_MESSAGE = "a table disagrees with the ledger ({message}): no checkpoint"
+CHECKPOINT_UNVERIFIED_MESSAGE = (
+    "none of the ledger's {head} events is verified yet and that is more than a request "
+    "checks itself ({bound}): verification {run} is {state}; export again when it has finished"
+)
 CHECKPOINT_OK_MESSAGE = "the ledger ({ledger} events) extends the checkpoint ({size} events)"
 
 
@@ -542,6 +546,55 @@ def checkpoint_export(*, workers: int | None = None) -> dict[str, Any]:
     }
 
 
+def checkpoint_export_verified(*, actor: Any) -> dict[str, Any]:
+    """A signed checkpoint over the newest verified seq, without walking the chain.
+
+    The seq is the newest believable verification mark's, or the head when at most
+    ``GOVERNANCE_VERIFY_INLINE_MAX`` events follow the mark (checked here); beyond that bound
+    the checkpoint covers the marked, verified prefix and the background verification of the
+    rest is queued (``verification.ledger_verification_read``). ``checkpoint_export`` is the
+    command's full, synchronous counterpart.
+    """
+    from governance.verification import ledger_verification_read
+
+    reading = ledger_verification_read(actor=actor)
+    if reading.chain.broken is not None:
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN, CHECKPOINT_BROKEN_MESSAGE.format(seq=reading.chain.broken.seq)
+        )
+    if reading.mismatches:
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN,
+            CHECKPOINT_TABLES_EXPORT_MESSAGE.format(message=reading.mismatches[0].message),
+        )
+    key = ledger.server_key_current()
+    if reading.head_seq == 0 or key is None:
+        raise codes.GovernanceError(codes.LEDGER_EMPTY, CHECKPOINT_EMPTY_MESSAGE)
+    if reading.chain.size == 0:
+        run = reading.run
+        raise codes.GovernanceError(
+            codes.LEDGER_UNVERIFIED,
+            CHECKPOINT_UNVERIFIED_MESSAGE.format(
+                head=reading.head_seq,
+                bound=conf.verify_inline_max(),
+                run=run.id if run else "-",
+                state=run.state if run else "-",
+            ),
+        )
+    body = signing.checkpoint_body(
+        size=reading.chain.size,
+        head_hash=reading.chain.head_hash,
+        genesis_hash=reading.chain.genesis_hash,
+        created_at=signing.format_time(timezone.now()),
+        key_id=key.key_id,
+    )
+    return {
+        "checkpoint": body,
+        "alg": signing.ALG,
+        "signature": signing.sign(ledger.private_key_of(key), jcs(body)),
+    }
+
+
 def _checkpoint_body(document: Any) -> dict[str, Any] | str:
     if not isinstance(document, Mapping):
         return "not a JSON object"
@@ -563,10 +616,18 @@ def _checkpoint_body(document: Any) -> dict[str, Any] | str:
     return body
 
 
-def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.CheckpointVerdict:
+def checkpoint_check(
+    *, document: Any, workers: int | None = None, actor: Any = None, from_mark: bool = False
+) -> ledger.CheckpointVerdict:
     """Does the current ledger extend this checkpoint? Checks, in order: the checkpoint's own
     signature, the ledger's length (truncation/rollback), the first and the checkpoint's last
-    event hashes (a rewritten or replaced past), then the whole current ledger."""
+    event hashes (a rewritten or replaced past), then the whole current ledger.
+
+    ``from_mark`` (a request: the checkpoint page) does not walk the chain for the last
+    check: it believes the newest verification mark and checks at most
+    ``GOVERNANCE_VERIFY_INLINE_MAX`` events after it (``ledger_verification_read``); more
+    than that are said to be not yet verified, and their background verification is queued.
+    """
     body = _checkpoint_body(document)
     if isinstance(body, str):
         return ledger.CheckpointVerdict(
@@ -627,6 +688,8 @@ def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.Che
             size,
             ledger_size,
         )
+    if from_mark:
+        return _checkpoint_check_from_mark(actor=actor, size=size, ledger_size=ledger_size)
     result = ledger.verify_all(workers=workers)
     if result.broken is not None:
         return ledger.CheckpointVerdict(
@@ -653,3 +716,43 @@ def checkpoint_check(*, document: Any, workers: int | None = None) -> ledger.Che
         size,
         result.size,
     )
+
+
+CHECKPOINT_PENDING_MESSAGE = (
+    "; the ledger is verified through seq {through}, {pending} newer event(s) not yet "
+    "(verification {run} is {state})"
+)
+
+
+def _checkpoint_check_from_mark(
+    *, actor: Any, size: int, ledger_size: int
+) -> ledger.CheckpointVerdict:
+    from governance.verification import ledger_verification_read
+
+    reading = ledger_verification_read(actor=actor)
+    broken = reading.chain.broken
+    if broken is not None:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(seq=broken.seq, reason=broken.reason),
+            size,
+            ledger_size,
+        )
+    if reading.mismatches:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_TABLES_MESSAGE.format(message=reading.mismatches[0].message),
+            size,
+            ledger_size,
+        )
+    message = CHECKPOINT_OK_MESSAGE.format(ledger=reading.head_seq, size=size)
+    if reading.pending:
+        message += CHECKPOINT_PENDING_MESSAGE.format(
+            through=reading.chain.size,
+            pending=reading.pending,
+            run=reading.run.id if reading.run else "-",
+            state=reading.run.state if reading.run else "-",
+        )
+    return ledger.CheckpointVerdict(True, None, message, size, reading.head_seq)

@@ -20,6 +20,7 @@ from governance import codes, conf, signing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.models import ForceContinueRequest, Halt
+from governance.verification import ledger_verification_read
 from replay.canonical import jcs
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput, 409: ErrorOutput}
@@ -407,8 +408,12 @@ class TableMismatchOutput(serializers.Serializer):
 
 
 class LedgerVerificationApi(APIView):
-    """The chain, then every table the decisions depend on checked against it (``tables``
-    names each row that disagrees with the ledger)."""
+    """How far the chain is verified, from the newest signed verification mark, and every
+    table the decisions depend on checked against the ledger (``tables`` names each row that
+    disagrees). The request never walks the chain: it checks at most
+    ``GOVERNANCE_VERIFY_INLINE_MAX`` events after the mark; beyond that ``unverified`` says
+    how many are not yet verified (``ok`` is false, ``broke_at`` null) and the background
+    verification ``verification_id`` was queued or joined."""
 
     @extend_schema_serializer(component_name="LedgerVerificationOutput")
     class OutputSerializer(serializers.Serializer):
@@ -420,11 +425,19 @@ class LedgerVerificationApi(APIView):
         code = serializers.CharField(allow_null=True)
         reason = serializers.CharField(allow_null=True)
         tables = TableMismatchOutput(many=True)
+        head_seq = serializers.IntegerField()
+        verified_through = serializers.IntegerField(allow_null=True)
+        mark_through_seq = serializers.IntegerField(allow_null=True)
+        checked_now = serializers.IntegerField()
+        unverified = serializers.IntegerField()
+        verification_id = serializers.IntegerField(allow_null=True)
+        verification_state = serializers.CharField(allow_null=True)
+        message = serializers.CharField()
 
     @extend_schema(
         operation_id="governance_verification", responses={200: OutputSerializer, **ERRORS}
     )
     def get(self, request: Request) -> Response:
         roles.require(request.user, roles.BROWSE)
-        result = gov.ledger_verify().as_dict()
+        result = ledger_verification_read(actor=request.user).as_dict()
         return Response(self.OutputSerializer(result).data)

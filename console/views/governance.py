@@ -380,7 +380,7 @@ def _qs(params: dict[str, str]) -> str:
 def checkpoint_export_view(request: HttpRequest) -> HttpResponse:
     roles.require(request.user, roles.BROWSE)
     try:
-        document = gov.checkpoint_export()
+        document = gov.checkpoint_export_verified(actor=request.user)
     except GovernanceError as exc:
         context = {"title": "No checkpoint", "message": exc.message, "code": exc.code}
         return render(request, "console/error_page.html", context, status=409)
@@ -400,7 +400,7 @@ def checkpoint_check_view(request: HttpRequest) -> HttpResponse:
         document = json.loads(raw)
     except ValueError:
         document = None
-    verdict = gov.checkpoint_check(document=document)
+    verdict = gov.checkpoint_check(document=document, actor=request.user, from_mark=True)
     context = {"verdict": verdict}
     return render(
         request, "console/checkpoint_check.html", context, status=200 if verdict.ok else 409

@@ -213,7 +213,14 @@ def _seq_param(request: HttpRequest, name: str) -> tuple[int | None, str]:
 
 
 def _pager(  # noqa: PLR0917 - one call per section, each argument named at the call
-    request: HttpRequest, trace: Trace, kind: str, prefix: str, anchor: str, unreadable: str
+    request: HttpRequest,
+    trace: Trace,
+    kind: str,
+    prefix: str,
+    anchor: str,
+    unreadable: str,
+    *,
+    index: dict[str, Any] | None = None,
 ) -> Pager:
     """The window the query asks for: ``{prefix}after``, ``{prefix}before`` or the jump
     ``{prefix}seq`` (the window that starts at that seq); other parameters are kept."""
@@ -226,7 +233,7 @@ def _pager(  # noqa: PLR0917 - one call per section, each argument named at the 
     if unreadable:
         return Pager([], None, None, None, "", error or unreadable, bool(error))
     try:
-        window = trace_window(trace, kind, after=after, before=before)
+        window = trace_window(trace, kind, after=after, before=before, index=index)
     except TraceUnreadable as exc:
         return Pager([], None, None, None, "", error or str(exc), bool(error))
     own = {f"{prefix}after", f"{prefix}before", f"{prefix}seq"}
@@ -271,9 +278,10 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
             index = trace_index(trace)
         except TraceUnreadable as exc:
             unreadable = str(exc)
-    events = _pager(request, trace, "event", "", "#events", unreadable)
+    # the index read once for both windows (a large trace's index is tens of KB of JSON)
+    events = _pager(request, trace, "event", "", "#events", unreadable, index=index or None)
     events.records = [_brief_event(e) for e in events.records]
-    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable)
+    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable, index=index or None)
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []

@@ -1,4 +1,4 @@
-"""The auditor's journey against the production stack (`make prod`, deploy/stack.py): gunicorn
+"""The journeys against the production stack (`make prod`, deploy/stack.py): gunicorn
 with DEBUG off, static files from WhiteNoise, replays on a Celery worker over Redis,
 PostgreSQL. `.ci/run` starts the stack and runs this with REPLAY_BROWSER_BASE_URL (its URL)
 and REPLAY_STACK_DIR (its state: the secret the demo passwords derive from, the demo upload
@@ -51,8 +51,10 @@ def stack_page(chromium, stack):
     credentials = json.loads((STACK_DIR / "secrets" / "demo-users.json").read_text())
     contexts = []
 
-    def make(name: str):
-        context = chromium.new_context(base_url=stack, viewport={"width": 1280, "height": 900})
+    def make(name: str, **options):
+        context = chromium.new_context(
+            base_url=stack, viewport={"width": 1280, "height": 900}, **options
+        )
         contexts.append(context)
         page = context.new_page()
         errors: list[str] = []
@@ -193,4 +195,117 @@ def test_the_council_approves_a_force_continue_on_the_stack(stack_page, shots):
     assert alice.inner_text("#non-authoritative") == "non-authoritative"
     assert alice.inner_text("#force-continued") == "force-continued"
     shots(alice, "stack-resumed-non-authoritative")
+    assert [e for e in alice.errors if not e.startswith(EXPECTED)] == []
+
+
+def keys_registered_and_confirmed(stack_page, signers: dict) -> None:
+    """Each signer makes a key in their browser; adam confirms the council's, sam adam's."""
+    for page in signers.values():
+        page.goto("/governance/keys/")
+        page.click("#generate-key")
+        page.wait_for_selector("text=Key registered. An admin must confirm it before you sign.")
+
+    def confirm(admin, owner: str) -> None:
+        admin.goto("/governance/keys/")
+        row = admin.locator("tr", has=admin.locator(f"td:text-is('{owner}')"))
+        row.locator("button[id^='confirm-']").first.click()
+        admin.wait_for_selector(f"text=/Key .+ of {owner} confirmed\\./")
+
+    admin = signers.get("adam") or stack_page("adam")
+    for owner in signers:
+        if owner != "adam":
+            confirm(admin, owner)
+    if "adam" in signers:
+        confirm(stack_page("sam"), "adam")
+
+
+def demo_trace_url(page, filename: str) -> str:
+    """The page of the demo file stored under ``filename`` (the API names each file)."""
+    listed = page.request.get("/api/traces/?limit=200").json()["results"]
+    return next(f"/traces/{t['sha256']}/" for t in listed if t["filename"] == filename)
+
+
+def test_the_council_approves_a_production_replay_on_the_stack(stack_page, shots):
+    alice = stack_page("alice")
+    alice.goto(demo_trace_url(alice, "demo-ok.trace.json"))
+    alice.wait_for_selector("#timeline svg")
+    assert alice.locator("input[name=mode][value=production]").count() == 0
+    alice.click("#ask-production a")
+    alice.fill("#id_reason", "Disaster-recovery drill on the stack: replay it exactly.")
+    alice.click("#file-production-request")
+    alice.wait_for_selector("#remaining")
+    assert "2 council approval(s)" in alice.inner_text("#remaining")
+    request_url = alice.url
+
+    council = {name: stack_page(name) for name in ("cora", "colin")}
+    keys_registered_and_confirmed(stack_page, council)
+    for name, page in council.items():
+        page.goto("/production/")
+        page.click("text=Awaits your signature")
+        payload = page.inner_text("#payload-text")
+        assert '"type":"replay-audit-console/production-replay-approval/v1"' in payload
+        page.click("#sign-button")
+        page.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+        shots(page, f"stack-{name}-signed-production")
+        assert [e for e in page.errors if not e.startswith(EXPECTED)] == []
+
+    alice.goto(request_url)
+    alice.click("#production-run-link")
+    alice.wait_for_selector("#verdict-status", timeout=60_000)  # the worker ran it
+    assert alice.inner_text("#verdict-status") == "ok"
+    assert alice.inner_text("h1").startswith("Production replay of")
+    assert "council approval" in alice.inner_text("#council-approved")
+    shots(alice, "stack-production-replay")
+    assert [e for e in alice.errors if not e.startswith(EXPECTED)] == []
+
+
+def test_the_pages_read_without_javascript_on_the_stack(stack_page, shots):
+    alice = stack_page("alice", java_script_enabled=False)
+    rows = alice.locator("table tbody tr")
+    assert rows.count() >= 5  # the demo's traces, listed by the server alone
+    long_url = demo_trace_url(alice, "demo-long.trace.jsonl.gz")
+    assert alice.locator(f"table tbody a[href='{long_url}']").count() == 1
+    shots(alice, "stack-no-js-trace-list")
+
+    alice.click(f"table tbody a[href='{long_url}']")
+    alice.wait_for_selector("#timeline svg")
+    assert alice.locator("#event-list li").count() == 50  # the first window of events
+    assert alice.inner_text("#event-list li >> nth=0").startswith("seq 0: ")
+    alice.click("#events a[rel=next]")  # a plain link: the next keyset window
+    assert alice.inner_text("#event-list li >> nth=0").startswith("seq 50: ")
+    shots(alice, "stack-no-js-trace-page")
+
+    alice.goto("/governance/")
+    assert alice.inner_text("h1") == "Governance ledger"
+    assert alice.locator("#ledger-table tbody tr").count() >= 1
+    assert alice.inner_text("#ledger-banner").startswith(("Verified through seq", "Not verified"))
+    shots(alice, "stack-no-js-ledger")
+
+
+DROP = """([files]) => {
+  const dt = new DataTransfer();
+  for (const [name, bytes] of files) dt.items.add(new File([new Uint8Array(bytes)], name));
+  const zone = document.getElementById("dropzone");
+  for (const type of ["dragenter", "dragover", "drop"]) {
+    zone.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
+  }
+}"""
+
+
+def test_files_dropped_on_the_zone_upload_on_the_stack(stack_page, shots):
+    alice = stack_page("alice")
+    alice.goto("/traces/upload/")
+    alice.wait_for_selector("form.enhanced")
+    assert alice.is_hidden("#upload-submit")  # the script took over: files go as they come
+    diverged = (STACK_DIR / "demo-uploads" / "demo-diverged.trace.json").read_bytes()
+    files = [["dropped-diverged.trace.json", list(diverged)], ["empty.trace.json", []]]
+    alice.evaluate(DROP, [files])
+    alice.wait_for_selector(".upload-file.done")
+    alice.wait_for_selector(".upload-file.failed")
+    names = alice.locator(".upload-file > .filename").all_inner_texts()
+    assert names == ["dropped-diverged.trace.json", "empty.trace.json"]
+    assert "MALFORMED_TRACE" in alice.inner_text(".upload-file.failed")
+    shots(alice, "stack-dropped-files")
+    alice.click(".upload-file.done a[href^='/traces/']")
+    alice.wait_for_selector("#timeline svg")
     assert [e for e in alice.errors if not e.startswith(EXPECTED)] == []
