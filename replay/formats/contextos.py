@@ -81,6 +81,11 @@ from replay.formats.jsonstrict import (
 from replay.signatures import KeyRing, StaticKeyRing
 from replay.signatures import verify as verify_signature
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; the exact writers remain
+    _orjson = None  # type: ignore[assignment]
+
 FORMAT = "contextos-trace"
 SCHEMA_VERSION = 1
 PACK_KIND = "contextos-pack"
@@ -133,6 +138,7 @@ SPOOL_AFTER_BYTES = 1024**2
 SMALL_DOCUMENT_BYTES = 256 * 1024
 MAX_UNPROTECTED = 200
 _CHUNK = 1 << 20
+_FIRST_PIECE = 16 * 1024
 
 _HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d+\.\d+\.\d+)\Z")
@@ -420,11 +426,28 @@ def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
     return ContextosTrace(head, envelopes, sorted(k for k in head if k not in TOP_KEYS))
 
 
+def _read_first(source: IO[bytes]) -> bytes:
+    """The first ``SMALL_DOCUMENT_BYTES + 1`` bytes of ``source`` (fewer only at its end), in
+    pieces: one ``read(SMALL_DOCUMENT_BYTES + 1)`` allocates (and the allocator maps and
+    unmaps) a 256 KB buffer for every file, which cost more than verifying a 2 KB trace."""
+    parts: list[bytes] = []
+    total = 0
+    size = _FIRST_PIECE
+    while total <= SMALL_DOCUMENT_BYTES:
+        piece = source.read(min(size, SMALL_DOCUMENT_BYTES + 1 - total))
+        if not piece:
+            break
+        parts.append(piece)
+        total += len(piece)
+        size = _CHUNK // 16
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
     """The strict, streaming read of a ContextOS trace; raises ``ReplayError``
     (``MALFORMED_TRACE`` naming where, ``UNSUPPORTED_SCHEMA_VERSION``). A document of at
     most ``SMALL_DOCUMENT_BYTES`` is decoded whole, with the same checks."""
-    first = source.read(SMALL_DOCUMENT_BYTES + 1)
+    first = _read_first(source)
     if len(first) <= SMALL_DOCUMENT_BYTES:
         small = _parse_small(first, filename)
         if small is not None:
@@ -653,6 +676,7 @@ _PLISTS = {
     "tool_result": ("kind", "result"),
     "decision_record": ("dr", "kind"),
 }
+_ALLOWED = {kind: frozenset(plist) for kind, plist in _PLISTS.items()}
 _QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
 _DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
 
@@ -697,11 +721,97 @@ def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
         _js_sorted_write(o, out)
 
 
+class _Slow(Exception):
+    """A value the fast writer does not prove it writes as JSON.stringify does."""
+
+
+_SAFE_INT = 2**53
+_PROTO = "__proto__"
+
+
+def _fast_keep(
+    o: Any, plist: tuple[str, ...], allowed: frozenset[str], at: str, dropped: Any
+) -> Any:
+    """``o`` with only the allow-listed keys kept (in ``plist`` order) for ``orjson.dumps``,
+    and the dropped pointers added to ``dropped`` (``None``: not collected). Raises
+    :class:`_Slow` for a value ``orjson`` could write otherwise than ``JSON.stringify``: a
+    float (number spelling differs), an integer beyond 2**53 (JS rounds it to a double), a
+    type JSON has no name for. Strings are written identically (``orjson`` and
+    ``JSON.stringify`` escape the same characters the same way; ``orjson`` refuses a lone
+    surrogate, and the caller then takes the exact writer)."""
+    if type(o) is dict:
+        if dropped is not None:
+            shape = (at, frozenset(o))
+            paths = _DROPPED.get(shape)
+            if paths is None:
+                paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
+                if len(_DROPPED) < 4096:  # a bounded cache
+                    _DROPPED[shape] = paths
+            if paths:
+                dropped.update(paths)
+        kept = {}
+        for k in plist:
+            if k in o:
+                v = o[k]
+                t = type(v)
+                if t is str or v is None or t is bool:
+                    kept[k] = v
+                elif t is dict or t is list:
+                    kept[k] = _fast_keep(v, plist, allowed, f"{at}/{k}", dropped)
+                elif t is int and -_SAFE_INT <= v <= _SAFE_INT:
+                    kept[k] = v
+                else:
+                    raise _Slow
+        return kept
+    if type(o) is list:
+        inner = f"{at}/*"
+        out = []
+        for v in o:
+            t = type(v)
+            if t is str or v is None or t is bool:
+                out.append(v)
+            elif t is dict or t is list:
+                out.append(_fast_keep(v, plist, allowed, inner, dropped))
+            elif t is int and -_SAFE_INT <= v <= _SAFE_INT:
+                out.append(v)
+            else:
+                raise _Slow
+        return out
+    t = type(o)
+    if t is str or o is None or t is bool or (t is int and -_SAFE_INT <= o <= _SAFE_INT):
+        return o
+    raise _Slow
+
+
 def reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
     """``canonical(entry.payload)`` under the reference rule, and the pointers its allow-list
     leaves out added to ``dropped``, in one walk: the same bytes as
     :func:`replay.canonical.contextos` for a payload read from JSON (string keys, surrogate
-    pairs already joined by the decoder); the tests hold it to both."""
+    pairs already joined by the decoder); the tests hold it to both.
+
+    Fast: the allow-listed copy written by ``orjson`` (:func:`_fast_keep`), when every kept
+    value is one it writes as ``JSON.stringify`` does; else the exact writer."""
+    if _orjson is not None:
+        kind = entry.kind
+        plist = _PLISTS[kind]
+        allowed = _ALLOWED[kind]
+        where = _WHERE[kind]
+        payload = entry.payload
+        try:
+            return _orjson.dumps(
+                {
+                    key: kind
+                    if key == "kind"
+                    else _fast_keep(payload[key], plist, allowed, where[key], dropped)
+                    for key in plist
+                }
+            )
+        except (_Slow, RecursionError, _orjson.JSONEncodeError):
+            pass  # the exact writer below decides (and adds the same pointers)
+    return _exact_reference_bytes(entry, dropped)
+
+
+def _exact_reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
     plist = _PLISTS[entry.kind]
     allowed = frozenset(plist)
     out: list[str] = ["{"]
@@ -725,6 +835,25 @@ def record_hash(record: Any) -> str:
     (the seed's canonical whichever rule the chain matched: the alternative rule is the
     chain's only)."""
     return "sha256:" + hashlib.sha256(contextos(record)).hexdigest()
+
+
+def _parsed_record_hash(record: dict[str, Any]) -> str:
+    """:func:`record_hash` of a record read from JSON by :func:`parse` (string keys, no
+    surrogate code point: the read refuses lone surrogates and joins pairs), fast: its
+    allow-listed copy written by ``orjson`` when the allow-list (its own keys) is ASCII
+    (code point order = UTF-16 order) without ``__proto__`` and every kept value is one
+    ``orjson`` writes as ``JSON.stringify`` does (:func:`_fast_keep`); else the exact
+    writer. The tests hold both to the same hashes on any JSON."""
+    if _orjson is not None and type(record) is dict and _PROTO not in record:
+        plist = tuple(sorted(record))
+        if all(k.isascii() for k in plist):
+            try:
+                body = _orjson.dumps(_fast_keep(record, plist, frozenset(plist), "", None))
+            except (_Slow, RecursionError, _orjson.JSONEncodeError):
+                pass
+            else:
+                return "sha256:" + hashlib.sha256(body).hexdigest()
+    return record_hash(record)
 
 
 # --- the differ -----------------------------------------------------------------------------
@@ -1052,7 +1181,7 @@ def _chain_checks(
             chosen = alt
     n = 2 * len(trace.envelopes) + 2
     try:
-        rhash: str | None = record_hash(trace.head["decision_record"])
+        rhash: str | None = _parsed_record_hash(trace.head["decision_record"])
     except CanonicalError:
         rhash = None
     report.contextos["record_hash"] = rhash

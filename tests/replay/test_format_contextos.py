@@ -605,3 +605,67 @@ def test_a_lone_surrogate_is_refused_in_a_small_or_a_streamed_read(monkeypatch, 
     # a surrogate pair is one character, read as such
     pair = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud83d\\ude00"', 1)
     assert cx.parse(io.BytesIO(pair), "p.json").head["invoke"]["run_context"]["tenant"] == "😀"
+
+
+# --- the fast writers (orjson) equal the exact ones ---------------------------------------------
+
+STRINGS = st.text(max_size=6) | st.sampled_from(["\x00", "\x1f", "\x7f", "\u2028", "\ud800", "😀"])
+FAST_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.sampled_from([2**53, -(2**53), 2**53 + 1, 0.5, 1.0, 1e21, 5e-324])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | STRINGS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS | STRINGS, inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(record=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=8))
+def test_the_fast_record_hash_equals_the_exact_one_on_any_json(record):
+    from replay.canonical import CanonicalError
+
+    try:
+        exact = cx.record_hash(record)
+    except CanonicalError:
+        return  # never for a parsed record (it has no surrogate), and the fast path is not tried
+    assert cx._parsed_record_hash(record) == exact
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(kind=st.sampled_from(sorted(cx._PLISTS)), a=FAST_JSON, b=FAST_JSON)
+def test_the_fast_reference_bytes_equal_the_exact_writer_on_any_json(kind, a, b):
+    names = [k for k in cx._PLISTS[kind] if k != "kind"]
+    payload = {"kind": kind, **dict(zip(names, [a, b], strict=False))}
+    entry = cx.Entry(0, kind, payload, "")
+    fast: set[str] = set()
+    exact: set[str] = set()
+    assert cx.reference_bytes(entry, fast) == cx._exact_reference_bytes(entry, exact)
+    assert fast == exact
+
+
+def test_the_fast_writers_take_the_exact_one_for_what_orjson_would_spell_otherwise():
+    # a float, an integer past 2**53, a lone surrogate: the exact writer's bytes
+    for value, want in [(1.0, b"1"), (1e21, b"1e+21"), (2**53 + 1, b"9007199254740992")]:
+        entry = cx.Entry(0, "tool_call", {"kind": "tool_call", "call": {"kind": value}}, "")
+        assert cx.reference_bytes(entry, set()) == (
+            b'{"call":{"kind":' + want + b'},"kind":"tool_call"}'
+        )
+    entry = cx.Entry(0, "tool_call", {"kind": "tool_call", "call": {"kind": "\ud800"}}, "")
+    assert cx.reference_bytes(entry, set()) == b'{"call":{"kind":"\\ud800"},"kind":"tool_call"}'
+    record = {"b": {"a": 0.5, "b": 1.0}, "a": "x"}
+    assert cx._parsed_record_hash(record) == cx.record_hash(record)
+
+
+def test_a_file_is_read_in_pieces_up_to_the_small_limit(monkeypatch):
+    data = (HERE / "pass.trace.json").read_bytes()
+
+    class Trickle(io.BytesIO):
+        def read(self, size=-1):  # a stream that answers a few bytes at a time
+            return super().read(min(size, 7) if size is not None and size >= 0 else 7)
+
+    assert cx.parse(Trickle(data), "t").head == cx.parse(io.BytesIO(data), "t").head
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 100)
+    assert cx._read_first(io.BytesIO(data)) == data[:101]
