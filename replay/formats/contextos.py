@@ -144,6 +144,10 @@ _HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d+\.\d+\.\d+)\Z")
 
 
+#: the C scanner without hooks, for :meth:`_Reader._proven_value`
+_PLAIN_DECODER = json.JSONDecoder()
+
+
 def _malformed(message: str) -> ReplayError:
     return ReplayError(errors.MALFORMED_TRACE, message)
 
@@ -215,6 +219,10 @@ class _Reader:
     def value(self, what: str) -> tuple[Any, int]:
         """The next JSON value and how many characters it took."""
         self.skip_ws()
+        if _orjson is not None:
+            fast = self._proven_value()
+            if fast is not None:
+                return fast
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
@@ -246,6 +254,29 @@ class _Reader:
                 return value, size
             # a number may go on in the next chunk: parse it again
 
+    def _proven_value(self) -> tuple[Any, int] | None:
+        """The next value, when the fast read proves it is what the strict one gives: the
+        C scanner (no hook) reads it, and ``orjson`` writes that value back as exactly its
+        text, so the text has no duplicate key (the value would have fewer members), no NaN
+        or Infinity (written ``null``), no lone surrogate (``orjson`` refuses to write one)
+        and no other spelling than the one read. Else None: the strict read decides, and
+        words any refusal, exactly as before."""
+        buf, pos = self.buf, self.pos
+        try:
+            value, end = _PLAIN_DECODER.raw_decode(buf, pos)
+        except (ValueError, RecursionError):
+            return None
+        if end == len(buf) and not self.eof:
+            return None  # a number may go on in the next chunk
+        try:
+            proven = _orjson.dumps(value) == buf[pos:end].encode()
+        except (_orjson.JSONEncodeError, UnicodeEncodeError):
+            return None
+        if not proven:
+            return None
+        self.pos = end
+        return value, end - pos
+
 
 class Envelopes:
     """The tool envelopes of a trace, in order: a list, spilled to a temporary file (one JSON
@@ -273,7 +304,13 @@ class Envelopes:
             self._write(item)
 
     def _write(self, item: dict[str, Any]) -> None:
-        self._spool.write(json.dumps(item, separators=(",", ":")).encode() + b"\n")
+        try:
+            line = _orjson.dumps(item) if _orjson is not None else None
+        except _orjson.JSONEncodeError:  # an integer past 64 bits
+            line = None
+        if line is None:  # marked: orjson would read that integer back as a float
+            line = b"#" + json.dumps(item, separators=(",", ":")).encode()
+        self._spool.write(line + b"\n")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._spool is None:
@@ -281,7 +318,8 @@ class Envelopes:
             return
         self._spool.seek(0)
         for line in self._spool:
-            yield json.loads(line)
+            # each line read back by the writer that wrote it: the same value
+            yield json.loads(line[1:]) if line.startswith(b"#") else _orjson.loads(line)
 
     def __len__(self) -> int:
         return self.count
@@ -337,6 +375,13 @@ def _string(obj: dict[str, Any], key: str, where: str, *, optional: bool = False
 
 
 def _check_envelope(item: Any, index: int) -> dict[str, Any]:
+    # the common, well-formed envelope, answered without building any message
+    if type(item) is dict:
+        call, result = item.get("call"), item.get("result")
+        if type(call) is dict and type(result) is dict and type(call.get("call_id")) is str:
+            sent, got = call.get("payload_hash"), result.get("payload_hash")
+            if (sent is None or type(sent) is str) and (got is None or type(got) is str):
+                return item
     where = f"tool_envelopes[{index}]"
     env = _object(item, where)
     for part in ("call", "result"):
@@ -522,8 +567,19 @@ def _recorded(value: Any) -> str:
     return "" if value is None else value
 
 
-def entries(trace: ContextosTrace, rule: str = REFERENCE) -> Iterator[Entry]:
-    """The chain's entries in the seed's order, with the payload ``rule`` hashes."""
+def _envelope_entries(item: tuple[int, dict[str, Any]]) -> tuple[tuple[Any, ...], ...]:
+    """A tool envelope's two entries (reference rule) as ``(idx, kind, key, body, recorded)``."""
+    i, env = item
+    call, result = env["call"], env["result"]
+    return (
+        (i + 1, "tool_call", "call", call, _recorded(call.get("payload_hash"))),
+        (i + 1.5, "tool_result", "result", result, _recorded(result.get("payload_hash"))),
+    )
+
+
+def entries(trace: ContextosTrace, rule: str = REFERENCE, *, lazy: bool = False) -> Iterator[Any]:
+    """The chain's entries in the seed's order, with the payload ``rule`` hashes (``lazy``:
+    each tool envelope as ``(i, envelope)``, its two entries left to the caller)."""
     head = trace.head
     invoke = head["invoke"]
     yield Entry(
@@ -534,6 +590,10 @@ def entries(trace: ContextosTrace, rule: str = REFERENCE) -> Iterator[Entry]:
     )
     count = 1
     for i, env in enumerate(trace.envelopes):
+        if lazy:
+            yield (i, env)
+            count += 2
+            continue
         call, result = env["call"], env["result"]
         if rule == ALTERNATIVE:
             call_body = {k: v for k, v in call.items() if k != "payload_hash"}
@@ -608,7 +668,42 @@ def verify_chain(
     sink: set[str] = set()
     prev = b""
     done = 0
-    for entry in entries(trace, rule):
+    fast = rule == REFERENCE and _orjson is not None
+    for entry in entries(trace, rule, lazy=fast):
+        if type(entry) is tuple:  # a tool envelope's two entries, unbuilt (the fast path)
+            for idx, kind, key, body_of, recorded in _envelope_entries(entry):
+                try:
+                    kept = _fast_keep(
+                        body_of, _PLISTS[kind], _ALLOWED[kind], _WHERE[kind][key], sink
+                    )
+                    # the allow-list's order: "call" < "kind" < "result"
+                    body = _orjson.dumps(
+                        {"call": kept, "kind": kind}
+                        if key == "call"
+                        else {"kind": kind, "result": kept}
+                    )
+                except (_Slow, RecursionError, _orjson.JSONEncodeError):
+                    body = None
+                if body is None:
+                    exact = Entry(idx, kind, {"kind": kind, key: body_of}, recorded)
+                    try:
+                        body = _exact_reference_bytes(exact, sink)
+                    except (CanonicalError, RecursionError) as exc:
+                        return ChainResult(rule, False, done, idx, kind, None, recorded, str(exc))
+                if len(sink) > MAX_UNPROTECTED:
+                    if unprotected is not None:
+                        unprotected.update(sink)
+                    sink = _Full()
+                computed = "sha256:" + hashlib.sha256(prev + body).hexdigest()
+                if computed != recorded:
+                    if unprotected is not None:
+                        unprotected.update(sink)
+                    return ChainResult(rule, False, done, idx, kind, computed, recorded)
+                prev = computed.encode()
+                done += 1
+                if progress is not None and done % 1000 == 0:
+                    progress(done)
+            continue
         try:
             body = reference_bytes(entry, sink) if rule == REFERENCE else canon(entry.payload)
         except (CanonicalError, RecursionError) as exc:
@@ -727,12 +822,16 @@ class _Slow(Exception):
 
 _SAFE_INT = 2**53
 _PROTO = "__proto__"
+#: the values orjson and JSON.stringify always write alike (a lone surrogate: orjson refuses)
+_LEAVES = frozenset({str, bool, type(None)})
 
 
 def _fast_keep(
     o: Any, plist: tuple[str, ...], allowed: frozenset[str], at: str, dropped: Any
 ) -> Any:
-    """``o`` with only the allow-listed keys kept (in ``plist`` order) for ``orjson.dumps``,
+    """``o`` with only the allow-listed keys kept (in ``plist`` order: ``plist`` must be sorted
+    in code point order, as an ASCII allow-list sorted by UTF-16 code units is) for
+    ``orjson.dumps``,
     and the dropped pointers added to ``dropped`` (``None``: not collected). Raises
     :class:`_Slow` for a value ``orjson`` could write otherwise than ``JSON.stringify``: a
     float (number spelling differs), an integer beyond 2**53 (JS rounds it to a double), a
@@ -749,30 +848,36 @@ def _fast_keep(
                     _DROPPED[shape] = paths
             if paths:
                 dropped.update(paths)
-        kept = {}
-        for k in plist:
-            if k in o:
-                v = o[k]
-                t = type(v)
-                if t is str or v is None or t is bool:
-                    kept[k] = v
-                elif t is dict or t is list:
-                    kept[k] = _fast_keep(v, plist, allowed, f"{at}/{k}", dropped)
-                elif t is int and -_SAFE_INT <= v <= _SAFE_INT:
-                    kept[k] = v
-                else:
-                    raise _Slow
+        # the kept keys in the allow-list's order (``plist`` is sorted, code point order);
+        # no comprehension: each one is a function call in this Python
+        common = o.keys() & allowed
+        if not common:
+            return {}
+        if len(common) == 1:
+            (k,) = common
+            kept = {k: o[k]}
+        else:
+            keys = sorted(common)
+            kept = dict(zip(keys, map(o.__getitem__, keys), strict=True))
+        if set(map(type, kept.values())) <= _LEAVES:
+            return kept
+        for k, v in kept.items():
+            t = type(v)
+            if t is dict or t is list:
+                kept[k] = _fast_keep(v, plist, allowed, f"{at}/{k}", dropped)
+            elif not (t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT)):
+                raise _Slow
         return kept
     if type(o) is list:
+        if set(map(type, o)) <= _LEAVES:
+            return o  # written as it is
         inner = f"{at}/*"
         out = []
         for v in o:
             t = type(v)
-            if t is str or v is None or t is bool:
-                out.append(v)
-            elif t is dict or t is list:
+            if t is dict or t is list:
                 out.append(_fast_keep(v, plist, allowed, inner, dropped))
-            elif t is int and -_SAFE_INT <= v <= _SAFE_INT:
+            elif t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
                 out.append(v)
             else:
                 raise _Slow

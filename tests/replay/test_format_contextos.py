@@ -669,3 +669,58 @@ def test_a_file_is_read_in_pieces_up_to_the_small_limit(monkeypatch):
     assert cx.parse(Trickle(data), "t").head == cx.parse(io.BytesIO(data), "t").head
     monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 100)
     assert cx._read_first(io.BytesIO(data)) == data[:101]
+
+
+def _outcome(data: bytes, monkeypatch, fast: bool):
+    """parse's answer (the trace's values, or the refusal) with or without orjson's help."""
+    with monkeypatch.context() as m:
+        m.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read
+        m.setattr(cx, "SPOOL_AFTER_BYTES", 64)  # and the spool
+        if not fast:
+            m.setattr(cx, "_orjson", None)
+        try:
+            trace = cx.parse(io.BytesIO(data), "s.json")
+        except cx.ReplayError as exc:
+            return ("refused", exc.code, exc.message)
+        return (trace.head, list(trace.envelopes), trace.ignored)
+
+
+def _compact_with(envelope_text: str) -> bytes:
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    first = json.dumps(doc["tool_envelopes"][0], separators=(",", ":"))
+    doc["tool_envelopes"] = ["FIRST", "HOSTILE"]
+    text = json.dumps(doc, separators=(",", ":"))
+    text = text.replace('"FIRST"', first).replace('"HOSTILE"', envelope_text)
+    return text.encode("utf-8", "surrogatepass")  # a raw lone surrogate: not UTF-8, refused
+
+
+HOSTILE = [
+    '{"call":{"call_id":"c","call_id":"d"},"result":{}}',  # a duplicate key
+    '{"call":{"call_id":"c","x":NaN},"result":{}}',
+    '{"call":{"call_id":"c","x":-Infinity},"result":{}}',
+    '{"call":{"call_id":"c","x":"\\ud800"},"result":{}}',  # a lone surrogate
+    '{"call":{"call_id":"c","x":"\\ud83d\\ude00"},"result":{}}',  # a pair: read
+    '{"call":{"call_id":"c","x":123456789012345678901234567890},"result":{}}',
+    '{"call":{"call_id":"c","x":1E5,"y":1e21,"z":-0.0},"result":{}}',
+    '{"call":{"call_id":"c","x":"\\u00e9\\n"},"result":{}}',
+    '{"call":{"call_id":"c"},"result":{"payload_hash":7}}',
+    '{"call":{"call_id":"c"} , "result":{}}',
+    '{"call":{"call_id":"c"},"result":{}',  # cut
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_the_proven_read_answers_as_the_strict_read_on_hostile_envelopes(hostile, monkeypatch):
+    data = _compact_with(hostile)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(extra=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=4), ascii=st.booleans())
+def test_the_proven_read_and_the_spool_answer_as_the_strict_read_on_any_json(extra, ascii):
+    import _pytest.monkeypatch
+
+    envelope = {"call": {"call_id": "c", **extra}, "result": {"extra": extra}}
+    data = _compact_with(json.dumps(envelope, separators=(",", ":"), ensure_ascii=ascii))
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
