@@ -50,6 +50,16 @@ Bounded: the document is read as a stream; tool envelopes are kept in memory up 
 :data:`SPOOL_AFTER_BYTES` and spilled to a temporary file beyond, so a 100 000-entry trace
 verifies in bounded memory.
 
+Fast where it is proven, exact everywhere: ``orjson`` reads a compact value (whole small
+document or streamed envelope) only when writing the value back gives exactly its text
+(else the strict decoder reads it and words the refusal); the reference rule's payloads and
+a parsed record's hash are written by ``orjson`` from an allow-listed copy
+(:func:`_fast_keep`) only when every kept value is a string, boolean, null or an integer
+within 2**53 (``orjson`` escapes strings as ``JSON.stringify`` does and refuses lone
+surrogates), else by the exact writers; the spool is written and read back by ``orjson``
+(an integer past 64 bits by the stdlib). Hypothesis tests hold every fast path to the exact
+one.
+
 Pure: no Django.
 """
 
