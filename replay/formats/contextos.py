@@ -50,6 +50,16 @@ Bounded: the document is read as a stream; tool envelopes are kept in memory up 
 :data:`SPOOL_AFTER_BYTES` and spilled to a temporary file beyond, so a 100 000-entry trace
 verifies in bounded memory.
 
+Fast where it is proven, exact everywhere: ``orjson`` reads a compact value (whole small
+document or streamed envelope) only when writing the value back gives exactly its text
+(else the strict decoder reads it and words the refusal); the reference rule's payloads and
+a parsed record's hash are written by ``orjson`` from an allow-listed copy
+(:func:`_fast_keep`) only when every kept value is a string, boolean, null or an integer
+within 2**53 (``orjson`` escapes strings as ``JSON.stringify`` does and refuses lone
+surrogates), else by the exact writers; the spool is written and read back by ``orjson``
+(an integer past 64 bits by the stdlib). Hypothesis tests hold every fast path to the exact
+one.
+
 Pure: no Django.
 """
 
@@ -80,6 +90,11 @@ from replay.formats.jsonstrict import (
 )
 from replay.signatures import KeyRing, StaticKeyRing
 from replay.signatures import verify as verify_signature
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; the exact writers remain
+    _orjson = None  # type: ignore[assignment]
 
 FORMAT = "contextos-trace"
 SCHEMA_VERSION = 1
@@ -133,9 +148,14 @@ SPOOL_AFTER_BYTES = 1024**2
 SMALL_DOCUMENT_BYTES = 256 * 1024
 MAX_UNPROTECTED = 200
 _CHUNK = 1 << 20
+_FIRST_PIECE = 16 * 1024
 
 _HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d+\.\d+\.\d+)\Z")
+
+
+#: the C scanner without hooks, for :meth:`_Reader._proven_value`
+_PLAIN_DECODER = json.JSONDecoder()
 
 
 def _malformed(message: str) -> ReplayError:
@@ -209,6 +229,10 @@ class _Reader:
     def value(self, what: str) -> tuple[Any, int]:
         """The next JSON value and how many characters it took."""
         self.skip_ws()
+        if _orjson is not None:
+            fast = self._proven_value()
+            if fast is not None:
+                return fast
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
@@ -240,6 +264,29 @@ class _Reader:
                 return value, size
             # a number may go on in the next chunk: parse it again
 
+    def _proven_value(self) -> tuple[Any, int] | None:
+        """The next value, when the fast read proves it is what the strict one gives: the
+        C scanner (no hook) reads it, and ``orjson`` writes that value back as exactly its
+        text, so the text has no duplicate key (the value would have fewer members), no NaN
+        or Infinity (written ``null``), no lone surrogate (``orjson`` refuses to write one)
+        and no other spelling than the one read. Else None: the strict read decides, and
+        words any refusal, exactly as before."""
+        buf, pos = self.buf, self.pos
+        try:
+            value, end = _PLAIN_DECODER.raw_decode(buf, pos)
+        except (ValueError, RecursionError):
+            return None
+        if end == len(buf) and not self.eof:
+            return None  # a number may go on in the next chunk
+        try:
+            proven = _orjson.dumps(value) == buf[pos:end].encode()
+        except (_orjson.JSONEncodeError, UnicodeEncodeError):
+            return None
+        if not proven:
+            return None
+        self.pos = end
+        return value, end - pos
+
 
 class Envelopes:
     """The tool envelopes of a trace, in order: a list, spilled to a temporary file (one JSON
@@ -267,7 +314,13 @@ class Envelopes:
             self._write(item)
 
     def _write(self, item: dict[str, Any]) -> None:
-        self._spool.write(json.dumps(item, separators=(",", ":")).encode() + b"\n")
+        try:
+            line = _orjson.dumps(item) if _orjson is not None else None
+        except _orjson.JSONEncodeError:  # an integer past 64 bits
+            line = None
+        if line is None:  # marked: orjson would read that integer back as a float
+            line = b"#" + json.dumps(item, separators=(",", ":")).encode()
+        self._spool.write(line + b"\n")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._spool is None:
@@ -275,7 +328,8 @@ class Envelopes:
             return
         self._spool.seek(0)
         for line in self._spool:
-            yield json.loads(line)
+            # each line read back by the writer that wrote it: the same value
+            yield json.loads(line[1:]) if line.startswith(b"#") else _orjson.loads(line)
 
     def __len__(self) -> int:
         return self.count
@@ -331,6 +385,13 @@ def _string(obj: dict[str, Any], key: str, where: str, *, optional: bool = False
 
 
 def _check_envelope(item: Any, index: int) -> dict[str, Any]:
+    # the common, well-formed envelope, answered without building any message
+    if type(item) is dict:
+        call, result = item.get("call"), item.get("result")
+        if type(call) is dict and type(result) is dict and type(call.get("call_id")) is str:
+            sent, got = call.get("payload_hash"), result.get("payload_hash")
+            if (sent is None or type(sent) is str) and (got is None or type(got) is str):
+                return item
     where = f"tool_envelopes[{index}]"
     env = _object(item, where)
     for part in ("call", "result"):
@@ -420,11 +481,28 @@ def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
     return ContextosTrace(head, envelopes, sorted(k for k in head if k not in TOP_KEYS))
 
 
+def _read_first(source: IO[bytes]) -> bytes:
+    """The first ``SMALL_DOCUMENT_BYTES + 1`` bytes of ``source`` (fewer only at its end), in
+    pieces: one ``read(SMALL_DOCUMENT_BYTES + 1)`` allocates (and the allocator maps and
+    unmaps) a 256 KB buffer for every file, which cost more than verifying a 2 KB trace."""
+    parts: list[bytes] = []
+    total = 0
+    size = _FIRST_PIECE
+    while total <= SMALL_DOCUMENT_BYTES:
+        piece = source.read(min(size, SMALL_DOCUMENT_BYTES + 1 - total))
+        if not piece:
+            break
+        parts.append(piece)
+        total += len(piece)
+        size = _CHUNK // 16
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
     """The strict, streaming read of a ContextOS trace; raises ``ReplayError``
     (``MALFORMED_TRACE`` naming where, ``UNSUPPORTED_SCHEMA_VERSION``). A document of at
     most ``SMALL_DOCUMENT_BYTES`` is decoded whole, with the same checks."""
-    first = source.read(SMALL_DOCUMENT_BYTES + 1)
+    first = _read_first(source)
     if len(first) <= SMALL_DOCUMENT_BYTES:
         small = _parse_small(first, filename)
         if small is not None:
@@ -499,8 +577,19 @@ def _recorded(value: Any) -> str:
     return "" if value is None else value
 
 
-def entries(trace: ContextosTrace, rule: str = REFERENCE) -> Iterator[Entry]:
-    """The chain's entries in the seed's order, with the payload ``rule`` hashes."""
+def _envelope_entries(item: tuple[int, dict[str, Any]]) -> tuple[tuple[Any, ...], ...]:
+    """A tool envelope's two entries (reference rule) as ``(idx, kind, key, body, recorded)``."""
+    i, env = item
+    call, result = env["call"], env["result"]
+    return (
+        (i + 1, "tool_call", "call", call, _recorded(call.get("payload_hash"))),
+        (i + 1.5, "tool_result", "result", result, _recorded(result.get("payload_hash"))),
+    )
+
+
+def entries(trace: ContextosTrace, rule: str = REFERENCE, *, lazy: bool = False) -> Iterator[Any]:
+    """The chain's entries in the seed's order, with the payload ``rule`` hashes (``lazy``:
+    each tool envelope as ``(i, envelope)``, its two entries left to the caller)."""
     head = trace.head
     invoke = head["invoke"]
     yield Entry(
@@ -511,6 +600,10 @@ def entries(trace: ContextosTrace, rule: str = REFERENCE) -> Iterator[Entry]:
     )
     count = 1
     for i, env in enumerate(trace.envelopes):
+        if lazy:
+            yield (i, env)
+            count += 2
+            continue
         call, result = env["call"], env["result"]
         if rule == ALTERNATIVE:
             call_body = {k: v for k, v in call.items() if k != "payload_hash"}
@@ -585,7 +678,42 @@ def verify_chain(
     sink: set[str] = set()
     prev = b""
     done = 0
-    for entry in entries(trace, rule):
+    fast = rule == REFERENCE and _orjson is not None
+    for entry in entries(trace, rule, lazy=fast):
+        if type(entry) is tuple:  # a tool envelope's two entries, unbuilt (the fast path)
+            for idx, kind, key, body_of, recorded in _envelope_entries(entry):
+                try:
+                    kept = _fast_keep(
+                        body_of, _PLISTS[kind], _ALLOWED[kind], _WHERE[kind][key], sink
+                    )
+                    # the allow-list's order: "call" < "kind" < "result"
+                    body = _orjson.dumps(
+                        {"call": kept, "kind": kind}
+                        if key == "call"
+                        else {"kind": kind, "result": kept}
+                    )
+                except (_Slow, RecursionError, _orjson.JSONEncodeError):
+                    body = None
+                if body is None:
+                    exact = Entry(idx, kind, {"kind": kind, key: body_of}, recorded)
+                    try:
+                        body = _exact_reference_bytes(exact, sink)
+                    except (CanonicalError, RecursionError) as exc:
+                        return ChainResult(rule, False, done, idx, kind, None, recorded, str(exc))
+                if len(sink) > MAX_UNPROTECTED:
+                    if unprotected is not None:
+                        unprotected.update(sink)
+                    sink = _Full()
+                computed = "sha256:" + hashlib.sha256(prev + body).hexdigest()
+                if computed != recorded:
+                    if unprotected is not None:
+                        unprotected.update(sink)
+                    return ChainResult(rule, False, done, idx, kind, computed, recorded)
+                prev = computed.encode()
+                done += 1
+                if progress is not None and done % 1000 == 0:
+                    progress(done)
+            continue
         try:
             body = reference_bytes(entry, sink) if rule == REFERENCE else canon(entry.payload)
         except (CanonicalError, RecursionError) as exc:
@@ -653,6 +781,7 @@ _PLISTS = {
     "tool_result": ("kind", "result"),
     "decision_record": ("dr", "kind"),
 }
+_ALLOWED = {kind: frozenset(plist) for kind, plist in _PLISTS.items()}
 _QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
 _DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
 
@@ -697,11 +826,107 @@ def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
         _js_sorted_write(o, out)
 
 
+class _Slow(Exception):
+    """A value the fast writer does not prove it writes as JSON.stringify does."""
+
+
+_SAFE_INT = 2**53
+_PROTO = "__proto__"
+#: the values orjson and JSON.stringify always write alike (a lone surrogate: orjson refuses)
+_LEAVES = frozenset({str, bool, type(None)})
+
+
+def _fast_keep(
+    o: Any, plist: tuple[str, ...], allowed: frozenset[str], at: str, dropped: Any
+) -> Any:
+    """``o`` with only the allow-listed keys kept (in ``plist`` order: ``plist`` must be sorted
+    in code point order, as an ASCII allow-list sorted by UTF-16 code units is) for
+    ``orjson.dumps``,
+    and the dropped pointers added to ``dropped`` (``None``: not collected). Raises
+    :class:`_Slow` for a value ``orjson`` could write otherwise than ``JSON.stringify``: a
+    float (number spelling differs), an integer beyond 2**53 (JS rounds it to a double), a
+    type JSON has no name for. Strings are written identically (``orjson`` and
+    ``JSON.stringify`` escape the same characters the same way; ``orjson`` refuses a lone
+    surrogate, and the caller then takes the exact writer)."""
+    if type(o) is dict:
+        if dropped is not None:
+            shape = (at, frozenset(o))
+            paths = _DROPPED.get(shape)
+            if paths is None:
+                paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
+                if len(_DROPPED) < 4096:  # a bounded cache
+                    _DROPPED[shape] = paths
+            if paths:
+                dropped.update(paths)
+        # the kept keys in the allow-list's order (``plist`` is sorted, code point order);
+        # no comprehension: each one is a function call in this Python
+        common = o.keys() & allowed
+        if not common:
+            return {}
+        if len(common) == 1:
+            (k,) = common
+            kept = {k: o[k]}
+        else:
+            keys = sorted(common)
+            kept = dict(zip(keys, map(o.__getitem__, keys), strict=True))
+        if set(map(type, kept.values())) <= _LEAVES:
+            return kept
+        for k, v in kept.items():
+            t = type(v)
+            if t is dict or t is list:
+                kept[k] = _fast_keep(v, plist, allowed, f"{at}/{k}", dropped)
+            elif not (t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT)):
+                raise _Slow
+        return kept
+    if type(o) is list:
+        if set(map(type, o)) <= _LEAVES:
+            return o  # written as it is
+        inner = f"{at}/*"
+        out = []
+        for v in o:
+            t = type(v)
+            if t is dict or t is list:
+                out.append(_fast_keep(v, plist, allowed, inner, dropped))
+            elif t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
+                out.append(v)
+            else:
+                raise _Slow
+        return out
+    t = type(o)
+    if t is str or o is None or t is bool or (t is int and -_SAFE_INT <= o <= _SAFE_INT):
+        return o
+    raise _Slow
+
+
 def reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
     """``canonical(entry.payload)`` under the reference rule, and the pointers its allow-list
     leaves out added to ``dropped``, in one walk: the same bytes as
     :func:`replay.canonical.contextos` for a payload read from JSON (string keys, surrogate
-    pairs already joined by the decoder); the tests hold it to both."""
+    pairs already joined by the decoder); the tests hold it to both.
+
+    Fast: the allow-listed copy written by ``orjson`` (:func:`_fast_keep`), when every kept
+    value is one it writes as ``JSON.stringify`` does; else the exact writer."""
+    if _orjson is not None:
+        kind = entry.kind
+        plist = _PLISTS[kind]
+        allowed = _ALLOWED[kind]
+        where = _WHERE[kind]
+        payload = entry.payload
+        try:
+            return _orjson.dumps(
+                {
+                    key: kind
+                    if key == "kind"
+                    else _fast_keep(payload[key], plist, allowed, where[key], dropped)
+                    for key in plist
+                }
+            )
+        except (_Slow, RecursionError, _orjson.JSONEncodeError):
+            pass  # the exact writer below decides (and adds the same pointers)
+    return _exact_reference_bytes(entry, dropped)
+
+
+def _exact_reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
     plist = _PLISTS[entry.kind]
     allowed = frozenset(plist)
     out: list[str] = ["{"]
@@ -725,6 +950,25 @@ def record_hash(record: Any) -> str:
     (the seed's canonical whichever rule the chain matched: the alternative rule is the
     chain's only)."""
     return "sha256:" + hashlib.sha256(contextos(record)).hexdigest()
+
+
+def _parsed_record_hash(record: dict[str, Any]) -> str:
+    """:func:`record_hash` of a record read from JSON by :func:`parse` (string keys, no
+    surrogate code point: the read refuses lone surrogates and joins pairs), fast: its
+    allow-listed copy written by ``orjson`` when the allow-list (its own keys) is ASCII
+    (code point order = UTF-16 order) without ``__proto__`` and every kept value is one
+    ``orjson`` writes as ``JSON.stringify`` does (:func:`_fast_keep`); else the exact
+    writer. The tests hold both to the same hashes on any JSON."""
+    if _orjson is not None and type(record) is dict and _PROTO not in record:
+        plist = tuple(sorted(record))
+        if all(k.isascii() for k in plist):
+            try:
+                body = _orjson.dumps(_fast_keep(record, plist, frozenset(plist), "", None))
+            except (_Slow, RecursionError, _orjson.JSONEncodeError):
+                pass
+            else:
+                return "sha256:" + hashlib.sha256(body).hexdigest()
+    return record_hash(record)
 
 
 # --- the differ -----------------------------------------------------------------------------
@@ -1052,7 +1296,7 @@ def _chain_checks(
             chosen = alt
     n = 2 * len(trace.envelopes) + 2
     try:
-        rhash: str | None = record_hash(trace.head["decision_record"])
+        rhash: str | None = _parsed_record_hash(trace.head["decision_record"])
     except CanonicalError:
         rhash = None
     report.contextos["record_hash"] = rhash

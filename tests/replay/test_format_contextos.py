@@ -605,3 +605,122 @@ def test_a_lone_surrogate_is_refused_in_a_small_or_a_streamed_read(monkeypatch, 
     # a surrogate pair is one character, read as such
     pair = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud83d\\ude00"', 1)
     assert cx.parse(io.BytesIO(pair), "p.json").head["invoke"]["run_context"]["tenant"] == "😀"
+
+
+# --- the fast writers (orjson) equal the exact ones ---------------------------------------------
+
+STRINGS = st.text(max_size=6) | st.sampled_from(["\x00", "\x1f", "\x7f", "\u2028", "\ud800", "😀"])
+FAST_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.sampled_from([2**53, -(2**53), 2**53 + 1, 0.5, 1.0, 1e21, 5e-324])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | STRINGS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS | STRINGS, inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(record=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=8))
+def test_the_fast_record_hash_equals_the_exact_one_on_any_json(record):
+    from replay.canonical import CanonicalError
+
+    try:
+        exact = cx.record_hash(record)
+    except CanonicalError:
+        return  # never for a parsed record (it has no surrogate), and the fast path is not tried
+    assert cx._parsed_record_hash(record) == exact
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(kind=st.sampled_from(sorted(cx._PLISTS)), a=FAST_JSON, b=FAST_JSON)
+def test_the_fast_reference_bytes_equal_the_exact_writer_on_any_json(kind, a, b):
+    names = [k for k in cx._PLISTS[kind] if k != "kind"]
+    payload = {"kind": kind, **dict(zip(names, [a, b], strict=False))}
+    entry = cx.Entry(0, kind, payload, "")
+    fast: set[str] = set()
+    exact: set[str] = set()
+    assert cx.reference_bytes(entry, fast) == cx._exact_reference_bytes(entry, exact)
+    assert fast == exact
+
+
+def test_the_fast_writers_take_the_exact_one_for_what_orjson_would_spell_otherwise():
+    # a float, an integer past 2**53, a lone surrogate: the exact writer's bytes
+    for value, want in [(1.0, b"1"), (1e21, b"1e+21"), (2**53 + 1, b"9007199254740992")]:
+        entry = cx.Entry(0, "tool_call", {"kind": "tool_call", "call": {"kind": value}}, "")
+        assert cx.reference_bytes(entry, set()) == (
+            b'{"call":{"kind":' + want + b'},"kind":"tool_call"}'
+        )
+    entry = cx.Entry(0, "tool_call", {"kind": "tool_call", "call": {"kind": "\ud800"}}, "")
+    assert cx.reference_bytes(entry, set()) == b'{"call":{"kind":"\\ud800"},"kind":"tool_call"}'
+    record = {"b": {"a": 0.5, "b": 1.0}, "a": "x"}
+    assert cx._parsed_record_hash(record) == cx.record_hash(record)
+
+
+def test_a_file_is_read_in_pieces_up_to_the_small_limit(monkeypatch):
+    data = (HERE / "pass.trace.json").read_bytes()
+
+    class Trickle(io.BytesIO):
+        def read(self, size=-1):  # a stream that answers a few bytes at a time
+            return super().read(min(size, 7) if size is not None and size >= 0 else 7)
+
+    assert cx.parse(Trickle(data), "t").head == cx.parse(io.BytesIO(data), "t").head
+    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 100)
+    assert cx._read_first(io.BytesIO(data)) == data[:101]
+
+
+def _outcome(data: bytes, monkeypatch, fast: bool):
+    """parse's answer (the trace's values, or the refusal) with or without orjson's help."""
+    with monkeypatch.context() as m:
+        m.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read
+        m.setattr(cx, "SPOOL_AFTER_BYTES", 64)  # and the spool
+        if not fast:
+            m.setattr(cx, "_orjson", None)
+        try:
+            trace = cx.parse(io.BytesIO(data), "s.json")
+        except cx.ReplayError as exc:
+            return ("refused", exc.code, exc.message)
+        return (trace.head, list(trace.envelopes), trace.ignored)
+
+
+def _compact_with(envelope_text: str) -> bytes:
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    first = json.dumps(doc["tool_envelopes"][0], separators=(",", ":"))
+    doc["tool_envelopes"] = ["FIRST", "HOSTILE"]
+    text = json.dumps(doc, separators=(",", ":"))
+    text = text.replace('"FIRST"', first).replace('"HOSTILE"', envelope_text)
+    return text.encode("utf-8", "surrogatepass")  # a raw lone surrogate: not UTF-8, refused
+
+
+HOSTILE = [
+    '{"call":{"call_id":"c","call_id":"d"},"result":{}}',  # a duplicate key
+    '{"call":{"call_id":"c","x":NaN},"result":{}}',
+    '{"call":{"call_id":"c","x":-Infinity},"result":{}}',
+    '{"call":{"call_id":"c","x":"\\ud800"},"result":{}}',  # a lone surrogate
+    '{"call":{"call_id":"c","x":"\\ud83d\\ude00"},"result":{}}',  # a pair: read
+    '{"call":{"call_id":"c","x":123456789012345678901234567890},"result":{}}',
+    '{"call":{"call_id":"c","x":1E5,"y":1e21,"z":-0.0},"result":{}}',
+    '{"call":{"call_id":"c","x":"\\u00e9\\n"},"result":{}}',
+    '{"call":{"call_id":"c"},"result":{"payload_hash":7}}',
+    '{"call":{"call_id":"c"} , "result":{}}',
+    '{"call":{"call_id":"c"},"result":{}',  # cut
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_the_proven_read_answers_as_the_strict_read_on_hostile_envelopes(hostile, monkeypatch):
+    data = _compact_with(hostile)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(extra=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=4), ascii=st.booleans())
+def test_the_proven_read_and_the_spool_answer_as_the_strict_read_on_any_json(extra, ascii):
+    import _pytest.monkeypatch
+
+    envelope = {"call": {"call_id": "c", **extra}, "result": {"extra": extra}}
+    data = _compact_with(json.dumps(envelope, separators=(",", ":"), ensure_ascii=ascii))
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
