@@ -351,6 +351,9 @@ def trace_panel(trace: Trace) -> FormatPanel | None:
             facts = fmt.panel(fmt.parse(fh, trace.filename, VerifyContext()))
     except (ReplayError, OSError) as exc:
         return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
+    from privacy.redaction import mask_texts, trace_personal_texts
+
+    facts = mask_texts(facts, trace_personal_texts(trace.pk))
     return FormatPanel(fmt.label, facts, inputs, fmt.replay_note)
 
 

@@ -56,3 +56,41 @@ def mark_erased(sha256: str, location: str, value: Any) -> Any:
     if not paths:
         return value
     return rules.mask(value, (), rules.patterns_of(paths), ERASED)
+
+
+def trace_personal_texts(trace_pk: int) -> list[str]:
+    """The personal values one stored file holds, decrypted (never shown: used to mask what
+    else a page derives from the file); erased ones are already gone from it."""
+    from privacy.models import PersonalValue
+    from privacy.subjects import subject_key
+    from privacy.values import _decoded, raw_value
+
+    texts: list[str] = []
+    keys: dict[int, bytes | None] = {}
+    rows = PersonalValue.objects.filter(
+        trace_id=trace_pk, subject__erased_at__isnull=True, ciphertext__isnull=False
+    ).select_related("subject__key")
+    for value in rows:
+        if value.subject_id not in keys:
+            keys[value.subject_id] = subject_key(value.subject)
+        key = keys[value.subject_id]
+        if key is not None:
+            text = _decoded(raw_value(value, key))
+            if text:
+                texts.append(text)
+    return sorted(set(texts), key=len, reverse=True)
+
+
+def mask_texts(facts: dict[str, Any], texts: list[str]) -> dict[str, Any]:
+    """Header facts (a format panel: name -> text) with every personal value in them masked,
+    wherever the format put it (the panel is the format's own summary, not a document path)."""
+    if not texts:
+        return facts
+    out: dict[str, Any] = {}
+    for name, fact in facts.items():
+        shown = fact
+        if isinstance(shown, str):
+            for text in texts:
+                shown = shown.replace(text, REDACTED)
+        out[name] = shown
+    return out

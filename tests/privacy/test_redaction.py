@@ -68,3 +68,34 @@ def test_an_erased_field_reads_erased_on_the_event_page(ingest, as_persona, who)
     assert body.count("[erased]") == 2
     assert "[erased]_" not in body
     assert "Ada" not in body
+
+
+@pytest.mark.parametrize("who", ["vera", "lena", "adam"])
+def test_a_format_panel_masks_a_personal_value_wherever_it_shows_it(
+    settings, trace_key, as_persona, who
+):
+    """The panel is the format's own summary of the file (here Paxman's "unresolved fields"):
+    a personal value it happens to show is masked there too, for every role."""
+    settings.PRIVACY_PATH_RULES = {
+        "paxman-artifact": {
+            "subject": ["/metadata/customer/email"],
+            "personal": ["/unresolved_fields/*"],
+        }
+    }
+    doc = json.loads(_paxman())
+    doc["unresolved_fields"] = ["Ada Lovelace's callback number"]
+    trace = trace_ingest(source=io.BytesIO(json.dumps(doc).encode()), filename="p.json").trace
+
+    body = as_persona(who).get(f"/traces/{trace.blob.sha256}/").content.decode()
+
+    assert "callback number" not in body
+    assert "unresolved fields" in body
+    assert "[redacted]" in body
+
+
+def test_mask_texts_replaces_every_personal_value_longest_first():
+    from privacy.redaction import mask_texts
+
+    facts = {"argv": "run --user ada@example.org --name ada", "count": 3}
+    masked = mask_texts(facts, ["ada@example.org", "ada"])
+    assert masked == {"argv": "run --user [redacted] --name [redacted]", "count": 3}
