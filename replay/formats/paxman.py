@@ -44,6 +44,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import c_make_encoder as _c_make_encoder
 from json.encoder import encode_basestring_ascii as _escape
 from types import MappingProxyType
 from typing import IO, Any
@@ -52,7 +53,12 @@ from replay import errors
 from replay.canonical import CanonicalError, python_sorted
 from replay.engine import AUDIT, Check, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import loads_strict
+from replay.formats.jsonstrict import check_key_count, loads_strict
+
+try:  # accelerator for verify_bytes: a value it parses is used only once proven (see below)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _orjson = None  # type: ignore[assignment]
 
 FORMAT = "paxman-artifact"
 #: The Paxman release whose replay this console reproduces (the fixtures' version).
@@ -272,6 +278,8 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "metadata": {},
     }
 )
+#: ``"key":`` as ``stable_dumps`` writes each field name (the type check admits no other key)
+_KEY_PREFIX: Mapping[str, bytes] = MappingProxyType({k: b'"' + k.encode() + b'":' for k in FIELDS})
 REQUIRED = ("status", "replay_hash", "contract_id", "paxman_version", "planner_version")
 CHECK_ORDER = ("type", "version", "capabilities", "hash", "contract", "rehydration")
 FIELD_RESULT_STATUSES = frozenset({"SUCCESS", "PARTIAL_SUCCESS", "UNRESOLVED", "EXECUTION_FAILED"})
@@ -440,9 +448,23 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
         raise _bad("artifact", f"not serialisable by stable_dumps: {exc}") from None
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# ``json.dumps(sort_keys=True, separators=(",", ":"))`` is this C encoder, built per call;
+# built once here it writes the same bytes (`test_stable_is_python_sorted`) for JSON values
+_ENCODE = (
+    _c_make_encoder(None, _not_json, _escape, None, ":", ",", True, False, True)
+    if _c_make_encoder is not None
+    else None
+)
+
+
 def _stable(value: Any) -> bytes:
-    """``python_sorted(value)``, written directly for the scalars ``json.dumps`` writes
-    without an encoder (a string through the same C escaper; None, booleans)."""
+    """``python_sorted(value)`` for a decoded JSON value, written directly for the scalars
+    ``json.dumps`` writes without an encoder (a string through the same C escaper; None,
+    booleans) and through one prebuilt C encoder for the rest."""
     kind = type(value)
     if kind is str:
         return _escape(value).encode()
@@ -450,7 +472,12 @@ def _stable(value: Any) -> bytes:
         return b"null"
     if kind is bool:
         return b"true" if value else b"false"
-    return python_sorted(value)
+    if _ENCODE is None:  # pragma: no cover - CPython always has the C encoder
+        return python_sorted(value)
+    try:
+        return "".join(_ENCODE(value, 0)).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CanonicalError(str(exc)) from exc
 
 
 def _field_result(path: str, result: Any) -> None:
@@ -496,11 +523,8 @@ def replay_hash_of(doc: dict[str, Any], serialised: Mapping[str, bytes] | None =
 def _canonical(serialised: Mapping[str, bytes]) -> bytes:
     """``stable_dumps`` of the whole artifact from its fields' bytes: the keys (field names,
     plain ASCII) sorted, ``"key":value`` joined by commas, as ``sort_keys`` writes them."""
-    return (
-        b"{"
-        + b",".join(b'"' + key.encode() + b'":' + serialised[key] for key in sorted(serialised))
-        + b"}"
-    )
+    prefix = _KEY_PREFIX
+    return b"{" + b",".join([prefix[key] + serialised[key] for key in sorted(serialised)]) + b"}"
 
 
 # --- replay -----------------------------------------------------------------------------------
@@ -529,6 +553,20 @@ def replay(
     mode: str = AUDIT,
 ) -> ReplayReport:
     """Replay one artifact (seed 001 §3) and report every check in order."""
+    return _replay(artifact, None, contract=contract, registry=registry, mode=mode)
+
+
+def _replay(
+    artifact: Artifact,
+    serialised: dict[str, bytes] | None,
+    canonical: bytes | None = None,
+    *,
+    contract: Any,
+    registry: Mapping[str, Any] | CapabilityRegistry | None,
+    mode: str,
+) -> ReplayReport:
+    """:func:`replay`; `serialised`: the type check's result when it has already passed,
+    `canonical`: :func:`_canonical` of it when already made."""
     caps = _as_registry(registry)
     doc = artifact.document
     trace_id = doc.get("id") if isinstance(doc.get("id"), str) else None
@@ -537,11 +575,12 @@ def replay(
     checks = report.checks
 
     # 1. type
-    try:
-        serialised = _type_check(doc)
-    except ReplayError as exc:
-        checks.append(Check("type", False, exc.message))
-        return report.fail(exc.code, exc.message)
+    if serialised is None:
+        try:
+            serialised = _type_check(doc)
+        except ReplayError as exc:
+            checks.append(Check("type", False, exc.message))
+            return report.fail(exc.code, exc.message)
     checks.append(
         Check(
             "type",
@@ -676,7 +715,8 @@ def replay(
 
     # 6. rehydration: stored as stable_dumps bytes, read back, byte-equal to the input
     # (a file already in that spelling was itself read back strictly from those bytes)
-    canonical = _canonical(serialised)
+    if canonical is None:
+        canonical = _canonical(serialised)
     spelled = artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
     read_back = doc if spelled else loads_strict(canonical, where="rehydrated artifact")
     rehydrated = rehydrate(read_back)
@@ -700,6 +740,45 @@ def replay(
     )
     report.replayable = True
     return report
+
+
+#: at most this many brackets for the fast path: far below any recursion limit
+_FAST_MAX_BRACKETS = 256
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], bytes] | None:
+    """The artifact, its fields' ``stable_dumps`` bytes and its canonical bytes, when `data`
+    is proven to be an artifact that passes the type check, in its canonical spelling; else
+    None.
+
+    ``orjson`` parses (C, no duplicate-key check), :func:`_type_check` runs, and the fields'
+    bytes joined as ``stable_dumps`` writes the whole artifact must be exactly `data` (one
+    or more trailing newlines aside). ``stable_dumps`` writes each key of an object once, in
+    ASCII, with floats as ``repr`` (which ``float()`` reads back to the same double), and
+    never writes a byte-order mark; so such a text has no duplicate key, no NaN or Infinity,
+    no invalid UTF-8, and :func:`parse` (``loads_strict``) reads the same value from it.
+    What ``loads_strict`` checks beyond that is checked here first: the key counts
+    (``check_key_count``), lone surrogate escapes and nesting depth (bounded by the bracket
+    count; the fast path simply declines). Anything else, errors included, is None, and
+    :func:`verify_bytes` takes the strict path, which decides and words every refusal.
+    """
+    if _orjson is None or data.count(b"{") + data.count(b"[") > _FAST_MAX_BRACKETS:
+        return None
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
+        return None
+    try:
+        check_key_count(data, where="artifact")
+        doc = _orjson.loads(data)
+        if type(doc) is not dict:
+            return None
+        serialised = _type_check(doc)
+    except (ReplayError, _orjson.JSONDecodeError):
+        return None
+    canonical = _canonical(serialised)
+    if data.rstrip(b"\n") != canonical:
+        return None
+    return doc, serialised, canonical
 
 
 @functools.lru_cache(maxsize=1024)
@@ -743,6 +822,17 @@ def verify_bytes(
     mode: str = AUDIT,
 ) -> ReplayReport:
     """Parse and replay; a document that does not parse fails the type check."""
+    proven = _parse_canonical(data)
+    if proven is not None:
+        doc, serialised, canonical = proven
+        return _replay(
+            Artifact(doc, data),
+            serialised,
+            canonical,
+            contract=contract,
+            registry=registry,
+            mode=mode,
+        )
     try:
         artifact = parse(data)
     except ReplayError as exc:
