@@ -279,6 +279,10 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
     }
 )
 #: ``"key":`` as ``stable_dumps`` writes each field name (the type check admits no other key)
+_FIELD_SET = frozenset(FIELDS)
+_HASH_COVERAGE = (
+    f"{', '.join(HASHED_FIELDS)}; not covered by the hash: {', '.join(UNPROTECTED_FIELDS)}"
+)
 _KEY_PREFIX: Mapping[str, bytes] = MappingProxyType({k: b'"' + k.encode() + b'":' for k in FIELDS})
 REQUIRED = ("status", "replay_hash", "contract_id", "paxman_version", "planner_version")
 CHECK_ORDER = ("type", "version", "capabilities", "hash", "contract", "rehydration")
@@ -397,7 +401,7 @@ def type_check(doc: dict[str, Any]) -> None:
 def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
     """:func:`type_check`; returns each field's ``stable_dumps`` bytes (the proof it is
     serialisable), which the hash and the rehydration reuse."""
-    unknown = [k for k in doc if k not in FIELDS]
+    unknown = [k for k in doc if k not in _FIELD_SET]
     if unknown:
         raise _bad(
             f"artifact.{unknown[0]}",
@@ -453,7 +457,8 @@ def _not_json(value: Any) -> Any:
 
 
 # ``json.dumps(sort_keys=True, separators=(",", ":"))`` is this C encoder, built per call;
-# built once here it writes the same bytes (`test_stable_is_python_sorted`) for JSON values
+# built once here it writes the same bytes for JSON values
+# (`test_stable_writes_exactly_python_sorted`)
 _ENCODE = (
     _c_make_encoder(None, _not_json, _escape, None, ":", ",", True, False, True)
     if _c_make_encoder is not None
@@ -663,8 +668,7 @@ def _replay(
         Check(
             "hash",
             True,
-            f"replay_hash {recorded} recomputes over {', '.join(HASHED_FIELDS)}; not covered "
-            f"by the hash: {', '.join(UNPROTECTED_FIELDS)}",
+            f"replay_hash {recorded} recomputes over {_HASH_COVERAGE}",
         )
     )
 
@@ -719,8 +723,12 @@ def _replay(
         canonical = _canonical(serialised)
     spelled = artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
     read_back = doc if spelled else loads_strict(canonical, where="rehydrated artifact")
+    # read back from the canonical bytes, the value must equal the input's; a file already
+    # in that spelling was read back from them (`read_back` is `doc`), and then the rebuilt
+    # artifact holds the input's own values under the input's keys (all of them FIELDS, as
+    # the type check proved, none NaN, as strict JSON refuses it): equal, no deep compare
     rehydrated = rehydrate(read_back)
-    if rehydrated != doc:  # pragma: no cover - JSON values survive a round trip
+    if read_back is not doc and rehydrated != doc:  # pragma: no cover - JSON values survive
         message = "the rehydrated artifact does not re-serialise to the input's bytes"
         checks.append(Check("rehydration", False, message))
         return report.fail(errors.MALFORMED_TRACE, message)
