@@ -417,13 +417,13 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
         if key in doc and (not isinstance(doc[key], str) or not doc[key]):
             raise _bad(f"artifact.{key}", f"must be a non-empty string, got {doc[key]!r}")
     for key in ("normalized_data", "field_results", "capability_versions", "metadata"):
-        if key in doc:
+        if key in doc and not isinstance(doc[key], dict):
             _expect(doc, key, dict, "a dict")
     for key in ("unresolved_fields", "evidence", "diagnostics"):
-        if key in doc:
+        if key in doc and not isinstance(doc[key], list):
             _expect(doc, key, list, "a list")
     for key in ("execution_plan", "statistics"):
-        if key in doc and doc[key] is not None:
+        if key in doc and doc[key] is not None and not isinstance(doc[key], dict):
             _expect(doc, key, dict, "an object or null")
     digest = _expect(doc, "replay_hash", str, "a str")
     if digest and not _HEX64.match(digest):
@@ -447,7 +447,10 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
     for path, result in doc.get("field_results", {}).items():
         _field_result(path, result)
     try:  # e.g. a lone surrogate key: not writable by stable_dumps
-        return {key: _stable(value) for key, value in doc.items()}
+        return {
+            key: _escape(value).encode() if type(value) is str else _stable(value)
+            for key, value in doc.items()
+        }
     except CanonicalError as exc:
         raise _bad("artifact", f"not serialisable by stable_dumps: {exc}") from None
 
@@ -486,21 +489,29 @@ def _stable(value: Any) -> bytes:
 
 
 def _field_result(path: str, result: Any) -> None:
-    where = f"artifact.field_results[{path!r}]"
     if not isinstance(result, dict):
-        raise _bad(where, f"expected a FieldResult object, got {_type_name(result)}")
+        raise _bad(
+            f"artifact.field_results[{path!r}]",
+            f"expected a FieldResult object, got {_type_name(result)}",
+        )
     fp = result.get("field_path")
     if not isinstance(fp, str) or not fp:
-        raise _bad(f"{where}.field_path", f"must be a non-empty string, got {fp!r}")
+        raise _bad(
+            f"artifact.field_results[{path!r}].field_path",
+            f"must be a non-empty string, got {fp!r}",
+        )
     status = result.get("status", "UNRESOLVED")
     if status not in FIELD_RESULT_STATUSES:
         raise _bad(
-            f"{where}.status",
+            f"artifact.field_results[{path!r}].status",
             f"must be one of SUCCESS/PARTIAL_SUCCESS/UNRESOLVED/EXECUTION_FAILED, got {status!r}",
         )
     for key in ("candidates", "evidence_refs"):
         if key in result and not isinstance(result[key], list):
-            raise _bad(f"{where}.{key}", f"expected a list, got {_type_name(result[key])}")
+            raise _bad(
+                f"artifact.field_results[{path!r}].{key}",
+                f"expected a list, got {_type_name(result[key])}",
+            )
 
 
 # --- the hash -------------------------------------------------------------------------------
@@ -514,12 +525,19 @@ def _value(doc: dict[str, Any], key: str) -> Any:
     return DEFAULTS[key]
 
 
+_REPLAY_VERSION_BYTES = python_sorted(REPLAY_VERSION)
+
+
 def replay_hash_of(doc: dict[str, Any], serialised: Mapping[str, bytes] | None = None) -> str:
     """Paxman's ``compute_replay_hash`` over the file's values (64 lower-case hex);
     ``serialised``: the fields' ``stable_dumps`` bytes already made (``_type_check``)."""
     done = serialised or {}
     parts = [
-        done[key] if key in done and key != "replay_version" else python_sorted(_value(doc, key))
+        _REPLAY_VERSION_BYTES
+        if key == "replay_version"
+        else done[key]
+        if key in done
+        else python_sorted(_value(doc, key))
         for key in HASHED_FIELDS
     ]
     return hashlib.sha256(b"|".join(parts)).hexdigest()
