@@ -783,7 +783,24 @@ def _replay(
 
 #: at most this many brackets for the fast path: far below any recursion limit
 _FAST_MAX_BRACKETS = 256
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _orjson_refuses_lone_surrogates() -> bool:
+    """Whether this ``orjson`` refuses every lone UTF-16 surrogate escape (as
+    ``loads_strict`` does) and decodes a pair as one character: then a text it parses holds
+    none, and the fast path need not look for them. Asked once, at import."""
+    if _orjson is None:
+        return False
+    for lone in (b'"\\ud800"', b'"\\udc00"', b'"\\ud800x"', b'"x\\udfff"', b'"\\ud83d\\ud83d"'):
+        try:
+            _orjson.loads(lone)
+        except _orjson.JSONDecodeError:
+            continue
+        return False
+    return _orjson.loads(b'"\\ud83d\\ude00"') == "\U0001f600"
+
+
+_FAST_PARSE = _orjson_refuses_lone_surrogates()
 
 
 def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], bytes] | None:
@@ -798,13 +815,13 @@ def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], byt
     never writes a byte-order mark; so such a text has no duplicate key, no NaN or Infinity,
     no invalid UTF-8, and :func:`parse` (``loads_strict``) reads the same value from it.
     What ``loads_strict`` checks beyond that is checked here first: the key counts
-    (``check_key_count``), lone surrogate escapes and nesting depth (bounded by the bracket
-    count; the fast path simply declines). Anything else, errors included, is None, and
-    :func:`verify_bytes` takes the strict path, which decides and words every refusal.
+    (``check_key_count``) and nesting depth (bounded by the bracket count; the fast path
+    simply declines); lone surrogate escapes are refused by ``orjson`` itself (the fast path
+    is off with an ``orjson`` that does not, `_orjson_refuses_lone_surrogates`). Anything
+    else, errors included, is None, and :func:`verify_bytes` takes the strict path, which
+    decides and words every refusal.
     """
-    if _orjson is None or data.count(b"{") + data.count(b"[") > _FAST_MAX_BRACKETS:
-        return None
-    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
+    if not _FAST_PARSE or data.count(b"{") + data.count(b"[") > _FAST_MAX_BRACKETS:
         return None
     try:
         check_key_count(data, where="artifact")

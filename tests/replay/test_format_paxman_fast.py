@@ -97,6 +97,22 @@ def test_hostile_text_declines_the_fast_path_and_is_refused_as_strictly(name):
         assert fast["error_code"] == MALFORMED_TRACE
 
 
+def test_the_installed_orjson_refuses_lone_surrogates_so_the_fast_path_is_on():
+    assert px._orjson_refuses_lone_surrogates()
+    assert px._FAST_PARSE
+
+
+@pytest.mark.parametrize("lone", ["\\ud800", "\\udc00", "x\\udbff", "\\udfffx", "\\ud83d\\ud83d"])
+def test_a_lone_surrogate_anywhere_is_refused_as_strictly(lone):
+    doc = money()
+    data = canonical(doc).replace(b'"metadata":{', b'"metadata":{"k":"' + lone.encode() + b'"', 1)
+    assert px._parse_canonical(data) is None
+    fast, strict = both(data)
+    assert fast == strict
+    assert fast["error_code"] == MALFORMED_TRACE
+    assert "lone UTF-16 surrogate" in fast["message"]
+
+
 def test_a_float_overflowing_to_infinity_raises_the_same_on_both_paths():
     # 1e400 reads as inf; the strict path's rehydration re-reads "Infinity" and raises
     # (a ReplayError escaping verify_bytes: a known gap of the strict path, not the fast one)
