@@ -53,7 +53,7 @@ from replay import errors
 from replay.canonical import CanonicalError, python_sorted
 from replay.engine import AUDIT, Check, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import check_key_count, loads_strict
+from replay.formats.jsonstrict import MAX_KEYS, MAX_OBJECT_KEYS, check_key_count, loads_strict
 
 try:  # accelerator for verify_bytes: a value it parses is used only once proven (see below)
     import orjson as _orjson
@@ -456,12 +456,19 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
             and type(result.get("evidence_refs", _NO_LIST)) is list
         ):
             _field_result(path, result)
+    encode = _ENCODE
     try:  # e.g. a lone surrogate key: not writable by stable_dumps
-        return {
-            key: _escape(value).encode() if type(value) is str else _stable(value)
+        if encode is None:  # pragma: no cover - CPython always has the C encoder
+            return {key: _stable(value) for key, value in doc.items()}
+        return {  # _stable, inline: strings through the escaper, collections the encoder
+            key: _escape(value).encode()
+            if (kind := type(value)) is str
+            else "".join(encode(value, 0)).encode()
+            if kind is dict or kind is list
+            else _stable(value)
             for key, value in doc.items()
         }
-    except CanonicalError as exc:
+    except (CanonicalError, TypeError, ValueError, RecursionError) as exc:
         raise _bad("artifact", f"not serialisable by stable_dumps: {exc}") from None
 
 
@@ -781,6 +788,7 @@ def _replay(
     return report
 
 
+_KEY_COUNT_SCAN = min(MAX_KEYS, MAX_OBJECT_KEYS)
 #: at most this many brackets for the fast path: far below any recursion limit
 _FAST_MAX_BRACKETS = 256
 
@@ -824,7 +832,8 @@ def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], byt
     if not _FAST_PARSE or data.count(b"{") + data.count(b"[") > _FAST_MAX_BRACKETS:
         return None
     try:
-        check_key_count(data, where="artifact")
+        if data.count(b":") > _KEY_COUNT_SCAN:  # check_key_count's own shortcut, inline
+            check_key_count(data, where="artifact")
         doc = _orjson.loads(data)
         if type(doc) is not dict:
             return None
