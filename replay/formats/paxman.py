@@ -280,6 +280,7 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
 )
 #: ``"key":`` as ``stable_dumps`` writes each field name (the type check admits no other key)
 _FIELD_SET = frozenset(FIELDS)
+_SORTED_FIELDS = tuple(sorted(FIELDS))  # the type check admits no other key
 _HASH_COVERAGE = (
     f"{', '.join(HASHED_FIELDS)}; not covered by the hash: {', '.join(UNPROTECTED_FIELDS)}"
 )
@@ -573,7 +574,11 @@ def _canonical(serialised: Mapping[str, bytes]) -> bytes:
     """``stable_dumps`` of the whole artifact from its fields' bytes: the keys (field names,
     plain ASCII) sorted, ``"key":value`` joined by commas, as ``sort_keys`` writes them."""
     prefix = _KEY_PREFIX
-    return b"{" + b",".join([prefix[key] + serialised[key] for key in sorted(serialised)]) + b"}"
+    return (
+        b"{"
+        + b",".join([prefix[key] + serialised[key] for key in _SORTED_FIELDS if key in serialised])
+        + b"}"
+    )
 
 
 # --- replay -----------------------------------------------------------------------------------
@@ -834,7 +839,7 @@ def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], byt
     else, errors included, is None, and :func:`verify_bytes` takes the strict path, which
     decides and words every refusal.
     """
-    if not _FAST_PARSE or data.count(b"{") + data.count(b"[") > _FAST_MAX_BRACKETS:
+    if not _FAST_PARSE or len(data) - len(data.translate(None, b"{[")) > _FAST_MAX_BRACKETS:
         return None
     try:
         if data.count(b":") > _KEY_COUNT_SCAN:  # check_key_count's own shortcut, inline
