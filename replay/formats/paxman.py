@@ -528,7 +528,7 @@ def _field_result(path: str, result: Any) -> None:
             f"must be a non-empty string, got {fp!r}",
         )
     status = result.get("status", "UNRESOLVED")
-    if status not in FIELD_RESULT_STATUSES:
+    if not isinstance(status, str) or status not in FIELD_RESULT_STATUSES:  # [] is unhashable
         raise _bad(
             f"artifact.field_results[{path!r}].status",
             f"must be one of SUCCESS/PARTIAL_SUCCESS/UNRESOLVED/EXECUTION_FAILED, got {status!r}",

@@ -213,3 +213,17 @@ def test_random_byte_edits_of_a_canonical_artifact_report_the_same_on_both_paths
             data[at : at + len(piece)] = piece
     fast, strict = both(bytes(data))
     assert fast == strict
+
+
+@pytest.mark.parametrize("status", [[], {}, 1, None])
+def test_a_field_result_status_of_another_type_is_refused_not_raised(status):
+    doc = money()
+    path = next(iter(doc["field_results"]))
+    doc["field_results"][path]["status"] = status
+    fast, strict = both(canonical(doc))
+    assert fast == strict
+    assert fast["error_code"] == MALFORMED_TRACE
+    assert fast["message"] == (
+        f"artifact.field_results[{path!r}].status: must be one of "
+        f"SUCCESS/PARTIAL_SUCCESS/UNRESOLVED/EXECUTION_FAILED, got {status!r}"
+    )
