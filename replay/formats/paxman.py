@@ -402,7 +402,7 @@ def type_check(doc: dict[str, Any]) -> None:
 def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
     """:func:`type_check`; returns each field's ``stable_dumps`` bytes (the proof it is
     serialisable), which the hash and the rehydration reuse."""
-    unknown = [k for k in doc if k not in _FIELD_SET]
+    unknown = [] if _FIELD_SET.issuperset(doc) else [k for k in doc if k not in _FIELD_SET]
     if unknown:
         raise _bad(
             f"artifact.{unknown[0]}",
