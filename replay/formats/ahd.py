@@ -392,7 +392,10 @@ class Checkout:
     def allows(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path``, once every link is resolved, lies inside the checkout and
         outside every excluded directory. Nothing is opened."""
-        real = os.path.realpath(path)
+        return self.allows_real(os.path.realpath(path))
+
+    def allows_real(self, real: str) -> bool:
+        """:meth:`allows` for a path whose links are already resolved (``realpath``)."""
         return _inside(real, self.real) and not any(_inside(real, d) for d in self.excluded)
 
 
@@ -549,7 +552,8 @@ def _input_text(entry: Input, checkout: Checkout) -> tuple[str, str | None] | Fi
         return _result(
             entry, None, reason=f"{located.refused}; not read", code=errors.MALFORMED_TRACE
         )
-    if not checkout.allows(path) or not os.path.lexists(path):
+    real = os.path.realpath(path)  # resolved once: what is checked is what is read
+    if not checkout.allows_real(real) or not os.path.lexists(path):
         return _result(
             entry,
             None,
@@ -558,7 +562,7 @@ def _input_text(entry: Input, checkout: Checkout) -> tuple[str, str | None] | Fi
             note=note,
         )
     try:
-        return _read_input(Path(os.path.realpath(path)), checkout), note
+        return _read_input(Path(real), checkout), note
     except Unreadable as exc:
         reason = f"{entry.field} file at {path} is {exc}"
     except OSError as exc:
@@ -574,10 +578,10 @@ def verify_token(entry: Input, checkout: Checkout | Path) -> FieldResult:
     if isinstance(read, FieldResult):
         return read
     text, note = read
-    path = resolve_input(entry.path, checkout).path
     try:
         actual = hash_structured(text)
     except (YAML12Error, CanonicalError) as exc:
+        path = resolve_input(entry.path, checkout).path
         reason = f"failed to parse token at {path}: {_reason(exc)}"
         return _result(entry, None, reason=reason, code=errors.INTEGRITY_FAILURE, note=note)
     if actual != entry.hash:

@@ -44,6 +44,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import c_make_encoder as _c_make_encoder
 from json.encoder import encode_basestring_ascii as _escape
 from types import MappingProxyType
 from typing import IO, Any
@@ -52,7 +53,12 @@ from replay import errors
 from replay.canonical import CanonicalError, python_sorted
 from replay.engine import AUDIT, Check, ReplayReport
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import loads_strict
+from replay.formats.jsonstrict import MAX_KEYS, MAX_OBJECT_KEYS, check_key_count, loads_strict
+
+try:  # accelerator for verify_bytes: a value it parses is used only once proven (see below)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _orjson = None  # type: ignore[assignment]
 
 FORMAT = "paxman-artifact"
 #: The Paxman release whose replay this console reproduces (the fixtures' version).
@@ -272,6 +278,13 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "metadata": {},
     }
 )
+#: ``"key":`` as ``stable_dumps`` writes each field name (the type check admits no other key)
+_FIELD_SET = frozenset(FIELDS)
+_SORTED_FIELDS = tuple(sorted(FIELDS))  # the type check admits no other key
+_HASH_COVERAGE = (
+    f"{', '.join(HASHED_FIELDS)}; not covered by the hash: {', '.join(UNPROTECTED_FIELDS)}"
+)
+_KEY_PREFIX: Mapping[str, bytes] = MappingProxyType({k: b'"' + k.encode() + b'":' for k in FIELDS})
 REQUIRED = ("status", "replay_hash", "contract_id", "paxman_version", "planner_version")
 CHECK_ORDER = ("type", "version", "capabilities", "hash", "contract", "rehydration")
 FIELD_RESULT_STATUSES = frozenset({"SUCCESS", "PARTIAL_SUCCESS", "UNRESOLVED", "EXECUTION_FAILED"})
@@ -389,7 +402,7 @@ def type_check(doc: dict[str, Any]) -> None:
 def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
     """:func:`type_check`; returns each field's ``stable_dumps`` bytes (the proof it is
     serialisable), which the hash and the rehydration reuse."""
-    unknown = [k for k in doc if k not in FIELDS]
+    unknown = [] if _FIELD_SET.issuperset(doc) else [k for k in doc if k not in _FIELD_SET]
     if unknown:
         raise _bad(
             f"artifact.{unknown[0]}",
@@ -398,29 +411,34 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
     for key in REQUIRED:
         if key not in doc:
             raise _bad(f"artifact.{key}", "required")
-    status = _expect(doc, "status", str, "a status string")
+    status = doc["status"]
+    if not isinstance(status, str):
+        _expect(doc, "status", str, "a status string")
     if not status:
         raise _bad("artifact.status", "expected a status string, got ''")
     for key in ("id", "created_at"):
         if key in doc and (not isinstance(doc[key], str) or not doc[key]):
             raise _bad(f"artifact.{key}", f"must be a non-empty string, got {doc[key]!r}")
     for key in ("normalized_data", "field_results", "capability_versions", "metadata"):
-        if key in doc:
+        if key in doc and not isinstance(doc[key], dict):
             _expect(doc, key, dict, "a dict")
     for key in ("unresolved_fields", "evidence", "diagnostics"):
-        if key in doc:
+        if key in doc and not isinstance(doc[key], list):
             _expect(doc, key, list, "a list")
     for key in ("execution_plan", "statistics"):
-        if key in doc and doc[key] is not None:
+        if key in doc and doc[key] is not None and not isinstance(doc[key], dict):
             _expect(doc, key, dict, "an object or null")
-    digest = _expect(doc, "replay_hash", str, "a str")
+    digest = doc["replay_hash"]
+    if not isinstance(digest, str):
+        _expect(doc, "replay_hash", str, "a str")
     if digest and not _HEX64.match(digest):
         raise _bad(
             "artifact.replay_hash",
             f"must be 64 lowercase hex chars (or empty), got {digest[:80]!r}",
         )
     for key in ("contract_id", "paxman_version", "planner_version"):
-        _expect(doc, key, str, "a str")
+        if not isinstance(doc[key], str):
+            _expect(doc, key, str, "a str")
     for i, item in enumerate(doc.get("unresolved_fields", [])):
         if not isinstance(item, str):
             raise _bad(
@@ -432,17 +450,52 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
                 f"artifact.capability_versions[{cap!r}]",
                 f"expected a version string, got {_type_name(version)}",
             )
+    statuses = FIELD_RESULT_STATUSES
     for path, result in doc.get("field_results", {}).items():
-        _field_result(path, result)
+        if not (  # the common case inline; _field_result words the first refusal
+            type(result) is dict
+            and type(fp := result.get("field_path")) is str
+            and fp
+            and type(status := result.get("status", "UNRESOLVED")) is str
+            and status in statuses
+            and type(result.get("candidates", _NO_LIST)) is list
+            and type(result.get("evidence_refs", _NO_LIST)) is list
+        ):
+            _field_result(path, result)
+    encode = _ENCODE
     try:  # e.g. a lone surrogate key: not writable by stable_dumps
-        return {key: _stable(value) for key, value in doc.items()}
-    except CanonicalError as exc:
+        if encode is None:  # pragma: no cover - CPython always has the C encoder
+            return {key: _stable(value) for key, value in doc.items()}
+        return {  # _stable, inline: strings through the escaper, collections the encoder
+            key: _escape(value).encode()
+            if (kind := type(value)) is str
+            else "".join(encode(value, 0)).encode()
+            if kind is dict or kind is list
+            else _stable(value)
+            for key, value in doc.items()
+        }
+    except (CanonicalError, TypeError, ValueError, RecursionError) as exc:
         raise _bad("artifact", f"not serialisable by stable_dumps: {exc}") from None
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# ``json.dumps(sort_keys=True, separators=(",", ":"))`` is this C encoder, built per call;
+# built once here it writes the same bytes for JSON values
+# (`test_stable_writes_exactly_python_sorted`)
+_ENCODE = (
+    _c_make_encoder(None, _not_json, _escape, None, ":", ",", True, False, True)
+    if _c_make_encoder is not None
+    else None
+)
+
+
 def _stable(value: Any) -> bytes:
-    """``python_sorted(value)``, written directly for the scalars ``json.dumps`` writes
-    without an encoder (a string through the same C escaper; None, booleans)."""
+    """``python_sorted(value)`` for a decoded JSON value, written directly for the scalars
+    ``json.dumps`` writes without an encoder (a string through the same C escaper; None,
+    booleans) and through one prebuilt C encoder for the rest."""
     kind = type(value)
     if kind is str:
         return _escape(value).encode()
@@ -450,25 +503,42 @@ def _stable(value: Any) -> bytes:
         return b"null"
     if kind is bool:
         return b"true" if value else b"false"
-    return python_sorted(value)
+    if _ENCODE is None:  # pragma: no cover - CPython always has the C encoder
+        return python_sorted(value)
+    try:
+        chunks = _ENCODE(value, 0)
+        return (chunks[0] if len(chunks) == 1 else "".join(chunks)).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CanonicalError(str(exc)) from exc
+
+
+_NO_LIST: list[Any] = []  # what an absent list reads as, for the inline check
 
 
 def _field_result(path: str, result: Any) -> None:
-    where = f"artifact.field_results[{path!r}]"
     if not isinstance(result, dict):
-        raise _bad(where, f"expected a FieldResult object, got {_type_name(result)}")
+        raise _bad(
+            f"artifact.field_results[{path!r}]",
+            f"expected a FieldResult object, got {_type_name(result)}",
+        )
     fp = result.get("field_path")
     if not isinstance(fp, str) or not fp:
-        raise _bad(f"{where}.field_path", f"must be a non-empty string, got {fp!r}")
-    status = result.get("status", "UNRESOLVED")
-    if status not in FIELD_RESULT_STATUSES:
         raise _bad(
-            f"{where}.status",
+            f"artifact.field_results[{path!r}].field_path",
+            f"must be a non-empty string, got {fp!r}",
+        )
+    status = result.get("status", "UNRESOLVED")
+    if not isinstance(status, str) or status not in FIELD_RESULT_STATUSES:  # [] is unhashable
+        raise _bad(
+            f"artifact.field_results[{path!r}].status",
             f"must be one of SUCCESS/PARTIAL_SUCCESS/UNRESOLVED/EXECUTION_FAILED, got {status!r}",
         )
     for key in ("candidates", "evidence_refs"):
         if key in result and not isinstance(result[key], list):
-            raise _bad(f"{where}.{key}", f"expected a list, got {_type_name(result[key])}")
+            raise _bad(
+                f"artifact.field_results[{path!r}].{key}",
+                f"expected a list, got {_type_name(result[key])}",
+            )
 
 
 # --- the hash -------------------------------------------------------------------------------
@@ -482,12 +552,19 @@ def _value(doc: dict[str, Any], key: str) -> Any:
     return DEFAULTS[key]
 
 
+_REPLAY_VERSION_BYTES = python_sorted(REPLAY_VERSION)
+
+
 def replay_hash_of(doc: dict[str, Any], serialised: Mapping[str, bytes] | None = None) -> str:
     """Paxman's ``compute_replay_hash`` over the file's values (64 lower-case hex);
     ``serialised``: the fields' ``stable_dumps`` bytes already made (``_type_check``)."""
     done = serialised or {}
     parts = [
-        done[key] if key in done and key != "replay_version" else python_sorted(_value(doc, key))
+        _REPLAY_VERSION_BYTES
+        if key == "replay_version"
+        else done[key]
+        if key in done
+        else python_sorted(_value(doc, key))
         for key in HASHED_FIELDS
     ]
     return hashlib.sha256(b"|".join(parts)).hexdigest()
@@ -496,9 +573,10 @@ def replay_hash_of(doc: dict[str, Any], serialised: Mapping[str, bytes] | None =
 def _canonical(serialised: Mapping[str, bytes]) -> bytes:
     """``stable_dumps`` of the whole artifact from its fields' bytes: the keys (field names,
     plain ASCII) sorted, ``"key":value`` joined by commas, as ``sort_keys`` writes them."""
+    prefix = _KEY_PREFIX
     return (
         b"{"
-        + b",".join(b'"' + key.encode() + b'":' + serialised[key] for key in sorted(serialised))
+        + b",".join([prefix[key] + serialised[key] for key in _SORTED_FIELDS if key in serialised])
         + b"}"
     )
 
@@ -529,6 +607,20 @@ def replay(
     mode: str = AUDIT,
 ) -> ReplayReport:
     """Replay one artifact (seed 001 §3) and report every check in order."""
+    return _replay(artifact, None, contract=contract, registry=registry, mode=mode)
+
+
+def _replay(
+    artifact: Artifact,
+    serialised: dict[str, bytes] | None,
+    canonical: bytes | None = None,
+    *,
+    contract: Any,
+    registry: Mapping[str, Any] | CapabilityRegistry | None,
+    mode: str,
+) -> ReplayReport:
+    """:func:`replay`; `serialised`: the type check's result when it has already passed,
+    `canonical`: :func:`_canonical` of it when already made."""
     caps = _as_registry(registry)
     doc = artifact.document
     trace_id = doc.get("id") if isinstance(doc.get("id"), str) else None
@@ -537,11 +629,12 @@ def replay(
     checks = report.checks
 
     # 1. type
-    try:
-        serialised = _type_check(doc)
-    except ReplayError as exc:
-        checks.append(Check("type", False, exc.message))
-        return report.fail(exc.code, exc.message)
+    if serialised is None:
+        try:
+            serialised = _type_check(doc)
+        except ReplayError as exc:
+            checks.append(Check("type", False, exc.message))
+            return report.fail(exc.code, exc.message)
     checks.append(
         Check(
             "type",
@@ -601,7 +694,7 @@ def replay(
             )
     if pinned:
         detail = "every pinned capability is registered at its version: " + ", ".join(
-            f"{cap}@{version}" for cap, version in sorted(pinned.items())
+            [f"{cap}@{version}" for cap, version in sorted(pinned.items())]
         )
     else:
         detail = "the artifact pins no capabilities"
@@ -624,8 +717,7 @@ def replay(
         Check(
             "hash",
             True,
-            f"replay_hash {recorded} recomputes over {', '.join(HASHED_FIELDS)}; not covered "
-            f"by the hash: {', '.join(UNPROTECTED_FIELDS)}",
+            f"replay_hash {recorded} recomputes over {_HASH_COVERAGE}",
         )
     )
 
@@ -676,11 +768,15 @@ def replay(
 
     # 6. rehydration: stored as stable_dumps bytes, read back, byte-equal to the input
     # (a file already in that spelling was itself read back strictly from those bytes)
-    canonical = _canonical(serialised)
+    if canonical is None:
+        canonical = _canonical(serialised)
     spelled = artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
     read_back = doc if spelled else loads_strict(canonical, where="rehydrated artifact")
-    rehydrated = rehydrate(read_back)
-    if rehydrated != doc:  # pragma: no cover - JSON values survive a round trip
+    # read back from the canonical bytes, the value must equal the input's; a file already
+    # in that spelling was read back from them (`read_back` is `doc`), and then the rebuilt
+    # artifact holds the input's own values under the input's keys (all of them FIELDS, as
+    # the type check proved, none NaN, as strict JSON refuses it): equal, not rebuilt
+    if read_back is not doc and rehydrate(read_back) != doc:  # pragma: no cover - JSON survives
         message = "the rehydrated artifact does not re-serialise to the input's bytes"
         checks.append(Check("rehydration", False, message))
         return report.fail(errors.MALFORMED_TRACE, message)
@@ -700,6 +796,64 @@ def replay(
     )
     report.replayable = True
     return report
+
+
+_KEY_COUNT_SCAN = min(MAX_KEYS, MAX_OBJECT_KEYS)
+#: at most this many brackets for the fast path: far below any recursion limit
+_FAST_MAX_BRACKETS = 256
+
+
+def _orjson_refuses_lone_surrogates() -> bool:
+    """Whether this ``orjson`` refuses every lone UTF-16 surrogate escape (as
+    ``loads_strict`` does) and decodes a pair as one character: then a text it parses holds
+    none, and the fast path need not look for them. Asked once, at import."""
+    if _orjson is None:
+        return False
+    for lone in (b'"\\ud800"', b'"\\udc00"', b'"\\ud800x"', b'"x\\udfff"', b'"\\ud83d\\ud83d"'):
+        try:
+            _orjson.loads(lone)
+        except _orjson.JSONDecodeError:
+            continue
+        return False
+    return _orjson.loads(b'"\\ud83d\\ude00"') == "\U0001f600"
+
+
+_FAST_PARSE = _orjson_refuses_lone_surrogates()
+
+
+def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], bytes] | None:
+    """The artifact, its fields' ``stable_dumps`` bytes and its canonical bytes, when `data`
+    is proven to be an artifact that passes the type check, in its canonical spelling; else
+    None.
+
+    ``orjson`` parses (C, no duplicate-key check), :func:`_type_check` runs, and the fields'
+    bytes joined as ``stable_dumps`` writes the whole artifact must be exactly `data` (one
+    or more trailing newlines aside). ``stable_dumps`` writes each key of an object once, in
+    ASCII, with floats as ``repr`` (which ``float()`` reads back to the same double), and
+    never writes a byte-order mark; so such a text has no duplicate key, no NaN or Infinity,
+    no invalid UTF-8, and :func:`parse` (``loads_strict``) reads the same value from it.
+    What ``loads_strict`` checks beyond that is checked here first: the key counts
+    (``check_key_count``) and nesting depth (bounded by the bracket count; the fast path
+    simply declines); lone surrogate escapes are refused by ``orjson`` itself (the fast path
+    is off with an ``orjson`` that does not, `_orjson_refuses_lone_surrogates`). Anything
+    else, errors included, is None, and :func:`verify_bytes` takes the strict path, which
+    decides and words every refusal.
+    """
+    if not _FAST_PARSE or len(data) - len(data.translate(None, b"{[")) > _FAST_MAX_BRACKETS:
+        return None
+    try:
+        if data.count(b":") > _KEY_COUNT_SCAN:  # check_key_count's own shortcut, inline
+            check_key_count(data, where="artifact")
+        doc = _orjson.loads(data)
+        if type(doc) is not dict:
+            return None
+        serialised = _type_check(doc)
+    except (ReplayError, _orjson.JSONDecodeError):
+        return None
+    canonical = _canonical(serialised)
+    if data.rstrip(b"\n") != canonical:
+        return None
+    return doc, serialised, canonical
 
 
 @functools.lru_cache(maxsize=1024)
@@ -743,6 +897,17 @@ def verify_bytes(
     mode: str = AUDIT,
 ) -> ReplayReport:
     """Parse and replay; a document that does not parse fails the type check."""
+    proven = _parse_canonical(data)
+    if proven is not None:
+        doc, serialised, canonical = proven
+        return _replay(
+            Artifact(doc, data),
+            serialised,
+            canonical,
+            contract=contract,
+            registry=registry,
+            mode=mode,
+        )
     try:
         artifact = parse(data)
     except ReplayError as exc:

@@ -69,6 +69,11 @@ from yaml.scanner import Scanner
 
 from replay.canonical import es_number_to_string
 
+try:  # libyaml's parser (C), for the texts :func:`_fast_eligible` admits; PyYAML decides the rest
+    from yaml._yaml import CParser as _CParser
+except ImportError:  # pragma: no cover - exercised only where PyYAML lacks libyaml
+    _CParser = None
+
 __all__ = ["MAX_ALIAS_COUNT", "MAX_ALIAS_EXPANSION", "YAML12Error", "load"]
 
 MAX_ALIAS_COUNT = 100  # yaml v2 ToJSOptions.maxAliasCount default
@@ -294,8 +299,8 @@ class _Loader(Reader, Scanner, Parser, Composer, BaseResolver):
     def compose_scalar_node(self, anchor: str | None) -> ScalarNode:
         event = self.get_event()
         tag = event.tag
-        if tag is None:
-            tag = _PLAIN if event.style is None else _STR
+        if tag is None:  # plain: style None from PyYAML's parser, "" from libyaml's
+            tag = _PLAIN if not event.style else _STR
         elif tag == "!":  # the non-specific tag: a string, whatever it looks like
             tag = _STR
         node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
@@ -453,6 +458,65 @@ def _js_key(key: Any, node: Node) -> str:
     )
 
 
+class _FastLoader(_Loader):
+    """:class:`_Loader`'s composer over the events of libyaml's parser (C): the same nodes,
+    from the same YAML 1.1 grammar, for the texts :func:`_fast_eligible` admits."""
+
+    def __init__(self, text: str) -> None:  # no Reader/Scanner/Parser state
+        Composer.__init__(self)
+        BaseResolver.__init__(self)
+        self.anchored = {}
+        self._events = events = _CParser(text)
+        self.check_event = events.check_event  # type: ignore[method-assign]
+        self.peek_event = events.peek_event  # type: ignore[method-assign]
+        self.get_event = events.get_event  # type: ignore[method-assign]
+
+    def dispose(self) -> None:
+        self._events.dispose()
+
+
+# Where libyaml and PyYAML might read a text differently, or where this module patches
+# PyYAML, the fast path declines: tabs, CR and the YAML 1.1 line breaks, a BOM, escapes,
+# block scalars, directives, tags, anchors and aliases, complex keys, reserved indicators,
+# document markers, characters PyYAML's reader refuses, and lines long enough to reach the
+# 1024-character simple-key limit (counted in characters by one, bytes by the other).
+_FAST_TEXT = re.compile(
+    r"[\n \"#$'()+,\-./0-9:;<=A-Z\[\]^_a-z{}~\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*"
+)
+_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)", re.MULTILINE)
+_FAST_MAX_LINE = 1000
+
+
+def _fast_eligible(text: str) -> bool:
+    """Whether :func:`load` may parse `text` with libyaml (see ``_FAST_TEXT``)."""
+    return (
+        _CParser is not None
+        and _FAST_TEXT.fullmatch(text) is not None
+        and _DOCUMENT_MARKER.search(text) is None
+        and (len(text) < _FAST_MAX_LINE or max(map(len, text.split("\n"))) < _FAST_MAX_LINE)
+    )
+
+
+def _load_fast(text: str) -> Any:
+    """:func:`load` by libyaml, for an eligible text (no aliases: no expansion to check);
+    any error at all is the strict path's to word: then `_NOT_FAST`."""
+    loader = None
+    try:
+        loader = _FastLoader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        return _ToJS(loader.anchored).value(node)
+    except Exception:  # any failure: PyYAML's own reading decides and words it
+        return _NOT_FAST
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+_NOT_FAST: Any = object()
+
+
 def load(text: str) -> Any:
     """Parse one YAML 1.2 document to the JSON-shaped value ``yaml.parse(text)`` returns.
 
@@ -461,7 +525,19 @@ def load(text: str) -> Any:
     errors, more than one document, duplicate keys, unresolved aliases, alias bombs) and
     for the few constructs this verifier does not reproduce (see the module docstring).
     Aliases share the value of their anchor, as in JavaScript.
+
+    A text in the plain subset ``_fast_eligible`` admits is read by libyaml's parser (C)
+    through the same composer; when that fails in any way, PyYAML's reader decides.
     """
+    if _fast_eligible(text):
+        value = _load_fast(text)
+        if value is not _NOT_FAST:
+            return value
+    return _load_strict(text)
+
+
+def _load_strict(text: str) -> Any:
+    """:func:`load` by PyYAML's pure-Python reader, scanner and parser."""
     text, restore = _protect_breaks(text)
     loader = None
     try:
