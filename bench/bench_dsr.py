@@ -43,11 +43,12 @@ def log(message: str) -> None:
     print(f"[bench_dsr] {message}", file=sys.stderr, flush=True)
 
 
-def scratch(url: str) -> tuple[str, str]:
+def scratch(url: str, suffix: str = "dsr_bench") -> tuple[str, str]:
+    """A fresh scratch database beside the one `url` names: (its name, its URL)."""
     import psycopg
 
     base, name = url.rsplit("/", 1)
-    scratch_name = f"{name.split('?')[0]}_dsr_bench"
+    scratch_name = f"{name.split('?')[0]}_{suffix}"
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{scratch_name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{scratch_name}"')

@@ -28,30 +28,13 @@ for path in (ROOT, ROOT / "bench"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+from bench_dsr import drop, scratch  # noqa: E402 - bench/ is on sys.path above
+
 ADA = "ada.lovelace@example.org"
 
 
 def log(message: str) -> None:
     print(f"[bench_dsr_flow] {message}", file=sys.stderr, flush=True)
-
-
-def scratch(url: str) -> tuple[str, str]:
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    scratch_name = f"{name.split('?')[0]}_dsr_flow_bench"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{scratch_name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{scratch_name}"')
-    return scratch_name, f"{base}/{scratch_name}"
-
-
-def drop(url: str, name: str) -> None:
-    import psycopg
-
-    base = url.rsplit("/", 1)[0]
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def setup(database_url: str | None, var_dir: str) -> None:
@@ -154,7 +137,7 @@ def main() -> int:
     name = None
     with tempfile.TemporaryDirectory() as tmp:
         if url.startswith("postgres"):
-            name, scratch_url = scratch(url)
+            name, scratch_url = scratch(url, "dsr_flow_bench")
             setup(scratch_url, tmp)
             engine = "PostgreSQL"
         else:
