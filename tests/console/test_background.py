@@ -73,9 +73,23 @@ def thread_runner(settings):
     background.pool_shutdown()
 
 
+def _settled(predicate) -> bool:
+    """The predicate, or False while the pool thread holds the table: the tests' in-memory
+    SQLite shares one cache between threads, where a read meeting a write in progress is
+    refused at once ("database table is locked") instead of waiting as a file database does."""
+    from django.db import OperationalError
+
+    try:
+        return predicate()
+    except OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        return False
+
+
 def _wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not _settled(predicate):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
