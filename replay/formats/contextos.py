@@ -577,16 +577,6 @@ def _recorded(value: Any) -> str:
     return "" if value is None else value
 
 
-def _envelope_entries(item: tuple[int, dict[str, Any]]) -> tuple[tuple[Any, ...], ...]:
-    """A tool envelope's two entries (reference rule) as ``(idx, kind, key, body, recorded)``."""
-    i, env = item
-    call, result = env["call"], env["result"]
-    return (
-        (i + 1, "tool_call", "call", call, _recorded(call.get("payload_hash"))),
-        (i + 1.5, "tool_result", "result", result, _recorded(result.get("payload_hash"))),
-    )
-
-
 def entries(trace: ContextosTrace, rule: str = REFERENCE, *, lazy: bool = False) -> Iterator[Any]:
     """The chain's entries in the seed's order, with the payload ``rule`` hashes (``lazy``:
     each tool envelope as ``(i, envelope)``, its two entries left to the caller)."""
@@ -681,19 +671,37 @@ def verify_chain(
     fast = rule == REFERENCE and _orjson is not None
     for entry in entries(trace, rule, lazy=fast):
         if type(entry) is tuple:  # a tool envelope's two entries, unbuilt (the fast path)
-            for idx, kind, key, body_of, recorded in _envelope_entries(entry):
-                try:
-                    kept = _fast_keep(
-                        body_of, _PLISTS[kind], _ALLOWED[kind], _WHERE[kind][key], sink
-                    )
-                    # the allow-list's order: "call" < "kind" < "result"
-                    body = _orjson.dumps(
-                        {"call": kept, "kind": kind}
-                        if key == "call"
-                        else {"kind": kind, "result": kept}
-                    )
-                except (_Slow, RecursionError, _orjson.JSONEncodeError):
-                    body = None
+            i, env = entry
+            for key, kind, step, plist, allowed, at, head, tail in _TOOL_PARTS:
+                body_of = env[key]
+                idx = i + step
+                recorded = body_of.get("payload_hash")
+                if recorded is None:
+                    recorded = ""  # t.call.payload_hash ?? ""
+                # the common case inline: a known shape whose kept values are all written
+                # alike by orjson and JSON.stringify (what _fast_keep returns as it is)
+                body = None
+                plan = _PLANS.get((plist, at, tuple(body_of)))
+                if plan is not None:
+                    keys, paths = plan
+                    if paths:
+                        sink.update(paths)
+                    if len(keys) == 1:
+                        k = keys[0]
+                        kept = {k: body_of[k]}
+                    else:
+                        kept = dict(zip(keys, map(body_of.__getitem__, keys), strict=True))
+                    if set(map(type, kept.values())) <= _LEAVES:
+                        try:  # noqa: SIM105 - a with-block costs more here
+                            body = head + _orjson.dumps(kept) + tail
+                        except _orjson.JSONEncodeError:
+                            pass  # the exact writer below decides
+                if body is None:
+                    try:
+                        kept = _fast_keep(body_of, plist, allowed, at, sink)
+                        body = head + _orjson.dumps(kept) + tail
+                    except (_Slow, RecursionError, _orjson.JSONEncodeError):
+                        pass
                 if body is None:
                     exact = Entry(idx, kind, {"kind": kind, key: body_of}, recorded)
                     try:
@@ -782,8 +790,34 @@ _PLISTS = {
     "decision_record": ("dr", "kind"),
 }
 _ALLOWED = {kind: frozenset(plist) for kind, plist in _PLISTS.items()}
+#: a tool envelope's two entries: (key, kind, idx step, allow-list, allowed, pointer, and the
+#: canonical bytes around the kept body, in the allow-list's order "call" < "kind" < "result")
+_TOOL_PARTS = (
+    (
+        "call",
+        "tool_call",
+        1,
+        _PLISTS["tool_call"],
+        _ALLOWED["tool_call"],
+        "/tool_envelopes/*/call",
+        b'{"call":',
+        b',"kind":"tool_call"}',
+    ),
+    (
+        "result",
+        "tool_result",
+        1.5,
+        _PLISTS["tool_result"],
+        _ALLOWED["tool_result"],
+        "/tool_envelopes/*/result",
+        b'{"kind":"tool_result","result":',
+        b"}",
+    ),
+)
 _QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
 _DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
+#: (allow-list, pointer or None, keys in order) -> (kept keys in allow-list order, dropped)
+_PLANS: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
@@ -849,39 +883,46 @@ def _fast_keep(
     ``JSON.stringify`` escape the same characters the same way; ``orjson`` refuses a lone
     surrogate, and the caller then takes the exact writer)."""
     if type(o) is dict:
-        if dropped is not None:
-            shape = (at, frozenset(o))
-            paths = _DROPPED.get(shape)
-            if paths is None:
-                paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
-                if len(_DROPPED) < 4096:  # a bounded cache
-                    _DROPPED[shape] = paths
-            if paths:
-                dropped.update(paths)
-        # the kept keys in the allow-list's order (``plist`` is sorted, code point order);
-        # no comprehension: each one is a function call in this Python
-        common = o.keys() & allowed
-        if not common:
+        # the same shapes repeat from entry to entry and file to file: what a shape keeps
+        # (in the allow-list's order) and the pointers it drops are worked out once per
+        # (allow-list, pointer, keys in the file's order); ``at`` is None when the dropped
+        # pointers are not collected
+        shape = (plist, at, tuple(o))
+        plan = _PLANS.get(shape)
+        if plan is None:
+            plan = (
+                tuple(k for k in plist if k in o),
+                ()
+                if at is None
+                else tuple(f"{at}/{_pointer_part(key)}" for key in o if key not in allowed),
+            )
+            if len(_PLANS) < 4096:  # a bounded cache
+                _PLANS[shape] = plan
+        keys, paths = plan
+        if paths:
+            dropped.update(paths)
+        if not keys:
             return {}
-        if len(common) == 1:
-            (k,) = common
+        if len(keys) == 1:
+            k = keys[0]
             kept = {k: o[k]}
         else:
-            keys = sorted(common)
             kept = dict(zip(keys, map(o.__getitem__, keys), strict=True))
         if set(map(type, kept.values())) <= _LEAVES:
             return kept
         for k, v in kept.items():
             t = type(v)
             if t is dict or t is list:
-                kept[k] = _fast_keep(v, plist, allowed, f"{at}/{k}", dropped)
+                kept[k] = _fast_keep(
+                    v, plist, allowed, None if at is None else f"{at}/{k}", dropped
+                )
             elif not (t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT)):
                 raise _Slow
         return kept
     if type(o) is list:
         if set(map(type, o)) <= _LEAVES:
             return o  # written as it is
-        inner = f"{at}/*"
+        inner = None if at is None else f"{at}/*"
         out = []
         for v in o:
             t = type(v)
@@ -963,7 +1004,7 @@ def _parsed_record_hash(record: dict[str, Any]) -> str:
         plist = tuple(sorted(record))
         if all(k.isascii() for k in plist):
             try:
-                body = _orjson.dumps(_fast_keep(record, plist, frozenset(plist), "", None))
+                body = _orjson.dumps(_fast_keep(record, plist, frozenset(plist), None, None))
             except (_Slow, RecursionError, _orjson.JSONEncodeError):
                 pass
             else:
