@@ -912,7 +912,17 @@ def _fast_keep(
             return kept
         for k, v in kept.items():
             t = type(v)
-            if t is dict or t is list:
+            if t is dict:
+                sub = None if at is None else f"{at}/{k}"
+                # inline: a known shape that keeps nothing (no call)
+                plan = _PLANS.get((plist, sub, tuple(v)))
+                if plan is not None and not plan[0]:
+                    if plan[1]:
+                        dropped.update(plan[1])
+                    kept[k] = {}
+                else:
+                    kept[k] = _fast_keep(v, plist, allowed, sub, dropped)
+            elif t is list:
                 kept[k] = _fast_keep(
                     v, plist, allowed, None if at is None else f"{at}/{k}", dropped
                 )
@@ -926,7 +936,16 @@ def _fast_keep(
         out = []
         for v in o:
             t = type(v)
-            if t is dict or t is list:
+            if t is dict:
+                # inline: a known shape that keeps nothing (no call)
+                plan = _PLANS.get((plist, inner, tuple(v)))
+                if plan is not None and not plan[0]:
+                    if plan[1]:
+                        dropped.update(plan[1])
+                    out.append({})
+                else:
+                    out.append(_fast_keep(v, plist, allowed, inner, dropped))
+            elif t is list:
                 out.append(_fast_keep(v, plist, allowed, inner, dropped))
             elif t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
                 out.append(v)
@@ -993,6 +1012,11 @@ def record_hash(record: Any) -> str:
     return "sha256:" + hashlib.sha256(contextos(record)).hexdigest()
 
 
+#: a record's keys in its order -> (its allow-list, as a set) when it is ASCII without
+#: __proto__, else () (the exact writer)
+_RECORD_PLISTS: dict[tuple[str, ...], tuple[Any, ...]] = {}
+
+
 def _parsed_record_hash(record: dict[str, Any]) -> str:
     """:func:`record_hash` of a record read from JSON by :func:`parse` (string keys, no
     surrogate code point: the read refuses lone surrogates and joins pairs), fast: its
@@ -1000,11 +1024,19 @@ def _parsed_record_hash(record: dict[str, Any]) -> str:
     (code point order = UTF-16 order) without ``__proto__`` and every kept value is one
     ``orjson`` writes as ``JSON.stringify`` does (:func:`_fast_keep`); else the exact
     writer. The tests hold both to the same hashes on any JSON."""
-    if _orjson is not None and type(record) is dict and _PROTO not in record:
-        plist = tuple(sorted(record))
-        if all(k.isascii() for k in plist):
+    if _orjson is not None and type(record) is dict:
+        shape = tuple(record)
+        lists = _RECORD_PLISTS.get(shape)
+        if lists is None:
+            plist = tuple(sorted(record))
+            fast = _PROTO not in record and all(k.isascii() for k in plist)
+            lists = (plist, frozenset(plist)) if fast else ()
+            if len(_RECORD_PLISTS) < 4096:  # a bounded cache
+                _RECORD_PLISTS[shape] = lists
+        if lists:
+            plist, allowed = lists
             try:
-                body = _orjson.dumps(_fast_keep(record, plist, frozenset(plist), None, None))
+                body = _orjson.dumps(_fast_keep(record, plist, allowed, None, None))
             except (_Slow, RecursionError, _orjson.JSONEncodeError):
                 pass
             else:
