@@ -278,8 +278,21 @@ class _Reader:
             return None
         if end == len(buf) and not self.eof:
             return None  # a number may go on in the next chunk
+        text = buf[pos:end]
         try:
-            proven = _orjson.dumps(value) == buf[pos:end].encode()
+            proven = _orjson.dumps(value) == text.encode()
+            if not proven and "\n" in text:
+                # an indented document (``JSON.stringify(trace, null, 2)``): the value's
+                # text with its base indentation taken off each line is what ``orjson``
+                # writes with OPT_INDENT_2. The text then differs from that proven text
+                # only by spaces after newlines, which are blanks between tokens (a raw
+                # newline cannot be inside a string): the same value, the same proof.
+                # (the base indentation: the blanks that open the value's first line)
+                line = buf[buf.rfind("\n", 0, pos) + 1 : pos]
+                indent = line[: len(line) - len(line.lstrip(" "))]
+                if indent:
+                    text = text.replace("\n" + indent, "\n")
+                proven = _orjson.dumps(value, option=_orjson.OPT_INDENT_2) == text.encode()
         except (_orjson.JSONEncodeError, UnicodeEncodeError):
             return None
         if not proven:

@@ -724,3 +724,74 @@ def test_the_proven_read_and_the_spool_answer_as_the_strict_read_on_any_json(ext
     data = _compact_with(json.dumps(envelope, separators=(",", ":"), ensure_ascii=ascii))
     with _pytest.monkeypatch.MonkeyPatch.context() as mp:
         assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
+
+
+# --- an indented document (JSON.stringify(trace, null, 2)) is proven too -----------------------
+
+
+def _indented_with(envelope_text: str, indent: int = 2) -> bytes:
+    """pass.trace.json written with ``indent``, its second envelope replaced by ``envelope_text``
+    (indented lines: each line of it gets the envelope's base indentation)."""
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"] = [doc["tool_envelopes"][0], "HOSTILE"]
+    text = json.dumps(doc, indent=indent)
+    base = " " * (2 * indent)
+    text = text.replace('"HOSTILE"', envelope_text.replace("\n", "\n" + base))
+    return text.encode("utf-8", "surrogatepass")
+
+
+INDENTED_HOSTILE = [
+    '{\n  "call": {\n    "call_id": "c",\n    "call_id": "d"\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": NaN\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": "\\ud800"\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": "\\ud83d\\ude00"\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": 123456789012345678901234567890\n  },\n'
+    '  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": 1E5\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n\t"x": 1\n  },\n  "result": {}\n}',  # a tab
+    '{\n  "call": {\n      "call_id": "c"\n  },\n  "result": {}\n}',  # uneven
+    '{\n  "call": {\n    "call_id": "c"\n  },\n  "result": {\n    "payload_hash": 7\n  }\n}',
+    '{\n  "call": {\n    "call_id": "c"\n  },\n  "result": {}\n',  # cut
+]
+
+
+@pytest.mark.parametrize("hostile", INDENTED_HOSTILE)
+def test_the_indented_proof_answers_as_the_strict_read_on_hostile_envelopes(hostile, monkeypatch):
+    data = _indented_with(hostile)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    extra=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=4),
+    ascii=st.booleans(),
+    indent=st.integers(min_value=0, max_value=4),
+)
+def test_an_indented_document_is_read_as_the_strict_read_reads_it(extra, ascii, indent):
+    import _pytest.monkeypatch
+
+    envelope = {"call": {"call_id": "c", **extra}, "result": {"extra": extra}}
+    data = _indented_with(json.dumps(envelope, indent=indent, ensure_ascii=ascii), indent)
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
+
+
+def test_an_envelope_indented_as_json_stringify_writes_it_is_proven(monkeypatch):
+    # the seed writes traces with JSON.stringify(trace, null, 2): each envelope is proven
+    # (no strict decode), and the trace is the one the strict read gives
+    data = _indented_with(json.dumps({"call": {"call_id": "c", "n": 1}, "result": {}}, indent=2))
+    proven = []
+    original = cx._Reader._proven_value
+
+    def counting(self):
+        answer = original(self)
+        proven.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(cx._Reader, "_proven_value", counting)
+    fast = _outcome(data, monkeypatch, fast=True)
+    assert len(proven) > 2
+    assert proven.count(True) == len(proven)
+    monkeypatch.undo()
+    assert fast == _outcome(data, monkeypatch, fast=False)
+    assert fast[1][1] == {"call": {"call_id": "c", "n": 1}, "result": {}}
