@@ -66,6 +66,7 @@ Pure: no Django.
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import json
 import re
@@ -95,6 +96,8 @@ try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is a dependency; the exact writers remain
     _orjson = None  # type: ignore[assignment]
+else:
+    _indented = functools.partial(_orjson.dumps, option=_orjson.OPT_INDENT_2)
 
 FORMAT = "contextos-trace"
 SCHEMA_VERSION = 1
@@ -156,6 +159,12 @@ _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d
 
 #: the C scanner without hooks, for :meth:`_Reader._proven_value`
 _PLAIN_DECODER = json.JSONDecoder()
+#: at most this many characters of tool envelopes read by one :meth:`_Reader.proven_batch`
+_BATCH_CHARS = 256 * 1024
+_BATCH_TRIES = 8
+#: cuts tried by one :meth:`_Reader.proven_batch` (the last window of the array also holds
+#: the text after it)
+_BATCH_GUESSES = 4
 #: JSON's blanks between tokens
 _BLANKS = re.compile(r"[ \t\r\n]*")
 
@@ -180,6 +189,7 @@ class _Reader:
         self.eof = False
         self.read_bytes = 0
         self._first = True
+        self.batch_misses = 0
 
     def fill(self) -> bool:
         if self.eof:
@@ -299,6 +309,57 @@ class _Reader:
             return None
         self.pos = end
         return value, end - pos
+
+    def proven_batch(self) -> tuple[list[Any], int] | None:
+        """The next run of array elements (objects, up to ``_BATCH_CHARS`` characters of text)
+        read at once by ``orjson``, when writing them back proves the text, as
+        :meth:`_proven_value` does for one value: compact, the elements written by
+        ``orjson`` and joined by ``,`` are exactly the text; indented, the text less its
+        base indentation is exactly each element written with OPT_INDENT_2, joined by
+        ``,\\n`` (only blanks differ). The run ends at a ``}`` followed by ``,``, found
+        by a plain search from the window's end (a few earlier ones tried when ``orjson``
+        cannot read the run: the window went past the array): a wrong guess (inside a
+        string, at another depth) is not proven. Else None (one value is read as before);
+        after ``_BATCH_TRIES`` such misses the document is read value by value (a hostile
+        text cannot make each value cost a batch's search and parse)."""
+        if self.batch_misses >= _BATCH_TRIES:
+            return None
+        if len(self.buf) - self.pos < _BATCH_CHARS and not self.eof:
+            self.fill()
+        if self.skip_ws() != "{":
+            return None
+        buf, pos = self.buf, self.pos
+        line = buf[buf.rfind("\n", 0, pos) + 1 : pos]
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        boundary = "\n" + indent + "}," if indent else "},{"
+        comma = boundary.rindex(",")
+        end = pos + _BATCH_CHARS
+        for _ in range(_BATCH_GUESSES):
+            found = buf.rfind(boundary, pos, end)
+            if found == -1:
+                break
+            cut = found + comma
+            text = buf[pos:cut]
+            try:
+                items = _orjson.loads(f"[{text}]".encode())
+            except _orjson.JSONDecodeError:
+                end = found  # past the array's end, or inside a string: an earlier one
+                continue
+            try:
+                if "\n" in text:
+                    if indent:
+                        text = text.replace("\n" + indent, "\n")
+                    written = b",\n".join(map(_indented, items))
+                else:
+                    written = b",".join(map(_orjson.dumps, items))
+            except _orjson.JSONEncodeError:
+                break
+            if written != text.encode():
+                break  # another spelling: the strict read decides
+            self.pos = cut
+            return items, cut - pos
+        self.batch_misses += 1
+        return None
 
 
 class Envelopes:
@@ -594,9 +655,16 @@ def _read_envelopes(reader: _Reader, envelopes: Envelopes) -> None:
         reader.pos += 1
         return
     while True:
-        index = envelopes.count
-        item, size = reader.value(f"tool_envelopes[{index}]")
-        envelopes.append(_check_envelope(item, index), size)
+        batch = reader.proven_batch() if _orjson is not None else None
+        if batch is not None:
+            items, size = batch
+            for item in items:
+                envelopes.append(_check_envelope(item, envelopes.count), size)
+                size = 0  # the batch's characters counted once
+        else:
+            index = envelopes.count
+            item, size = reader.value(f"tool_envelopes[{index}]")
+            envelopes.append(_check_envelope(item, index), size)
         if reader.expect(",]", "',' or ']' in tool_envelopes") == "]":
             return
 

@@ -795,3 +795,113 @@ def test_an_envelope_indented_as_json_stringify_writes_it_is_proven(monkeypatch)
     monkeypatch.undo()
     assert fast == _outcome(data, monkeypatch, fast=False)
     assert fast[1][1] == {"call": {"call_id": "c", "n": 1}, "result": {}}
+
+
+# --- runs of envelopes read at once (proven_batch) answer as the strict read ---------------------
+
+
+def _many_with(envelope_text: str, indent: int | None, count: int = 6) -> bytes:
+    """pass.trace.json with ``count`` copies of its first envelope and ``envelope_text`` in the
+    middle, written compact (``indent`` None) or indented."""
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    first = doc["tool_envelopes"][0]
+    doc["tool_envelopes"] = [first] * (count // 2) + ["HOSTILE"] + [first] * (count - count // 2)
+    if indent is None:
+        text = json.dumps(doc, separators=(",", ":"))
+    else:
+        text = json.dumps(doc, indent=indent)
+        envelope_text = envelope_text.replace("\n", "\n" + " " * (2 * indent))
+    return text.replace('"HOSTILE"', envelope_text).encode("utf-8", "surrogatepass")
+
+
+BATCH_HOSTILE = [
+    *HOSTILE,
+    '{"call":{"call_id":"c","x":"a},{b"},"result":{}}',  # the boundary inside a string
+    '{"call":{"call_id":"c","x":[{}],"y":{"z":1}},"result":{"w":[{},{}]}}',
+]
+
+
+@pytest.mark.parametrize("hostile", BATCH_HOSTILE)
+def test_a_compact_run_answers_as_the_strict_read_with_a_hostile_envelope_in_it(
+    hostile, monkeypatch
+):
+    data = _many_with(hostile, None)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@pytest.mark.parametrize("hostile", INDENTED_HOSTILE)
+def test_an_indented_run_answers_as_the_strict_read_with_a_hostile_envelope_in_it(
+    hostile, monkeypatch
+):
+    data = _many_with(hostile, 2)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    extras=st.lists(st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=3), min_size=1, max_size=5),
+    indent=st.none() | st.integers(min_value=0, max_value=4),
+    ascii=st.booleans(),
+)
+def test_runs_of_any_envelopes_are_read_as_the_strict_read_reads_them(extras, indent, ascii):
+    import _pytest.monkeypatch
+
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"] = [
+        {"call": {"call_id": f"c{n}", **extra}, "result": {"extra": extra}}
+        for n, extra in enumerate(extras)
+    ]
+    separators = (",", ":") if indent is None else None
+    data = json.dumps(doc, indent=indent, separators=separators, ensure_ascii=ascii)
+    data = data.encode("utf-8", "surrogatepass")
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
+
+
+def _batches(data: bytes, monkeypatch) -> tuple[list[int], int, Any]:
+    """(the size of each run read at once, the misses, parse's answer)."""
+    runs: list[int] = []
+    misses = []
+    original = cx._Reader.proven_batch
+
+    def counting(self):
+        answer = original(self)
+        if answer is not None:
+            runs.append(len(answer[0]))
+        misses.append(self.batch_misses)
+        return answer
+
+    monkeypatch.setattr(cx._Reader, "proven_batch", counting)
+    outcome = _outcome(data, monkeypatch, fast=True)
+    monkeypatch.undo()
+    return runs, max(misses), outcome
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_run_of_well_formed_envelopes_is_read_at_once(indent, monkeypatch):
+    # the seed writes JSON.stringify(trace, null, 2); the bench's files are compact
+    envelope = {"call": {"call_id": "c"}, "result": {}}
+    separators = (",", ":") if indent is None else None
+    data = _many_with(json.dumps(envelope, indent=indent, separators=separators), indent, 40)
+    runs, misses, outcome = _batches(data, monkeypatch)
+    assert sum(runs) == 40  # all but the last of the 41 (no "}," after it)
+    assert misses == 1  # that last one, read as one value
+    assert outcome == _outcome(data, monkeypatch, fast=False)
+
+
+def test_a_text_that_defeats_the_run_search_is_read_value_by_value_after_a_few_misses(
+    monkeypatch,
+):
+    # every envelope spells the boundary inside a string more often than a search guesses:
+    # each search misses, at most _BATCH_TRIES times, then the document is read value by
+    # value, as before
+    hostile = '{"call":{"call_id":"c","x":"a},{b"},"result":{"y":"},{},{},{},{},{"}}'
+    data = _many_with(hostile, None, count=2)
+    doc = json.loads(data)
+    doc["tool_envelopes"] = [json.loads(hostile)] * 60
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    runs, misses, outcome = _batches(data, monkeypatch)
+    assert runs == []
+    assert misses == cx._BATCH_TRIES
+    assert outcome == _outcome(data, monkeypatch, fast=False)
+    assert len(outcome[1]) == 60
