@@ -387,6 +387,17 @@ class Envelopes:
         else:
             self._write(item)
 
+    def extend(self, items: list[dict[str, Any]], size: int) -> None:
+        """A run of checked envelopes that ``orjson`` read and wrote back (``size``: their
+        characters): spooled as one line, a JSON array (an envelope's line is an object)."""
+        if self._spool is None:
+            for item in items:
+                self.append(item, size)
+                size = 0  # the run's characters counted once
+            return
+        self.count += len(items)
+        self._spool.write(_orjson.dumps(items) + b"\n")
+
     def _write(self, item: dict[str, Any]) -> None:
         try:
             line = _orjson.dumps(item) if _orjson is not None else None
@@ -403,7 +414,12 @@ class Envelopes:
         self._spool.seek(0)
         for line in self._spool:
             # each line read back by the writer that wrote it: the same value
-            yield json.loads(line[1:]) if line.startswith(b"#") else _orjson.loads(line)
+            if line.startswith(b"["):
+                yield from _orjson.loads(line)  # a run (extend)
+            elif line.startswith(b"#"):
+                yield json.loads(line[1:])
+            else:
+                yield _orjson.loads(line)
 
     def __len__(self) -> int:
         return self.count
@@ -658,9 +674,10 @@ def _read_envelopes(reader: _Reader, envelopes: Envelopes) -> None:
         batch = reader.proven_batch() if _orjson is not None else None
         if batch is not None:
             items, size = batch
-            for item in items:
-                envelopes.append(_check_envelope(item, envelopes.count), size)
-                size = 0  # the batch's characters counted once
+            first = envelopes.count
+            for n, item in enumerate(items):
+                _check_envelope(item, first + n)
+            envelopes.extend(items, size)
         else:
             index = envelopes.count
             item, size = reader.value(f"tool_envelopes[{index}]")
