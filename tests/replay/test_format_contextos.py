@@ -905,3 +905,15 @@ def test_a_text_that_defeats_the_run_search_is_read_value_by_value_after_a_few_m
     assert misses == cx._BATCH_TRIES
     assert outcome == _outcome(data, monkeypatch, fast=False)
     assert len(outcome[1]) == 60
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_many_runs_are_spooled_and_read_back_as_the_strict_read_reads_them(indent, monkeypatch):
+    envelope = {"call": {"call_id": "c", "n": 2**63 - 1}, "result": {"x": [1.5, "é", None]}}
+    separators = (",", ":") if indent is None else None
+    data = _many_with(json.dumps(envelope, indent=indent, separators=separators), indent, 40)
+    strict = _outcome(data, monkeypatch, fast=False)
+    monkeypatch.setattr(cx, "_BATCH_CHARS", 2000)  # runs of a few envelopes each
+    runs, _misses, outcome = _batches(data, monkeypatch)
+    assert len(runs) > 5
+    assert outcome == strict
