@@ -160,7 +160,7 @@ _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d
 #: the C scanner without hooks, for :meth:`_Reader._proven_value`
 _PLAIN_DECODER = json.JSONDecoder()
 #: at most this many characters of tool envelopes read by one :meth:`_Reader.proven_batch`
-_BATCH_CHARS = 256 * 1024
+_BATCH_CHARS = 64 * 1024
 _BATCH_TRIES = 8
 #: cuts tried by one :meth:`_Reader.proven_batch` (the last window of the array also holds
 #: the text after it)
@@ -1057,6 +1057,8 @@ def _fast_keep(
                 else:
                     kept[k] = _fast_keep(v, plist, allowed, sub, dropped)
             elif t is list:
+                if set(map(type, v)) <= _LEAVES:
+                    continue  # written as it is (no call)
                 kept[k] = _fast_keep(
                     v, plist, allowed, None if at is None else f"{at}/{k}", dropped
                 )
