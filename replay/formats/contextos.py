@@ -333,7 +333,10 @@ class _Reader:
         if self.skip_ws() != "{":
             return None
         buf, pos = self.buf, self.pos
-        line = buf[buf.rfind("\n", 0, pos) + 1 : pos]
+        # the base indentation (a compact document: none; the search looks back a little
+        # only, any guess is sound: the run is proven or not read)
+        nl = buf.rfind("\n", max(0, pos - 4096), pos)
+        line = buf[nl + 1 : pos] if nl != -1 else ""
         indent = line[: len(line) - len(line.lstrip(" "))]
         boundary = "\n" + indent + "}," if indent else "},{"
         comma = boundary.rindex(",")
