@@ -587,12 +587,31 @@ class _Prefixed:
         return self._source.read(size)
 
 
+def _parse_indented(data: bytes) -> Any:
+    """The value of a document indented as ``JSON.stringify(trace, null, 2)`` writes it (the
+    seed's traces), when ``orjson`` writing that value with OPT_INDENT_2 gives exactly its
+    bytes (one trailing newline aside): proven as :func:`parse_compact` proves a compact
+    text (no duplicate key, NaN, byte-order mark or lone surrogate; the same spellings).
+    Else ``NOT_PROVEN``."""
+    try:
+        value = _orjson.loads(data)
+        out = _indented(value)
+    except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
+        return NOT_PROVEN
+    n = len(out)
+    if (len(data) == n or (len(data) == n + 1 and data[n] == 0x0A)) and data.startswith(out):
+        return value
+    return NOT_PROVEN
+
+
 def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
     """A small document decoded whole (faster); None when it does not decode, so that the
     streaming read names the problem exactly as it does for a large one."""
     if data.startswith(BOM):
         return None
     doc = parse_compact(data)  # orjson, when its bytes prove the text (compact JSON)
+    if doc is NOT_PROVEN and _orjson is not None:
+        doc = _parse_indented(data)
     if doc is NOT_PROVEN:
         try:
             text = data.decode("utf-8")

@@ -917,3 +917,54 @@ def test_many_runs_are_spooled_and_read_back_as_the_strict_read_reads_them(inden
     runs, _misses, outcome = _batches(data, monkeypatch)
     assert len(runs) > 5
     assert outcome == strict
+
+
+# --- a small document indented as the seed writes it is proven whole -----------------------------
+
+
+def _small_outcome(data: bytes, monkeypatch, fast: bool):
+    """parse's answer for a small document, with or without orjson's help."""
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(cx, "_orjson", None)
+            m.setattr(cx, "parse_compact", lambda _data: cx.NOT_PROVEN)
+        try:
+            trace = cx.parse(io.BytesIO(data), "s.json")
+        except cx.ReplayError as exc:
+            return ("refused", exc.code, exc.message)
+        return (trace.head, list(trace.envelopes), trace.ignored)
+
+
+@pytest.mark.parametrize("hostile", INDENTED_HOSTILE)
+def test_a_small_indented_document_answers_as_the_strict_read(hostile, monkeypatch):
+    data = _indented_with(hostile)
+    assert _small_outcome(data, monkeypatch, True) == _small_outcome(data, monkeypatch, False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    extra=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=4),
+    ascii=st.booleans(),
+    indent=st.integers(min_value=0, max_value=4),
+    newline=st.booleans(),
+)
+def test_any_small_indented_document_is_read_as_the_strict_read_reads_it(
+    extra, ascii, indent, newline
+):
+    import _pytest.monkeypatch
+
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"].append({"call": {"call_id": "c", **extra}, "result": {"x": extra}})
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii) + ("\n" if newline else "")
+    data = text.encode("utf-8", "surrogatepass")
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _small_outcome(data, mp, True) == _small_outcome(data, mp, False)
+
+
+def test_a_small_document_as_json_stringify_indents_it_is_proven_whole():
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    data = (json.dumps(doc, indent=2) + "\n").encode()
+    assert cx._parse_indented(data) == doc
+    assert cx._parse_indented(data.replace(b'"trace_id"', b'"trace_id" ')) is cx.NOT_PROVEN
+    duplicate = data.replace(b'"signed_by"', b'"chain_prev_hash": "x",\n    "signed_by"')
+    assert cx._parse_indented(duplicate) is cx.NOT_PROVEN
