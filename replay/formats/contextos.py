@@ -54,7 +54,8 @@ Fast where it is proven, exact everywhere: ``orjson`` reads a compact value (who
 document or streamed envelope) only when writing the value back gives exactly its text
 (else the strict decoder reads it and words the refusal), an indented value (``JSON.stringify
 (trace, null, 2)``, as the seed writes traces) when its text less its base indentation is
-exactly ``orjson``'s OPT_INDENT_2 writing, and a large trace's envelopes in runs of up to
+exactly ``orjson``'s OPT_INDENT_2 writing (a small such document whole:
+:func:`_parse_indented`), and a large trace's envelopes in runs of up to
 64 K characters read by ``orjson`` at once and proven the same way
 (:meth:`_Reader.proven_batch`); the reference rule's payloads and
 a parsed record's hash are written by ``orjson`` from an allow-listed copy
