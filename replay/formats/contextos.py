@@ -52,7 +52,12 @@ verifies in bounded memory.
 
 Fast where it is proven, exact everywhere: ``orjson`` reads a compact value (whole small
 document or streamed envelope) only when writing the value back gives exactly its text
-(else the strict decoder reads it and words the refusal); the reference rule's payloads and
+(else the strict decoder reads it and words the refusal), an indented value (``JSON.stringify
+(trace, null, 2)``, as the seed writes traces) when its text less its base indentation is
+exactly ``orjson``'s OPT_INDENT_2 writing (a small such document whole:
+:func:`_parse_indented`), and a large trace's envelopes in runs of up to
+64 K characters read by ``orjson`` at once and proven the same way
+(:meth:`_Reader.proven_batch`); the reference rule's payloads and
 a parsed record's hash are written by ``orjson`` from an allow-listed copy
 (:func:`_fast_keep`) only when every kept value is a string, boolean, null or an integer
 within 2**53 (``orjson`` escapes strings as ``JSON.stringify`` does and refuses lone
@@ -66,6 +71,7 @@ Pure: no Django.
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import json
 import re
@@ -95,6 +101,8 @@ try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is a dependency; the exact writers remain
     _orjson = None  # type: ignore[assignment]
+else:
+    _indented = functools.partial(_orjson.dumps, option=_orjson.OPT_INDENT_2)
 
 FORMAT = "contextos-trace"
 SCHEMA_VERSION = 1
@@ -156,6 +164,14 @@ _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d
 
 #: the C scanner without hooks, for :meth:`_Reader._proven_value`
 _PLAIN_DECODER = json.JSONDecoder()
+#: at most this many characters of tool envelopes read by one :meth:`_Reader.proven_batch`
+_BATCH_CHARS = 64 * 1024
+_BATCH_TRIES = 8
+#: cuts tried by one :meth:`_Reader.proven_batch` (the last window of the array also holds
+#: the text after it)
+_BATCH_GUESSES = 4
+#: JSON's blanks between tokens
+_BLANKS = re.compile(r"[ \t\r\n]*")
 
 
 def _malformed(message: str) -> ReplayError:
@@ -178,6 +194,7 @@ class _Reader:
         self.eof = False
         self.read_bytes = 0
         self._first = True
+        self.batch_misses = 0
 
     def fill(self) -> bool:
         if self.eof:
@@ -209,10 +226,8 @@ class _Reader:
     def skip_ws(self) -> str:
         """The next non-blank character, not consumed ("" at the end)."""
         while True:
-            buf, pos = self.buf, self.pos
-            while pos < len(buf) and buf[pos] in " \t\r\n":
-                pos += 1
-            self.pos = pos
+            buf = self.buf
+            pos = self.pos = _BLANKS.match(buf, self.pos).end()
             if pos < len(buf):
                 return buf[pos]
             if not self.fill():
@@ -278,14 +293,81 @@ class _Reader:
             return None
         if end == len(buf) and not self.eof:
             return None  # a number may go on in the next chunk
+        text = buf[pos:end]
         try:
-            proven = _orjson.dumps(value) == buf[pos:end].encode()
+            proven = _orjson.dumps(value) == text.encode()
+            if not proven and "\n" in text:
+                # an indented document (``JSON.stringify(trace, null, 2)``): the value's
+                # text with its base indentation taken off each line is what ``orjson``
+                # writes with OPT_INDENT_2. The text then differs from that proven text
+                # only by spaces after newlines, which are blanks between tokens (a raw
+                # newline cannot be inside a string): the same value, the same proof.
+                # (the base indentation: the blanks that open the value's first line)
+                line = buf[buf.rfind("\n", 0, pos) + 1 : pos]
+                indent = line[: len(line) - len(line.lstrip(" "))]
+                if indent:
+                    text = text.replace("\n" + indent, "\n")
+                proven = _orjson.dumps(value, option=_orjson.OPT_INDENT_2) == text.encode()
         except (_orjson.JSONEncodeError, UnicodeEncodeError):
             return None
         if not proven:
             return None
         self.pos = end
         return value, end - pos
+
+    def proven_batch(self) -> tuple[list[Any], int] | None:
+        """The next run of array elements (objects, up to ``_BATCH_CHARS`` characters of text)
+        read at once by ``orjson``, when writing them back proves the text, as
+        :meth:`_proven_value` does for one value: compact, the elements written by
+        ``orjson`` and joined by ``,`` are exactly the text; indented, the text less its
+        base indentation is exactly each element written with OPT_INDENT_2, joined by
+        ``,\\n`` (only blanks differ). The run ends at a ``}`` followed by ``,``, found
+        by a plain search from the window's end (a few earlier ones tried when ``orjson``
+        cannot read the run: the window went past the array): a wrong guess (inside a
+        string, at another depth) is not proven. Else None (one value is read as before);
+        after ``_BATCH_TRIES`` such misses the document is read value by value (a hostile
+        text cannot make each value cost a batch's search and parse)."""
+        if self.batch_misses >= _BATCH_TRIES:
+            return None
+        if len(self.buf) - self.pos < _BATCH_CHARS and not self.eof:
+            self.fill()
+        if self.skip_ws() != "{":
+            return None
+        buf, pos = self.buf, self.pos
+        # the base indentation (a compact document: none; the search looks back a little
+        # only, any guess is sound: the run is proven or not read)
+        nl = buf.rfind("\n", max(0, pos - 4096), pos)
+        line = buf[nl + 1 : pos] if nl != -1 else ""
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        boundary = "\n" + indent + "}," if indent else "},{"
+        comma = boundary.rindex(",")
+        end = pos + _BATCH_CHARS
+        for _ in range(_BATCH_GUESSES):
+            found = buf.rfind(boundary, pos, end)
+            if found == -1:
+                break
+            cut = found + comma
+            text = buf[pos:cut]
+            try:
+                items = _orjson.loads(f"[{text}]".encode())
+            except _orjson.JSONDecodeError:
+                end = found  # past the array's end, or inside a string: an earlier one
+                continue
+            try:
+                if "\n" in text:
+                    if indent:
+                        text = text.replace("\n" + indent, "\n")
+                    written = b",\n".join(map(_indented, items))
+                else:
+                    written = b",".join(map(_orjson.dumps, items))
+            except _orjson.JSONEncodeError:
+                break
+            if written != text.encode():
+                break  # another spelling: the strict read decides
+            self.pos = cut
+            return items, cut - pos
+        self.batch_misses += 1
+        return None
 
 
 class Envelopes:
@@ -313,6 +395,17 @@ class Envelopes:
         else:
             self._write(item)
 
+    def extend(self, items: list[dict[str, Any]], size: int) -> None:
+        """A run of checked envelopes that ``orjson`` read and wrote back (``size``: their
+        characters): spooled as one line, a JSON array (an envelope's line is an object)."""
+        if self._spool is None:
+            for item in items:
+                self.append(item, size)
+                size = 0  # the run's characters counted once
+            return
+        self.count += len(items)
+        self._spool.write(_orjson.dumps(items) + b"\n")
+
     def _write(self, item: dict[str, Any]) -> None:
         try:
             line = _orjson.dumps(item) if _orjson is not None else None
@@ -329,7 +422,12 @@ class Envelopes:
         self._spool.seek(0)
         for line in self._spool:
             # each line read back by the writer that wrote it: the same value
-            yield json.loads(line[1:]) if line.startswith(b"#") else _orjson.loads(line)
+            if line.startswith(b"["):
+                yield from _orjson.loads(line)  # a run (extend)
+            elif line.startswith(b"#"):
+                yield json.loads(line[1:])
+            else:
+                yield _orjson.loads(line)
 
     def __len__(self) -> int:
         return self.count
@@ -405,7 +503,40 @@ def _check_envelope(item: Any, index: int) -> dict[str, Any]:
     return env
 
 
+def _head_is_well_formed(head: dict[str, Any]) -> bool:
+    """The common, well-formed head, answered without building any message (True: every
+    check of :func:`_check_head` passes; False: :func:`_check_head` words the refusal)."""
+    version = head.get("schema_version", SCHEMA_VERSION)
+    trace_id = head.get("trace_id")
+    invoke = head.get("invoke")
+    record = head.get("decision_record")
+    audit = head.get("audit")
+    if not (
+        type(version) is int
+        and 1 <= version <= SCHEMA_VERSION
+        and type(trace_id) is str
+        and 0 < len(trace_id) <= 128
+        and type(head.get("pack_version")) is str
+        and type(head.get("kg_snapshot_id")) is str
+        and type(invoke) is dict
+        and type(invoke.get("run_context")) is dict
+        and type(invoke.get("request")) is dict
+        and type(invoke.get("envelope_hash")) is str
+        and type(record) is dict
+        and type(audit) is dict
+        and type(audit.get("chain_prev_hash")) is str
+    ):
+        return False
+    for key in RECORD_FIELDS:
+        if record.get(key) is None:
+            return False
+    root, signer = audit.get("chain_root_hash"), audit.get("signed_by")
+    return (root is None or type(root) is str) and (signer is None or type(signer) is str)
+
+
 def _check_head(head: dict[str, Any], where: str) -> None:
+    if _head_is_well_formed(head):
+        return
     version = head.get("schema_version", SCHEMA_VERSION)
     if type(version) is not int or version < 1:
         raise _malformed(f"{where}: schema_version must be a positive integer, not {version!r}")
@@ -457,12 +588,31 @@ class _Prefixed:
         return self._source.read(size)
 
 
+def _parse_indented(data: bytes) -> Any:
+    """The value of a document indented as ``JSON.stringify(trace, null, 2)`` writes it (the
+    seed's traces), when ``orjson`` writing that value with OPT_INDENT_2 gives exactly its
+    bytes (one trailing newline aside): proven as :func:`parse_compact` proves a compact
+    text (no duplicate key, NaN, byte-order mark or lone surrogate; the same spellings).
+    Else ``NOT_PROVEN``."""
+    try:
+        value = _orjson.loads(data)
+        out = _indented(value)
+    except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
+        return NOT_PROVEN
+    n = len(out)
+    if (len(data) == n or (len(data) == n + 1 and data[n] == 0x0A)) and data.startswith(out):
+        return value
+    return NOT_PROVEN
+
+
 def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
     """A small document decoded whole (faster); None when it does not decode, so that the
     streaming read names the problem exactly as it does for a large one."""
     if data.startswith(BOM):
         return None
     doc = parse_compact(data)  # orjson, when its bytes prove the text (compact JSON)
+    if doc is NOT_PROVEN and _orjson is not None:
+        doc = _parse_indented(data)
     if doc is NOT_PROVEN:
         try:
             text = data.decode("utf-8")
@@ -548,9 +698,17 @@ def _read_envelopes(reader: _Reader, envelopes: Envelopes) -> None:
         reader.pos += 1
         return
     while True:
-        index = envelopes.count
-        item, size = reader.value(f"tool_envelopes[{index}]")
-        envelopes.append(_check_envelope(item, index), size)
+        batch = reader.proven_batch() if _orjson is not None else None
+        if batch is not None:
+            items, size = batch
+            first = envelopes.count
+            for n, item in enumerate(items):
+                _check_envelope(item, first + n)
+            envelopes.extend(items, size)
+        else:
+            index = envelopes.count
+            item, size = reader.value(f"tool_envelopes[{index}]")
+            envelopes.append(_check_envelope(item, index), size)
         if reader.expect(",]", "',' or ']' in tool_envelopes") == "]":
             return
 
@@ -575,16 +733,6 @@ class Entry:
 def _recorded(value: Any) -> str:
     # t.call.payload_hash ?? ""
     return "" if value is None else value
-
-
-def _envelope_entries(item: tuple[int, dict[str, Any]]) -> tuple[tuple[Any, ...], ...]:
-    """A tool envelope's two entries (reference rule) as ``(idx, kind, key, body, recorded)``."""
-    i, env = item
-    call, result = env["call"], env["result"]
-    return (
-        (i + 1, "tool_call", "call", call, _recorded(call.get("payload_hash"))),
-        (i + 1.5, "tool_result", "result", result, _recorded(result.get("payload_hash"))),
-    )
 
 
 def entries(trace: ContextosTrace, rule: str = REFERENCE, *, lazy: bool = False) -> Iterator[Any]:
@@ -681,19 +829,37 @@ def verify_chain(
     fast = rule == REFERENCE and _orjson is not None
     for entry in entries(trace, rule, lazy=fast):
         if type(entry) is tuple:  # a tool envelope's two entries, unbuilt (the fast path)
-            for idx, kind, key, body_of, recorded in _envelope_entries(entry):
-                try:
-                    kept = _fast_keep(
-                        body_of, _PLISTS[kind], _ALLOWED[kind], _WHERE[kind][key], sink
-                    )
-                    # the allow-list's order: "call" < "kind" < "result"
-                    body = _orjson.dumps(
-                        {"call": kept, "kind": kind}
-                        if key == "call"
-                        else {"kind": kind, "result": kept}
-                    )
-                except (_Slow, RecursionError, _orjson.JSONEncodeError):
-                    body = None
+            i, env = entry
+            for key, kind, step, plist, allowed, at, head, tail in _TOOL_PARTS:
+                body_of = env[key]
+                idx = i + step
+                recorded = body_of.get("payload_hash")
+                if recorded is None:
+                    recorded = ""  # t.call.payload_hash ?? ""
+                # the common case inline: a known shape whose kept values are all written
+                # alike by orjson and JSON.stringify (what _fast_keep returns as it is)
+                body = None
+                plan = _PLANS.get((plist, at, tuple(body_of)))
+                if plan is not None:
+                    keys, paths = plan
+                    if paths:
+                        sink.update(paths)
+                    if len(keys) == 1:
+                        k = keys[0]
+                        kept = {k: body_of[k]}
+                    else:
+                        kept = dict(zip(keys, map(body_of.__getitem__, keys), strict=True))
+                    if set(map(type, kept.values())) <= _LEAVES:
+                        try:  # noqa: SIM105 - a with-block costs more here
+                            body = head + _orjson.dumps(kept) + tail
+                        except _orjson.JSONEncodeError:
+                            pass  # the exact writer below decides
+                if body is None:
+                    try:
+                        kept = _fast_keep(body_of, plist, allowed, at, sink)
+                        body = head + _orjson.dumps(kept) + tail
+                    except (_Slow, RecursionError, _orjson.JSONEncodeError):
+                        pass
                 if body is None:
                     exact = Entry(idx, kind, {"kind": kind, key: body_of}, recorded)
                     try:
@@ -715,7 +881,10 @@ def verify_chain(
                     progress(done)
             continue
         try:
-            body = reference_bytes(entry, sink) if rule == REFERENCE else canon(entry.payload)
+            if fast:
+                body = _fast_head_bytes(entry, sink) or _exact_reference_bytes(entry, sink)
+            else:
+                body = reference_bytes(entry, sink) if rule == REFERENCE else canon(entry.payload)
         except (CanonicalError, RecursionError) as exc:
             return ChainResult(
                 rule, False, done, entry.idx, entry.kind, None, entry.recorded, str(exc)
@@ -782,8 +951,34 @@ _PLISTS = {
     "decision_record": ("dr", "kind"),
 }
 _ALLOWED = {kind: frozenset(plist) for kind, plist in _PLISTS.items()}
+#: a tool envelope's two entries: (key, kind, idx step, allow-list, allowed, pointer, and the
+#: canonical bytes around the kept body, in the allow-list's order "call" < "kind" < "result")
+_TOOL_PARTS = (
+    (
+        "call",
+        "tool_call",
+        1,
+        _PLISTS["tool_call"],
+        _ALLOWED["tool_call"],
+        "/tool_envelopes/*/call",
+        b'{"call":',
+        b',"kind":"tool_call"}',
+    ),
+    (
+        "result",
+        "tool_result",
+        1.5,
+        _PLISTS["tool_result"],
+        _ALLOWED["tool_result"],
+        "/tool_envelopes/*/result",
+        b'{"kind":"tool_result","result":',
+        b"}",
+    ),
+)
 _QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
 _DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
+#: (allow-list, pointer or None, keys in order) -> (kept keys in allow-list order, dropped)
+_PLANS: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
@@ -849,43 +1044,71 @@ def _fast_keep(
     ``JSON.stringify`` escape the same characters the same way; ``orjson`` refuses a lone
     surrogate, and the caller then takes the exact writer)."""
     if type(o) is dict:
-        if dropped is not None:
-            shape = (at, frozenset(o))
-            paths = _DROPPED.get(shape)
-            if paths is None:
-                paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
-                if len(_DROPPED) < 4096:  # a bounded cache
-                    _DROPPED[shape] = paths
-            if paths:
-                dropped.update(paths)
-        # the kept keys in the allow-list's order (``plist`` is sorted, code point order);
-        # no comprehension: each one is a function call in this Python
-        common = o.keys() & allowed
-        if not common:
+        # the same shapes repeat from entry to entry and file to file: what a shape keeps
+        # (in the allow-list's order) and the pointers it drops are worked out once per
+        # (allow-list, pointer, keys in the file's order); ``at`` is None when the dropped
+        # pointers are not collected
+        shape = (plist, at, tuple(o))
+        plan = _PLANS.get(shape)
+        if plan is None:
+            plan = (
+                tuple(k for k in plist if k in o),
+                ()
+                if at is None
+                else tuple(f"{at}/{_pointer_part(key)}" for key in o if key not in allowed),
+            )
+            if len(_PLANS) < 4096:  # a bounded cache
+                _PLANS[shape] = plan
+        keys, paths = plan
+        if paths:
+            dropped.update(paths)
+        if not keys:
             return {}
-        if len(common) == 1:
-            (k,) = common
+        if len(keys) == 1:
+            k = keys[0]
             kept = {k: o[k]}
         else:
-            keys = sorted(common)
             kept = dict(zip(keys, map(o.__getitem__, keys), strict=True))
         if set(map(type, kept.values())) <= _LEAVES:
             return kept
         for k, v in kept.items():
             t = type(v)
-            if t is dict or t is list:
-                kept[k] = _fast_keep(v, plist, allowed, f"{at}/{k}", dropped)
+            if t is dict:
+                sub = None if at is None else f"{at}/{k}"
+                # inline: a known shape that keeps nothing (no call)
+                plan = _PLANS.get((plist, sub, tuple(v)))
+                if plan is not None and not plan[0]:
+                    if plan[1]:
+                        dropped.update(plan[1])
+                    kept[k] = {}
+                else:
+                    kept[k] = _fast_keep(v, plist, allowed, sub, dropped)
+            elif t is list:
+                if set(map(type, v)) <= _LEAVES:
+                    continue  # written as it is (no call)
+                kept[k] = _fast_keep(
+                    v, plist, allowed, None if at is None else f"{at}/{k}", dropped
+                )
             elif not (t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT)):
                 raise _Slow
         return kept
     if type(o) is list:
         if set(map(type, o)) <= _LEAVES:
             return o  # written as it is
-        inner = f"{at}/*"
+        inner = None if at is None else f"{at}/*"
         out = []
         for v in o:
             t = type(v)
-            if t is dict or t is list:
+            if t is dict:
+                # inline: a known shape that keeps nothing (no call)
+                plan = _PLANS.get((plist, inner, tuple(v)))
+                if plan is not None and not plan[0]:
+                    if plan[1]:
+                        dropped.update(plan[1])
+                    out.append({})
+                else:
+                    out.append(_fast_keep(v, plist, allowed, inner, dropped))
+            elif t is list:
                 out.append(_fast_keep(v, plist, allowed, inner, dropped))
             elif t in _LEAVES or (t is int and -_SAFE_INT <= v <= _SAFE_INT):
                 out.append(v)
@@ -896,6 +1119,33 @@ def _fast_keep(
     if t is str or o is None or t is bool or (t is int and -_SAFE_INT <= o <= _SAFE_INT):
         return o
     raise _Slow
+
+
+#: the invoke and record entries' canonical bytes around their kept bodies
+_HEAD_LAYOUT = {
+    "invoke": (("ctx", b'{"ctx":'), ("req", b',"kind":"invoke","req":'), (None, b"}")),
+    "decision_record": (("dr", b'{"dr":'), (None, b',"kind":"decision_record"}')),
+}
+
+
+def _fast_head_bytes(entry: Entry, dropped: Any) -> bytes | None:
+    """:func:`reference_bytes`' fast path for the invoke and record entries, each kept body
+    written by ``orjson`` between the constant bytes around it; None when the exact writer
+    must decide."""
+    kind = entry.kind
+    plist, allowed, where = _PLISTS[kind], _ALLOWED[kind], _WHERE[kind]
+    payload = entry.payload
+    out = []
+    try:
+        for key, before in _HEAD_LAYOUT[kind]:
+            out.append(before)
+            if key is not None:
+                out.append(
+                    _orjson.dumps(_fast_keep(payload[key], plist, allowed, where[key], dropped))
+                )
+    except (_Slow, RecursionError, _orjson.JSONEncodeError):
+        return None
+    return b"".join(out)
 
 
 def reference_bytes(entry: Entry, dropped: set[str]) -> bytes:
@@ -952,6 +1202,11 @@ def record_hash(record: Any) -> str:
     return "sha256:" + hashlib.sha256(contextos(record)).hexdigest()
 
 
+#: a record's keys in its order -> (its allow-list, as a set) when it is ASCII without
+#: __proto__, else () (the exact writer)
+_RECORD_PLISTS: dict[tuple[str, ...], tuple[Any, ...]] = {}
+
+
 def _parsed_record_hash(record: dict[str, Any]) -> str:
     """:func:`record_hash` of a record read from JSON by :func:`parse` (string keys, no
     surrogate code point: the read refuses lone surrogates and joins pairs), fast: its
@@ -959,11 +1214,19 @@ def _parsed_record_hash(record: dict[str, Any]) -> str:
     (code point order = UTF-16 order) without ``__proto__`` and every kept value is one
     ``orjson`` writes as ``JSON.stringify`` does (:func:`_fast_keep`); else the exact
     writer. The tests hold both to the same hashes on any JSON."""
-    if _orjson is not None and type(record) is dict and _PROTO not in record:
-        plist = tuple(sorted(record))
-        if all(k.isascii() for k in plist):
+    if _orjson is not None and type(record) is dict:
+        shape = tuple(record)
+        lists = _RECORD_PLISTS.get(shape)
+        if lists is None:
+            plist = tuple(sorted(record))
+            fast = _PROTO not in record and all(k.isascii() for k in plist)
+            lists = (plist, frozenset(plist)) if fast else ()
+            if len(_RECORD_PLISTS) < 4096:  # a bounded cache
+                _RECORD_PLISTS[shape] = lists
+        if lists:
+            plist, allowed = lists
             try:
-                body = _orjson.dumps(_fast_keep(record, plist, frozenset(plist), "", None))
+                body = _orjson.dumps(_fast_keep(record, plist, allowed, None, None))
             except (_Slow, RecursionError, _orjson.JSONEncodeError):
                 pass
             else:

@@ -724,3 +724,247 @@ def test_the_proven_read_and_the_spool_answer_as_the_strict_read_on_any_json(ext
     data = _compact_with(json.dumps(envelope, separators=(",", ":"), ensure_ascii=ascii))
     with _pytest.monkeypatch.MonkeyPatch.context() as mp:
         assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
+
+
+# --- an indented document (JSON.stringify(trace, null, 2)) is proven too -----------------------
+
+
+def _indented_with(envelope_text: str, indent: int = 2) -> bytes:
+    """pass.trace.json written with ``indent``, its second envelope replaced by ``envelope_text``
+    (indented lines: each line of it gets the envelope's base indentation)."""
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"] = [doc["tool_envelopes"][0], "HOSTILE"]
+    text = json.dumps(doc, indent=indent)
+    base = " " * (2 * indent)
+    text = text.replace('"HOSTILE"', envelope_text.replace("\n", "\n" + base))
+    return text.encode("utf-8", "surrogatepass")
+
+
+INDENTED_HOSTILE = [
+    '{\n  "call": {\n    "call_id": "c",\n    "call_id": "d"\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": NaN\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": "\\ud800"\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": "\\ud83d\\ude00"\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": 123456789012345678901234567890\n  },\n'
+    '  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n    "x": 1E5\n  },\n  "result": {}\n}',
+    '{\n  "call": {\n    "call_id": "c",\n\t"x": 1\n  },\n  "result": {}\n}',  # a tab
+    '{\n  "call": {\n      "call_id": "c"\n  },\n  "result": {}\n}',  # uneven
+    '{\n  "call": {\n    "call_id": "c"\n  },\n  "result": {\n    "payload_hash": 7\n  }\n}',
+    '{\n  "call": {\n    "call_id": "c"\n  },\n  "result": {}\n',  # cut
+]
+
+
+@pytest.mark.parametrize("hostile", INDENTED_HOSTILE)
+def test_the_indented_proof_answers_as_the_strict_read_on_hostile_envelopes(hostile, monkeypatch):
+    data = _indented_with(hostile)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    extra=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=4),
+    ascii=st.booleans(),
+    indent=st.integers(min_value=0, max_value=4),
+)
+def test_an_indented_document_is_read_as_the_strict_read_reads_it(extra, ascii, indent):
+    import _pytest.monkeypatch
+
+    envelope = {"call": {"call_id": "c", **extra}, "result": {"extra": extra}}
+    data = _indented_with(json.dumps(envelope, indent=indent, ensure_ascii=ascii), indent)
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
+
+
+def test_an_envelope_indented_as_json_stringify_writes_it_is_proven(monkeypatch):
+    # the seed writes traces with JSON.stringify(trace, null, 2): each envelope is proven
+    # (no strict decode), and the trace is the one the strict read gives
+    data = _indented_with(json.dumps({"call": {"call_id": "c", "n": 1}, "result": {}}, indent=2))
+    proven = []
+    original = cx._Reader._proven_value
+
+    def counting(self):
+        answer = original(self)
+        proven.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(cx._Reader, "_proven_value", counting)
+    fast = _outcome(data, monkeypatch, fast=True)
+    assert len(proven) > 2
+    assert proven.count(True) == len(proven)
+    monkeypatch.undo()
+    assert fast == _outcome(data, monkeypatch, fast=False)
+    assert fast[1][1] == {"call": {"call_id": "c", "n": 1}, "result": {}}
+
+
+# --- runs of envelopes read at once (proven_batch) answer as the strict read ---------------------
+
+
+def _many_with(envelope_text: str, indent: int | None, count: int = 6) -> bytes:
+    """pass.trace.json with ``count`` copies of its first envelope and ``envelope_text`` in the
+    middle, written compact (``indent`` None) or indented."""
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    first = doc["tool_envelopes"][0]
+    doc["tool_envelopes"] = [first] * (count // 2) + ["HOSTILE"] + [first] * (count - count // 2)
+    if indent is None:
+        text = json.dumps(doc, separators=(",", ":"))
+    else:
+        text = json.dumps(doc, indent=indent)
+        envelope_text = envelope_text.replace("\n", "\n" + " " * (2 * indent))
+    return text.replace('"HOSTILE"', envelope_text).encode("utf-8", "surrogatepass")
+
+
+BATCH_HOSTILE = [
+    *HOSTILE,
+    '{"call":{"call_id":"c","x":"a},{b"},"result":{}}',  # the boundary inside a string
+    '{"call":{"call_id":"c","x":[{}],"y":{"z":1}},"result":{"w":[{},{}]}}',
+]
+
+
+@pytest.mark.parametrize("hostile", BATCH_HOSTILE)
+def test_a_compact_run_answers_as_the_strict_read_with_a_hostile_envelope_in_it(
+    hostile, monkeypatch
+):
+    data = _many_with(hostile, None)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@pytest.mark.parametrize("hostile", INDENTED_HOSTILE)
+def test_an_indented_run_answers_as_the_strict_read_with_a_hostile_envelope_in_it(
+    hostile, monkeypatch
+):
+    data = _many_with(hostile, 2)
+    assert _outcome(data, monkeypatch, fast=True) == _outcome(data, monkeypatch, fast=False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    extras=st.lists(st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=3), min_size=1, max_size=5),
+    indent=st.none() | st.integers(min_value=0, max_value=4),
+    ascii=st.booleans(),
+)
+def test_runs_of_any_envelopes_are_read_as_the_strict_read_reads_them(extras, indent, ascii):
+    import _pytest.monkeypatch
+
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"] = [
+        {"call": {"call_id": f"c{n}", **extra}, "result": {"extra": extra}}
+        for n, extra in enumerate(extras)
+    ]
+    separators = (",", ":") if indent is None else None
+    data = json.dumps(doc, indent=indent, separators=separators, ensure_ascii=ascii)
+    data = data.encode("utf-8", "surrogatepass")
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _outcome(data, mp, fast=True) == _outcome(data, mp, fast=False)
+
+
+def _batches(data: bytes, monkeypatch) -> tuple[list[int], int, Any]:
+    """(the size of each run read at once, the misses, parse's answer)."""
+    runs: list[int] = []
+    misses = []
+    original = cx._Reader.proven_batch
+
+    def counting(self):
+        answer = original(self)
+        if answer is not None:
+            runs.append(len(answer[0]))
+        misses.append(self.batch_misses)
+        return answer
+
+    monkeypatch.setattr(cx._Reader, "proven_batch", counting)
+    outcome = _outcome(data, monkeypatch, fast=True)
+    monkeypatch.undo()
+    return runs, max(misses), outcome
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_run_of_well_formed_envelopes_is_read_at_once(indent, monkeypatch):
+    # the seed writes JSON.stringify(trace, null, 2); the bench's files are compact
+    envelope = {"call": {"call_id": "c"}, "result": {}}
+    separators = (",", ":") if indent is None else None
+    data = _many_with(json.dumps(envelope, indent=indent, separators=separators), indent, 40)
+    runs, misses, outcome = _batches(data, monkeypatch)
+    assert sum(runs) == 40  # all but the last of the 41 (no "}," after it)
+    assert misses == 1  # that last one, read as one value
+    assert outcome == _outcome(data, monkeypatch, fast=False)
+
+
+def test_a_text_that_defeats_the_run_search_is_read_value_by_value_after_a_few_misses(
+    monkeypatch,
+):
+    # every envelope spells the boundary inside a string more often than a search guesses:
+    # each search misses, at most _BATCH_TRIES times, then the document is read value by
+    # value, as before
+    hostile = '{"call":{"call_id":"c","x":"a},{b"},"result":{"y":"},{},{},{},{},{"}}'
+    data = _many_with(hostile, None, count=2)
+    doc = json.loads(data)
+    doc["tool_envelopes"] = [json.loads(hostile)] * 60
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    runs, misses, outcome = _batches(data, monkeypatch)
+    assert runs == []
+    assert misses == cx._BATCH_TRIES
+    assert outcome == _outcome(data, monkeypatch, fast=False)
+    assert len(outcome[1]) == 60
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_many_runs_are_spooled_and_read_back_as_the_strict_read_reads_them(indent, monkeypatch):
+    envelope = {"call": {"call_id": "c", "n": 2**63 - 1}, "result": {"x": [1.5, "é", None]}}
+    separators = (",", ":") if indent is None else None
+    data = _many_with(json.dumps(envelope, indent=indent, separators=separators), indent, 40)
+    strict = _outcome(data, monkeypatch, fast=False)
+    monkeypatch.setattr(cx, "_BATCH_CHARS", 2000)  # runs of a few envelopes each
+    runs, _misses, outcome = _batches(data, monkeypatch)
+    assert len(runs) > 5
+    assert outcome == strict
+
+
+# --- a small document indented as the seed writes it is proven whole -----------------------------
+
+
+def _small_outcome(data: bytes, monkeypatch, fast: bool):
+    """parse's answer for a small document, with or without orjson's help."""
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(cx, "_orjson", None)
+            m.setattr(cx, "parse_compact", lambda _data: cx.NOT_PROVEN)
+        try:
+            trace = cx.parse(io.BytesIO(data), "s.json")
+        except cx.ReplayError as exc:
+            return ("refused", exc.code, exc.message)
+        return (trace.head, list(trace.envelopes), trace.ignored)
+
+
+@pytest.mark.parametrize("hostile", INDENTED_HOSTILE)
+def test_a_small_indented_document_answers_as_the_strict_read(hostile, monkeypatch):
+    data = _indented_with(hostile)
+    assert _small_outcome(data, monkeypatch, True) == _small_outcome(data, monkeypatch, False)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    extra=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=4),
+    ascii=st.booleans(),
+    indent=st.integers(min_value=0, max_value=4),
+    newline=st.booleans(),
+)
+def test_any_small_indented_document_is_read_as_the_strict_read_reads_it(
+    extra, ascii, indent, newline
+):
+    import _pytest.monkeypatch
+
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"].append({"call": {"call_id": "c", **extra}, "result": {"x": extra}})
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii) + ("\n" if newline else "")
+    data = text.encode("utf-8", "surrogatepass")
+    with _pytest.monkeypatch.MonkeyPatch.context() as mp:
+        assert _small_outcome(data, mp, True) == _small_outcome(data, mp, False)
+
+
+def test_a_small_document_as_json_stringify_indents_it_is_proven_whole():
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    data = (json.dumps(doc, indent=2) + "\n").encode()
+    assert cx._parse_indented(data) == doc
+    assert cx._parse_indented(data.replace(b'"trace_id"', b'"trace_id" ')) is cx.NOT_PROVEN
+    duplicate = data.replace(b'"signed_by"', b'"chain_prev_hash": "x",\n    "signed_by"')
+    assert cx._parse_indented(duplicate) is cx.NOT_PROVEN
