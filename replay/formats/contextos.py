@@ -1544,6 +1544,20 @@ def _describe(trace: ContextosTrace) -> str:
     return text
 
 
+def _tampered(report: Any, check: str, detail: str, chosen: Any) -> bool:
+    """The failed `check` of a chain that does not verify: tamper_detected, the entry named."""
+    report.contextos["status"] = TAMPER_DETECTED
+    report.checks.append(Check(check, False, detail))
+    report.fail(
+        errors.INTEGRITY_FAILURE,
+        detail,
+        broke_at=chosen.broke_at,
+        expected=chosen.expected,
+        observed=chosen.observed,
+    )
+    return False
+
+
 def _chain_checks(
     report: ContextosReport,
     trace: ContextosTrace,
@@ -1592,21 +1606,12 @@ def _chain_checks(
         report.fail(errors.MALFORMED_TRACE, detail, broke_at=chosen.broke_at)
         return False
     elif chosen.kind != "decision_record":
-        report.contextos["status"] = TAMPER_DETECTED
         detail = (
             f"the chain breaks at entry {_idx(chosen.broke_at)} ({chosen.kind}) under the "
             f"{chosen.rule} rule (the other rule verified a shorter prefix or the same): "
             f"computed {chosen.expected}, recorded {chosen.observed or '(none)'}"
         )
-        report.checks.append(Check("chain", False, detail))
-        report.fail(
-            errors.INTEGRITY_FAILURE,
-            detail,
-            broke_at=chosen.broke_at,
-            expected=chosen.expected,
-            observed=chosen.observed,
-        )
-        return False
+        return _tampered(report, "chain", detail, chosen)
     else:
         report.checks.append(
             Check(
@@ -1623,15 +1628,7 @@ def _chain_checks(
             f"under the {rule} rule: computed {chosen.expected}, recorded "
             f"audit.chain_prev_hash {chosen.observed or '(none)'}"
         )
-        report.checks.append(Check("record", False, detail))
-        report.fail(
-            errors.INTEGRITY_FAILURE,
-            detail,
-            broke_at=chosen.broke_at,
-            expected=chosen.expected,
-            observed=chosen.observed,
-        )
-        return False
+        return _tampered(report, "record", detail, chosen)
     report.checks.append(
         Check(
             "record",
