@@ -45,7 +45,7 @@ PURE_CORE = [
     "replay/verdicts.py",
     "replay/traceindex.py",
     "replay/demo.py",
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").glob("*.py")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "replay" / "formats").rglob("*.py")),
     "governance/chain.py",
     "governance/signing.py",
     "governance/reconcile.py",

@@ -29,6 +29,7 @@ from replay.errors import (
 )
 from replay.formats import contextos as cx
 from replay.formats import detect_format, format_names
+from replay.formats.contextos import reader as cx_reader
 from replay.formats.protocol import VerifyContext
 from tests.replay.fixtures.make_golden import golden_key_ring
 
@@ -97,7 +98,7 @@ def test_the_one_walk_writes_the_profiles_bytes_and_finds_the_unprotected_fields
 def test_small_and_streamed_reads_give_the_same_trace(monkeypatch):
     data = (HERE / "tamper_reordered.trace.json").read_bytes()
     whole = cx.parse(io.BytesIO(data), "t")
-    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    monkeypatch.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 0)
     streamed = cx.parse(io.BytesIO(data), "t")
     assert whole.head == streamed.head
     assert list(whole.envelopes) == list(streamed.envelopes)
@@ -445,9 +446,9 @@ def test_a_version_refusal_names_expected_and_observed():
 
 
 def test_it_reads_the_same_through_tiny_chunks_and_a_spooled_file(monkeypatch):
-    monkeypatch.setattr(cx, "_CHUNK", 7)
-    monkeypatch.setattr(cx, "SPOOL_AFTER_BYTES", 10)
-    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read, not the whole
+    monkeypatch.setattr(cx_reader, "_CHUNK", 7)
+    monkeypatch.setattr(cx_reader, "SPOOL_AFTER_BYTES", 10)
+    monkeypatch.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read, not the whole
     for name in ("pass.trace.json", "tamper_result.trace.json", "tamper_evidence_refs.trace.json"):
         trace = cx.parse(io.BytesIO((HERE / name).read_bytes()), name)
         assert trace.envelopes._spool is not None
@@ -459,9 +460,9 @@ def test_it_reads_the_same_through_tiny_chunks_and_a_spooled_file(monkeypatch):
 
 def test_a_number_cut_by_a_chunk_boundary_is_read_whole(monkeypatch):
     data = (HERE / "pass.trace.json").read_bytes()
-    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+    monkeypatch.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 0)
     for size in range(3, 40):
-        monkeypatch.setattr(cx, "_CHUNK", size)
+        monkeypatch.setattr(cx_reader, "_CHUNK", size)
         trace = cx.parse(io.BytesIO(data), "t")
         assert trace.head["invoke"]["request"]["amount"] == 42.5
         assert cx.verify_chain(trace).ok
@@ -594,7 +595,7 @@ def test_deep_but_readable_nesting_is_a_precise_verdict_never_a_crash(depth):
 @pytest.mark.parametrize("small", [True, False])
 def test_a_lone_surrogate_is_refused_in_a_small_or_a_streamed_read(monkeypatch, small):
     if not small:
-        monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)
+        monkeypatch.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 0)
     data = (HERE / "pass.trace.json").read_bytes().replace(b'"acme"', b'"\\ud800acme"', 1)
     with pytest.raises(cx.ReplayError) as caught:
         cx.parse(io.BytesIO(data), "s.json")
@@ -667,17 +668,17 @@ def test_a_file_is_read_in_pieces_up_to_the_small_limit(monkeypatch):
             return super().read(min(size, 7) if size is not None and size >= 0 else 7)
 
     assert cx.parse(Trickle(data), "t").head == cx.parse(io.BytesIO(data), "t").head
-    monkeypatch.setattr(cx, "SMALL_DOCUMENT_BYTES", 100)
+    monkeypatch.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 100)
     assert cx._read_first(io.BytesIO(data)) == data[:101]
 
 
 def _outcome(data: bytes, monkeypatch, fast: bool):
     """parse's answer (the trace's values, or the refusal) with or without orjson's help."""
     with monkeypatch.context() as m:
-        m.setattr(cx, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read
-        m.setattr(cx, "SPOOL_AFTER_BYTES", 64)  # and the spool
+        m.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 0)  # the streaming read
+        m.setattr(cx_reader, "SPOOL_AFTER_BYTES", 64)  # and the spool
         if not fast:
-            m.setattr(cx, "_orjson", None)
+            m.setattr(cx_reader, "_orjson", None)
         try:
             trace = cx.parse(io.BytesIO(data), "s.json")
         except cx.ReplayError as exc:
@@ -913,7 +914,7 @@ def test_many_runs_are_spooled_and_read_back_as_the_strict_read_reads_them(inden
     separators = (",", ":") if indent is None else None
     data = _many_with(json.dumps(envelope, indent=indent, separators=separators), indent, 40)
     strict = _outcome(data, monkeypatch, fast=False)
-    monkeypatch.setattr(cx, "_BATCH_CHARS", 2000)  # runs of a few envelopes each
+    monkeypatch.setattr(cx_reader, "_BATCH_CHARS", 2000)  # runs of a few envelopes each
     runs, _misses, outcome = _batches(data, monkeypatch)
     assert len(runs) > 5
     assert outcome == strict
@@ -926,8 +927,8 @@ def _small_outcome(data: bytes, monkeypatch, fast: bool):
     """parse's answer for a small document, with or without orjson's help."""
     with monkeypatch.context() as m:
         if not fast:
-            m.setattr(cx, "_orjson", None)
-            m.setattr(cx, "parse_compact", lambda _data: cx.NOT_PROVEN)
+            m.setattr(cx_reader, "_orjson", None)
+            m.setattr(cx_reader, "parse_compact", lambda _data: cx.NOT_PROVEN)
         try:
             trace = cx.parse(io.BytesIO(data), "s.json")
         except cx.ReplayError as exc:
