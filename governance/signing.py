@@ -11,8 +11,9 @@ Encodings used everywhere in governance:
 What is signed:
 
 * a ledger event: the ASCII bytes of its ``hash`` string (``governance.chain``);
-* an approval: ``jcs(payload)``, the payload built by :func:`force_continue_payload` or
-  :func:`halt_clear_payload`, whose ``type`` member separates the two domains;
+* an approval: ``jcs(payload)``, the payload built by :func:`force_continue_payload`,
+  :func:`halt_clear_payload`, :func:`production_replay_payload`, :func:`role_grant_payload`
+  or :func:`dsr_approval_payload`, whose ``type`` member separates their domains;
 * a checkpoint: ``jcs(body)`` of :func:`checkpoint_body`.
 """
 
@@ -218,6 +219,20 @@ def divergence_digest(divergences: Sequence[Mapping[str, Any]]) -> str:
     return "sha256:" + hashlib.sha256(jcs(list(divergences))).hexdigest()
 
 
+#: what a signer chooses in an approval, and what each may be (checked in this order)
+_CHOICES: Final = {"purpose": DSR_PURPOSES, "decision": DECISIONS, "role": SIGNING_ROLES}
+
+
+def _approval_payload(type_: str, /, **members: Any) -> dict[str, Any]:
+    """``{"type": type_, **members}`` in that order (the signed bytes are ``jcs`` of it), once
+    each chosen member (see ``_CHOICES``) is one of its values; a ValueError names the first
+    that is not."""
+    for name, allowed in _CHOICES.items():
+        if name in members and members[name] not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, not {members[name]!r}")
+    return {"type": type_, **members}
+
+
 def force_continue_payload(
     *,
     request_id: str,
@@ -236,38 +251,34 @@ def force_continue_payload(
     the diverged step the resumed replay continues past; ``role`` is the capacity the signer
     signs in (``admin`` or ``council``) and must be a role they hold.
     """
-    if decision not in DECISIONS:
-        raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
-    if role not in SIGNING_ROLES:
-        raise ValueError(f"role must be one of {SIGNING_ROLES}, not {role!r}")
-    return {
-        "type": FORCE_CONTINUE_APPROVAL_TYPE,
-        "request_id": request_id,
-        "replay_id": replay_id,
-        "trace_id": trace_id,
-        "step": step,
-        "divergence_digest": divergence_digest,
-        "decision": decision,
-        "role": role,
-        "expires_at": expires_at,
-        "reason": reason,
-    }
+    return _approval_payload(
+        FORCE_CONTINUE_APPROVAL_TYPE,
+        request_id=request_id,
+        replay_id=replay_id,
+        trace_id=trace_id,
+        step=step,
+        divergence_digest=divergence_digest,
+        decision=decision,
+        role=role,
+        expires_at=expires_at,
+        reason=reason,
+    )
 
 
 def halt_clear_payload(
     *, halt_seq: int, halt_hash: str, target_kind: str, target_id: str, reason: str = ""
 ) -> dict[str, Any]:
     """The payload a council member signs to clear a halt: bound to the halt's ledger event."""
-    return {
-        "type": HALT_CLEAR_APPROVAL_TYPE,
-        "halt_seq": halt_seq,
-        "halt_hash": halt_hash,
-        "target_kind": target_kind,
-        "target_id": target_id,
-        "decision": APPROVE,
-        "role": ROLE_COUNCIL,
-        "reason": reason,
-    }
+    return _approval_payload(
+        HALT_CLEAR_APPROVAL_TYPE,
+        halt_seq=halt_seq,
+        halt_hash=halt_hash,
+        target_kind=target_kind,
+        target_id=target_id,
+        decision=APPROVE,
+        role=ROLE_COUNCIL,
+        reason=reason,
+    )
 
 
 def production_replay_payload(
@@ -286,20 +297,18 @@ def production_replay_payload(
     will be replayed), to the person the run will be started for, and to the request's
     expiry; council members sign it in the ``council`` capacity only.
     """
-    if decision not in DECISIONS:
-        raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
-    return {
-        "type": PRODUCTION_REPLAY_APPROVAL_TYPE,
-        "request_id": request_id,
-        "trace_id": trace_id,
-        "trace_sha256": trace_sha256,
-        "mode": "production",
-        "requested_by": requested_by,
-        "decision": decision,
-        "role": ROLE_COUNCIL,
-        "expires_at": expires_at,
-        "reason": reason,
-    }
+    return _approval_payload(
+        PRODUCTION_REPLAY_APPROVAL_TYPE,
+        request_id=request_id,
+        trace_id=trace_id,
+        trace_sha256=trace_sha256,
+        mode="production",
+        requested_by=requested_by,
+        decision=decision,
+        role=ROLE_COUNCIL,
+        expires_at=expires_at,
+        reason=reason,
+    )
 
 
 def role_grant_payload(
@@ -318,20 +327,18 @@ def role_grant_payload(
     Bound to the person (id and name), the exact roles to add, who asked and the request's
     expiry; council members sign it in the ``council`` capacity only.
     """
-    if decision not in DECISIONS:
-        raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
-    return {
-        "type": ROLE_GRANT_APPROVAL_TYPE,
-        "request_id": request_id,
-        "user_id": user_id,
-        "username": username,
-        "grant": sorted(grant),
-        "requested_by": requested_by,
-        "decision": decision,
-        "role": ROLE_COUNCIL,
-        "expires_at": expires_at,
-        "reason": reason,
-    }
+    return _approval_payload(
+        ROLE_GRANT_APPROVAL_TYPE,
+        request_id=request_id,
+        user_id=user_id,
+        username=username,
+        grant=sorted(grant),
+        requested_by=requested_by,
+        decision=decision,
+        role=ROLE_COUNCIL,
+        expires_at=expires_at,
+        reason=reason,
+    )
 
 
 def signed_document(*, payload: Mapping[str, Any], key_id: str, private_raw: bytes) -> dict:
@@ -360,24 +367,20 @@ def dsr_approval_payload(
     """The payload an approver signs to release a legal request's bundle or to execute its
     erasure (``purpose``). It names the subjects by their opaque refs only (never personal
     data), and binds the approval to the ledger event that recorded the identity check."""
-    if purpose not in DSR_PURPOSES:
-        raise ValueError(f"purpose must be one of {DSR_PURPOSES}, not {purpose!r}")
-    if role not in SIGNING_ROLES:
-        raise ValueError(f"role must be one of {SIGNING_ROLES}, not {role!r}")
-    return {
-        "type": DSR_APPROVAL_TYPE,
-        "request_id": request_id,
-        "purpose": purpose,
-        "kind": kind,
-        "subjects": sorted(subjects),
-        "legal_basis": legal_basis,
-        "due_date": due_date,
-        "requested_by": requested_by,
-        "identity_seq": identity_seq,
-        "decision": APPROVE,
-        "role": role,
-        "reason": reason,
-    }
+    return _approval_payload(
+        DSR_APPROVAL_TYPE,
+        request_id=request_id,
+        purpose=purpose,
+        kind=kind,
+        subjects=sorted(subjects),
+        legal_basis=legal_basis,
+        due_date=due_date,
+        requested_by=requested_by,
+        identity_seq=identity_seq,
+        decision=APPROVE,
+        role=role,
+        reason=reason,
+    )
 
 
 def checkpoint_body(

@@ -1,0 +1,38 @@
+"""Appending one event of any registered type to the ledger, signed by the server."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from governance import codes, ledger
+from governance.models import GovernanceEvent
+from governance.services.actors import _system_label
+
+# --- messages (asserted verbatim in tests) ----------------------------------------------------
+EVENT_TYPE_UNKNOWN_MESSAGE = "unknown governance event type {event_type!r}"
+
+
+@transaction.atomic(durable=True)
+def event_append(
+    *,
+    event_type: str,
+    payload: Mapping[str, Any],
+    actor: Any = None,
+    actor_label: str | None = None,
+    idempotency_key: str | None = None,
+) -> GovernanceEvent:
+    """Append one event (signed by the server) and return it; idempotent per key."""
+    if event_type not in codes.BY_NAME:
+        raise codes.GovernanceError(
+            codes.EVENT_TYPE_UNKNOWN, EVENT_TYPE_UNKNOWN_MESSAGE.format(event_type=event_type)
+        )
+    return ledger.append(
+        event_type=event_type,
+        payload=payload,
+        actor=actor,
+        actor_label=_system_label(actor, actor_label),
+        idempotency_key=idempotency_key,
+    )

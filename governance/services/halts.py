@@ -1,0 +1,234 @@
+"""Halts: set by an integrity failure or a security incident an admin declares, cleared only by
+a council quorum's signed votes (FORCE_HALT_REPLAY, SECURITY_INCIDENT, FORCE_HALT_CLEAR)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from governance import codes, conf, council, ledger, selectors, signing
+from governance.membership import user_has_role
+from governance.models import (
+    HALT_BLOB,
+    HALT_SNAPSHOT,
+    HALT_TARGET_KINDS,
+    HALT_TRACE,
+    Approval,
+    GovernanceEvent,
+    Halt,
+)
+from governance.services.votes import (
+    _compare,
+    _document,
+    _require_reason,
+    _require_role,
+    _require_subject,
+    _signer_key,
+    _vote_append,
+)
+from replay.models import Trace
+
+# --- messages (asserted verbatim in tests) ----------------------------------------------------
+HALT_NOT_ACTIVE_MESSAGE = "halt {halt} is not active"
+INCIDENT_ROLE_MESSAGE = "{user} is not an admin: only an admin may declare a security incident"
+INCIDENT_REASON_MESSAGE = "a security incident needs a reason"
+INCIDENT_TARGET_MESSAGE = (
+    "a security incident names one target: a trace (its trace id, or the sha256 of a stored "
+    "file) or a snapshot id"
+)
+INCIDENT_TARGET_UNKNOWN_MESSAGE = "no stored {what}"
+
+
+def _halt_set(
+    *,
+    target_kind: str,
+    target_id: str,
+    reason: str,
+    cause: GovernanceEvent,
+    actor: Any = None,
+    trace_id: str | None = None,
+) -> GovernanceEvent:
+    if target_kind not in HALT_TARGET_KINDS:
+        raise ValueError(f"a halt names a {', '.join(HALT_TARGET_KINDS)}, not {target_kind!r}")
+    existing = Halt.objects.active().filter(
+        payload__target_kind=target_kind, payload__target_id=target_id
+    )
+    found = existing.first()
+    if found is not None:
+        return found
+    payload: dict[str, Any] = {"target_kind": target_kind, "target_id": target_id}
+    if trace_id is not None:  # a file: the trace id it carries, for the reader
+        payload["trace_id"] = trace_id
+    payload |= {"reason": reason, "cause_seq": cause.seq, "cause_type": cause.type}
+    return ledger.append(
+        event_type=codes.FORCE_HALT_REPLAY,
+        payload=payload,
+        actor=actor,
+        idempotency_key=f"halt:{target_kind}:{target_id}:{cause.seq}",
+    )
+
+
+def _incident_append(
+    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str, trace_id: str | None = None
+) -> tuple[GovernanceEvent, list[GovernanceEvent]]:
+    incident = ledger.append(
+        event_type=codes.SECURITY_INCIDENT,
+        payload={"targets": [list(t) for t in targets], "reason": reason},
+        actor=actor,
+    )
+    why = f"SECURITY_INCIDENT {incident.seq} declared by {incident.actor_label}: {reason}"
+    halts = [
+        _halt_set(
+            target_kind=kind,
+            target_id=target_id,
+            reason=why,
+            cause=incident,
+            actor=actor,
+            trace_id=trace_id if kind == HALT_BLOB else None,
+        )
+        for kind, target_id in targets
+    ]
+    return incident, halts
+
+
+@transaction.atomic(durable=True)
+def security_incident_record(
+    *, actor: Any, targets: Sequence[tuple[str, str]], reason: str
+) -> GovernanceEvent:
+    """Record a security incident on targets already resolved to (kind, id) pairs (kinds as in
+    ``HALT_TARGET_KINDS``) and halt each; :func:`security_incident_declare` is what people
+    call."""
+    incident, _halts = _incident_append(actor=actor, targets=targets, reason=reason)
+    return incident
+
+
+def _incident_target(trace: str | None, snapshot: str | None) -> tuple[str, str, str | None]:
+    """(kind, id, trace id of a file) of what an incident names; refused if not stored."""
+    from replay.selectors import snapshot_referenced
+
+    if (trace is None) == (snapshot is None):
+        raise codes.GovernanceError(codes.REQUEST_INVALID, INCIDENT_TARGET_MESSAGE)
+    if snapshot is not None:
+        snapshot_id = snapshot.strip()
+        if not snapshot_referenced(snapshot_id):
+            raise codes.GovernanceError(
+                codes.INCIDENT_TARGET_UNKNOWN,
+                INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"snapshot {snapshot_id}"),
+            )
+        return HALT_SNAPSHOT, snapshot_id, None
+    assert trace is not None
+    ref = trace.strip().lower()
+    if len(ref) == 64:
+        found = Trace.objects.filter(blob__sha256=ref).values_list("trace_id", flat=True).first()
+        if found is None:
+            raise codes.GovernanceError(
+                codes.INCIDENT_TARGET_UNKNOWN,
+                INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"file {ref}"),
+            )
+        return HALT_BLOB, ref, found
+    if not Trace.objects.filter(trace_id=ref).exists():
+        raise codes.GovernanceError(
+            codes.INCIDENT_TARGET_UNKNOWN,
+            INCIDENT_TARGET_UNKNOWN_MESSAGE.format(what=f"trace {ref}"),
+        )
+    return HALT_TRACE, ref, None
+
+
+@transaction.atomic(durable=True)
+def security_incident_declare(
+    *, actor: Any, reason: str, trace: str | None = None, snapshot: str | None = None
+) -> tuple[GovernanceEvent, GovernanceEvent]:
+    """An admin declares a security incident (seed 003 §10) against one target: ``trace`` (a
+    trace id halts every stored copy; a stored file's sha256 halts that file) or ``snapshot``
+    (a snapshot id halts every trace using it). Appends the signed SECURITY_INCIDENT and its
+    FORCE_HALT_REPLAY, which only a council quorum clears; returns both events (an already
+    active halt on the same target is returned instead of a second one)."""
+    ledger.lock()
+    if not user_has_role(actor, signing.ROLE_ADMIN):
+        raise codes.GovernanceError(
+            codes.REQUEST_ROLE, INCIDENT_ROLE_MESSAGE.format(user=actor.get_username())
+        )
+    kind, target_id, trace_id = _incident_target(trace, snapshot)
+    if not reason.strip():
+        raise codes.GovernanceError(codes.REQUEST_INVALID, INCIDENT_REASON_MESSAGE)
+    incident, (halt,) = _incident_append(
+        actor=actor, targets=[(kind, target_id)], reason=reason.strip(), trace_id=trace_id
+    )
+    return incident, halt
+
+
+def halt_clear_payload_for(*, halt: GovernanceEvent, reason: str = "") -> dict[str, Any]:
+    """The exact payload a council member signs to clear ``halt``."""
+    return signing.halt_clear_payload(
+        halt_seq=halt.seq,
+        halt_hash=halt.hash,
+        target_kind=str(halt.payload.get("target_kind")),
+        target_id=str(halt.payload.get("target_id")),
+        reason=reason,
+    )
+
+
+@transaction.atomic(durable=True)
+def halt_clear_approval_record(
+    *, halt_seq: int, approver: Any, document: Mapping[str, Any]
+) -> Approval:
+    """Record one council signature toward clearing a halt; on quorum, FORCE_HALT_CLEAR."""
+    ledger.lock()
+    halt = Halt.objects.active().filter(seq=halt_seq).first()
+    if halt is None:
+        raise codes.GovernanceError(
+            codes.HALT_NOT_ACTIVE, HALT_NOT_ACTIVE_MESSAGE.format(halt=halt_seq)
+        )
+    subject = f"halt {halt.seq}"
+    now = timezone.now()
+    payload, key_id, signature = _document(document)
+    key = _signer_key(
+        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
+    )
+    _require_subject(
+        payload,
+        type_=signing.HALT_CLEAR_APPROVAL_TYPE,
+        field="halt_seq",
+        value=halt.seq,
+        label="halt",
+        subject=subject,
+    )
+    reason = _require_reason(payload)
+    expected = halt_clear_payload_for(halt=halt, reason=reason)
+    _compare(payload, expected, subject, chosen=("reason",))
+    _require_role(approver, signing.ROLE_COUNCIL, filed_seq=None, subject=subject)
+    approval = _vote_append(
+        event_type=codes.HALT_CLEAR_APPROVAL,
+        ballots=selectors.halt_ballots(halt_seq=halt.seq),
+        approver=approver,
+        key=key,
+        payload=payload,
+        signature=signature,
+        role=signing.ROLE_COUNCIL,
+        decision=signing.APPROVE,
+        reason=reason,
+        label=subject,
+        halt=halt,
+    )
+    ballots = selectors.halt_ballots(halt_seq=halt.seq)
+    result = council.tally(
+        [b.vote for b in ballots],
+        admins_required=0,
+        council_required=conf.council_quorum(),
+        deny_threshold=1_000_000,
+    )
+    if result.state == council.APPROVED:
+        ledger.append(
+            event_type=codes.FORCE_HALT_CLEAR,
+            payload={
+                "halt_seq": halt.seq,
+                "target_kind": halt.payload.get("target_kind"),
+                "target_id": halt.payload.get("target_id"),
+                "approval_seqs": [b.seq for b in ballots],
+            },
+            idempotency_key=f"halt-clear:{halt.seq}",
+        )
+    return approval

@@ -1,0 +1,215 @@
+"""Replays under governance: a signed REPLAY_REQUEST before a run is queued, and the run's
+outcome in the ledger after it (divergence, integrity failure and its halts, timeout, result)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+
+from governance import codes, ledger, selectors, signing
+from governance import roles as matrix
+from governance.models import (
+    HALT_BLOB,
+    ForceContinueRequest,
+    GovernanceEvent,
+    ProductionReplayRequest,
+)
+from governance.services.actors import _system_label, actor_require
+from governance.services.halts import _halt_set
+from replay import errors
+from replay.canonical import jcs
+from replay.models import ReplayRun, Trace
+
+
+def _enqueue(run: ReplayRun) -> None:
+    from governance.tasks import replay_run_governed
+    from replay.background import enqueue
+
+    enqueue(replay_run_governed, str(run.id))
+
+
+def _replay_request(
+    *,
+    trace: Trace,
+    mode: str,
+    actor: Any,
+    actor_label: str | None,
+    continue_past: Sequence[int] = (),
+    resumed_from: ReplayRun | None = None,
+    force_continue: ForceContinueRequest | None = None,
+    production: ProductionReplayRequest | None = None,
+) -> ReplayRun:
+    from replay.services import replay_run_create
+
+    run = replay_run_create(
+        trace=trace,
+        mode=mode,
+        requested_by=actor,
+        continue_past=continue_past,
+        resumed_from=resumed_from,
+    )
+    payload: dict[str, Any] = {
+        "run_id": str(run.id),
+        "trace_id": trace.trace_id,
+        "trace_sha256": trace.blob.sha256,
+        "mode": mode,
+        "continue_past": list(continue_past),
+        "resumed_from": str(resumed_from.id) if resumed_from else None,
+    }
+    if force_continue is not None:
+        payload["force_continue_request"] = str(force_continue.id)
+    if production is not None:
+        payload["production_request"] = str(production.id)
+    if actor is None:
+        payload["acting_as"] = "system"
+    ledger.append(
+        event_type=codes.REPLAY_REQUEST,
+        payload=payload,
+        actor=actor,
+        actor_label=_system_label(actor, actor_label),
+        idempotency_key=f"replay-request:{run.id}",
+    )
+    return run
+
+
+@transaction.atomic(durable=True)
+def replay_request(
+    *,
+    trace: Trace,
+    mode: str,
+    actor: Any = None,
+    actor_label: str | None = None,
+    enqueue: bool = True,
+) -> ReplayRun:
+    """Create a queued run, append its signed REPLAY_REQUEST, and queue it on commit.
+
+    ``enqueue=False`` leaves execution to the caller (the CLI runs it in-process with
+    :func:`replay_run_govern`). A person needs the mode's action in the roles matrix
+    (REQUEST_ROLE otherwise); without an actor the system asks, and the payload says so.
+    """
+    actor_require(actor=actor, action=matrix.MODE_ACTIONS[mode])
+    run = _replay_request(trace=trace, mode=mode, actor=actor, actor_label=actor_label)
+    if enqueue:
+        _enqueue(run)
+    return run
+
+
+def replay_run_govern(*, run_id: Any, progress: Any = None, workers: int = 1) -> ReplayRun:
+    """Execute a queued run under governance: halts first, then the outcome's events.
+
+    What the Celery task calls. Idempotent: the replay service returns a finished run as is,
+    and every event appended here has an idempotency key, so a retry appends nothing twice.
+    Not one transaction: a replay can take minutes; its outcome is recorded in one.
+    """
+    from governance.selectors import halts_active_map
+    from replay.services import replay_run_execute
+
+    run = replay_run_execute(
+        run_id=run_id, halted=halts_active_map(), progress=progress, workers=workers
+    )
+    replay_outcome_record(run=run)
+    run.refresh_from_db()
+    return run
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+@transaction.atomic(durable=True)
+def replay_outcome_record(*, run: ReplayRun) -> list[GovernanceEvent]:
+    """Append what a finished run's report says, once: divergence, integrity failure (and its
+    halts), timeout, then REPLAY_RESULT last."""
+    ledger.lock()
+    run = ReplayRun.objects.select_related("trace__blob", "trace__uploaded_by", "requested_by").get(
+        id=run.id
+    )
+    report: Mapping[str, Any] = run.report or {}
+    trace_id = run.trace.trace_id
+    base = {"run_id": str(run.id), "trace_id": trace_id, "mode": run.mode}
+    appended: list[GovernanceEvent] = []
+    code = run.error_code or None
+    if code == errors.REPLAY_DIVERGENCE or report.get("divergences"):
+        divergences = list(report.get("divergences") or [])
+        first = divergences[0] if divergences else {}
+        appended.append(
+            ledger.append(
+                event_type=codes.REPLAY_DIVERGENCE,
+                payload={
+                    **base,
+                    "step": first.get("step"),
+                    "step_id": first.get("step_id"),
+                    "path": first.get("path"),
+                    "divergences": len(divergences),
+                    "divergence_digest": signing.divergence_digest(divergences),
+                    "force_continued": bool(report.get("force_continued")),
+                },
+                idempotency_key=f"replay-divergence:{run.id}",
+            )
+        )
+    if code in errors.INTEGRITY_CODES:
+        target_kind, target_id = selectors.integrity_halt_target(trace=run.trace, report=report)
+        uploader = _username(run.trace.uploaded_by)
+        message = str(report.get("message", ""))
+        failure = ledger.append(
+            event_type=codes.INTEGRITY_FAILURE,
+            payload={
+                **base,
+                "trace_sha256": run.trace.blob.sha256,
+                "uploaded_by": uploader,
+                "replayed_by": _username(run.requested_by),
+                "target_kind": target_kind,
+                "target_id": target_id,
+                "snapshot_id": selectors.integrity_snapshot(report),
+                "broke_at": report.get("broke_at"),
+                "expected": report.get("expected"),
+                "observed": report.get("observed"),
+                "message": message,
+                **({"error_code": code} if code != errors.INTEGRITY_FAILURE else {}),
+            },
+            actor=run.requested_by,
+            idempotency_key=f"integrity-failure:{run.id}",
+        )
+        appended.append(failure)
+        if target_kind == HALT_BLOB:
+            who = uploader or "nobody on record"
+            reason = f"{code} in replay {run.id} of a file uploaded by {who}: {message}"
+        else:
+            reason = f"INTEGRITY_FAILURE in replay {run.id}: the stored {message}"
+        appended.append(
+            _halt_set(
+                target_kind=target_kind,
+                target_id=target_id,
+                reason=reason,
+                cause=failure,
+                trace_id=trace_id if target_kind == HALT_BLOB else None,
+            )
+        )
+    if code == errors.REPLAY_TIMEOUT:
+        appended.append(
+            ledger.append(
+                event_type=codes.REPLAY_TIMEOUT,
+                payload={**base, "message": report.get("message", "")},
+                idempotency_key=f"replay-timeout:{run.id}",
+            )
+        )
+    appended.append(
+        ledger.append(
+            event_type=codes.REPLAY_RESULT,
+            payload={
+                **base,
+                "state": run.state,
+                "status": run.status,
+                "error_code": code,
+                "authoritative": run.authoritative,
+                "force_continued": bool(report.get("force_continued")),
+                "resumed_from": str(run.resumed_from_id) if run.resumed_from_id else None,
+                "report_digest": "sha256:" + hashlib.sha256(jcs(report)).hexdigest(),
+            },
+            idempotency_key=f"replay-result:{run.id}",
+        )
+    )
+    return appended

@@ -1,0 +1,280 @@
+"""Signed votes on a council request or a halt: the request takes votes and its expiry, the
+signed document is well formed, the signer's key may sign, the payload is the subject's, and one
+vote is appended per person and per key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from governance import codes, conf, ledger, selectors, signing
+from governance.membership import user_has_role
+from governance.models import Approval, CouncilRequest, MemberKey
+from replay.canonical import jcs
+
+# --- messages (asserted verbatim in tests) ----------------------------------------------------
+APPROVAL_SELF_MESSAGE = "{user} filed request {request} and cannot approve it"
+APPROVAL_DUPLICATE_PERSON_MESSAGE = "{user} has already signed {subject}"
+APPROVAL_DUPLICATE_KEY_MESSAGE = "key {key_id} has already signed {subject}"
+APPROVAL_OTHER_REQUEST_MESSAGE = "the signature is over {signed}, not {subject}"
+APPROVAL_PAYLOAD_MISMATCH_MESSAGE = "the signed {field} is {signed}, but {subject} has {expected}"
+APPROVAL_EXPIRED_MESSAGE = "request {request} expired at {expires_at}"
+APPROVAL_KEY_REVOKED_MESSAGE = "key {key_id} was revoked at {revoked_at}, before this signature"
+APPROVAL_KEY_UNKNOWN_MESSAGE = "key {key_id} is not a registered key of {user}"
+APPROVAL_KEY_UNCONFIRMED_MESSAGE = "key {key_id} has not been confirmed by an admin"
+APPROVAL_BAD_SIGNATURE_MESSAGE = "the signature does not verify with key {key_id}"
+APPROVAL_ROLE_MESSAGE = "{user} signed as {role} but does not hold the {role} role"
+APPROVAL_ROLE_BEFORE_MESSAGE = (
+    "{user} signed as {role} but, per the ledger, did not hold the {role} role before "
+    "{subject} was filed (seq {seq})"
+)
+APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signature}}: {problem}"
+REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
+REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
+
+
+def _expiry(expires_at: datetime | None, now: datetime) -> datetime:
+    """A request's expiry: the default lifetime, or the asked one within the maximum (to the
+    second, as it is signed)."""
+    max_hours = conf.force_continue_max_hours()
+    if expires_at is None:
+        expires_at = now + timedelta(hours=conf.force_continue_hours())
+    if expires_at <= now or expires_at > now + timedelta(hours=max_hours):
+        raise codes.GovernanceError(
+            codes.REQUEST_INVALID, REQUEST_EXPIRY_MESSAGE.format(hours=max_hours)
+        )
+    return signing.parse_time(signing.format_time(expires_at))
+
+
+def _document(document: Any) -> tuple[dict[str, Any], str, str]:
+    def malformed(problem: str) -> codes.GovernanceError:
+        return codes.GovernanceError(
+            codes.APPROVAL_MALFORMED, APPROVAL_MALFORMED_MESSAGE.format(problem=problem)
+        )
+
+    if not isinstance(document, Mapping):
+        raise malformed("not a JSON object")
+    payload, key_id, signature = (
+        document.get("payload"),
+        document.get("key_id"),
+        document.get("signature"),
+    )
+    if not isinstance(payload, dict):
+        raise malformed("payload is not an object")
+    if not isinstance(key_id, str) or not key_id:
+        raise malformed("key_id is not a string")
+    if not isinstance(signature, str):
+        raise malformed("signature is not a string")
+    if document.get("alg", signing.ALG) != signing.ALG:
+        raise malformed(f"alg must be {signing.ALG}")
+    try:
+        jcs(payload)
+    except ValueError as exc:
+        raise malformed(f"payload has no canonical form ({exc})") from None
+    return payload, key_id, signature
+
+
+def _signer_key(
+    *, approver: Any, key_id: str, payload: dict[str, Any], signature: str, now: datetime
+) -> MemberKey:
+    """The approver's key, if the ledger says it may sign now: added for them, confirmed by
+    another admin, not revoked (its table row's columns are not asked). The signature is
+    checked with the public key the ledger announced."""
+    key = MemberKey.objects.filter(key_id=key_id, user=approver).first()
+    state = ledger.member_key_states(key_id=key_id).get(key_id)
+    if key is None or state is None or state.user_id != approver.pk:
+        raise codes.GovernanceError(
+            codes.APPROVAL_KEY_UNKNOWN,
+            APPROVAL_KEY_UNKNOWN_MESSAGE.format(key_id=key_id, user=approver.get_username()),
+        )
+    if state.revoked_at is not None and state.revoked_at <= now:
+        raise codes.GovernanceError(
+            codes.APPROVAL_KEY_REVOKED,
+            APPROVAL_KEY_REVOKED_MESSAGE.format(
+                key_id=key_id, revoked_at=signing.format_time(state.revoked_at)
+            ),
+        )
+    if state.confirmed_seq is None:
+        raise codes.GovernanceError(
+            codes.APPROVAL_KEY_UNCONFIRMED, APPROVAL_KEY_UNCONFIRMED_MESSAGE.format(key_id=key_id)
+        )
+    try:
+        public = bytes.fromhex(state.public_key)
+    except ValueError:
+        public = b""
+    if not signing.verify(public, jcs(payload), signature):
+        raise codes.GovernanceError(
+            codes.APPROVAL_BAD_SIGNATURE, APPROVAL_BAD_SIGNATURE_MESSAGE.format(key_id=key_id)
+        )
+    return key
+
+
+def _compare(
+    payload: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    subject: str,
+    *,
+    chosen: tuple[str, ...] = ("decision", "role", "reason"),
+) -> None:
+    """Every field but those the signer ``chosen`` must be what the subject says."""
+    for name in sorted(set(expected) | set(payload)):
+        if name in chosen:
+            continue
+        if payload.get(name) != expected.get(name):
+            raise codes.GovernanceError(
+                codes.APPROVAL_PAYLOAD_MISMATCH,
+                APPROVAL_PAYLOAD_MISMATCH_MESSAGE.format(
+                    field=name,
+                    signed=jcs(payload.get(name)).decode(),
+                    subject=subject,
+                    expected=jcs(expected.get(name)).decode(),
+                ),
+            )
+
+
+def _not_twice(
+    *, ballots: Sequence[selectors.Ballot], approver: Any, key: MemberKey, subject: str
+) -> None:
+    if any(b.key_id == key.key_id for b in ballots):
+        raise codes.GovernanceError(
+            codes.APPROVAL_DUPLICATE_KEY,
+            APPROVAL_DUPLICATE_KEY_MESSAGE.format(key_id=key.key_id, subject=subject),
+        )
+    if any(b.approver_id == approver.pk for b in ballots):
+        raise codes.GovernanceError(
+            codes.APPROVAL_DUPLICATE_PERSON,
+            APPROVAL_DUPLICATE_PERSON_MESSAGE.format(user=approver.get_username(), subject=subject),
+        )
+
+
+def _require_subject(
+    payload: Mapping[str, Any], *, type_: str, field: str, value: Any, label: str, subject: str
+) -> None:
+    """Refuse a signature made over another request's (or another kind of) payload."""
+    if payload.get("type") == type_ and payload.get(field) == value:
+        return
+    signed = (
+        f"{label} {payload.get(field)}"
+        if payload.get("type") == type_
+        else f"a {payload.get('type')!s} payload"
+    )
+    raise codes.GovernanceError(
+        codes.APPROVAL_OTHER_REQUEST,
+        APPROVAL_OTHER_REQUEST_MESSAGE.format(signed=signed, subject=subject),
+    )
+
+
+def _require_reason(payload: Mapping[str, Any]) -> str:
+    reason = payload.get("reason")
+    if not isinstance(reason, str):
+        raise codes.GovernanceError(
+            codes.APPROVAL_MALFORMED,
+            APPROVAL_MALFORMED_MESSAGE.format(problem="reason is not a string"),
+        )
+    return reason
+
+
+def _require_role(approver: Any, role: str, *, filed_seq: int | None, subject: str) -> None:
+    """The approver holds ``role`` per the ledger now and, for a request someone filed (seq
+    ``filed_seq``), held it before it was filed: a role granted afterwards, or never recorded
+    in the ledger (a group edited by hand), does not count. A halt was filed by nobody, so
+    clearing one needs the role per the ledger now."""
+    if not user_has_role(approver, role):
+        raise codes.GovernanceError(
+            codes.APPROVAL_ROLE,
+            APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=role),
+        )
+    if filed_seq is not None and not user_has_role(approver, role, before_seq=filed_seq):
+        raise codes.GovernanceError(
+            codes.APPROVAL_ROLE,
+            APPROVAL_ROLE_BEFORE_MESSAGE.format(
+                user=approver.get_username(), role=role, subject=subject, seq=filed_seq
+            ),
+        )
+
+
+def _vote_append(
+    *,
+    event_type: str,
+    ballots: Sequence[selectors.Ballot],
+    approver: Any,
+    key: MemberKey,
+    payload: Mapping[str, Any],
+    signature: str,
+    role: str,
+    decision: str,
+    reason: str,
+    label: str,
+    **subject: Any,
+) -> Approval:
+    """Append a signed vote to the ledger and keep its Approval row (request=, halt= or
+    production=), once per person and per key among the subject's signed ``ballots`` (the
+    ledger's); ``label`` names the subject in refusals."""
+    _not_twice(ballots=ballots, approver=approver, key=key, subject=label)
+    event = ledger.append(
+        event_type=event_type,
+        payload=payload,
+        actor=approver,
+        actor_key_id=key.key_id,
+        actor_signature=signature,
+    )
+    return Approval.objects.create(
+        approver=approver,
+        role=role,
+        key=key,
+        decision=decision,
+        reason=reason,
+        payload=payload,
+        signature=signature,
+        event=event,
+        created_at=event.created_at,
+        **subject,
+    )
+
+
+def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) -> None:
+    """A request (force-continue or production replay) takes this approver's vote now."""
+    if request.state != CouncilRequest.State.PENDING:
+        raise codes.GovernanceError(
+            codes.REQUEST_CLOSED,
+            REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
+        )
+    expires_at = selectors.request_expiry(request=request)  # the signed filing's, at the latest
+    if now >= expires_at:
+        raise codes.GovernanceError(
+            codes.APPROVAL_EXPIRED,
+            APPROVAL_EXPIRED_MESSAGE.format(
+                request=request.id, expires_at=signing.format_time(expires_at)
+            ),
+        )
+    if approver.pk == request.requested_by_id:
+        raise codes.GovernanceError(
+            codes.APPROVAL_SELF,
+            APPROVAL_SELF_MESSAGE.format(user=approver.get_username(), request=request.id),
+        )
+
+
+def _vote_opened(
+    request: CouncilRequest, *, approver: Any, document: Mapping[str, Any], type_: str
+) -> tuple[dict[str, Any], MemberKey, str]:
+    """The checks every signed vote on a request starts with: the request takes votes, from
+    this approver, the document is well formed, the signature verifies with a confirmed key
+    of theirs, and it is over a payload of this kind for this request."""
+    now = timezone.now()
+    _open_for_votes(request, approver=approver, now=now)
+    payload, key_id, signature = _document(document)
+    key = _signer_key(
+        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
+    )
+    _require_subject(
+        payload,
+        type_=type_,
+        field="request_id",
+        value=str(request.id),
+        label="request",
+        subject=f"request {request.id}",
+    )
+    return payload, key, signature
