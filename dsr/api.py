@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from console import roles
 from console.api.governance import ERRORS, SignedApprovalInput
-from dsr import services
+from dsr import access, services, subjects_port
 from dsr.models import LegalRequest
 from governance import signing
 from replay.canonical import jcs
@@ -84,6 +84,23 @@ def _require_list(user: Any) -> None:
         raise PermissionDenied("your roles do not allow seeing legal requests")
 
 
+def _valid(serializer: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The request body as ``serializer`` validates it (else 400 naming every field's error)."""
+    data = serializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    return data.validated_data
+
+
+def _legal_with_input(
+    request: Request, request_id: str, action: str, serializer: type[serializers.Serializer]
+) -> tuple[LegalRequest, dict[str, Any]]:
+    """The legal request the URL names, if the caller's roles allow ``action`` on it, and the
+    body as ``serializer`` validates it. Access first: a caller who may not act on the request
+    learns nothing about it from a 400."""
+    legal = roles.access_legal_request_by_id(request.user, request_id, action)
+    return legal, _valid(serializer, request)
+
+
 class LegalRequestListApi(APIView):
     """Every legal request, soonest due first (legal, admin, and council signers); POST opens
     one (legal and admin)."""
@@ -122,14 +139,13 @@ class LegalRequestListApi(APIView):
     )
     def post(self, request: Request) -> Response:
         roles.require(request.user, roles.DSR)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = _valid(self.InputSerializer, request)
         legal = services.legal_request_open(
             actor=request.user,
-            identifiers=data.validated_data["identifiers"],
-            kind=data.validated_data["kind"],
-            legal_basis=data.validated_data["legal_basis"],
-            due_date=data.validated_data.get("due_date") or None,
+            identifiers=data["identifiers"],
+            kind=data["kind"],
+            legal_basis=data["legal_basis"],
+            due_date=data.get("due_date") or None,
         )
         return Response(LegalRequestOutput(legal).data, status=status.HTTP_201_CREATED)
 
@@ -177,11 +193,9 @@ class LegalRequestIdentityApi(APIView):
         responses={200: LegalRequestOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        legal, data = _legal_with_input(request, request_id, roles.DSR, self.InputSerializer)
         legal = services.legal_request_identity_verify(
-            request=legal, actor=request.user, method=data.validated_data["method"]
+            request=legal, actor=request.user, method=data["method"]
         )
         return Response(LegalRequestOutput(legal).data)
 
@@ -200,17 +214,15 @@ class LegalRequestTransitionApi(APIView):
         responses={200: LegalRequestOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        action = data.validated_data["action"]
+        legal, data = _legal_with_input(request, request_id, roles.DSR, self.InputSerializer)
+        action = data["action"]
         if action == "start":
             legal = services.legal_request_start(request=legal, actor=request.user)
         elif action == "fulfil":
             legal = services.legal_request_fulfil(request=legal, actor=request.user)
         else:
             legal = services.legal_request_refuse(
-                request=legal, actor=request.user, reason=data.validated_data.get("reason", "")
+                request=legal, actor=request.user, reason=data.get("reason", "")
             )
         return Response(LegalRequestOutput(legal).data)
 
@@ -237,10 +249,10 @@ class LegalRequestApprovalApi(APIView):
         responses={201: DsrApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR_APPROVE)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        document = dict(data.validated_data)
+        legal, data = _legal_with_input(
+            request, request_id, roles.DSR_APPROVE, self.InputSerializer
+        )
+        document = dict(data)
         purpose = document.pop("purpose")
         approval = services.legal_request_approve(
             request=legal, purpose=purpose, approver=request.user, document=document
@@ -273,8 +285,6 @@ class LegalRequestBundleApi(APIView):
         responses={202: BundleStatusOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        from dsr import access
-
         legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
         legal = access.bundle_request(request=legal, actor=request.user)
         legal.refresh_from_db()
@@ -289,8 +299,6 @@ class LegalRequestBundleFileApi(APIView):
         responses={(200, "application/json"): OpenApiTypes.BINARY, **ERRORS},
     )
     def get(self, request: Request, request_id: str) -> HttpResponse:
-        from dsr import access
-
         legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
         services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
         response = HttpResponse(access.bundle_bytes(request=legal), content_type="application/json")
@@ -323,12 +331,8 @@ class LegalRequestReleaseApi(APIView):
         responses={201: OutputSerializer, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        from dsr import access
-
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.PII_REVEAL)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        release = access.field_release(request=legal, actor=request.user, **data.validated_data)
+        legal, data = _legal_with_input(request, request_id, roles.PII_REVEAL, self.InputSerializer)
+        release = access.field_release(request=legal, actor=request.user, **data)
         return Response(self.OutputSerializer(release).data, status=status.HTTP_201_CREATED)
 
 
@@ -346,8 +350,6 @@ class LegalRequestErasureApi(APIView):
         operation_id="legal_request_erasure", responses={200: OutputSerializer, **ERRORS}
     )
     def get(self, request: Request, request_id: str) -> Response:
-        from dsr import access, subjects_port
-
         legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
         receipt = access.erasure_receipt(legal)
         plan = None if receipt else subjects_port.erasure_plan(legal.subject_refs)
@@ -360,8 +362,6 @@ class LegalRequestErasureApi(APIView):
         responses={200: OutputSerializer, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        from dsr import access
-
         legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
         event = access.legal_request_erase(request=legal, actor=request.user)
         body = {"plan": None, "receipt": event.payload, "receipt_seq": event.seq}

@@ -9,6 +9,9 @@ from django.test import Client
 
 from tests.console.personas import client_for, persona
 
+# the per-format tests' helpers assert too: say what differed when they fail
+pytest.register_assert_rewrite("tests.console.formats")
+
 TRACE_KEY_ID = "console-tests"
 #: a test vector, not a secret: signs the traces these tests record
 TRACE_SECRET = b"console tests trace key, a test vector"

@@ -17,12 +17,27 @@ from django.core.management import call_command
 
 from governance.models import GovernanceEvent
 from governance.selectors import halts_active_map
-from governance.services import replay_request, replay_run_govern
-from replay.errors import FORCE_HALT_ACTIVE, INTEGRITY_FAILURE, MISSING_SNAPSHOT, RESULT_MISMATCH
+from replay.errors import INTEGRITY_FAILURE, MISSING_SNAPSHOT, RESULT_MISMATCH
 from replay.formats import contextos as cx
 from replay.models import Snapshot, Trace
-from replay.services import snapshot_remove, trace_ingest, trace_upload_batch
-from tests.console.personas import EVERYONE, persona
+from replay.services import snapshot_remove, trace_upload_batch
+from tests.console.formats import (
+    assert_halted_alone,
+    compare_page,
+    event_types,
+    first_stored,
+    governed,
+    ingest_file,
+    listed,
+    replay_api,
+    replay_page,
+    trace_page,
+    upload_api,
+    upload_of,
+    upload_page,
+    verify_api,
+)
+from tests.console.personas import EVERYONE
 from tests.replay.helpers import register_golden_key, stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -47,17 +62,7 @@ def batch(name: str, *inputs: Path):
 
 
 def store(name: str = "pass.trace.json", *inputs: Path) -> Trace:
-    outcomes = batch(name, *(inputs or (PACK, KG)))
-    return next(o.result.trace for o in outcomes if o.result is not None)
-
-
-def governed(trace, actor="alice"):
-    run = replay_request(trace=trace, mode="audit", actor=persona(actor), enqueue=False)
-    return replay_run_govern(run_id=run.id)
-
-
-def event_types():
-    return list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
+    return first_stored(batch(name, *(inputs or (PACK, KG))))
 
 
 # --- storing ---------------------------------------------------------------------------------
@@ -126,14 +131,8 @@ def test_a_refused_trace_stores_nothing(name, code):
 
 
 def test_the_upload_page_stores_a_trace_dropped_with_its_pack_and_kg(as_persona):
-    response = as_persona("alice").post(
-        "/traces/upload/",
-        {
-            "files": [
-                SimpleUploadedFile(p.name, p.read_bytes())
-                for p in (FIXTURES / "pass.trace.json", PACK, KG)
-            ]
-        },
+    response = upload_page(
+        as_persona("alice"), [upload_of(p) for p in (FIXTURES / "pass.trace.json", PACK, KG)]
     )
     body = response.content.decode()
     assert response.status_code == 200
@@ -144,14 +143,7 @@ def test_the_upload_page_stores_a_trace_dropped_with_its_pack_and_kg(as_persona)
 
 @pytest.mark.parametrize("name", EVERYONE)
 def test_only_uploaders_may_upload_a_contextos_trace(as_persona, name):
-    response = as_persona(name).post(
-        "/traces/upload/",
-        {
-            "files": [
-                SimpleUploadedFile("pass.trace.json", (FIXTURES / "pass.trace.json").read_bytes())
-            ]
-        },
-    )
+    response = upload_page(as_persona(name), [upload_of(FIXTURES / "pass.trace.json")])
     if name in UPLOADERS:
         assert response.status_code == 200
         assert Trace.objects.filter(format=FORMAT).count() == 1
@@ -162,22 +154,16 @@ def test_only_uploaders_may_upload_a_contextos_trace(as_persona, name):
 
 def test_the_list_filters_contextos_traces(as_persona):
     trace = store()
-    native_trace = trace_ingest(
-        source=io.BytesIO((FIXTURES.parent / "golden" / "ok.trace.json").read_bytes()),
-        filename="ok.trace.json",
-    ).trace
-    client = as_persona("vera")
-    data = client.get("/api/traces/", {"format": FORMAT}).json()
-    assert [t["trace_id"] for t in data["results"]] == [TRACE_ID]
-    page = client.get("/traces/", {"format": FORMAT}).content.decode()
+    native_trace = ingest_file(FIXTURES.parent / "golden" / "ok.trace.json")
+    results, page = listed(as_persona("vera"), FORMAT)
+    assert [t["trace_id"] for t in results] == [TRACE_ID]
     assert f'href="/traces/{trace.blob.sha256}/"' in page
     assert f'href="/traces/{native_trace.blob.sha256}/"' not in page
-    assert f'<option value="{FORMAT}"' in client.get("/traces/").content.decode()
 
 
 def test_the_trace_page_shows_the_contextos_panel_and_its_stored_inputs(as_persona):
     trace = store()
-    body = as_persona("vera").get(f"/traces/{trace.blob.sha256}/").content.decode()
+    body = trace_page(as_persona("vera"), trace).content.decode()
     assert "<h2>A ContextOS trace</h2>" in body
     assert "<dt>decision_key</dt><dd><code>refund:ord-1042</code></dd>" in body
     assert "<td><code>refund-triage@1.4.0</code></td>" in body
@@ -190,7 +176,7 @@ def test_a_trace_is_replayed_through_the_page_and_the_report_shows_byte_equal(
     trace = store()
     client = as_persona("alice")
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
+        response = replay_page(client, trace)
     assert response.status_code == 303
     run = trace.runs.get()
     assert (run.state, run.status, run.error_code) == ("done", "ok", "")
@@ -217,7 +203,7 @@ def test_a_diverged_replay_shows_every_diverged_field_of_the_seven(
     trace = store("diverged_resealed.trace.json")
     client = as_persona("alice")
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
+        response = replay_page(client, trace)
     run = trace.runs.get()
     assert (run.status, run.error_code) == ("diverged", RESULT_MISMATCH)
     page = client.get(response["Location"]).content.decode()
@@ -242,20 +228,13 @@ def test_the_api_stores_a_trace_with_its_inputs_and_replays_it(
     as_persona, django_capture_on_commit_callbacks
 ):
     client = as_persona("alice")
-    response = client.post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile(
-                "pass.trace.json", (FIXTURES / "pass.trace.json").read_bytes()
-            ),
-            "inputs": [SimpleUploadedFile(p.name, p.read_bytes()) for p in (PACK, KG)],
-        },
+    response = upload_api(
+        client, upload_of(FIXTURES / "pass.trace.json"), [upload_of(PACK), upload_of(KG)]
     )
     assert response.status_code == 201
     assert (response.json()["format"], response.json()["report"]["status"]) == (FORMAT, "ok")
-    sha = Trace.objects.get().blob.sha256
     with django_capture_on_commit_callbacks(execute=True):
-        replay = client.post("/api/replays/", {"trace": sha, "mode": "audit"})
+        replay = replay_api(client, Trace.objects.get())
     assert replay.status_code == 202
     run = Trace.objects.get().runs.get()
     report = client.get(f"/api/replays/{run.id}/report/").json()
@@ -263,14 +242,8 @@ def test_the_api_stores_a_trace_with_its_inputs_and_replays_it(
 
 
 def test_the_api_verifies_a_trace_without_storing_it(as_persona):
-    response = as_persona("alice").post(
-        "/api/traces/verify/",
-        {
-            "file": SimpleUploadedFile(
-                "t.json", (FIXTURES / "tamper_call_hash.trace.json").read_bytes()
-            )
-        },
-    )
+    tampered = SimpleUploadedFile("t.json", (FIXTURES / "tamper_call_hash.trace.json").read_bytes())
+    response = verify_api(as_persona("alice"), tampered)
     body = response.json()
     report = body.get("report", body)
     assert (report["format"], report["error_code"], report["broke_at"]) == (
@@ -378,11 +351,7 @@ def test_an_integrity_failure_halts_the_file_until_the_council_clears_it():
         want.expected,
         want.observed,
     )
-    halted = halts_active_map()
-    assert tampered.blob.sha256 in halted
-    assert clean.blob.sha256 not in halted
-    assert governed(tampered).error_code == FORCE_HALT_ACTIVE
-    assert governed(clean).status == "ok"
+    assert_halted_alone(tampered, clean)
 
 
 def test_a_pack_whose_envelope_hash_differs_is_an_integrity_failure():
@@ -426,13 +395,13 @@ def test_two_runs_of_one_job_compare_field_by_field(as_persona):
     b = store("diverged_resealed.trace.json")
     assert a.job_id == b.job_id == "refund:ord-1042"
     client = as_persona("vera")
-    body = client.get(f"/traces/{a.blob.sha256}/compare/{b.blob.sha256}/").content.decode()
+    body = compare_page(client, a, b).content.decode()
     assert '<td class="path"><code>/decision_record/status</code></td><td>changed</td>' in body
     assert (
         '<td class="path"><code>/decision_record/outputs/decision</code></td><td>changed</td>'
         in body
     )
-    page = client.get(f"/traces/{a.blob.sha256}/").content.decode()
+    page = trace_page(client, a).content.decode()
     assert f'href="/traces/{a.blob.sha256}/compare/{b.blob.sha256}/"' in page
 
 
@@ -445,9 +414,7 @@ def test_the_plain_form_stores_an_ahd_run_and_a_contextos_trace_dropped_together
     token = checkout / "tokens" / "swiss-editorial.yml"
     brief = checkout / "briefs" / "landing.yml"
     files = [sidecar, token, brief, FIXTURES / "pass.trace.json", PACK, KG]
-    response = as_persona("alice").post(
-        "/traces/upload/", {"files": [SimpleUploadedFile(p.name, p.read_bytes()) for p in files]}
-    )
+    response = upload_page(as_persona("alice"), [upload_of(p) for p in files])
     assert response.status_code == 200
     stored = dict(Trace.objects.values_list("format", "last_status"))
     assert stored == {"ahd-replay": "ok", FORMAT: "ok"}

@@ -28,6 +28,20 @@ from replay.formats import mace
 from replay.keys import key_add_hmac
 from replay.models import Snapshot, Trace
 from replay.services import snapshot_remove, trace_upload_batch
+from tests.console.formats import (
+    assert_halted_alone,
+    compare_page,
+    event_types,
+    first_stored,
+    governed,
+    listed,
+    replay_api,
+    trace_page,
+    upload_api,
+    upload_page,
+    uploads,
+    verify_api,
+)
 from tests.console.personas import persona
 from tests.replay import mace_reference as ref
 from tests.replay.helpers import stored_counts
@@ -57,16 +71,11 @@ def batch(made, name="log_s1.json"):
 
 
 def store(made, name="log_s1.json"):
-    return next(o.result.trace for o in batch(made, name) if o.result is not None)
+    return first_stored(batch(made, name))
 
 
-def uploads(pairs):
-    return [SimpleUploadedFile(name, data) for name, data in pairs]
-
-
-def governed(trace, actor="alice"):
-    run = replay_request(trace=trace, mode="audit", actor=persona(actor), enqueue=False)
-    return replay_run_govern(run_id=run.id)
+def log_file(made):
+    return SimpleUploadedFile("log_s1.json", ref.dumps(made["log"]))
 
 
 # --- storing -------------------------------------------------------------------------------
@@ -122,7 +131,7 @@ def test_it_refuses_a_log_uploaded_without_its_snapshots_and_stores_nothing(key)
 def test_the_upload_page_stores_a_log_dropped_with_its_snapshots(as_persona, key):
     made = ref.job()
     pairs = [("log_s1.json", ref.dumps(made["log"])), *snapshot_files(made)]
-    response = as_persona("alice").post("/traces/upload/", {"files": uploads(pairs)})
+    response = upload_page(as_persona("alice"), uploads(pairs))
     body = response.content.decode()
     assert response.status_code == 200
     trace = Trace.objects.get()
@@ -133,18 +142,16 @@ def test_the_upload_page_stores_a_log_dropped_with_its_snapshots(as_persona, key
 def test_the_list_filters_stored_files_by_format(as_persona, key):
     store(ref.job())
     client = as_persona("alice")
-    data = client.get("/api/traces/", {"format": FORMAT}).json()
-    assert [(t["format"], t["trace_id"]) for t in data["results"]] == [(FORMAT, "log_s1")]
+    results, page = listed(client, FORMAT)
+    assert [(t["format"], t["trace_id"]) for t in results] == [(FORMAT, "log_s1")]
     assert client.get("/api/traces/", {"format": "paxman-artifact"}).json()["results"] == []
-    page = client.get("/traces/", {"format": FORMAT}).content.decode()
     assert f'href="/traces/{Trace.objects.get().blob.sha256}/"' in page
-    assert f'<option value="{FORMAT}"' in client.get("/traces/").content.decode()
 
 
 def test_the_trace_page_shows_iterations_router_decisions_and_stored_snapshots(as_persona, key):
     made = ref.job()
     trace = store(made)
-    response = as_persona("alice").get(f"/traces/{trace.blob.sha256}/")
+    response = trace_page(as_persona("alice"), trace)
     body = response.content.decode()
     assert response.status_code == 200
     assert "<h2>A MACE reflective log</h2>" in body
@@ -165,18 +172,11 @@ def test_the_api_stores_a_log_with_its_snapshots_and_replays_it(
 ):
     made = ref.job()
     client = as_persona("alice")
-    response = client.post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
-            "inputs": uploads(snapshot_files(made)),
-        },
-    )
+    response = upload_api(client, log_file(made), uploads(snapshot_files(made)))
     assert response.status_code == 201
     assert (response.json()["format"], response.json()["report"]["status"]) == (FORMAT, "ok")
-    sha = Trace.objects.get().blob.sha256
     with django_capture_on_commit_callbacks(execute=True):
-        replay = client.post("/api/replays/", {"trace": sha, "mode": "audit"})
+        replay = replay_api(client, Trace.objects.get())
     assert replay.status_code == 202
     run = Trace.objects.get().runs.get()
     assert (run.status, run.error_code) == ("ok", "")
@@ -190,19 +190,12 @@ def test_the_api_stores_a_log_with_its_snapshots_and_replays_it(
         "signature",
         "replayable",
     ]
-    types = list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
-    assert types[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+    assert event_types()[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
 
 
 def test_the_api_refuses_a_log_whose_snapshots_were_not_uploaded(as_persona, key):
     made = ref.job()
-    response = as_persona("alice").post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
-            "inputs": uploads(snapshot_files(made)[:4]),
-        },
-    )
+    response = upload_api(as_persona("alice"), log_file(made), uploads(snapshot_files(made)[:4]))
     assert response.status_code == 400
     assert response.json()["error_code"] == MISSING_SNAPSHOT
     sid = made["snapshots"]["governance"]["snapshot_id"]
@@ -218,13 +211,7 @@ def test_a_log_whose_key_is_not_registered_is_refused_until_the_key_is(as_person
     client = as_persona("alice")
 
     def upload():
-        return client.post(
-            "/api/traces/upload/",
-            {
-                "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
-                "inputs": uploads(snapshot_files(made)),
-            },
-        )
+        return upload_api(client, log_file(made), uploads(snapshot_files(made)))
 
     refused = upload()
     assert refused.status_code == 400
@@ -271,8 +258,7 @@ def test_ingest_reads_the_snapshot_files_beside_a_log_and_the_cli_replays_it(tmp
     call_command("replay", "log_s1", "--json")
     report = json.loads(capsys.readouterr().out)
     assert (report["format"], report["status"], report["error_code"]) == (FORMAT, "ok", None)
-    types = list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
-    assert types[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+    assert event_types()[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
 
 
 def test_verify_checks_a_log_on_disk_without_storing_it(tmp_path, capsys, key):
@@ -331,12 +317,7 @@ def test_a_placeholder_signature_is_an_integrity_failure_that_halts_only_that_fi
         "mock_signature",
     )
     assert failure.payload["expected"] == ref.sign_payload(made["log"]["immutable_subpayload"])
-    halted = halts_active_map()
-    assert tampered.blob.sha256 in halted
-    assert clean.blob.sha256 not in halted
-    again = governed(tampered)
-    assert again.error_code == FORCE_HALT_ACTIVE
-    assert governed(clean).status == "ok"
+    assert_halted_alone(tampered, clean)
     assert GovernanceEvent.objects.filter(type="INTEGRITY_FAILURE").count() == 1
 
 
@@ -404,7 +385,7 @@ def test_two_stored_logs_of_one_job_compare_field_by_field(as_persona, key):
     ref.sign_log(other["log"])
     second = store(other, "log_s1_again.json")
     client = as_persona("alice")
-    response = client.get(f"/traces/{first.blob.sha256}/compare/{second.blob.sha256}/")
+    response = compare_page(client, first, second)
     body = response.content.decode()
     assert response.status_code == 200
     assert (
@@ -421,14 +402,8 @@ def test_two_stored_logs_of_one_job_compare_field_by_field(as_persona, key):
 def test_roles_without_upload_cannot_store_a_mace_log(as_persona, key, name):
     made = ref.job()
     pairs = [("log_s1.json", ref.dumps(made["log"])), *snapshot_files(made)]
-    page = as_persona(name).post("/traces/upload/", {"files": uploads(pairs)})
-    api = as_persona(name).post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
-            "inputs": uploads(snapshot_files(made)),
-        },
-    )
+    page = upload_page(as_persona(name), uploads(pairs))
+    api = upload_api(as_persona(name), log_file(made), uploads(snapshot_files(made)))
     assert (page.status_code, api.status_code) == (403, 403)
     assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
 
@@ -436,13 +411,7 @@ def test_roles_without_upload_cannot_store_a_mace_log(as_persona, key, name):
 def test_the_api_verifies_a_log_with_its_snapshots_and_stores_nothing(as_persona, key):
     made = ref.job()
     made["log"]["signature"] = "PLACEHOLDER"
-    response = as_persona("alice").post(
-        "/api/traces/verify/",
-        {
-            "file": SimpleUploadedFile("log_s1.json", ref.dumps(made["log"])),
-            "inputs": uploads(snapshot_files(made)),
-        },
-    )
+    response = verify_api(as_persona("alice"), log_file(made), uploads(snapshot_files(made)))
     assert response.status_code == 200
     body = response.json()
     assert (body["format"], body["stored"]) == (FORMAT, False)

@@ -11,14 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from governance.models import GovernanceEvent
-from governance.selectors import halts_active_map
-from governance.services import replay_request, replay_run_govern
 from replay.errors import (
-    FORCE_HALT_ACTIVE,
     HASH_MISMATCH,
     INTEGRITY_FAILURE,
     MISSING_SNAPSHOT,
@@ -27,7 +23,23 @@ from replay.errors import (
 from replay.formats import AHD, PAXMAN, native
 from replay.models import Snapshot, Trace
 from replay.services import trace_ingest, trace_upload_batch
-from tests.console.personas import persona
+from tests.console.formats import (
+    api_client,
+    assert_halted_alone,
+    compare_page,
+    event_types,
+    first_stored,
+    governed,
+    ingest_file,
+    listed,
+    replay_api,
+    replay_page,
+    replayed_by_page_and_api,
+    trace_page,
+    upload_api,
+    upload_of,
+    upload_page,
+)
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -57,17 +69,7 @@ def swiss_files():
 
 
 def store_swiss():
-    outcomes = trace_upload_batch(files=swiss_files())
-    return next(o.result.trace for o in outcomes if o.result is not None)
-
-
-def uploads(*pairs):
-    return [SimpleUploadedFile(name, data) for name, data in pairs]
-
-
-def governed(trace, actor="alice"):
-    run = replay_request(trace=trace, mode="audit", actor=persona(actor), enqueue=False)
-    return replay_run_govern(run_id=run.id)
+    return first_stored(trace_upload_batch(files=swiss_files()))
 
 
 # --- storing -------------------------------------------------------------------------------
@@ -188,8 +190,7 @@ def test_a_recorded_path_leading_out_of_the_upload_is_refused_and_nothing_is_sto
 
 @pytest.mark.parametrize("path", PAXMAN_FILES, ids=lambda p: p.stem)
 def test_it_stores_the_published_paxman_artifacts(path):
-    result = trace_ingest(source=io.BytesIO(path.read_bytes()), filename=path.name)
-    trace = result.trace
+    trace = ingest_file(path)
     assert (trace.format, trace.last_status, trace.runtime_name) == (PAXMAN, "ok", "paxman")
     assert trace.trace_id == trace.blob.sha256  # the artifacts record no id
     assert trace.job_id == json.loads(path.read_bytes())["contract_id"]
@@ -199,15 +200,8 @@ def test_it_stores_the_published_paxman_artifacts(path):
 
 
 def test_the_upload_page_stores_a_sidecar_dropped_with_its_inputs(as_persona):
-    response = as_persona("alice").post(
-        "/traces/upload/",
-        {
-            "files": uploads(
-                (SWISS, (EVALS / SWISS).read_bytes()),
-                (TOKEN.name, TOKEN.read_bytes()),
-                (BRIEF.name, BRIEF.read_bytes()),
-            )
-        },
+    response = upload_page(
+        as_persona("alice"), [upload_of(p) for p in (EVALS / SWISS, TOKEN, BRIEF)]
     )
     body = response.content.decode()
     assert response.status_code == 200
@@ -218,20 +212,18 @@ def test_the_upload_page_stores_a_sidecar_dropped_with_its_inputs(as_persona):
 
 def test_the_list_filters_stored_files_by_format(as_persona):
     store_swiss()
-    trace_ingest(source=io.BytesIO(MONEY.read_bytes()), filename=MONEY.name)
+    ingest_file(MONEY)
     client = as_persona("alice")
     for fmt in (AHD, PAXMAN):
-        data = client.get("/api/traces/", {"format": fmt}).json()
-        assert [t["format"] for t in data["results"]] == [fmt]
-        page = client.get("/traces/", {"format": fmt}).content.decode()
+        results, page = listed(client, fmt)
+        assert [t["format"] for t in results] == [fmt]
         sha = Trace.objects.get(format=fmt).blob.sha256
         assert f'href="/traces/{sha}/"' in page
-    assert f'<option value="{AHD}"' in client.get("/traces/").content.decode()
 
 
 def test_the_trace_page_of_an_ahd_run_shows_its_panel_and_stored_inputs(as_persona):
     trace = store_swiss()
-    response = as_persona("alice").get(f"/traces/{trace.blob.sha256}/")
+    response = trace_page(as_persona("alice"), trace)
     body = response.content.decode()
     assert response.status_code == 200
     assert '<section class="card" id="format-panel">' in body
@@ -245,8 +237,8 @@ def test_the_trace_page_of_an_ahd_run_shows_its_panel_and_stored_inputs(as_perso
 
 
 def test_the_trace_page_of_a_paxman_artifact_shows_its_panel(as_persona):
-    trace = trace_ingest(source=io.BytesIO(MONEY.read_bytes()), filename=MONEY.name).trace
-    body = as_persona("alice").get(f"/traces/{trace.blob.sha256}/").content.decode()
+    trace = ingest_file(MONEY)
+    body = trace_page(as_persona("alice"), trace).content.decode()
     assert "<h2>A Paxman execution artifact</h2>" in body
     assert "<dt>contract_id</dt><dd><code>with-money-v1</code></dd>" in body
     assert '<li class="ok"><strong>hash</strong> replay_hash' in body
@@ -257,9 +249,7 @@ def test_an_ahd_run_is_re_verified_through_the_page_as_a_governed_replay(
 ):
     trace = store_swiss()
     with django_capture_on_commit_callbacks(execute=True):
-        response = as_persona("alice").post(
-            f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"}
-        )
+        response = replay_page(as_persona("alice"), trace)
     assert response.status_code == 303
     run = trace.runs.get()
     assert (run.state, run.status, run.error_code) == ("done", "ok", "")
@@ -273,39 +263,25 @@ def test_an_ahd_run_is_re_verified_through_the_page_as_a_governed_replay(
     assert run.report["checks"][2]["detail"] == (
         "checkout root <stored inputs> (the inputs stored with this run)"
     )
-    types = list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
-    assert types[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+    assert event_types()[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
 
 
 def test_the_api_stores_a_sidecar_with_its_inputs_and_replays_it(
     as_persona, django_capture_on_commit_callbacks
 ):
     client = as_persona("alice")
-    response = client.post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile(SWISS, (EVALS / SWISS).read_bytes()),
-            "inputs": uploads((TOKEN.name, TOKEN.read_bytes()), (BRIEF.name, BRIEF.read_bytes())),
-        },
-    )
+    response = upload_api(client, upload_of(EVALS / SWISS), [upload_of(TOKEN), upload_of(BRIEF)])
     assert response.status_code == 201
     assert (response.json()["format"], response.json()["report"]["status"]) == (AHD, "ok")
-    sha = Trace.objects.get().blob.sha256
     with django_capture_on_commit_callbacks(execute=True):
-        replay = client.post("/api/replays/", {"trace": sha, "mode": "audit"})
+        replay = replay_api(client, Trace.objects.get())
     assert replay.status_code == 202
     run = Trace.objects.get().runs.get()
     assert (run.status, run.error_code) == ("ok", "")
 
 
 def test_the_api_refuses_a_sidecar_whose_inputs_were_not_uploaded(as_persona):
-    response = as_persona("alice").post(
-        "/api/traces/upload/",
-        {
-            "file": SimpleUploadedFile(SWISS, (EVALS / SWISS).read_bytes()),
-            "inputs": uploads((TOKEN.name, TOKEN.read_bytes())),
-        },
-    )
+    response = upload_api(as_persona("alice"), upload_of(EVALS / SWISS), [upload_of(TOKEN)])
     assert response.status_code == 400
     assert response.json()["error_code"] == MISSING_SNAPSHOT
     assert response.json()["message"] == (
@@ -316,15 +292,7 @@ def test_the_api_refuses_a_sidecar_whose_inputs_were_not_uploaded(as_persona):
 
 
 def test_the_api_stores_a_paxman_artifact():
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(persona("alice"))
-    response = client.post(
-        "/api/traces/upload/",
-        {"file": SimpleUploadedFile(MONEY.name, MONEY.read_bytes())},
-        format="multipart",
-    )
+    response = upload_api(api_client("alice"), upload_of(MONEY))
     assert response.status_code == 201
     body = response.json()
     assert (body["format"], body["verdict"], body["job_id"], body["trace_id"]) == (
@@ -360,9 +328,7 @@ def test_a_tampered_stored_ahd_input_is_an_integrity_failure_that_halts_only_tha
 ):
     swiss = store_swiss()
     settings.REPLAY_AHD_ROOT = str(CHECKOUT)
-    image_trace = trace_ingest(
-        source=io.BytesIO((EVALS / IMAGE).read_bytes()), filename=IMAGE
-    ).trace
+    image_trace = ingest_file(EVALS / IMAGE)
     settings.REPLAY_AHD_ROOT = ""
     token_id = swiss.required_snapshot_ids[0]["snapshot_id"]
     Snapshot.objects.filter(snapshot_id=token_id).update(body="a: 1\n")
@@ -384,17 +350,14 @@ def test_a_tampered_stored_ahd_input_is_an_integrity_failure_that_halts_only_tha
         "sha256:380a3d833d9463dbc681df7465993ab6413d8e77188f55f97359f60dc4b746b1",
         "sha256:015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862",
     )
-    assert swiss.blob.sha256 in halts_active_map()
-    again = governed(swiss)
-    assert again.error_code == FORCE_HALT_ACTIVE
-    assert image_trace.blob.sha256 not in halts_active_map()
+    assert_halted_alone(swiss, image_trace)
 
 
 def test_a_tampered_paxman_artifact_is_refused_with_hash_mismatch_and_halts_only_that_file():
     doc = json.loads(MONEY.read_bytes())
     doc["contract_id"] = "with-money-v2"
     tampered = trace_ingest(source=io.BytesIO(json.dumps(doc).encode()), filename="t.json").trace
-    clean = trace_ingest(source=io.BytesIO(MONEY.read_bytes()), filename=MONEY.name).trace
+    clean = ingest_file(MONEY)
     assert tampered.ingest_report["error_code"] == HASH_MISMATCH
     run = governed(tampered)
     assert (run.status, run.error_code, run.report["broke_at"]) == (
@@ -405,11 +368,7 @@ def test_a_tampered_paxman_artifact_is_refused_with_hash_mismatch_and_halts_only
     failure = GovernanceEvent.objects.get(type="INTEGRITY_FAILURE")
     assert failure.payload["error_code"] == HASH_MISMATCH
     assert failure.payload["target_id"] == tampered.blob.sha256
-    halted = halts_active_map()
-    assert tampered.blob.sha256 in halted
-    assert clean.blob.sha256 not in halted
-    assert governed(tampered).error_code == FORCE_HALT_ACTIVE
-    assert governed(clean).status == "ok"
+    assert_halted_alone(tampered, clean)
     assert GovernanceEvent.objects.filter(type="INTEGRITY_FAILURE").count() == 1
 
 
@@ -448,9 +407,9 @@ def test_two_stored_runs_of_one_ahd_brief_compare_field_by_field(as_persona):
     files[0] = ("2026-04-22-swiss.replay.json", io.BytesIO(json.dumps(doc).encode()))
     second = trace_upload_batch(files=files)[0].result.trace
     client = as_persona("alice")
-    page = client.get(f"/traces/{first.blob.sha256}/").content.decode()
+    page = trace_page(client, first).content.decode()
     assert f'href="/traces/{first.blob.sha256}/compare/{second.blob.sha256}/"' in page
-    response = client.get(f"/traces/{first.blob.sha256}/compare/{second.blob.sha256}/")
+    response = compare_page(client, first, second)
     body = response.content.decode()
     assert response.status_code == 200
     rows = [
@@ -465,33 +424,21 @@ def test_two_stored_runs_of_one_ahd_brief_compare_field_by_field(as_persona):
 
 
 def test_two_paxman_artifacts_of_one_contract_compare_and_other_formats_do_not(as_persona):
-    a = trace_ingest(
-        source=io.BytesIO((SHARED / "paxman" / "empty_input_unresolved.json").read_bytes()),
-        filename="empty_input_unresolved.json",
-    ).trace
-    b = trace_ingest(
-        source=io.BytesIO((SHARED / "paxman" / "invoice_unresolved_dict_dsl.json").read_bytes()),
-        filename="invoice_unresolved_dict_dsl.json",
-    ).trace
+    a = ingest_file(SHARED / "paxman" / "empty_input_unresolved.json")
+    b = ingest_file(SHARED / "paxman" / "invoice_unresolved_dict_dsl.json")
     client = as_persona("alice")
-    body = client.get(f"/traces/{a.blob.sha256}/compare/{b.blob.sha256}/").content.decode()
+    body = compare_page(client, a, b).content.decode()
     assert '<td class="path"><code>/replay_hash</code></td><td>changed</td>' in body
     swiss = store_swiss()
-    response = client.get(f"/traces/{a.blob.sha256}/compare/{swiss.blob.sha256}/")
+    response = compare_page(client, a, swiss)
     assert response.status_code == 404
 
 
 def test_a_paxman_artifact_is_re_verified_through_the_page_and_the_api(
     as_persona, django_capture_on_commit_callbacks
 ):
-    trace = trace_ingest(source=io.BytesIO(MONEY.read_bytes()), filename=MONEY.name).trace
-    client = as_persona("alice")
-    with django_capture_on_commit_callbacks(execute=True):
-        page = client.post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
-        api = client.post("/api/replays/", {"trace": trace.blob.sha256, "mode": "audit"})
-    assert (page.status_code, api.status_code) == (303, 202)
-    runs = list(trace.runs.order_by("created_at"))
-    assert [(r.state, r.status, r.error_code) for r in runs] == [("done", "ok", "")] * 2
+    trace = ingest_file(MONEY)
+    runs = replayed_by_page_and_api(as_persona("alice"), trace, django_capture_on_commit_callbacks)
     assert [c["name"] for c in runs[0].report["checks"]] == [
         "type",
         "halts",
@@ -510,5 +457,4 @@ def test_the_cli_re_verifies_a_stored_ahd_run_by_its_trace_id(capsys):
     report = json.loads(capsys.readouterr().out)
     assert (report["format"], report["status"], report["error_code"]) == (AHD, "ok", None)
     assert trace.runs.get().status == "ok"
-    types = list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
-    assert types[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+    assert event_types()[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]

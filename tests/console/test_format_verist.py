@@ -6,22 +6,31 @@ integrity failure that halts that file only."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from governance.models import GovernanceEvent
-from governance.selectors import halts_active_map
-from governance.services import replay_request, replay_run_govern
 from replay.errors import FORCE_HALT_ACTIVE, INPUT_HASH_MISMATCH, UNSUPPORTED_SCHEMA_VERSION
 from replay.formats import VERIST
 from replay.models import Trace
-from replay.services import trace_ingest
-from tests.console.personas import persona
+from tests.console.formats import (
+    api_client,
+    assert_halted_alone,
+    compare_page,
+    event_types,
+    governed,
+    listed,
+    replayed_by_page_and_api,
+    trace_page,
+    upload_api,
+    upload_of,
+    upload_page,
+    verify_api,
+)
+from tests.console.formats import ingest_file as ingest
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -33,15 +42,6 @@ SECOND = FIXTURES / "second_run.snapshot.json"
 TAMPERED = FIXTURES / "tamper_input.snapshot.json"
 INPUT_HASH = "sha256:cd0aa153bec459d9b0d05f27d5b6736a64a4147c254f4e9cad0bfe9eacf67c32"
 CHECKS = ["format", "halts", "input_hash", "artifacts", "output", "recompute"]
-
-
-def ingest(path: Path) -> Trace:
-    return trace_ingest(source=io.BytesIO(path.read_bytes()), filename=path.name).trace
-
-
-def governed(trace, actor="alice"):
-    run = replay_request(trace=trace, mode="audit", actor=persona(actor), enqueue=False)
-    return replay_run_govern(run_id=run.id)
 
 
 # --- storing -------------------------------------------------------------------------------
@@ -83,9 +83,7 @@ def test_an_edited_input_is_stored_as_tampered_evidence():
 
 
 def test_the_upload_page_stores_a_snapshot(as_persona):
-    response = as_persona("alice").post(
-        "/traces/upload/", {"files": [SimpleUploadedFile(PASS.name, PASS.read_bytes())]}
-    )
+    response = upload_page(as_persona("alice"), [upload_of(PASS)])
     assert response.status_code == 200
     trace = Trace.objects.get()
     assert trace.format == VERIST
@@ -95,10 +93,8 @@ def test_the_upload_page_stores_a_snapshot(as_persona):
 def test_a_viewer_may_open_but_not_upload(as_persona):
     trace = ingest(PASS)
     client = as_persona("vera")
-    assert client.get(f"/traces/{trace.blob.sha256}/").status_code == 200
-    upload = client.post(
-        "/traces/upload/", {"files": [SimpleUploadedFile(PASS.name, PASS.read_bytes())]}
-    )
+    assert trace_page(client, trace).status_code == 200
+    upload = upload_page(client, [upload_of(PASS)])
     assert upload.status_code == 403
     assert Trace.objects.count() == 1
 
@@ -106,26 +102,18 @@ def test_a_viewer_may_open_but_not_upload(as_persona):
 def test_the_list_filters_verist_files_by_format(as_persona):
     snapshot = ingest(PASS)
     ingest(FIXTURES / "hash_only.snapshot.json")
-    other = trace_ingest(
-        source=io.BytesIO(
-            (
-                Path(__file__).resolve().parents[3] / "shared/fixtures/paxman/money_unresolved.json"
-            ).read_bytes()
-        ),
-        filename="money_unresolved.json",
-    ).trace
-    client = as_persona("alice")
-    data = client.get("/api/traces/", {"format": VERIST}).json()
-    assert [t["format"] for t in data["results"]] == [VERIST, VERIST]
-    page = client.get("/traces/", {"format": VERIST}).content.decode()
+    other = ingest(
+        Path(__file__).resolve().parents[3] / "shared/fixtures/paxman/money_unresolved.json"
+    )
+    results, page = listed(as_persona("alice"), VERIST)
+    assert [t["format"] for t in results] == [VERIST, VERIST]
     assert f'href="/traces/{snapshot.blob.sha256}/"' in page
     assert f'href="/traces/{other.blob.sha256}/"' not in page
-    assert f'<option value="{VERIST}"' in client.get("/traces/").content.decode()
 
 
 def test_the_trace_page_shows_the_verist_panel(as_persona):
     trace = ingest(BASELINE)
-    body = as_persona("alice").get(f"/traces/{trace.blob.sha256}/").content.decode()
+    body = trace_page(as_persona("alice"), trace).content.decode()
     assert '<section class="card" id="format-panel">' in body
     assert "<h2>A Verist snapshot</h2>" in body
     assert f"<dt>inputHash</dt><dd><code>{INPUT_HASH}</code></dd>" in body
@@ -137,28 +125,14 @@ def test_a_snapshot_is_re_verified_through_the_page_and_the_api(
     as_persona, django_capture_on_commit_callbacks
 ):
     trace = ingest(PASS)
-    client = as_persona("alice")
-    with django_capture_on_commit_callbacks(execute=True):
-        page = client.post(f"/traces/{trace.blob.sha256}/replay/", {"mode": "audit"})
-        api = client.post("/api/replays/", {"trace": trace.blob.sha256, "mode": "audit"})
-    assert (page.status_code, api.status_code) == (303, 202)
-    runs = list(trace.runs.order_by("created_at"))
-    assert [(r.state, r.status, r.error_code) for r in runs] == [("done", "ok", "")] * 2
+    runs = replayed_by_page_and_api(as_persona("alice"), trace, django_capture_on_commit_callbacks)
     assert [c["name"] for c in runs[0].report["checks"]] == CHECKS
     assert runs[0].report["verist"]["outputDiff"] == {"equal": True, "entries": []}
     assert GovernanceEvent.objects.filter(type="REPLAY_RESULT").count() == 2
 
 
 def test_the_api_stores_a_baseline():
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(persona("alice"))
-    response = client.post(
-        "/api/traces/upload/",
-        {"file": SimpleUploadedFile(BASELINE.name, BASELINE.read_bytes())},
-        format="multipart",
-    )
+    response = upload_api(api_client("alice"), upload_of(BASELINE))
     assert response.status_code == 201
     body = response.json()
     assert (body["format"], body["verdict"], body["job_id"]) == (
@@ -176,8 +150,7 @@ def test_ingest_stores_a_snapshot_and_the_cli_replays_it(capsys):
     report = json.loads(capsys.readouterr().out)
     assert (report["format"], report["status"], report["error_code"]) == (VERIST, "ok", None)
     assert [c["name"] for c in report["checks"]] == CHECKS
-    types = list(GovernanceEvent.objects.order_by("seq").values_list("type", flat=True))
-    assert types[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+    assert event_types()[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
 
 
 def test_ingest_says_a_hash_only_output_is_not_replayable(capsys):
@@ -202,12 +175,8 @@ def test_an_input_hash_mismatch_is_an_integrity_failure_that_halts_only_that_fil
     failure = GovernanceEvent.objects.get(type="INTEGRITY_FAILURE")
     assert failure.payload["error_code"] == INPUT_HASH_MISMATCH
     assert failure.payload["target_id"] == tampered.blob.sha256
-    halted = halts_active_map()
-    assert tampered.blob.sha256 in halted
-    assert clean.blob.sha256 not in halted
-    again = governed(tampered)
+    again = assert_halted_alone(tampered, clean)
     assert (again.error_code, again.report["verist"]["code"]) == (FORCE_HALT_ACTIVE, "halted")
-    assert governed(clean).status == "ok"
 
 
 # --- comparing two runs of one step --------------------------------------------------------
@@ -216,11 +185,7 @@ def test_an_input_hash_mismatch_is_an_integrity_failure_that_halts_only_that_fil
 def test_two_snapshots_of_one_step_compare_input_output_and_commands(as_persona):
     a = ingest(PASS)
     b = ingest(SECOND)
-    body = (
-        as_persona("alice")
-        .get(f"/traces/{a.blob.sha256}/compare/{b.blob.sha256}/")
-        .content.decode()
-    )
+    body = compare_page(as_persona("alice"), a, b).content.decode()
     for row in (
         '<td class="path"><code>/input/text</code></td><td>changed</td>',
         '<td class="path"><code>/output/flagged</code></td><td>changed</td>'
@@ -234,11 +199,7 @@ def test_two_snapshots_of_one_step_compare_input_output_and_commands(as_persona)
 def test_a_hash_only_output_is_not_comparable_and_says_so(as_persona):
     a = ingest(PASS)
     b = ingest(FIXTURES / "hash_only.snapshot.json")
-    body = (
-        as_persona("alice")
-        .get(f"/traces/{a.blob.sha256}/compare/{b.blob.sha256}/")
-        .content.decode()
-    )
+    body = compare_page(as_persona("alice"), a, b).content.decode()
     assert (
         '<td class="path"><code>/output</code></td><td>not comparable</td><td><code>—</code></td>'
         "<td><code>outputDiff is undefined</code></td>"
@@ -272,10 +233,7 @@ def test_ingest_takes_the_declared_format(capsys):
 
 
 def test_the_api_verifies_a_tampered_snapshot_without_storing_it(as_persona):
-    response = as_persona("alice").post(
-        "/api/traces/verify/",
-        {"file": SimpleUploadedFile(TAMPERED.name, TAMPERED.read_bytes())},
-    )
+    response = verify_api(as_persona("alice"), upload_of(TAMPERED))
     assert response.status_code == 200
     body = response.json()
     report = body["report"]
@@ -295,7 +253,7 @@ def test_the_api_verifies_a_tampered_snapshot_without_storing_it(as_persona):
 
 def test_the_trace_page_of_a_tampered_snapshot_says_it_in_both_vocabularies(as_persona):
     trace = ingest(TAMPERED)
-    body = as_persona("alice").get(f"/traces/{trace.blob.sha256}/").content.decode()
+    body = trace_page(as_persona("alice"), trace).content.decode()
     assert (
         '<span class="badge verdict-tamper_detected">tamper_detected</span> '
         '<code class="code">INPUT_HASH_MISMATCH</code> (Verist: <code>input_hash_mismatch</code>)'

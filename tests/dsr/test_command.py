@@ -7,7 +7,7 @@ import io
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from dsr import services
 from dsr.models import DsrApproval, LegalRequest
@@ -153,3 +153,24 @@ def test_start_refuse_and_list():
     code, out, _ = run("refuse", str(legal.id), "--user", "lena", "--reason", "not the subject")
     assert code == 0
     assert out.strip() == f"legal request {legal.id}: refused (not the subject)"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("start", "00000000-0000-0000-0000-000000000000", "--user", "nobody"),
+            "no user named 'nobody'",
+        ),
+        (("show", "nope"), "no legal request nope"),
+        (
+            ("show", "00000000-0000-0000-0000-000000000000"),
+            "no legal request 00000000-0000-0000-0000-000000000000",
+        ),
+    ],
+    ids=["user", "request-not-an-id", "request"],
+)
+def test_an_unknown_name_is_a_usage_error_exiting_2(args, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("dsr", *args, stdout=io.StringIO(), stderr=io.StringIO())
+    assert (str(refused.value), refused.value.returncode) == (message, 2)

@@ -5,10 +5,11 @@ and the ledger says so."""
 from __future__ import annotations
 
 import io
+import uuid
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from governance import codes, membership, services
 from governance.models import ForceContinueRequest, GovernanceEvent
@@ -239,3 +240,33 @@ def test_it_refuses_a_viewer_resuming_a_diverged_replay():
         "allow it"
     )
     assert GovernanceEvent.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("governance", "set-roles", "nobody", "--user", "grace"), "no user named 'nobody'"),
+        (("replay", "nope", "--user", "nobody"), "no user named 'nobody'"),
+        (
+            ("governance", "request-continue", "nope", "--user", "alice", "--reason", "r"),
+            "no replay run nope",
+        ),
+        (
+            (
+                "governance",
+                "request-continue",
+                str(uuid.UUID(int=0)),
+                "--user",
+                "alice",
+                "--reason",
+                "r",
+            ),
+            f"no replay run {uuid.UUID(int=0)}",
+        ),
+    ],
+    ids=["set-roles", "replay", "run-not-an-id", "run"],
+)
+def test_an_unknown_name_is_a_usage_error_exiting_2(args, message):
+    with pytest.raises(CommandError) as refused:
+        call_command(*args, stdout=io.StringIO(), stderr=io.StringIO())
+    assert (str(refused.value), refused.value.returncode) == (message, 2)

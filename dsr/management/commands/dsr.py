@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from dsr import services
 from dsr.models import LegalRequest
 from governance import codes, roles, signing
-from governance import services as gov_services
+from governance.cli import ActionCommand, is_uuid, user_named
 from replay.canonical import jcs
 
-USER_UNKNOWN_MESSAGE = "no user named {username!r}"
 REQUEST_UNKNOWN_MESSAGE = "no legal request {request}"
 
 
@@ -67,7 +64,7 @@ def _summary(legal: LegalRequest) -> dict[str, Any]:
     }
 
 
-class Command(BaseCommand):
+class Command(ActionCommand):
     help = (
         "Legal requests: open, list, show, verify-identity, start, refuse, fulfil, payload, "
         "approve, bundle, export, release, erase, verify-bundle."
@@ -149,33 +146,14 @@ class Command(BaseCommand):
         p.add_argument("--purpose", required=True, choices=signing.DSR_PURPOSES)
         p.add_argument("--user", required=True)
 
-    def handle(self, *args: Any, action: str, **options: Any) -> None:
-        handler = getattr(self, "do_" + action.replace("-", "_"))
-        try:
-            handler(**options)
-        except codes.GovernanceError as exc:
-            self.stderr.write(f"{exc.code}: {exc.message}")
-            sys.exit(1)
-
     # --- helpers -------------------------------------------------------------------------------
 
-    def _user(self, username: str, action: str) -> Any:
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(USER_UNKNOWN_MESSAGE.format(username=username), returncode=2)
-        gov_services.actor_require(actor=user, action=action)
-        return user
-
     def _request(self, ref: str) -> LegalRequest:
-        try:
-            key = uuid.UUID(str(ref))
-        except ValueError:
-            key = None
         found = (
             LegalRequest.objects.select_related("requested_by", "identity_verified_by")
-            .filter(id=key)
+            .filter(id=ref)
             .first()
-            if key
+            if is_uuid(ref)
             else None
         )
         if found is None:
@@ -201,7 +179,7 @@ class Command(BaseCommand):
         due: str | None,
         **_: Any,
     ) -> None:
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         wanted = list(identifiers)
         if identifiers_file:
             wanted += self._read(identifiers_file).splitlines()
@@ -228,24 +206,24 @@ class Command(BaseCommand):
         self._show(self._request(request))
 
     def do_verify_identity(self, *, request: str, user: str, method: str, **_: Any) -> None:
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         legal = services.legal_request_identity_verify(
             request=self._request(request), actor=actor, method=method
         )
         self.stdout.write(f"identity verified (seq {legal.identity_event_id}): {method}")
 
     def do_start(self, *, request: str, user: str, **_: Any) -> None:
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         legal = services.legal_request_start(request=self._request(request), actor=actor)
         self.stdout.write(f"legal request {legal.id}: {legal.state}")
 
     def do_fulfil(self, *, request: str, user: str, **_: Any) -> None:
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         legal = services.legal_request_fulfil(request=self._request(request), actor=actor)
         self.stdout.write(f"legal request {legal.id}: {legal.state}")
 
     def do_refuse(self, *, request: str, user: str, reason: str, **_: Any) -> None:
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         legal = services.legal_request_refuse(
             request=self._request(request), actor=actor, reason=reason
         )
@@ -264,7 +242,7 @@ class Command(BaseCommand):
             self.stdout.write(text)
 
     def do_approve(self, *, request: str, file: str, purpose: str, user: str, **_: Any) -> None:
-        approver = self._user(user, roles.DSR_APPROVE)
+        approver = user_named(user, action=roles.DSR_APPROVE)
         legal = self._request(request)
         services.approval_refusal(request=legal, purpose=purpose, approver=approver)
         try:
@@ -283,7 +261,7 @@ class Command(BaseCommand):
     def do_bundle(self, *, request: str, user: str, **_: Any) -> None:
         from dsr import access
 
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         legal = access.bundle_request(request=self._request(request), actor=actor, enqueue=False)
         legal = access.bundle_build(request_id=legal.id)
         self.stdout.write(
@@ -294,7 +272,7 @@ class Command(BaseCommand):
     def do_export(self, *, request: str, user: str, out: str, pdf: str | None, **_: Any) -> None:
         from dsr import access
 
-        self._user(user, roles.DSR)
+        user_named(user, action=roles.DSR)
         legal = self._request(request)
         services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
         data = access.bundle_bytes(request=legal)
@@ -320,7 +298,7 @@ class Command(BaseCommand):
     ) -> None:
         from dsr import access
 
-        actor = self._user(user, roles.PII_REVEAL)
+        actor = user_named(user, action=roles.PII_REVEAL)
         release = access.field_release(
             request=self._request(request),
             actor=actor,
@@ -335,7 +313,7 @@ class Command(BaseCommand):
     def do_erase(self, *, request: str, user: str, **_: Any) -> None:
         from dsr import access
 
-        actor = self._user(user, roles.DSR)
+        actor = user_named(user, action=roles.DSR)
         event = access.legal_request_erase(request=self._request(request), actor=actor)
         self.stdout.write(json.dumps({"seq": event.seq, **event.payload}, indent=2, sort_keys=True))
 

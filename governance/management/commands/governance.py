@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from governance import codes, keystore, membership, roles, selectors, services, signing
+from governance import keystore, membership, roles, selectors, services, signing
+from governance.cli import ActionCommand, is_uuid, user_named
 from governance.models import (
     ForceContinueRequest,
     Halt,
@@ -52,7 +53,6 @@ from governance.models import (
 from replay.models import ReplayRun, Trace
 from replay.selectors import trace_by_trace_id
 
-USER_UNKNOWN_MESSAGE = "no user named {username!r}"
 REQUEST_UNKNOWN_MESSAGE = "no force-continue request {request}"
 PRODUCTION_UNKNOWN_MESSAGE = "no production replay request {request}"
 TRACE_UNKNOWN_MESSAGE = "no stored trace {trace}"
@@ -62,7 +62,7 @@ KEY_UNKNOWN_MESSAGE = "no member key {key_id}"
 ROLE_GRANT_UNKNOWN_MESSAGE = "no role grant request {request}"
 
 
-class Command(BaseCommand):
+class Command(ActionCommand):
     help = "The governance ledger: verify, checkpoints, keys and offline signing."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -171,28 +171,14 @@ class Command(BaseCommand):
         p.add_argument("--user", required=True, help="the admin who changes them")
         p.add_argument("--reason", default="")
 
-    def handle(self, *args: Any, action: str, **options: Any) -> None:
-        handler = getattr(self, "do_" + action.replace("-", "_"))
-        try:
-            handler(**options)
-        except codes.GovernanceError as exc:
-            self.stderr.write(f"{exc.code}: {exc.message}")
-            sys.exit(1)
-
     # --- helpers -------------------------------------------------------------------------------
-
-    def _user(self, username: str) -> Any:
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(USER_UNKNOWN_MESSAGE.format(username=username), returncode=2)
-        return user
 
     def _production(self, request_id: str) -> ProductionReplayRequest:
         found = (
             ProductionReplayRequest.objects.select_related("trace__blob", "requested_by")
             .filter(id=request_id)
             .first()
-            if _is_uuid(request_id)
+            if is_uuid(request_id)
             else None
         )
         if found is None:
@@ -204,7 +190,7 @@ class Command(BaseCommand):
             RoleGrantRequest.objects.select_related("user", "requested_by")
             .filter(id=request_id)
             .first()
-            if _is_uuid(request_id)
+            if is_uuid(request_id)
             else None
         )
         if found is None:
@@ -303,7 +289,7 @@ class Command(BaseCommand):
         if request is not None:
             found = (
                 ForceContinueRequest.objects.select_related("run__trace").filter(id=request).first()
-                if _is_uuid(request)
+                if is_uuid(request)
                 else None
             )
             if found is None:
@@ -350,7 +336,7 @@ class Command(BaseCommand):
 
     def do_record_approval(self, *, file: str, user: str, **_: Any) -> None:
         document = self._read_json(file)
-        approver = self._user(user)
+        approver = user_named(user)
         payload = document.get("payload") if isinstance(document, dict) else None
         kind = payload.get("type") if isinstance(payload, dict) else None
         if kind == signing.HALT_CLEAR_APPROVAL_TYPE:
@@ -385,7 +371,7 @@ class Command(BaseCommand):
         request_id = str(payload.get("request_id")) if isinstance(payload, dict) else ""
         found = (
             ForceContinueRequest.objects.filter(id=request_id).first()
-            if _is_uuid(request_id)
+            if is_uuid(request_id)
             else None
         )
         if found is None:
@@ -401,12 +387,12 @@ class Command(BaseCommand):
     def do_request_continue(
         self, *, run: str, user: str, reason: str, hours: int | None, **_: Any
     ) -> None:
-        found = ReplayRun.objects.filter(id=run).first() if _is_uuid(run) else None
+        found = ReplayRun.objects.filter(id=run).first() if is_uuid(run) else None
         if found is None:
             raise CommandError(RUN_UNKNOWN_MESSAGE.format(run=run), returncode=2)
         expires_at = timezone.now() + timedelta(hours=hours) if hours else None
         request = services.force_continue_request_file(
-            run=found, actor=self._user(user), reason=reason, expires_at=expires_at
+            run=found, actor=user_named(user), reason=reason, expires_at=expires_at
         )
         self.stdout.write(str(request.id))
 
@@ -423,7 +409,7 @@ class Command(BaseCommand):
             raise CommandError(TRACE_UNKNOWN_MESSAGE.format(trace=trace), returncode=2)
         expires_at = timezone.now() + timedelta(hours=hours) if hours else None
         asked = services.production_replay_request_file(
-            trace=found, actor=self._user(user), reason=reason, expires_at=expires_at
+            trace=found, actor=user_named(user), reason=reason, expires_at=expires_at
         )
         self.stdout.write(str(asked.id))
 
@@ -431,8 +417,7 @@ class Command(BaseCommand):
         text = Path(public_key).read_text(encoding="utf-8")
         if "PRIVATE KEY" in text:  # a keygen file: register its public half, send nothing else
             text = signing.public_key_of(signing.private_key_from_text(text)).hex()
-        owner = self._user(user)
-        services.actor_require(actor=owner, action=roles.SIGNING_KEY_REGISTER)
+        owner = user_named(user, action=roles.SIGNING_KEY_REGISTER)
         key = services.member_key_register(user=owner, public_key=text, label=label)
         self.stdout.write(key.key_id)
 
@@ -440,14 +425,14 @@ class Command(BaseCommand):
         key = MemberKey.objects.filter(key_id=key_id).first()
         if key is None:
             raise CommandError(KEY_UNKNOWN_MESSAGE.format(key_id=key_id), returncode=2)
-        services.member_key_confirm(key=key, admin=self._user(admin))
+        services.member_key_confirm(key=key, admin=user_named(admin))
         self.stdout.write(f"confirmed {key_id}")
 
     def do_revoke_key(self, *, key_id: str, user: str, reason: str, **_: Any) -> None:
         key = MemberKey.objects.filter(key_id=key_id).first()
         if key is None:
             raise CommandError(KEY_UNKNOWN_MESSAGE.format(key_id=key_id), returncode=2)
-        services.member_key_revoke(key=key, actor=self._user(user), reason=reason)
+        services.member_key_revoke(key=key, actor=user_named(user), reason=reason)
         self.stdout.write(f"revoked {key_id}")
 
     def do_rotate_key(self, *, as_json: bool, **_: Any) -> None:
@@ -467,7 +452,7 @@ class Command(BaseCommand):
         self, *, trace: str | None, snapshot: str | None, reason: str, user: str, **_: Any
     ) -> None:
         incident, halt = services.security_incident_declare(
-            actor=self._user(user), trace=trace, snapshot=snapshot, reason=reason
+            actor=user_named(user), trace=trace, snapshot=snapshot, reason=reason
         )
         self.stdout.write(
             f"SECURITY_INCIDENT {incident.seq} recorded; halt {halt.seq} on "
@@ -477,8 +462,8 @@ class Command(BaseCommand):
     def do_install_roles(
         self, *, admin: list[str], council: list[str], from_groups: bool, **_: Any
     ) -> None:
-        admins = [self._user(name) for name in admin]
-        members = [self._user(name) for name in council]
+        admins = [user_named(name) for name in admin]
+        members = [user_named(name) for name in council]
         others = []
         if from_groups:
             for user in get_user_model().objects.filter(is_active=True).order_by("username"):
@@ -494,9 +479,9 @@ class Command(BaseCommand):
     def do_set_roles(
         self, *, username: str, roles: list[str], user: str, reason: str, **_: Any
     ) -> None:
-        subject = self._user(username)
+        subject = user_named(username)
         change = services.user_roles_change(
-            actor=self._user(user), user=subject, roles=roles, reason=reason
+            actor=user_named(user), user=subject, roles=roles, reason=reason
         )
         now = sorted(membership.roles_held(get_user_model().objects.get(pk=subject.pk)))
         line = f"{username}: {', '.join(now) or 'no roles'}"
@@ -510,13 +495,3 @@ class Command(BaseCommand):
     def do_halts(self, **_: Any) -> None:
         for halt in selectors.halts_active():
             self.stdout.write(f"{halt.seq}\t{halt.target_kind}\t{halt.target_id}\t{halt.reason}")
-
-
-def _is_uuid(value: str) -> bool:
-    import uuid
-
-    try:
-        uuid.UUID(str(value))
-    except ValueError:
-        return False
-    return True

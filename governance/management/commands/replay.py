@@ -25,11 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from governance import roles
-from governance.codes import GovernanceError
+from governance.cli import refusals_exit_1, user_named
 from governance.services import (
     CLI_SYSTEM_ACTOR,
     actor_require,
@@ -90,18 +89,11 @@ class Command(BaseCommand):
         add_workers_argument(parser)
 
     def handle(self, *args, **options):
-        try:
+        with refusals_exit_1(self.stderr):
             self._handle(*args, **options)
-        except GovernanceError as exc:
-            self.stderr.write(f"{exc.code}: {exc.message}")
-            sys.exit(1)
 
     def _handle(self, *args, target, mode, as_json, resume, user, workers, **options):
-        actor = None
-        if user is not None:
-            actor = get_user_model().objects.filter(username=user).first()
-            if actor is None:
-                raise CommandError(f"no user named {user!r}", returncode=2)
+        actor = None if user is None else user_named(user)
         if resume is not None:
             self._resume(target, resume, actor, as_json, workers)
             return
