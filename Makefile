@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run prod test test-postgres bench lint fmt demo migrate clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py replay/formats/contextos/_compiled.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[dev]"

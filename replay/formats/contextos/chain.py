@@ -3,10 +3,13 @@
 which also collects the pointers its allow-list leaves out, :func:`unprotected_paths`) or
 the alternative one, :func:`verify_chain`, and a record's hash (:func:`record_hash`).
 
-Fast where it is proven: a payload or a parsed record is written by ``orjson`` from an
+Fast where it is proven: the reference chain and a parsed record's hash are computed by the
+compiled writer (``_compiled.c``, built at install; :func:`_verify_chain_compiled`), which
+writes what the exact writer (:func:`_fused_write`) writes and hands back what it does not
+handle. Without it, a payload or a parsed record is written by ``orjson`` from an
 allow-listed copy (:func:`_fast_keep`) only when every kept value is one it writes as
-``JSON.stringify`` does, else by the exact writer (:func:`_fused_write`). The hot loop of
-:func:`verify_chain` and everything it calls stay in this one module on purpose.
+``JSON.stringify`` does, else by the exact writer. The hot loop of :func:`verify_chain` and
+everything it calls stay in this one module on purpose.
 
 Pure: no Django.
 """
@@ -18,8 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from replay.canonical import CanonicalError, _js_sorted_write, contextos, js_sorted
-from replay.formats.contextos.reader import ContextosTrace, _orjson
+from replay.canonical import CanonicalError, _js_number, _js_sorted_write, contextos, js_sorted
+from replay.formats.contextos.reader import ContextosTrace, Envelopes, _orjson
+
+try:
+    from replay.formats.contextos import _compiled
+except ImportError:  # not built (a source tree without `pip install`): the Python writers
+    _compiled = None  # type: ignore[assignment]
 
 REFERENCE = "reference"
 ALTERNATIVE = "alternative"
@@ -101,9 +109,12 @@ def canonical_for(rule: str) -> Callable[[Any], bytes]:
 
 
 class _Full(set):
-    """A sink that keeps nothing more."""
+    """A sink that keeps nothing more (the writers add one pointer or a shape's at once)."""
 
     def add(self, _item: Any) -> None:
+        return None
+
+    def update(self, *_others: Any) -> None:
         return None
 
 
@@ -139,6 +150,8 @@ def verify_chain(
 ) -> ChainResult:
     """``verifyChain`` under ``rule``; ``unprotected`` collects the pointers the reference
     rule's allow-list leaves out."""
+    if rule == REFERENCE and _compiled is not None:
+        return _verify_chain_compiled(trace, unprotected, progress)
     canon = canonical_for(rule)
     sink: set[str] = set()
     prev = b""
@@ -542,6 +555,11 @@ def _parsed_record_hash(record: dict[str, Any]) -> str:
                 _RECORD_PLISTS[shape] = lists
         if lists:
             plist, allowed = lists
+            if _compiled is not None:
+                try:
+                    return _compiled.hash_kept(record, plist, allowed)
+                except (_compiled.Slow, RecursionError):
+                    return record_hash(record)
             try:
                 body = _orjson.dumps(_fast_keep(record, plist, allowed, None, None))
             except (_Slow, RecursionError, _orjson.JSONEncodeError):
@@ -549,3 +567,170 @@ def _parsed_record_hash(record: dict[str, Any]) -> str:
             else:
                 return "sha256:" + hashlib.sha256(body).hexdigest()
     return record_hash(record)
+
+
+# --- the reference chain, compiled ----------------------------------------------------------
+
+#: per entry kind, in the compiled module's order (invoke, tool_call, tool_result,
+#: decision_record): its allow-list, as a set, and the pieces of its canonical bytes (the
+#: constant bytes before each kept value, with the pointer that value is written at)
+_KINDS = (
+    (
+        _PLISTS["invoke"],
+        _ALLOWED["invoke"],
+        tuple(
+            (before, None if key is None else _WHERE["invoke"][key])
+            for key, before in _HEAD_LAYOUT["invoke"]
+        ),
+    ),
+    *(
+        (plist, allowed, ((head, at), (tail, None)))
+        for _key, _kind, _step, plist, allowed, at, head, tail in _TOOL_PARTS
+    ),
+    (
+        _PLISTS["decision_record"],
+        _ALLOWED["decision_record"],
+        tuple(
+            (before, None if key is None else _WHERE["decision_record"][key])
+            for key, before in _HEAD_LAYOUT["decision_record"]
+        ),
+    ),
+)
+#: the pointers below each level, spelt once (bounded in C); one cache serves every kind, as
+#: each kind's pointers start where no other kind's do
+_POINTERS: dict[Any, Any] = {}
+#: envelopes per compiled call when the trace is spooled or progress is reported
+_RUN = 500
+
+if _compiled is not None:
+    _compiled.configure(_js_number, _pointer_part, hashlib.sha256, _KINDS)
+
+
+def _envelope_runs(envelopes: Envelopes, whole: bool) -> Any:
+    """(index of the first, a list of envelopes), at least one (maybe empty): the held list
+    at once when ``whole``, else runs of ``_RUN`` (a spooled trace read back as it goes)."""
+    held = envelopes.in_memory() if whole else None
+    return _runs(envelopes) if held is None else ((0, held),)
+
+
+def _runs(envelopes: Envelopes) -> Iterator[tuple[int, list[Any]]]:
+    run: list[Any] = []
+    first = 0
+    for env in envelopes:
+        run.append(env)
+        if len(run) == _RUN:
+            yield first, run
+            first += _RUN
+            run = []
+    if run or not first:
+        yield first, run
+
+
+def _entry_at(trace: ContextosTrace, run: list[Any], offset: int, position: int) -> Entry:
+    """The chain entry at ``position`` of a run (0: the invoke, 1 + 2*i and 2 + 2*i: the
+    run's envelope i, 1 + 2*len(run): the record), as :func:`entries` builds it."""
+    head = trace.head
+    if position == 0:
+        return next(entries(trace))
+    if position == 1 + 2 * len(run):
+        return Entry(
+            1 + 2 * (offset + len(run)),  # entries.length when the record's entry is pushed
+            "decision_record",
+            {"kind": "decision_record", "dr": head["decision_record"]},
+            head["audit"]["chain_prev_hash"],
+        )
+    key, kind, step = _TOOL_PARTS[(position - 1) % 2][:3]
+    body = run[(position - 1) // 2][key]
+    return Entry(
+        offset + (position - 1) // 2 + step,
+        kind,
+        {"kind": kind, key: body},
+        _recorded(body.get("payload_hash")),
+    )
+
+
+def _verify_chain_compiled(
+    trace: ContextosTrace,
+    unprotected: set[str] | None,
+    progress: Callable[[int], None] | None,
+) -> ChainResult:
+    """:func:`verify_chain` under the reference rule by the compiled loop: the same result and
+    the same unprotected pointers as the Python loop (the tests hold them to it); an entry the
+    compiled writer hands back is the exact writer's. Pointers are collected only for
+    ``unprotected``."""
+    # an empty set collects in place; else a set of its own, added at the end
+    sink = unprotected if unprotected is not None and not unprotected else None
+    if unprotected and sink is None:
+        sink = set()
+    head = trace.head
+    invoke, record = head["invoke"], head["decision_record"]
+    context, request, envelope_hash = (
+        invoke["run_context"],
+        invoke["request"],
+        invoke["envelope_hash"],
+    )
+    record_prev = head["audit"]["chain_prev_hash"]
+    total = len(trace.envelopes)
+    prev = b""
+    done = 0
+    result = None
+    for offset, run in _envelope_runs(trace.envelopes, progress is None):
+        position = 0 if offset == 0 else 1
+        stop = 2 * len(run) + (2 if offset + len(run) == total else 1)
+        while position < stop and result is None:
+            state, position, prev, count, computed, recorded = _compiled.chain(
+                context,
+                request,
+                envelope_hash,
+                run,
+                record,
+                record_prev,
+                position,
+                stop,
+                prev,
+                sink,
+                MAX_UNPROTECTED,
+                None if sink is None else _POINTERS,
+            )
+            done += count
+            if state == 0:
+                break
+            if state == 3:  # enough to say: stop collecting (bounded memory)
+                if sink is not unprotected:
+                    unprotected.update(sink)  # type: ignore[union-attr]
+                sink = None
+                continue
+            entry = _entry_at(trace, run, offset, position)
+            if state == 1:
+                result = ChainResult(
+                    REFERENCE, False, done, entry.idx, entry.kind, computed, recorded
+                )
+                break
+            # state 2: this entry is the exact writer's
+            try:
+                body = _exact_reference_bytes(entry, _Full() if sink is None else sink)
+            except (CanonicalError, RecursionError) as exc:
+                result = ChainResult(
+                    REFERENCE, False, done, entry.idx, entry.kind, None, entry.recorded, str(exc)
+                )
+                break
+            hashed = "sha256:" + hashlib.sha256(prev + body).hexdigest()
+            if hashed != entry.recorded:
+                result = ChainResult(
+                    REFERENCE, False, done, entry.idx, entry.kind, hashed, entry.recorded
+                )
+                break
+            prev = hashed.encode()
+            done += 1
+            position += 1
+            if sink is not None and len(sink) > MAX_UNPROTECTED:
+                if sink is not unprotected:
+                    unprotected.update(sink)  # type: ignore[union-attr]
+                sink = None
+        if result is not None:
+            break
+        if progress is not None:
+            progress(done)
+    if sink is not None and sink is not unprotected:
+        unprotected.update(sink)  # type: ignore[union-attr]
+    return result or ChainResult(REFERENCE, True, done)

@@ -281,6 +281,18 @@ class Envelopes:
         self._size = 0
         self.count = 0
 
+    @classmethod
+    def held(cls, items: list[dict[str, Any]]) -> Envelopes:
+        """The checked envelopes of a small document, held as they are (never spooled)."""
+        envelopes = cls()
+        envelopes._items = items
+        envelopes.count = len(items)
+        return envelopes
+
+    def in_memory(self) -> list[dict[str, Any]] | None:
+        """The envelopes as the list they are held in; None once spooled."""
+        return self._items if self._spool is None else None
+
     def append(self, item: dict[str, Any], size: int) -> None:
         self.count += 1
         if self._spool is None:
@@ -408,17 +420,20 @@ def _head_is_well_formed(head: dict[str, Any]) -> bool:
     """The common, well-formed head, answered without building any message (True: every
     check of :func:`_check_head` passes; False: :func:`_check_head` words the refusal)."""
     version = head.get("schema_version", SCHEMA_VERSION)
-    trace_id = head.get("trace_id")
-    invoke = head.get("invoke")
-    record = head.get("decision_record")
-    audit = head.get("audit")
+    get = head.get
+    trace_id, invoke, record, audit = (
+        get("trace_id"),
+        get("invoke"),
+        get("decision_record"),
+        get("audit"),
+    )
     if not (
         type(version) is int
         and 1 <= version <= SCHEMA_VERSION
         and type(trace_id) is str
         and 0 < len(trace_id) <= 128
-        and type(head.get("pack_version")) is str
-        and type(head.get("kg_snapshot_id")) is str
+        and type(get("pack_version")) is str
+        and type(get("kg_snapshot_id")) is str
         and type(invoke) is dict
         and type(invoke.get("run_context")) is dict
         and type(invoke.get("request")) is dict
@@ -428,9 +443,8 @@ def _head_is_well_formed(head: dict[str, Any]) -> bool:
         and type(audit.get("chain_prev_hash")) is str
     ):
         return False
-    for key in RECORD_FIELDS:
-        if record.get(key) is None:
-            return False
+    if None in map(record.get, RECORD_FIELDS):
+        return False
     root, signer = audit.get("chain_root_hash"), audit.get("signed_by")
     return (root is None or type(root) is str) and (signer is None or type(signer) is str)
 
@@ -524,12 +538,12 @@ def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
             _refuse_lone_surrogates(doc, filename)
     if not isinstance(doc, dict) or not isinstance(doc.get("tool_envelopes"), list):
         return None
-    envelopes = Envelopes()
-    for index, item in enumerate(doc["tool_envelopes"]):
-        envelopes.append(_check_envelope(item, index), 0)
-    head = {k: v for k, v in doc.items() if k != "tool_envelopes"}
-    _check_head(head, filename)
-    return ContextosTrace(head, envelopes, sorted(k for k in head if k not in TOP_KEYS))
+    items = doc.pop("tool_envelopes")  # what is left is the head (the document is ours)
+    for index, item in enumerate(items):
+        _check_envelope(item, index)
+    _check_head(doc, filename)
+    ignored = [] if doc.keys() <= TOP_KEYS else sorted(k for k in doc if k not in TOP_KEYS)
+    return ContextosTrace(doc, Envelopes.held(items), ignored)
 
 
 def _read_first(source: IO[bytes]) -> bytes:
