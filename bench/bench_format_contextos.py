@@ -6,7 +6,8 @@ Run: ``.venv/bin/python bench/bench_format_contextos.py [--quick] [--files N] [-
 1. ``--files`` (10 000; 1 000 with ``--quick``) generated traces -- records made by the
    registered loop, chains sealed by ``reference.js`` (the seed's code) -- are each read,
    parsed and chain-verified: by the console (``contextos.parse`` + ``contextos.verify``, the
-   report with its unprotected fields, no Django) and by ``reference.js bench`` (the seed's
+   report with its unprotected fields, no Django; the chain by the compiled module when it is
+   built, which the output says) and by ``reference.js bench`` (the seed's
    ``loadReplayInput`` + ``verifyChain`` on ``JSON.parse``), both in one process over the
    same files. Both must find every file intact. Both sides are timed the same way: inside
    their own process, around the loop that reads, parses and verifies each file (interpreter
@@ -65,6 +66,15 @@ def console_rate(files: list[Path]) -> tuple[float, float, int]:
         if cx.verify(trace).status == "ok":
             ok += 1
     return time.perf_counter() - t0, time.process_time() - c0, ok
+
+
+def _chain_engine() -> str:
+    from replay.formats.contextos import chain
+
+    if chain._compiled is None:
+        return "the Python writers (replay.formats.contextos._compiled is not built)"
+    sha = "OpenSSL" if chain._compiled.OPENSSL_SHA256 else "hashlib"
+    return f"compiled (replay/formats/contextos/_compiled.c, SHA-256 by {sha})"
 
 
 def node_rate(directory: Path) -> tuple[float, float, int]:
@@ -173,6 +183,7 @@ def main() -> None:
         console_s, console_cpu, console_ok = console_rate(files)
         node_s, node_cpu, node_ok = node_rate(base / "files")
         print(f"ContextOS verify: {count} generated traces ({size / count:.0f} bytes each)")
+        print(f"console's reference chain: {_chain_engine()}")
         print(f"{'verifier':<44} {'files/s':>10} {'per CPU s':>10} {'intact':>8}")
         print(
             f"{'console (contextos.parse + verify, Python)':<44} {count / console_s:>10.0f} "

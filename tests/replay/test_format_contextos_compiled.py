@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -298,3 +299,48 @@ def test_the_compiled_functions_refuse_wrong_arguments_without_crashing():
         compiled.chain()
     with pytest.raises(TypeError, match="configure: four kinds"):
         compiled.configure(len, len, len, ())
+
+
+@pytest.mark.parametrize("openssl", [True, False])
+def test_the_module_builds_without_warnings_and_hashes_alike_with_or_without_openssl(
+    tmp_path, openssl
+):
+    import importlib.util
+    import shutil
+    import subprocess
+    import sysconfig
+
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    assert gcc, "a C compiler builds the module at install; the tests build it the same way"
+    source = Path(cx_chain.__file__).with_name("_compiled.c")
+    target = tmp_path / ("_compiled" + sysconfig.get_config_var("EXT_SUFFIX"))
+    flags = ["-DHAVE_OPENSSL_SHA=1", "-lcrypto"] if openssl else []
+    done = subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror",
+         f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(target), *flags],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spec = importlib.util.spec_from_file_location("_compiled", target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert int(openssl) == module.OPENSSL_SHA256
+    with pytest.raises(RuntimeError, match="configure\\(\\) first"):
+        module.hash_kept({}, (), frozenset())
+    module.configure(cx_chain._js_number, cx_chain._pointer_part, hashlib.sha256, cx_chain._KINDS)
+    for name in sorted(EXPECTED):
+        try:
+            trace = cx.loads((HERE / name).read_bytes(), name)
+        except cx.ReplayError:
+            continue
+        head = trace.head
+        args = (
+            head["invoke"]["run_context"], head["invoke"]["request"],
+            head["invoke"]["envelope_hash"], trace.envelopes.in_memory(),
+            head["decision_record"], head["audit"]["chain_prev_hash"],
+            0, 10**9, b"", set(), 200, {},
+        )  # fmt: skip
+        assert module.chain(*args) == compiled.chain(*args)
+        record = head["decision_record"]
+        plist = tuple(sorted(record))
+        assert module.hash_kept(record, plist, frozenset(plist)) == EXPECTED[name]["record_hash"]
