@@ -142,6 +142,9 @@ class ReplayRun(models.Model):
     authoritative = models.BooleanField(default=True)
     # step seqs past which a governed force-continue allows the replay to go on
     continue_past = models.JSONField(default=list)
+    # the format's replay options this run used, each one (Verist's recompute options); {}
+    # for a format that takes none (replay.formats.protocol.replay_options)
+    options = models.JSONField(default=dict, blank=True)
     resumed_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="resumptions"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from replay import verdicts
 from replay.models import ReplayRun, Snapshot, Trace
@@ -24,6 +25,13 @@ def trace_missing(trace: Trace) -> list[str]:
             missing.append(f"snapshot:{ref['kind']} {sid} (not retained)")
     missing += [f"output:{ref} (not persisted)" for ref in trace.missing_outputs]
     return missing
+
+
+def trace_replay_options(trace: Trace) -> tuple[Any, ...]:
+    """The replay options ``trace``'s format takes (``protocol.ReplayOption``; none: ``()``)."""
+    from replay.formats import formats
+
+    return tuple(getattr(formats().get(trace.format), "replay_options", ()))
 
 
 def trace_is_replayable(trace: Trace) -> bool:

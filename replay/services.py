@@ -20,7 +20,7 @@ from django.utils import timezone
 from replay import engine, errors, verdicts
 from replay.errors import ReplayError
 from replay.formats import AHD, format_names, formats, native, sniff
-from replay.formats.protocol import StoredFacts, TraceFormat, VerifyContext
+from replay.formats.protocol import StoredFacts, TraceFormat, VerifyContext, replay_options
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
@@ -201,6 +201,15 @@ def _context(**kwargs: Any) -> VerifyContext:
         max_input_bytes=getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
         **kwargs,
     )
+
+
+def _storable(fmt: TraceFormat, report: engine.ReplayReport) -> bool:
+    """Whether a parsed file's report lets it be stored: the format's own ``storable`` when
+    it has one, else its code is not one of the format's ``unstorable_codes``."""
+    storable = getattr(fmt, "storable", None)
+    if storable is not None:
+        return bool(storable(report))
+    return report.error_code not in fmt.unstorable_codes
 
 
 def _verify(
@@ -395,7 +404,7 @@ def _ingest(
             **extra,
         )
         parsed, report = _verify(spooled.open, filename, fmt=fmt, ctx=ctx)
-        if parsed is None or report.error_code in fmt.unstorable_codes:
+        if parsed is None or not _storable(fmt, report):
             raise ReplayError(
                 report.error_code or errors.MALFORMED_TRACE,
                 report.message,
@@ -669,6 +678,20 @@ def _parse_time(value: str | None):
         return None
 
 
+def replay_options_resolve(*, trace: Trace, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The replay options a run of ``trace`` would use: every option its format declares,
+    given or default (``{}`` for a format with none). Raises ``OptionError`` (a usage error)
+    for an option the format does not take or a value it does not accept."""
+    return replay_options(formats().get(trace.format), options)
+
+
+def replay_options_for_file(*, path: Path, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:func:`replay_options_resolve` for a file not stored yet (its detected format), so a
+    command refuses the options before it stores the file."""
+    with path.open("rb") as fh:
+        return replay_options(formats().get(sniff(fh, path.name)[0]), options)
+
+
 @transaction.atomic
 def replay_run_create(
     *,
@@ -677,8 +700,10 @@ def replay_run_create(
     requested_by: Any = None,
     continue_past: Sequence[int] = (),
     resumed_from: ReplayRun | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> ReplayRun:
-    """The run row, queued; the caller enqueues its execution on commit."""
+    """The run row, queued, with the options it will use (stored: a queued run is executed
+    from its row); the caller enqueues its execution on commit. Raises ``OptionError``."""
     if mode not in engine.MODES:
         raise ValueError(f"mode must be one of {', '.join(engine.MODES)}")
     return ReplayRun.objects.create(
@@ -687,6 +712,7 @@ def replay_run_create(
         requested_by=requested_by,
         continue_past=list(continue_past),
         resumed_from=resumed_from,
+        options=replay_options_resolve(trace=trace, options=options),
         progress_total=trace.event_count + trace.step_count + len(trace.missing_outputs),
     )
 
@@ -739,6 +765,7 @@ def replay_run_execute(
         file_id=trace.blob.sha256,
         stored_inputs=[r for r in trace.required_snapshot_ids or [] if r.get("path")],
         erased=blob_erased(trace.blob.sha256),
+        options=run.options or {},
     )
     fmt = formats().get(trace.format)
     if trace.expired_at is not None:  # a tombstone: its content is gone (replay.expiry)

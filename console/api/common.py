@@ -33,6 +33,7 @@ class RunOutput(serializers.Serializer):
     trace_id = serializers.CharField(source="trace.trace_id")
     trace_sha256 = serializers.CharField(source="trace.blob.sha256")
     mode = serializers.CharField()
+    options = serializers.DictField(help_text="the format's replay options this run used")
     state = serializers.CharField()
     progress_done = serializers.IntegerField()
     progress_total = serializers.IntegerField()

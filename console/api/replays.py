@@ -1,11 +1,14 @@
-"""Replays over the API: start one (mode checked against the roles), poll it, read its report."""
+"""Replays over the API: start one (mode checked against the roles, options against the
+trace's format), poll it, read its report."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,9 +17,36 @@ from console import roles
 from console.api.common import ErrorOutput, RunOutput
 from console.api.errors import REPORT_NOT_READY, ApiError
 from governance.services import replay_request
+from replay.formats import formats
+from replay.formats.protocol import OptionError
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 MODES = (roles.MODE_AUDIT, roles.MODE_SANDBOX, roles.MODE_PRODUCTION)
+
+
+def _options_schema() -> dict[str, Any]:
+    """Every registered format's replay options, for the API schema."""
+    properties: dict[str, Any] = {}
+    for fmt in formats():
+        for option in getattr(fmt, "replay_options", ()):
+            properties[option.name] = {
+                **option.schema,
+                "default": option.default,
+                "description": f"{fmt.name}: {option.help}",
+            }
+    return {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+        "description": "the trace format's replay options (omitted: its defaults); a format "
+        "without options refuses any, and an unknown name or a wrong type is INVALID_INPUT "
+        "(`fields.options` says which)",
+    }
+
+
+@extend_schema_field(_options_schema())
+class OptionsField(serializers.JSONField):
+    """A JSON object of replay options, checked against the trace's format by the service."""
 
 
 class ReplayCreateApi(APIView):
@@ -28,6 +58,7 @@ class ReplayCreateApi(APIView):
             max_length=64, help_text="the sha256 of the stored file, or a trace id (newest copy)"
         )
         mode = serializers.ChoiceField(choices=MODES, default=roles.MODE_AUDIT)
+        options = OptionsField(required=False)
 
     @extend_schema(
         operation_id="replays_create",
@@ -44,7 +75,15 @@ class ReplayCreateApi(APIView):
         )
         if mode not in roles.replay_modes_for(request.user):
             raise PermissionDenied(f"your roles do not allow a {mode} replay")
-        run = replay_request(trace=trace, mode=mode, actor=request.user)
+        try:
+            run = replay_request(
+                trace=trace,
+                mode=mode,
+                actor=request.user,
+                options=data.validated_data.get("options"),
+            )
+        except OptionError as exc:
+            raise ValidationError({"options": [exc.message]}) from None
         run.refresh_from_db()
         return Response(RunOutput(run).data, status=status.HTTP_202_ACCEPTED)
 

@@ -23,10 +23,15 @@ from governance.selectors import (
 )
 from governance.services import replay_request
 from replay.diff import PointerError, pointer_get
+from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
+from replay.selectors import trace_replay_options
 
 MESSAGE_BAD_MODE = "Choose one of the modes offered: {modes}."
 MESSAGE_MODE_NOT_ALLOWED = "your roles do not allow a {mode} replay"
+#: the replay form's options fieldset is there (only for a format with options): each of
+#: the format's options is then a checkbox, unchecked meaning false
+OPTIONS_SHOWN = "options-shown"
 
 
 @require_POST
@@ -41,7 +46,17 @@ def run_start_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         return render(request, "console/error_page.html", context, status=400)
     if mode not in offered:
         raise PermissionDenied(MESSAGE_MODE_NOT_ALLOWED.format(mode=mode))
-    run = replay_request(trace=trace, mode=mode, actor=request.user)
+    options = None
+    if request.POST.get(OPTIONS_SHOWN):
+        options = {
+            option.name: request.POST.get(f"option-{option.name}") == "true"
+            for option in trace_replay_options(trace)
+        }
+    try:
+        run = replay_request(trace=trace, mode=mode, actor=request.user, options=options)
+    except OptionError as exc:
+        context = {"title": "Replay options refused", "message": exc.message, "code": ""}
+        return render(request, "console/error_page.html", context, status=400)
     return HttpResponseRedirect(reverse("run-detail", args=[run.id]), status=303)
 
 
@@ -67,6 +82,7 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         "can_request": can_request,
         "resumptions": list(run.resumptions.order_by("created_at")),
         "production_approval": production_request_for_run(run_id=run.id),
+        "options": [(name, json.dumps(value)) for name, value in (run.options or {}).items()],
         "done": run.state in (ReplayRun.State.DONE, ReplayRun.State.FAILED),
         "percent": _percent(run),
         "refusal": _refusal(run),

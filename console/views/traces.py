@@ -48,7 +48,12 @@ from governance.services import pii_access_record
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
 from replay.models import Trace
-from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
+from replay.selectors import (
+    runs_for_trace,
+    trace_missing,
+    trace_replay_options,
+    trace_verdict_basis,
+)
 from replay.services import BatchOutcome, trace_upload_batch
 
 MESSAGE_NO_FILE = "Choose at least one trace file to upload."
@@ -304,6 +309,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "basis": trace_verdict_basis(trace, runs),
         "halted": halted,
         "modes": modes,
+        "replay_options": trace_replay_options(trace) if modes else (),
         "halt_preview": replay_halt_preview(trace=trace, report=integrity_report(trace, runs))
         if modes
         else None,

@@ -234,6 +234,7 @@ def _force_continue_decide(*, request: ForceContinueRequest, result: council.Tal
             continue_past=[*run.continue_past, request.step],
             resumed_from=run,
             force_continue=request,
+            options=run.options,
         )
         _enqueue(request.resumed_run)
     request.decided_at = request.decision_event.created_at

@@ -41,6 +41,7 @@ def _replay_request(
     resumed_from: ReplayRun | None = None,
     force_continue: ForceContinueRequest | None = None,
     production: ProductionReplayRequest | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> ReplayRun:
     from replay.services import replay_run_create
 
@@ -50,6 +51,7 @@ def _replay_request(
         requested_by=actor,
         continue_past=continue_past,
         resumed_from=resumed_from,
+        options=options,
     )
     payload: dict[str, Any] = {
         "run_id": str(run.id),
@@ -59,6 +61,8 @@ def _replay_request(
         "continue_past": list(continue_past),
         "resumed_from": str(resumed_from.id) if resumed_from else None,
     }
+    if run.options:  # a format with replay options (Verist's): the ones this run uses
+        payload["options"] = run.options
     if force_continue is not None:
         payload["force_continue_request"] = str(force_continue.id)
     if production is not None:
@@ -83,15 +87,21 @@ def replay_request(
     actor: Any = None,
     actor_label: str | None = None,
     enqueue: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> ReplayRun:
     """Create a queued run, append its signed REPLAY_REQUEST, and queue it on commit.
 
     ``enqueue=False`` leaves execution to the caller (the CLI runs it in-process with
     :func:`replay_run_govern`). A person needs the mode's action in the roles matrix
     (REQUEST_ROLE otherwise); without an actor the system asks, and the payload says so.
+    ``options``: the format's replay options (Verist's ``validate``, ``strictOutput``,
+    ``captureArtifacts``); the run stores every one it uses and the REPLAY_REQUEST names
+    them. One the format does not take raises ``OptionError`` and nothing is written.
     """
     actor_require(actor=actor, action=matrix.MODE_ACTIONS[mode])
-    run = _replay_request(trace=trace, mode=mode, actor=actor, actor_label=actor_label)
+    run = _replay_request(
+        trace=trace, mode=mode, actor=actor, actor_label=actor_label, options=options
+    )
     if enqueue:
         _enqueue(run)
     return run

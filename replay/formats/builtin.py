@@ -592,9 +592,19 @@ class VeristFormat:
         "re-hashes the input and artifacts (hashValue, js-sorted), loads the step-output and "
         "recomputes the step with its registered function (seed 002)"
     )
+    replay_options = verist.REPLAY_OPTIONS
+    check_options = staticmethod(verist.check_options)
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return _VERIST_HEAD.match(head) is not None
+
+    def storable(self, report: ReplayReport) -> bool:
+        """Refused only for the file's own faults: the recompute's input-schema gate
+        (MALFORMED_TRACE at ``input``, the last check) judges a well-formed snapshot, which
+        is stored with that verdict and replays with ``validate`` off."""
+        if report.error_code not in self.unstorable_codes:
+            return True
+        return bool(report.checks) and report.checks[-1].name == "recompute"
 
     def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> verist.VeristFile:
         data = source.read(verist.MAX_SNAPSHOT_BYTES + 1)
@@ -617,6 +627,7 @@ class VeristFormat:
             parsed,
             mode=ctx.mode,
             registry=ctx.registry or default_registry(),
+            options=verist.recompute_options(ctx.options),
             trace_id=ctx.file_id,
         )
         return halts_clear(report, ctx)

@@ -1,8 +1,9 @@
 """Strict JSON decoding for untrusted uploads: one exact refusal per kind of bad input.
 
 Refused, each with a message that names where: a byte-order mark, invalid UTF-8, duplicate
-keys (a hash over duplicate keys is ambiguous), NaN/Infinity, nesting deeper than the parser
-can follow, integers too long to convert, truncated or otherwise malformed JSON.
+keys (a hash over duplicate keys is ambiguous), NaN/Infinity, a number out of range for a
+double (``1e400``: its line, column and JSON pointer in the text), nesting deeper than the
+parser can follow, integers too long to convert, truncated or otherwise malformed JSON.
 
 Pure: no Django.
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
+from replay.diff import pointer_join
 from replay.errors import MALFORMED_TRACE, ReplayError
 
 try:  # accelerator for loads_compact; loads_strict alone decides whenever it cannot prove a line
@@ -42,7 +45,108 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+class NumberOutOfRange(ValueError):
+    """A number the text spells that no double holds (``1e400``, ``-1e400``): Python's
+    ``float`` reads it as an infinity, which no hash, signature or canonical form can write
+    back. Raised by the strict decoder; :func:`out_of_range` words where it is."""
+
+    def __init__(self, literal: str) -> None:
+        super().__init__(f"the number {_clip(literal)} is out of range for a double")
+        self.literal = literal
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value - value != 0.0:  # an infinity (NaN and Infinity are refused as constants)
+        raise NumberOutOfRange(literal)
+    return value
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates,
+    parse_constant=_refuse_constant,
+    parse_float=_finite_float,
+)
+
+#: a JSON token, enough to follow where a decoder stopped: a string, a number, punctuation
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|[{}\[\],:]')
+_MAX_DOUBLE = "1.7976931348623157e+308"
+
+
+def _clip(literal: str) -> str:
+    return literal if len(literal) <= 40 else f"{literal[:30]}... ({len(literal)} characters)"
+
+
+def locate_out_of_range(text: str, start: int = 0) -> tuple[int, str, str] | None:
+    """Where the first number out of range for a double is in the JSON value that starts at
+    ``start`` in ``text``: (its index in ``text``, its literal, its JSON pointer relative to
+    that value); None when there is none. Reads tokens only (a decoder already read the
+    text up to there), so it is asked only once a decoder refused such a number."""
+    path: list[str | int | None] = []  # per open container: the current key or index
+    last_string = ""
+    for m in _TOKEN.finditer(text, start):
+        token = m.group()
+        first = token[0]
+        if first == '"':
+            last_string = token
+        elif first == "{":
+            path.append(None)
+        elif first == "[":
+            path.append(0)
+        elif first in "}]":
+            if path:
+                path.pop()
+            if not path:
+                return None  # the value ended
+        elif first == ":":
+            path[-1] = json.loads(last_string)
+        elif first == ",":
+            if path and isinstance(path[-1], int):
+                path[-1] += 1
+        else:
+            try:
+                value = float(token)
+            except ValueError:
+                return None  # past where the decoder stopped
+            if value - value != 0.0:
+                return m.start(), token, pointer_join(p for p in path if p is not None)
+            if not path:
+                return None  # a number alone, in range
+    return None
+
+
+def out_of_range(
+    text: str,
+    where: str,
+    *,
+    start: int = 0,
+    line_offset: int = 0,
+    pointer: str = "",
+    place: Callable[[int], tuple[int, int]] | None = None,
+) -> ReplayError:
+    """The refusal of the first number out of range for a double in the value at ``start``
+    of ``text``, naming its place in the uploaded text: its line and column (1-based, in
+    characters: counted in ``text`` plus ``line_offset`` lines, or ``place(index)`` for a
+    reader holding only part of the text) and its JSON pointer (after ``pointer``, the
+    value's own)."""
+    found = locate_out_of_range(text, start)
+    if found is None:  # pragma: no cover - only asked after the decoder raised for one
+        return ReplayError(MALFORMED_TRACE, f"{where}: a number is out of range for a double")
+    index, literal, inner = found
+    if place is None:
+        line = text.count("\n", 0, index) + 1 + line_offset
+        column = index - (text.rfind("\n", 0, index) + 1) + 1
+    else:
+        line, column = place(index)
+    pointer += inner
+    at = f" ({pointer})" if pointer else ""
+    return ReplayError(
+        MALFORMED_TRACE,
+        f"{where}: number out of range at line {line} column {column}{at}: {_clip(literal)} "
+        f"is larger in magnitude than any double (at most {_MAX_DOUBLE})",
+        broke_at=pointer or None,
+    )
+
 
 # A string (a key when a colon follows), or a brace: enough to count keys per object without
 # building anything. Inside a string a quote is always escaped, so matches stay aligned.
@@ -126,6 +230,8 @@ def loads_strict(
         raise ReplayError(
             MALFORMED_TRACE, f"{where}: nesting is deeper than the parser allows"
         ) from None
+    except NumberOutOfRange:
+        raise out_of_range(text, where, line_offset=line_offset) from None
     except ValueError as exc:  # duplicate keys, NaN/Infinity, over-long integers
         raise ReplayError(MALFORMED_TRACE, f"{where}: {exc}") from None
     rest = _skip_ws(text, end)

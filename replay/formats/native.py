@@ -881,14 +881,17 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
     return NativeTrace(header, "jsonl", compressed, rows)
 
 
-def _parse_line(line: bytes, where: str, limits: Limits) -> tuple[dict[str, Any], bool]:
-    """One JSON Lines record: strictly parsed, an object, within the shape limits; and
-    whether `parse_compact` proved it (so ``orjson.loads`` of the line gives it again)."""
+def _parse_line(
+    line: bytes, lineno: int, where: str, limits: Limits
+) -> tuple[dict[str, Any], bool]:
+    """One JSON Lines record (line ``lineno`` of the file): strictly parsed, an object,
+    within the shape limits; and whether `parse_compact` proved it (so ``orjson.loads`` of
+    the line gives it again)."""
     check_key_count(line, where=where, **limits.keys())
     obj = parse_compact(line)
     proven = obj is not NOT_PROVEN
     if not proven:
-        obj = loads_strict(line, where=where, **limits.keys())
+        obj = loads_strict(line, where=where, line_offset=lineno - 1, **limits.keys())
     if type(obj) is not dict:
         raise _malformed(f"{where}: expected a JSON object, got {_type_name(obj)}")
     # jsonstrict.shape_is_bounded, inline: most lines are too short to break the limits
@@ -931,7 +934,7 @@ def _serial_rows(stream: IO[bytes], limits: Limits) -> Iterator[Row]:
                 raise _blank_lines(lineno, max_blank)
             continue
         where = f"line {lineno}"
-        obj, _proven = _parse_line(line, where, limits)
+        obj, _proven = _parse_line(line, lineno, where, limits)
         count += 1
         if count > max_records:
             raise _malformed(f"{where}: more than {max_records} records")
@@ -1086,7 +1089,7 @@ def _chunk_rows(
         lineno, line = chunk[index]
         where = f"line {lineno}"
         try:
-            obj, proven = _parse_line(line, where, limits)
+            obj, proven = _parse_line(line, lineno, where, limits)
         except ReplayError as exc:
             out.append(("!", False, (exc.code, exc.message), where, None))
             return out

@@ -10,7 +10,9 @@ A format is an object with:
 - ``parse(source, filename, ctx)``: the strict, bounded parse; raises ``ReplayError``;
   ``refused(exc, filename, ctx)`` is the report of a file that did not parse;
 - ``unstorable_codes``: the report codes that refuse storing the file (nothing is stored);
-  any other report is stored with its verdict, a tampered file included (as evidence);
+  any other report is stored with its verdict, a tampered file included (as evidence); a
+  format may decide itself with ``storable(report) -> bool`` (Verist's recompute refuses an
+  input its step's schema refuses with MALFORMED_TRACE, a verdict on a well-formed file);
 - ``verify(parsed, filename, ctx) -> ReplayReport``: the report of contracts §3, in the
   format's own check vocabulary; never raises ``ReplayError``;
 - ``replay(parsed, filename, ctx) -> ReplayReport | None``: a replay where the format allows
@@ -22,7 +24,12 @@ A format is an object with:
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are
   uploaded beside it (a MACE log's ``<snapshot_id>.json``): the upload batch keeps them as
   its inputs (``VerifyContext.inputs``), and ``ingest`` / ``verify`` read them from its
-  directory.
+  directory;
+- optionally ``replay_options``: the options a replay of it takes (:class:`ReplayOption`,
+  Verist's recompute options), chosen per request (CLI ``--option``, the API's ``options``,
+  the trace page's form); :func:`replay_options` checks what a request gives and fills in
+  the defaults, the run stores the result, and ``verify``/``replay`` read it from
+  ``VerifyContext.options``. A format without them refuses any option.
 
 Built-in formats are the native ``replay-trace``, the Paxman artifact and the AHD sidecar
 (:mod:`replay.formats.builtin`). Installed packages add formats through the entry-point group
@@ -37,6 +44,7 @@ Pure: no Django, no I/O beyond reading installed package metadata.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -81,6 +89,8 @@ class VerifyContext:
     erased: Sequence[Mapping[str, str]] = ()
     #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
     capabilities: Any = None
+    #: the replay options of the run, every one the format declares (:func:`replay_options`)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,6 +155,112 @@ class TraceFormat(Protocol):
     def panel(self, parsed: Any) -> dict[str, str]: ...
 
     def compare(self, a: Any, b: Any) -> list[Difference]: ...
+
+
+OPTIONS_NOT_AN_OBJECT = "options must be a JSON object of option names to values, got {observed}"
+OPTIONS_NONE = "{label} ({format}) takes no replay options; got {names}"
+OPTION_UNKNOWN = "{name!r} is not a replay option of {label} ({format}); its options: {names}"
+OPTION_BAD_VALUE = "{name} must be {expects}, got {observed}"
+
+
+class OptionError(ValueError):
+    """A replay option a format does not take, or a value it does not accept: a usage error
+    (the API's INVALID_INPUT, the CLI's exit 2), refused before any run is created."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.option = option
+
+
+@dataclass(frozen=True)
+class ReplayOption:
+    """One option a format's replay takes, spelt as the format spells it."""
+
+    name: str
+    default: Any
+    #: the values it accepts, in words ("a boolean")
+    expects: str
+    #: what it does, one line (the form's label, the API schema's description)
+    help: str
+    #: whether a value is one it accepts
+    accepts: Callable[[Any], bool]
+    #: the API schema of its value (JSON Schema)
+    schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "boolean"})
+
+
+def is_boolean(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def json_words(value: Any) -> str:
+    """A JSON value in words, for a refusal: its type and, when short, itself."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        kind = "a boolean"
+    elif isinstance(value, int | float):
+        kind = "a number"
+    elif isinstance(value, str):
+        kind = "a string"
+    elif isinstance(value, list):
+        kind = "an array"
+    else:
+        kind = "an object"
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return kind
+    return kind if len(text) > 60 else f"{kind} ({text})"
+
+
+def replay_options(fmt: Any, given: Any) -> dict[str, Any]:
+    """The options a replay of ``fmt`` runs with: each option the format declares, the given
+    value or its default; ``{}`` for a format that declares none. ``given`` is what a request
+    sent (None or ``{}``: the defaults). Raises :class:`OptionError` for anything that is not
+    an object of the format's own option names to values it accepts; and a format's
+    ``check_options(resolved)``, if it has one, refuses combinations."""
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise OptionError(OPTIONS_NOT_AN_OBJECT.format(observed=json_words(given)))
+    declared: Sequence[ReplayOption] = getattr(fmt, "replay_options", ()) if fmt else ()
+    if not declared:
+        if given:
+            label = getattr(fmt, "label", "this format")
+            raise OptionError(
+                OPTIONS_NONE.format(
+                    label=label[:1].upper() + label[1:],
+                    format=getattr(fmt, "name", "unregistered"),
+                    names=", ".join(sorted(str(k) for k in given)),
+                ),
+                option=str(next(iter(sorted(given, key=str)))),
+            )
+        return {}
+    by_name = {option.name: option for option in declared}
+    for name in given:
+        if name not in by_name:
+            raise OptionError(
+                OPTION_UNKNOWN.format(
+                    name=name, label=fmt.label, format=fmt.name, names=", ".join(by_name)
+                ),
+                option=str(name),
+            )
+    resolved = {}
+    for option in declared:
+        value = given.get(option.name, option.default)
+        if not option.accepts(value):
+            raise OptionError(
+                OPTION_BAD_VALUE.format(
+                    name=option.name, expects=option.expects, observed=json_words(value)
+                ),
+                option=option.name,
+            )
+        resolved[option.name] = value
+    check = getattr(fmt, "check_options", None)
+    if check is not None:
+        check(resolved)
+    return resolved
 
 
 class FormatRegistry:

@@ -1,4 +1,5 @@
-"""``manage.py replay (TRACE_ID or PATH) [--mode M] [--json]``: a governed replay.
+"""``manage.py replay (TRACE_ID or PATH) [--mode M] [--option NAME=VALUE]... [--json]``: a
+governed replay.
 
 contracts.md §4: ``--json`` prints exactly the report; exit 0 for ``ok``, 1 for any other
 status, 2 for usage errors. A file is ingested first. Every replay goes through
@@ -14,6 +15,13 @@ roles the ledger records for them, as for the pages and the API (production need
 admin together); a refusal prints ``REQUEST_ROLE: ...`` on stderr and exits 1. Without
 ``--user`` the command acts as the system: the REPLAY_REQUEST's actor is ``system:cli`` and
 its payload says ``"acting_as": "system"``.
+
+``--option NAME=VALUE`` (repeatable) sets one of the format's replay options, VALUE as JSON:
+a Verist snapshot's ``validate``, ``strictOutput`` and ``captureArtifacts`` (``--option
+validate=false --option captureArtifacts='{"hashOnly": true}'``). An option the format does
+not take, a value it does not accept, or an option given with ``--resume`` (a resumed run
+keeps the options of the run it resumes) is a usage error, exit 2, before anything is stored
+or appended. The run records the options it used.
 """
 
 from __future__ import annotations
@@ -39,11 +47,45 @@ from governance.services import (
 from replay import engine
 from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.errors import ReplayError
+from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
 from replay.selectors import trace_by_sha256, trace_by_trace_id
-from replay.services import contextos_inputs_beside, is_contextos_file, trace_ingest
+from replay.services import (
+    contextos_inputs_beside,
+    is_contextos_file,
+    replay_options_for_file,
+    trace_ingest,
+)
 
 CLI_ACTOR = CLI_SYSTEM_ACTOR
+OPTION_SPELLING = (
+    "--option {given!r}: expected NAME=VALUE with VALUE as JSON, e.g. validate=false or "
+    'captureArtifacts={{"hashOnly": true}}'
+)
+OPTION_TWICE = "--option {name} is given twice"
+OPTION_WITH_RESUME = (
+    "--option cannot be given with --resume: the resumed run keeps the options of the run "
+    "it resumes"
+)
+
+
+def options_parse(given: list[str] | None) -> dict[str, Any] | None:
+    """The ``--option NAME=VALUE`` arguments as an object (None when there are none)."""
+    if not given:
+        return None
+    options: dict[str, Any] = {}
+    for item in given:
+        name, sep, text = item.partition("=")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise CommandError(OPTION_SPELLING.format(given=item), returncode=2)
+        if name in options:
+            raise CommandError(OPTION_TWICE.format(name=name), returncode=2)
+        options[name] = value
+    return options
 
 
 def refused_report(*, trace: Any, mode: str, error: ReplayError) -> dict[str, Any]:
@@ -86,15 +128,28 @@ class Command(BaseCommand):
             default=None,
             help="who asks, with their roles per the ledger (default: the system, so named)",
         )
+        parser.add_argument(
+            "--option",
+            action="append",
+            metavar="NAME=VALUE",
+            dest="replay_options",
+            help="one of the format's replay options, VALUE as JSON (repeatable); a Verist "
+            "snapshot's: validate, strictOutput, captureArtifacts",
+        )
         add_workers_argument(parser)
 
     def handle(self, *args, **options):
         with refusals_exit_1(self.stderr):
             self._handle(*args, **options)
 
-    def _handle(self, *args, target, mode, as_json, resume, user, workers, **options):
+    def _handle(
+        self, *args, target, mode, as_json, resume, user, workers, replay_options, **options
+    ):
         actor = None if user is None else user_named(user)
+        chosen = options_parse(replay_options)
         if resume is not None:
+            if chosen is not None:
+                raise CommandError(OPTION_WITH_RESUME, returncode=2)
             self._resume(target, resume, actor, as_json, workers)
             return
         trace = None
@@ -106,6 +161,10 @@ class Command(BaseCommand):
             if not path.is_file():
                 raise CommandError(f"{target}: neither a stored trace id nor a file", returncode=2)
             actor_require(actor=actor, action=roles.UPLOAD)
+            try:
+                replay_options_for_file(path=path, options=chosen)
+            except OptionError as exc:
+                raise CommandError(exc.message, returncode=2) from None
             try:
                 # a ContextOS trace's pinned pack and KG snapshot come from its directory
                 inputs = contextos_inputs_beside(path) if is_contextos_file(path) else None
@@ -120,9 +179,17 @@ class Command(BaseCommand):
             except ReplayError as exc:
                 self._emit(refused_report(trace=None, mode=mode, error=exc), as_json)
                 sys.exit(1)
-        run = replay_request(
-            trace=trace, mode=mode, actor=actor, actor_label=CLI_ACTOR, enqueue=False
-        )
+        try:
+            run = replay_request(
+                trace=trace,
+                mode=mode,
+                actor=actor,
+                actor_label=CLI_ACTOR,
+                enqueue=False,
+                options=chosen,
+            )
+        except OptionError as exc:
+            raise CommandError(exc.message, returncode=2) from None
         self._execute(run, as_json, workers)
 
     def _resume(self, target: str, run_id: str, actor: Any, as_json: bool, workers: int) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from replay.canonical import js_sorted
 from replay.errors import ReplayError
 from replay.formats.contextos.reader import ContextosTrace, _malformed, _object, _string
-from replay.formats.jsonstrict import _DECODER
+from replay.formats.jsonstrict import _DECODER, NumberOutOfRange, out_of_range
 from replay.signatures import KeyRing
 from replay.signatures import verify as verify_signature
 
@@ -74,7 +74,10 @@ def parse_input(data: bytes, where: str) -> Pack | KgSnapshot:
     if len(data) > MAX_INPUT_BYTES:
         raise _malformed(f"{where}: larger than {MAX_INPUT_BYTES} bytes")
     try:
-        doc = _DECODER.decode(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        doc = _DECODER.decode(text)
+    except NumberOutOfRange:
+        raise out_of_range(text, where) from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _malformed(f"{where}: not a JSON pack or KG snapshot ({exc})") from None
     doc = _object(doc, where)

@@ -24,13 +24,16 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from replay import errors
+from replay.diff import pointer_join
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import (
     _DECODER,
     _SURROGATE_ESCAPE,
     BOM,
     NOT_PROVEN,
+    NumberOutOfRange,
     _refuse_lone_surrogates,
+    out_of_range,
     parse_compact,
 )
 
@@ -96,6 +99,10 @@ class _Reader:
         self.read_bytes = 0
         self._first = True
         self.batch_misses = 0
+        # where buf starts in the document: lines before it, characters since the last
+        # newline before it (a refusal names a line and column of the whole text)
+        self.lines_before = 0
+        self.column_before = 0
 
     def fill(self) -> bool:
         if self.eof:
@@ -119,6 +126,12 @@ class _Reader:
             self.buf += text  # the decoder's last characters, if any; positions stay valid
             return False
         if self.pos > _CHUNK:
+            newlines = self.buf.count("\n", 0, self.pos)
+            if newlines:
+                self.lines_before += newlines
+                self.column_before = self.pos - (self.buf.rfind("\n", 0, self.pos) + 1)
+            else:
+                self.column_before += self.pos
             self.buf = self.buf[self.pos :]
             self.pos = 0
         self.buf += text
@@ -142,8 +155,16 @@ class _Reader:
         self.pos += 1
         return ch
 
-    def value(self, what: str) -> tuple[Any, int]:
-        """The next JSON value and how many characters it took."""
+    def place(self, index: int) -> tuple[int, int]:
+        """The line and column (1-based, in characters) of ``buf[index]`` in the document."""
+        newline = self.buf.rfind("\n", 0, index)
+        line = self.lines_before + self.buf.count("\n", 0, index) + 1
+        column = index - newline if newline != -1 else self.column_before + index + 1
+        return line, column
+
+    def value(self, what: str, pointer: str = "") -> tuple[Any, int]:
+        """The next JSON value and how many characters it took (``pointer``: where the value
+        is in the document, for a refusal)."""
         self.skip_ws()
         if _orjson is not None:
             fast = self._proven_value()
@@ -154,6 +175,10 @@ class _Reader:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
             except RecursionError:
                 raise _malformed(f"{self.where}: {what} nests too deeply") from None
+            except NumberOutOfRange:
+                raise out_of_range(
+                    self.buf, self.where, start=self.pos, pointer=pointer, place=self.place
+                ) from None
             except json.JSONDecodeError as exc:
                 # cut off by the end of the buffer (an unterminated string names its start)
                 cut = exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated")
@@ -592,7 +617,7 @@ def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
                 if key == "tool_envelopes":
                     _read_envelopes(reader, envelopes)
                 else:
-                    head[key], _ = reader.value(key)
+                    head[key], _ = reader.value(key, pointer_join([key]))
                 if reader.expect(",}", "',' or '}'") == "}":
                     break
         if reader.skip_ws() != "":
@@ -622,7 +647,7 @@ def _read_envelopes(reader: _Reader, envelopes: Envelopes) -> None:
             envelopes.extend(items, size)
         else:
             index = envelopes.count
-            item, size = reader.value(f"tool_envelopes[{index}]")
+            item, size = reader.value(f"tool_envelopes[{index}]", f"/tool_envelopes/{index}")
             envelopes.append(_check_envelope(item, index), size)
         if reader.expect(",]", "',' or ']' in tool_envelopes") == "]":
             return
