@@ -49,18 +49,21 @@ class ContextosReport(ReplayReport):
 
 
 def new_report(trace_id: str | None, mode: str = AUDIT) -> ContextosReport:
-    report = ContextosReport(trace_id=trace_id, format=FORMAT, mode=mode)
-    report.contextos = {
-        "status": None,
-        "rule": None,
-        "rule_detail": None,
-        "chain": None,
-        "record_hash": None,
-        "diverged_at": None,
-        "diff": {},
-        "entries": 0,
-    }
-    return report
+    return ContextosReport(
+        trace_id=trace_id,
+        format=FORMAT,
+        mode=mode,
+        contextos={
+            "status": None,
+            "rule": None,
+            "rule_detail": None,
+            "chain": None,
+            "record_hash": None,
+            "diverged_at": None,
+            "diff": {},
+            "entries": 0,
+        },
+    )
 
 
 def refused_report(exc: ReplayError, mode: str = AUDIT) -> ContextosReport:
@@ -107,23 +110,27 @@ def _chain_checks(
         alt = verify_chain(trace, ALTERNATIVE)
         if alt.ok or alt.verified > ref.verified:
             chosen = alt
-    n = 2 * len(trace.envelopes) + 2
+    tools = trace.envelopes.count
+    n = 2 * tools + 2
     try:
         rhash: str | None = _parsed_record_hash(trace.head["decision_record"])
     except CanonicalError:
         rhash = None
-    report.contextos["record_hash"] = rhash
-    report.contextos["entries"] = n
-    report.contextos["rule"] = chosen.rule
-    report.contextos["rule_detail"] = RULES[chosen.rule]
-    report.contextos["chain"] = chosen.verdict()
+    report.contextos.update(
+        record_hash=rhash,
+        entries=n,
+        rule=chosen.rule,
+        rule_detail=RULES[chosen.rule],
+        chain=chosen.verdict(),
+    )
     report.stats["entries"] = n
     fields = list(NEVER_HASHED)
     if chosen.rule == REFERENCE:
         fields += sorted(unprotected)[:MAX_UNPROTECTED]
         if len(unprotected) >= MAX_UNPROTECTED:
             fields.append(f"... (more than {MAX_UNPROTECTED})")
-    fields += [f"/{k}" for k in trace.ignored]
+    if trace.ignored:
+        fields += [f"/{k}" for k in trace.ignored]
     report.unprotected_fields = fields
     record_entry_ok = chosen.ok
     if chosen.ok:
@@ -131,7 +138,7 @@ def _chain_checks(
             Check(
                 "chain",
                 True,
-                f"{n - 1} entries (invoke, {len(trace.envelopes)} tool calls and results) "
+                f"{n - 1} entries (invoke, {tools} tool calls and results) "
                 f"verify under the {chosen.rule} rule: {RULES[chosen.rule]}",
             )
         )
