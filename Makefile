@@ -43,4 +43,4 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .hypothesis
+	rm -rf $(VENV) var .pytest_cache .hypothesis build replay/formats/contextos/_compiled.*.so
