@@ -1,0 +1,422 @@
+"""The report on one reflective log (:func:`verify`, :func:`refused`): the checks in their
+order, the first failure ending the report with its exact code.
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from replay import errors
+from replay.canonical import CanonicalError, mace_v1
+from replay.diff import diff
+from replay.engine import AUDIT, PRODUCTION, SANDBOX, Check, Divergence, ReplayReport
+from replay.errors import ReplayError
+from replay.formats.mace.ids import (
+    EVENT_ID_GENERATOR,
+    SNAPSHOT_GENERATOR,
+    _canonical,
+    _snapshot_provenance,
+    event_id_of,
+)
+from replay.formats.mace.reader import (
+    FORMAT,
+    SCHEMA_VERSION,
+    SNAPSHOT_FIELDS,
+    SNAPSHOT_KINDS,
+    Log,
+    check_snapshot,
+    parse_snapshot,
+)
+from replay.formats.mace.signing import (
+    SUBPAYLOAD_SOURCES,
+    _signature_problem,
+    _snapshot_signature,
+    _subpayload_of_parsed,
+    unprotected_fields,
+)
+from replay.signatures import KeyRing
+
+CHECK_ORDER = (
+    "format",
+    "halts",
+    "required_snapshots",
+    "snapshots",
+    "event_ids",
+    "immutable_subpayload",
+    "signature",
+    "replayable",
+    "persisted_outputs",
+)
+
+
+def _report(mode: str, log: Log | None = None) -> ReplayReport:
+    trace_id = None
+    if log is not None:
+        trace_id = str(log.document.get("log_id"))[:64]
+    report = ReplayReport(trace_id=trace_id, format=FORMAT, mode=mode)
+    report.authoritative = mode != SANDBOX  # contracts §3: a sandbox result never is
+    if log is not None:
+        report.unprotected_fields = unprotected_fields(log.document)
+    return report
+
+
+def refused(exc: ReplayError, *, mode: str = AUDIT) -> ReplayReport:
+    report = _report(mode)
+    report.checks.append(Check("format", False, exc.message))
+    return report.fail(
+        exc.code, exc.message, broke_at=exc.broke_at, expected=exc.expected, observed=exc.observed
+    )
+
+
+def _fail(
+    report: ReplayReport,
+    check: str,
+    code: str,
+    message: str,
+    *,
+    broke_at: Any = None,
+    expected: Any = None,
+    observed: Any = None,
+) -> ReplayReport:
+    report.checks.append(Check(check, False, message))
+    return report.fail(code, message, broke_at=broke_at, expected=expected, observed=observed)
+
+
+SnapshotSource = Callable[[str, str], "bytes | dict[str, Any] | None"]
+
+
+def verify(
+    log: Log,
+    *,
+    snapshot_source: SnapshotSource,
+    keys: KeyRing | None,
+    mode: str = AUDIT,
+    at: datetime | None = None,
+    halted_check: Check | None = None,
+    continue_past: frozenset[int] = frozenset(),
+) -> ReplayReport:
+    """The report on one reflective log. ``snapshot_source(kind, snapshot_id)`` gives the
+    snapshot file (bytes, or an already parsed document) or None when it is not there.
+    ``continue_past``: iterations whose divergence an approved force-continue lets the
+    verification go past (the result is then non-authoritative). Never raises
+    ``ReplayError``."""
+    doc = log.document
+    report = _report(mode, log)
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    iterations = doc["iteration_trace"]
+    report.stats = {"iterations": len(iterations), "events": len(doc.get("event_refs") or [])}
+    report.checks.append(
+        Check(
+            "format",
+            True,
+            f"a MACE reflective log (schema {version}) of job {doc['job_id']!r}: "
+            f"{len(iterations)} iterations",
+        )
+    )
+    if halted_check is not None:
+        report.checks.append(halted_check)
+
+    # required snapshots (§6 step 2): ids present, files present
+    ids = log.snapshot_ids
+    report.snapshot_ids = [str(ids[k]) for k in SNAPSHOT_KINDS if ids[k]]
+    absent = [SNAPSHOT_FIELDS[k] for k in SNAPSHOT_KINDS if not ids[k]]
+    if absent:
+        message = f"the log names no {', '.join(absent)}"
+        report.missing = absent
+        return _fail(
+            report, "required_snapshots", errors.MISSING_SNAPSHOT, message, broke_at=absent[0]
+        )
+    raw: dict[str, Any] = {}
+    for kind in SNAPSHOT_KINDS:
+        sid = str(ids[kind])
+        data = snapshot_source(kind, sid)
+        if data is None:
+            report.missing.append(f"{kind}:{sid}")
+        else:
+            raw[kind] = data
+    if report.missing:
+        kind, sid = report.missing[0].split(":", 1)
+        message = (
+            f"{SNAPSHOT_FIELDS[kind]}: snapshot file {sid}.json is not there "
+            f"({len(report.missing)} of {len(SNAPSHOT_KINDS)} missing: "
+            f"{', '.join(m.split(':')[0] for m in report.missing)})"
+        )
+        return _fail(
+            report,
+            "required_snapshots",
+            errors.MISSING_SNAPSHOT,
+            message,
+            broke_at=SNAPSHOT_FIELDS[kind],
+            expected=f"{sid}.json",
+        )
+    report.checks.append(
+        Check("required_snapshots", True, f"all {len(SNAPSHOT_KINDS)} snapshot files present")
+    )
+
+    # snapshots: parse, id provenance (§5), signature (§1)
+    # every file is checked (the ones that verify are kept, to be stored); the first
+    # problem in kind order is the report's
+    first: tuple[str, str, Any, Any, Any] | None = None
+    for kind in SNAPSHOT_KINDS:
+        sid = ids[kind]
+        where = (kind, sid)
+        try:
+            if type(raw[kind]) is dict:
+                snap = check_snapshot(raw[kind], where=where)
+            else:
+                snap = parse_snapshot(raw[kind], where=where)
+        except ReplayError as exc:
+            first = first or (exc.code, exc.message, f"{kind}_snapshot", exc.expected, exc.observed)
+            continue
+        body_bytes = _canonical(snap["body"], kind)
+        problem = _snapshot_provenance(kind, sid, snap, body_bytes)
+        if problem is None:
+            problem = _snapshot_signature(kind, snap, body_bytes, keys=keys, at=at)
+        if problem is None:
+            # only a file whose id recomputes and whose signature verifies may be stored:
+            # the store keeps the first body of an id, so a badly signed copy kept first
+            # would fail every later log that names the id
+            log.snapshots[kind] = snap
+        first = first or problem
+    if first is not None:
+        code, message, broke_at, expected, observed = first
+        return _fail(
+            report,
+            "snapshots",
+            code,
+            message,
+            broke_at=broke_at,
+            expected=expected,
+            observed=observed,
+        )
+    report.checks.append(
+        Check(
+            "snapshots",
+            True,
+            "every snapshot id recomputes from its body (" + SNAPSHOT_GENERATOR + ") and "
+            "its signature verifies",
+        )
+    )
+
+    # event ids (§5) and their order (§4)
+    refs = doc.get("event_refs") or []
+    previous = None
+    for i, ref in enumerate(refs):
+        seq = ref["sequence_index"]
+        if previous is not None and seq <= previous:
+            message = (
+                f"event_refs[{i}].sequence_index: {seq} does not follow {previous} "
+                "(events are ordered by sequence_index)"
+            )
+            return _fail(
+                report,
+                "event_ids",
+                errors.INTEGRITY_FAILURE,
+                message,
+                broke_at=seq,
+                expected=f"> {previous}",
+                observed=str(seq),
+            )
+        previous = seq
+        expected = event_id_of(doc["job_seed"], seq, ref["event_type"])
+        if ref["event_id"] != expected:
+            message = (
+                f"event_refs[{i}].event_id: does not recompute as {EVENT_ID_GENERATOR} "
+                f"(sequence_index {seq}, {ref['event_type']})"
+            )
+            return _fail(
+                report,
+                "event_ids",
+                errors.INTEGRITY_FAILURE,
+                message,
+                broke_at=seq,
+                expected=expected,
+                observed=ref["event_id"],
+            )
+    report.checks.append(
+        Check("event_ids", True, f"{len(refs)} event ids recompute as {EVENT_ID_GENERATOR}")
+    )
+
+    # the immutable sub-payload is the one the log's fields give
+    recorded = doc["immutable_subpayload"]
+    derived = _subpayload_of_parsed(doc)
+    for key, path in SUBPAYLOAD_SOURCES.items():
+        if key not in recorded or (
+            recorded[key] != derived[key]
+            and _canonical(recorded[key], key) != _canonical(derived[key], key)
+        ):
+            message = (
+                f"immutable_subpayload.{key}: the signed value is not the log's {'.'.join(path)}"
+            )
+            return _fail(
+                report,
+                "immutable_subpayload",
+                errors.INTEGRITY_FAILURE,
+                message,
+                broke_at=f"immutable_subpayload.{key}",
+                expected=_text(derived[key]),
+                observed=_text(recorded[key]) if key in recorded else None,
+            )
+    extra = (
+        []
+        if len(recorded) == len(SUBPAYLOAD_SOURCES)
+        else sorted(set(recorded) - set(SUBPAYLOAD_SOURCES))
+    )
+    report.checks.append(
+        Check(
+            "immutable_subpayload",
+            True,
+            "log_id, percept.text, final_output.text and router_decision.decision_id are "
+            "the signed values" + (f" (also signed: {', '.join(extra)})" if extra else ""),
+        )
+    )
+
+    # the log's signature
+    problem = _signature_problem(
+        what="signature",
+        value=doc["signature"],
+        key_id=doc["signature_key_id"],
+        payload=recorded,
+        keys=keys,
+        at=at,
+    )
+    if problem is not None:
+        return _fail(
+            report,
+            "signature",
+            problem.code,
+            problem.message,
+            broke_at="signature",
+            expected=problem.expected,
+            observed=problem.observed,
+        )
+    report.checks.append(
+        Check(
+            "signature",
+            True,
+            f"HMAC-SHA256 by {doc['signature_key_id']} over the immutable sub-payload verifies",
+        )
+    )
+
+    # REPLAYABLE (§9): what the console finds, against what the log claims
+    persisted = _persisted(doc)
+    unpersisted = [
+        it["iteration_id"]
+        for it in iterations
+        if it.get("agent_output_id") is not None and it["agent_output_id"] not in persisted
+    ]
+    report.replayable = not unpersisted
+    report.missing = [f"agent_output:{it}" for it in unpersisted]
+    claimed = doc["REPLAYABLE"]
+    if claimed and unpersisted:
+        message = (
+            f"REPLAYABLE: the log says true, but the agent output of iteration "
+            f"{unpersisted[0]} was not persisted ({len(unpersisted)} missing)"
+        )
+        return _fail(
+            report,
+            "replayable",
+            errors.MISSING_PERSISTED_AGENT_OUTPUT,
+            message,
+            broke_at="REPLAYABLE",
+            expected="false",
+            observed="true",
+        )
+    if report.replayable:
+        note = f"REPLAYABLE: {str(claimed).lower()}; every agent output is persisted"
+        if not claimed:
+            note += " (the log understates it)"
+    else:
+        note = (
+            f"REPLAYABLE: false, as the log says: {len(unpersisted)} agent outputs were not "
+            "persisted (production replay refuses it)"
+        )
+    report.checks.append(Check("replayable", True, note))
+
+    # persisted agent outputs (§6 step 8, production)
+    if mode == PRODUCTION:
+        for i, it in enumerate(iterations):
+            oid = it.get("agent_output_id")
+            if oid is None:
+                continue
+            if oid not in persisted:
+                message = (
+                    f"iteration_trace[{i}] ({it['iteration_id']}): agent output {oid} was "
+                    "not persisted; production replay never calls a live agent"
+                )
+                return _fail(
+                    report,
+                    "persisted_outputs",
+                    errors.MISSING_PERSISTED_AGENT_OUTPUT,
+                    message,
+                    broke_at=it["iteration_id"],
+                    expected=oid,
+                )
+            entries = diff(it.get("agent_output"), persisted[oid].get("output"))
+            if entries:
+                approved = i in continue_past
+                here = [
+                    Divergence(
+                        i,
+                        it["iteration_id"],
+                        f"/iteration_trace/{i}/agent_output" + e.path,
+                        e.before,
+                        e.after,
+                        force_continued=approved,
+                    )
+                    for e in entries
+                ]
+                report.divergences += here
+                if approved:
+                    report.force_continued = True
+                    report.authoritative = False
+                    continue
+                first = here[0]
+                message = (
+                    f"iteration_trace[{i}] ({it['iteration_id']}): the recorded agent output "
+                    f"differs from persisted output {oid} at {first.path}"
+                )
+                return _fail(
+                    report,
+                    "persisted_outputs",
+                    errors.REPLAY_DIVERGENCE,
+                    message,
+                    broke_at=i,
+                    expected=_text(first.after),
+                    observed=_text(first.before),
+                )
+        note = "every agent output equals its persisted copy"
+        if report.force_continued:
+            note = (
+                "every agent output equals its persisted copy, but for the iterations "
+                "force-continued past an approved divergence (non-authoritative)"
+            )
+        report.checks.append(Check("persisted_outputs", True, note))
+    report.message = (
+        f"MACE log {doc['log_id']} verifies: signature, {len(SNAPSHOT_KINDS)} snapshots, "
+        f"{len(refs)} event ids"
+    )
+    return report
+
+
+def _persisted(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for entry in doc.get("agent_outputs") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("agent_output_id"), str):
+            out[entry["agent_output_id"]] = entry
+    return out
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    try:
+        return mace_v1(value).decode()
+    except CanonicalError:
+        return repr(value)
