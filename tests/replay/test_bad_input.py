@@ -463,6 +463,7 @@ def test_a_sealed_message_whose_header_cannot_be_written_leaves_no_spool_open(mo
     import tempfile
 
     from replay.formats import native
+    from replay.formats.native import seal as native_seal
 
     made = []
     real = tempfile.SpooledTemporaryFile
@@ -471,7 +472,7 @@ def test_a_sealed_message_whose_header_cannot_be_written_leaves_no_spool_open(mo
         made.append(real(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(native.tempfile, "SpooledTemporaryFile", tracked)
+    monkeypatch.setattr(native_seal.tempfile, "SpooledTemporaryFile", tracked)
     header = {
         "format": "replay-trace",
         "schema_version": 1,
