@@ -50,6 +50,10 @@ def _parse_line(
     return obj, proven
 
 
+def _long_line(lineno: int, limit: int) -> ReplayError:
+    return _malformed(f"line {lineno}: longer than {limit} bytes; refused before reading it")
+
+
 def _blank_lines(lineno: int, limit: int) -> ReplayError:
     return _malformed(
         f"line {lineno}: more than {limit} blank lines; refused (padding, not records)"
@@ -73,9 +77,7 @@ def _serial_rows(stream: IO[bytes], limits: Limits) -> Iterator[Row]:
         lineno += 1
         line = readline(max_line + 1)
         if len(line) > max_line:
-            raise _malformed(
-                f"line {lineno}: longer than {max_line} bytes; refused before reading it"
-            )
+            raise _long_line(lineno, max_line)
         if not line:
             return
         if line[0] in _WHITESPACE and not line.strip():

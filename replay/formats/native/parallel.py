@@ -23,7 +23,13 @@ from replay.formats.native.hashing import (
     output_hash_of,
     sealed_event_bytes,
 )
-from replay.formats.native.lines import _WHITESPACE, _bad_kind, _blank_lines, _parse_line
+from replay.formats.native.lines import (
+    _WHITESPACE,
+    _bad_kind,
+    _blank_lines,
+    _long_line,
+    _parse_line,
+)
 from replay.formats.native.schema import (
     _expect,
     _malformed,
@@ -273,9 +279,7 @@ def _chunked_rows(stream: IO[bytes], limits: Limits, job_seed: str, workers: int
                 lineno += 1
                 line = readline(max_line + 1)
                 if len(line) > max_line:
-                    raise _malformed(
-                        f"line {lineno}: longer than {max_line} bytes; refused before reading it"
-                    )
+                    raise _long_line(lineno, max_line)
                 if not line:
                     state["done"] = True
                     break

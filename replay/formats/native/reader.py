@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 from replay.formats.jsonstrict import check_shape, loads_strict
-from replay.formats.native.lines import _serial_rows
+from replay.formats.native.lines import _long_line, _serial_rows
 from replay.formats.native.parallel import _chunked_rows
 from replay.formats.native.schema import (
     DOCUMENT_KEYS,
@@ -224,9 +224,7 @@ def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> Nativ
 def _read_line(stream: IO[bytes], limits: Limits, lineno: int) -> bytes:
     line = stream.readline(limits.max_line_bytes + 1)
     if len(line) > limits.max_line_bytes:
-        raise _malformed(
-            f"line {lineno}: longer than {limits.max_line_bytes} bytes; refused before reading it"
-        )
+        raise _long_line(lineno, limits.max_line_bytes)
     return line
 
 
