@@ -1,5 +1,5 @@
 """Trace formats, one module each, all behind one interface (`protocol.TraceFormat`) and one
-registry (`formats()`): the native "replay-trace" (`native.py`), a Paxman ExecutionArtifact
+registry (`formats()`): the native "replay-trace" (`native/`), a Paxman ExecutionArtifact
 (`paxman.py`) and an AHD replay sidecar (`ahd.py`), adapted in `builtin.py`; installed
 packages add formats through the entry-point group `replay_console.formats`.
 

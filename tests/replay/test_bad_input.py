@@ -173,6 +173,35 @@ def test_it_refuses_a_100_mb_string_in_a_jsonl_record_before_reading_it(refuse, 
     assert message == "line 2: longer than 33554432 bytes; refused before reading it"
 
 
+def _read_whole(data: bytes, limits: native.Limits, read: str) -> None:
+    trace = native.open_native(io.BytesIO(data), "t.trace.jsonl", limits)
+    if read == "records":
+        list(trace.records())
+    else:
+        list(trace.rows(2 if read == "rows in workers" else 1))
+
+
+@pytest.mark.parametrize("read", ["header", "records", "rows", "rows in workers"])
+def test_every_jsonl_reader_refuses_a_line_past_the_limit_by_its_number(read):
+    lines = golden("ok.trace.jsonl").read_bytes().splitlines(keepends=True)
+    limit = max(len(line) for line in lines)
+    if read == "header":
+        limit = len(lines[0]) - 1
+    else:
+        lines[2] = lines[2].replace(b'"payload":{', b'"payload":{"text":"%s",' % (b"x" * limit), 1)
+    data = b"".join(lines)
+    limits = native.Limits(max_line_bytes=limit)
+
+    with pytest.raises(ReplayError) as refused:
+        _read_whole(data, limits, read)
+
+    assert refused.value.code == MALFORMED_TRACE
+    line = 1 if read == "header" else 3
+    assert refused.value.message == (
+        f"line {line}: longer than {limit} bytes; refused before reading it"
+    )
+
+
 # --- the wrong type at each field ------------------------------------------------------------
 
 # (pointer into the document, a value of the wrong type, the message)
@@ -463,6 +492,7 @@ def test_a_sealed_message_whose_header_cannot_be_written_leaves_no_spool_open(mo
     import tempfile
 
     from replay.formats import native
+    from replay.formats.native import seal as native_seal
 
     made = []
     real = tempfile.SpooledTemporaryFile
@@ -471,7 +501,7 @@ def test_a_sealed_message_whose_header_cannot_be_written_leaves_no_spool_open(mo
         made.append(real(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(native.tempfile, "SpooledTemporaryFile", tracked)
+    monkeypatch.setattr(native_seal.tempfile, "SpooledTemporaryFile", tracked)
     header = {
         "format": "replay-trace",
         "schema_version": 1,

@@ -13,6 +13,7 @@ import pytest
 
 from replay import engine
 from replay.formats import native
+from replay.formats.native import parallel as native_parallel
 from replay.recorder import record
 from replay.registry import default_registry
 from replay.runtime import RecordOptions
@@ -79,11 +80,18 @@ def report_of(data: bytes, workers: int) -> dict:
 
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch):
-    monkeypatch.setattr(native, "_CHUNK_LINES", CHUNK)
+    monkeypatch.setattr(native_parallel, "_CHUNK_LINES", CHUNK)
 
 
 def test_the_trace_spans_many_chunks():
     assert len(lines()) > 30 * CHUNK
+
+
+def test_the_reader_hands_out_chunks_of_chunk_lines():
+    trace = native.open_native(io.BytesIO(b"".join(lines())), "t.trace.jsonl")
+    runs = [len(row[1]) for row in trace.rows(1) if row[0] == "events"]
+    assert max(runs) == CHUNK  # no run of events spans two chunks
+    assert len(runs) > 30
 
 
 @pytest.mark.parametrize("name", list(variants()))
