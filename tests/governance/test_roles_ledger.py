@@ -130,8 +130,18 @@ class TestGrantsNeedTheCouncil:
         assert (grant.state, grant.roles, grant.requested_by) == ("pending", ["council"], bob)
         event = grant.request_event
         assert (event.type, event.code, event.actor_id) == (codes.ROLE_GRANT_REQUEST, 702, bob.pk)
-        assert event.payload["grant"] == ["council"]
-        assert event.payload["username"] == "nina"
+        assert event.payload == {
+            "request_id": str(grant.id),
+            "user_id": nina.pk,
+            "username": "nina",
+            "grant": ["council"],
+            "requested_by": "bob",
+            "reason": "elected",
+            "expires_at": signing.format_time(grant.expires_at),
+            "council_required": 2,
+            "deny_threshold": 1,
+        }
+        assert event.idempotency_key == f"role-grant-request:{grant.id}"
         assert membership.roles_held(User.objects.get(pk=nina.pk)) == {"viewer"}
 
     def test_a_council_quorum_makes_the_grant_take_effect(self, council):
