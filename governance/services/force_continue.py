@@ -16,7 +16,12 @@ from governance import roles as matrix
 from governance.models import Approval, ForceContinueRequest, GovernanceEvent
 from governance.services.actors import actor_require
 from governance.services.replays import _enqueue, _replay_request
-from governance.services.votes import _council_vote_record, _expiry, _request_decide
+from governance.services.votes import (
+    _council_vote_record,
+    _expiry,
+    _request_decide,
+    _request_file,
+)
 from replay import errors
 from replay.models import ReplayRun
 
@@ -101,25 +106,18 @@ def force_continue_request_file(
         expires_at=expires_at,
         created_at=now,
     )
-    request.request_event = ledger.append(
+    return _request_file(
+        request,
         event_type=codes.FORCE_CONTINUE_REQUEST,
-        payload={
-            "request_id": str(request.id),
+        idempotency_key=f"force-continue-request:{request.id}",
+        subject={
             "run_id": str(run.id),
             "trace_id": run.trace.trace_id,
             "step": step,
             "divergence_digest": request.divergence_digest,
-            "reason": request.reason,
-            "expires_at": signing.format_time(expires_at),
-            "admins_required": 1,
-            "council_required": conf.council_quorum(),
-            "deny_threshold": conf.deny_threshold(),
         },
-        actor=actor,
-        idempotency_key=f"force-continue-request:{request.id}",
+        admins_required=1,
     )
-    request.save(force_insert=True)
-    return request
 
 
 def force_continue_payload_for(

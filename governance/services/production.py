@@ -10,11 +10,16 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, membership, selectors, signing
+from governance import codes, council, ledger, membership, selectors, signing
 from governance import roles as matrix
 from governance.models import Approval, ProductionReplayRequest
 from governance.services.replays import _enqueue, _replay_request
-from governance.services.votes import _council_vote_record, _expiry, _request_decide
+from governance.services.votes import (
+    _council_vote_record,
+    _expiry,
+    _request_decide,
+    _request_file,
+)
 from replay.models import Trace
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -91,24 +96,17 @@ def production_replay_request_file(
         expires_at=expires_at,
         created_at=now,
     )
-    request.request_event = ledger.append(
+    return _request_file(
+        request,
         event_type=codes.PRODUCTION_REPLAY_REQUEST,
-        payload={
-            "request_id": str(request.id),
+        idempotency_key=f"production-replay-request:{request.id}",
+        subject={
             "trace_id": trace.trace_id,
             "trace_sha256": trace.blob.sha256,
             "mode": "production",
             "requested_by": actor.get_username(),
-            "reason": request.reason,
-            "expires_at": signing.format_time(expires_at),
-            "council_required": conf.council_quorum(),
-            "deny_threshold": conf.deny_threshold(),
         },
-        actor=actor,
-        idempotency_key=f"production-replay-request:{request.id}",
     )
-    request.save(force_insert=True)
-    return request
 
 
 def production_replay_payload_for(

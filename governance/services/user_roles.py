@@ -10,10 +10,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, membership, selectors, signing
+from governance import codes, council, ledger, membership, selectors, signing
 from governance import roles as matrix
 from governance.models import Approval, GovernanceEvent, RoleGrantRequest
-from governance.services.votes import _council_vote_record, _expiry, _request_decide
+from governance.services.votes import (
+    _council_vote_record,
+    _expiry,
+    _request_decide,
+    _request_file,
+)
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
 ROLE_UNKNOWN_MESSAGE = "{role!r} is not a role (the roles are {roles})"
@@ -170,24 +175,17 @@ def _role_grant_file(*, actor: Any, user: Any, grant: set[str], reason: str) -> 
         expires_at=expires_at,
         created_at=now,
     )
-    request.request_event = ledger.append(
+    return _request_file(
+        request,
         event_type=codes.ROLE_GRANT_REQUEST,
-        payload={
-            "request_id": str(request.id),
+        idempotency_key=f"role-grant-request:{request.id}",
+        subject={
             "user_id": user.pk,
             "username": user.get_username(),
             "grant": sorted(grant),
             "requested_by": actor.get_username(),
-            "reason": request.reason,
-            "expires_at": signing.format_time(expires_at),
-            "council_required": conf.council_quorum(),
-            "deny_threshold": conf.deny_threshold(),
         },
-        actor=actor,
-        idempotency_key=f"role-grant-request:{request.id}",
     )
-    request.save(force_insert=True)
-    return request
 
 
 def role_grant_payload_for(

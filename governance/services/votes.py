@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 
@@ -35,6 +35,8 @@ APPROVAL_ROLE_BEFORE_MESSAGE = (
 APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signature}}: {problem}"
 REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
+
+_Request = TypeVar("_Request", bound=CouncilRequest)
 
 
 def _expiry(expires_at: datetime | None, now: datetime) -> datetime:
@@ -273,6 +275,36 @@ def _vote_append(
         created_at=event.created_at,
         **subject,
     )
+
+
+def _request_file(
+    request: _Request,
+    *,
+    event_type: str,
+    idempotency_key: str,
+    subject: Mapping[str, Any],
+    admins_required: int = 0,
+) -> _Request:
+    """File a council request: its signed filing event (the request's ``subject`` fields, its
+    reason and expiry, and what a decision takes: ``admins_required`` when it takes an admin,
+    the council quorum and the deny threshold) and its row."""
+    needs: dict[str, int] = {"admins_required": admins_required} if admins_required else {}
+    request.request_event = ledger.append(
+        event_type=event_type,
+        payload={
+            "request_id": str(request.id),
+            **subject,
+            "reason": request.reason,
+            "expires_at": signing.format_time(request.expires_at),
+            **needs,
+            "council_required": conf.council_quorum(),
+            "deny_threshold": conf.deny_threshold(),
+        },
+        actor=request.requested_by,
+        idempotency_key=idempotency_key,
+    )
+    request.save(force_insert=True)
+    return request
 
 
 def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) -> None:
