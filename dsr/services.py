@@ -414,25 +414,29 @@ def legal_request_approve(
     was opened."""
     request = _locked(request)
     approval_refusal(request=request, purpose=purpose, approver=approver)
-    now = timezone.now()
-    payload, key_id, signature = gov_services._document(document)
-    key = gov_services._signer_key(
-        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
-    )
     subject = f"legal request {request.id}"
-    gov_services._require_subject(
-        payload,
+    payload, key, signature = gov_services._signed_vote(
+        document,
+        approver=approver,
+        now=timezone.now(),
         type_=signing.DSR_APPROVAL_TYPE,
         field="request_id",
         value=str(request.id),
         label="legal request",
         subject=subject,
     )
-    reason = gov_services._require_reason(payload)
-    expected = approval_payload_for(request=request, purpose=purpose, reason=reason)
-    gov_services._compare(payload, expected, subject, chosen=("reason",))
     role = conf.approval_by()
-    gov_services._require_role(approver, role, filed_seq=request.opened_event_id, subject=subject)
+    gov_services._vote_matches(
+        payload,
+        expected=lambda reason: approval_payload_for(
+            request=request, purpose=purpose, reason=reason
+        ),
+        chosen=("reason",),
+        approver=approver,
+        role=role,
+        filed_seq=request.opened_event_id,
+        subject=subject,
+    )
     event = ledger.append(
         event_type=codes.DSR_APPROVAL,
         payload=payload,

@@ -97,7 +97,9 @@ from governance.services.votes import (
     _require_reason,
     _require_role,
     _require_subject,
+    _signed_vote,
     _signer_key,
+    _vote_matches,
 )
 
 __all__ = [
@@ -143,7 +145,9 @@ __all__ = [
     "_require_reason",
     "_require_role",
     "_require_subject",
+    "_signed_vote",
     "_signer_key",
+    "_vote_matches",
     "actor_require",
     "api_token_create",
     "api_token_revoke",

@@ -17,13 +17,10 @@ from governance.models import Approval, ForceContinueRequest, GovernanceEvent
 from governance.services.actors import actor_require
 from governance.services.replays import _enqueue, _replay_request
 from governance.services.votes import (
-    APPROVAL_MALFORMED_MESSAGE,
-    _compare,
+    _council_vote_record,
     _expiry,
-    _require_reason,
-    _require_role,
-    _vote_append,
-    _vote_opened,
+    _request_decide,
+    _request_file,
 )
 from replay import errors
 from replay.models import ReplayRun
@@ -109,25 +106,18 @@ def force_continue_request_file(
         expires_at=expires_at,
         created_at=now,
     )
-    request.request_event = ledger.append(
+    return _request_file(
+        request,
         event_type=codes.FORCE_CONTINUE_REQUEST,
-        payload={
-            "request_id": str(request.id),
+        idempotency_key=f"force-continue-request:{request.id}",
+        subject={
             "run_id": str(run.id),
             "trace_id": run.trace.trace_id,
             "step": step,
             "divergence_digest": request.divergence_digest,
-            "reason": request.reason,
-            "expires_at": signing.format_time(expires_at),
-            "admins_required": 1,
-            "council_required": conf.council_quorum(),
-            "deny_threshold": conf.deny_threshold(),
         },
-        actor=actor,
-        idempotency_key=f"force-continue-request:{request.id}",
+        admins_required=1,
     )
-    request.save(force_insert=True)
-    return request
 
 
 def force_continue_payload_for(
@@ -163,33 +153,15 @@ def approval_record(
         .select_related("run__trace")
         .get(id=request.id)
     )
-    subject = f"request {request.id}"
-    payload, key, signature = _vote_opened(
-        request, approver=approver, document=document, type_=signing.FORCE_CONTINUE_APPROVAL_TYPE
-    )
-    decision, role = payload.get("decision"), payload.get("role")
-    if decision not in signing.DECISIONS or role not in signing.SIGNING_ROLES:
-        raise codes.GovernanceError(
-            codes.APPROVAL_MALFORMED,
-            APPROVAL_MALFORMED_MESSAGE.format(problem="decision or role is not recognised"),
-        )
-    reason = _require_reason(payload)
-    expected = force_continue_payload_for(
-        request=request, decision=str(decision), role=str(role), reason=reason
-    )
-    _compare(payload, expected, subject)
-    _require_role(approver, str(role), filed_seq=request.request_event_id, subject=subject)
-    approval = _vote_append(
-        event_type=codes.FORCE_CONTINUE_APPROVAL,
-        ballots=selectors.force_continue_ballots(request=request),
+    approval = _council_vote_record(
+        request,
         approver=approver,
-        key=key,
-        payload=payload,
-        signature=signature,
-        role=str(role),
-        decision=str(decision),
-        reason=reason,
-        label=subject,
+        document=document,
+        type_=signing.FORCE_CONTINUE_APPROVAL_TYPE,
+        event_type=codes.FORCE_CONTINUE_APPROVAL,
+        payload_for=force_continue_payload_for,
+        ballots=selectors.force_continue_ballots,
+        role=None,  # one admin and the council: the signer names their role
         request=request,
     )
     result = selectors.force_continue_tally(request=request)
@@ -212,20 +184,8 @@ def _force_continue_decide(*, request: ForceContinueRequest, result: council.Tal
         "council": result.council,
         "denials": result.denials,
     }
-    if result.state == council.REJECTED:
-        request.decision_event = ledger.append(
-            event_type=codes.FORCE_CONTINUE_REJECTED,
-            payload=payload,
-            idempotency_key=f"force-continue-decision:{request.id}",
-        )
-        request.state = ForceContinueRequest.State.REJECTED
-    else:
-        request.decision_event = ledger.append(
-            event_type=codes.FORCE_CONTINUE_APPROVED,
-            payload=payload,
-            idempotency_key=f"force-continue-decision:{request.id}",
-        )
-        request.state = ForceContinueRequest.State.APPROVED
+
+    def resume_the_run() -> None:
         request.resumed_run = _replay_request(
             trace=run.trace,
             mode=run.mode,
@@ -237,8 +197,17 @@ def _force_continue_decide(*, request: ForceContinueRequest, result: council.Tal
             options=run.options,
         )
         _enqueue(request.resumed_run)
-    request.decided_at = request.decision_event.created_at
-    request.save(update_fields=["state", "decision_event", "decided_at", "resumed_run"])
+
+    _request_decide(
+        request,
+        result=result,
+        payload=payload,
+        approved=codes.FORCE_CONTINUE_APPROVED,
+        rejected=codes.FORCE_CONTINUE_REJECTED,
+        idempotency_key=f"force-continue-decision:{request.id}",
+        on_approval=resume_the_run,
+        saved=("resumed_run",),
+    )
 
 
 @transaction.atomic(durable=True)

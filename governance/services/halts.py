@@ -20,15 +20,7 @@ from governance.models import (
     GovernanceEvent,
     Halt,
 )
-from governance.services.votes import (
-    _compare,
-    _document,
-    _require_reason,
-    _require_role,
-    _require_subject,
-    _signer_key,
-    _vote_append,
-)
+from governance.services.votes import _signed_vote, _vote_append, _vote_matches
 from replay.models import Trace
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -183,23 +175,25 @@ def halt_clear_approval_record(
             codes.HALT_NOT_ACTIVE, HALT_NOT_ACTIVE_MESSAGE.format(halt=halt_seq)
         )
     subject = f"halt {halt.seq}"
-    now = timezone.now()
-    payload, key_id, signature = _document(document)
-    key = _signer_key(
-        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
-    )
-    _require_subject(
-        payload,
+    payload, key, signature = _signed_vote(
+        document,
+        approver=approver,
+        now=timezone.now(),
         type_=signing.HALT_CLEAR_APPROVAL_TYPE,
         field="halt_seq",
         value=halt.seq,
         label="halt",
         subject=subject,
     )
-    reason = _require_reason(payload)
-    expected = halt_clear_payload_for(halt=halt, reason=reason)
-    _compare(payload, expected, subject, chosen=("reason",))
-    _require_role(approver, signing.ROLE_COUNCIL, filed_seq=None, subject=subject)
+    reason = _vote_matches(
+        payload,
+        expected=lambda reason: halt_clear_payload_for(halt=halt, reason=reason),
+        chosen=("reason",),
+        approver=approver,
+        role=signing.ROLE_COUNCIL,
+        filed_seq=None,
+        subject=subject,
+    )
     approval = _vote_append(
         event_type=codes.HALT_CLEAR_APPROVAL,
         ballots=selectors.halt_ballots(halt_seq=halt.seq),

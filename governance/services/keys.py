@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -26,6 +27,15 @@ SERVER_KEY_UNKNOWN_MESSAGE = "no server signing key {key_id}"
 SERVER_KEY_CURRENT_MESSAGE = "key {key_id} is the current signing key: rotate it first"
 
 
+def _already_revoked(key_id: str, revoked_at: datetime) -> codes.GovernanceError:
+    return codes.GovernanceError(
+        codes.KEY_STATE,
+        KEY_ALREADY_REVOKED_MESSAGE.format(
+            key_id=key_id, revoked_at=signing.format_time(revoked_at)
+        ),
+    )
+
+
 @transaction.atomic(durable=True)
 def signing_key_rotate(*, actor: Any = None, actor_label: str | None = None) -> SigningKey:
     """Retire the current server key and introduce a new one, vouched for by the old one.
@@ -38,30 +48,24 @@ def signing_key_rotate(*, actor: Any = None, actor_label: str | None = None) -> 
     now = timezone.now()
     created_at = max(now, prev.created_at) if prev else now
     old = ledger.server_key_current()
-    if old is None:
-        new, _ = ledger.server_key_create(valid_from=created_at)
-        ledger.insert(
-            prev=prev,
-            event_type=codes.KEY_ADDED,
-            payload=ledger.server_key_payload(new),
-            key=new,
-            created_at=created_at,
-            actor=actor,
-            actor_label=_system_label(actor, actor_label),
-        )
-        return new
     new, _ = ledger.server_key_create(valid_from=created_at)
+    if old is None:  # the first key ever introduces itself
+        event_type, payload, signer = codes.KEY_ADDED, ledger.server_key_payload(new), new
+    else:
+        event_type, signer = codes.KEY_ROTATED, old
+        payload = ledger.server_key_payload(new, new_key_id=new.key_id, old_key_id=old.key_id)
     ledger.insert(
         prev=prev,
-        event_type=codes.KEY_ROTATED,
-        payload=ledger.server_key_payload(new, new_key_id=new.key_id, old_key_id=old.key_id),
-        key=old,
+        event_type=event_type,
+        payload=payload,
+        key=signer,
         created_at=created_at,
         actor=actor,
         actor_label=_system_label(actor, actor_label),
     )
-    old.valid_until = created_at
-    old.save(update_fields=["valid_until"])
+    if old is not None:
+        old.valid_until = created_at
+        old.save(update_fields=["valid_until"])
     return new
 
 
@@ -77,12 +81,7 @@ def signing_key_revoke(
             codes.KEY_STATE, SERVER_KEY_UNKNOWN_MESSAGE.format(key_id=key_id)
         )
     if key.revoked_at is not None:
-        raise codes.GovernanceError(
-            codes.KEY_STATE,
-            KEY_ALREADY_REVOKED_MESSAGE.format(
-                key_id=key_id, revoked_at=signing.format_time(key.revoked_at)
-            ),
-        )
+        raise _already_revoked(key_id, key.revoked_at)
     current = ledger.server_key_current()
     if current is not None and current.pk == key.pk:
         raise codes.GovernanceError(
@@ -167,12 +166,7 @@ def member_key_confirm(*, key: MemberKey, admin: Any) -> MemberKey:
         )
     state = _key_state(key)
     if state.revoked_at is not None:
-        raise codes.GovernanceError(
-            codes.KEY_STATE,
-            KEY_ALREADY_REVOKED_MESSAGE.format(
-                key_id=key.key_id, revoked_at=signing.format_time(state.revoked_at)
-            ),
-        )
+        raise _already_revoked(key.key_id, state.revoked_at)
     if state.confirmed_seq is not None:
         raise codes.GovernanceError(
             codes.KEY_STATE, KEY_ALREADY_CONFIRMED_MESSAGE.format(key_id=key.key_id)
@@ -204,12 +198,7 @@ def member_key_revoke(*, key: MemberKey, actor: Any, reason: str) -> MemberKey:
         )
     state = _key_state(key)
     if state.revoked_at is not None:
-        raise codes.GovernanceError(
-            codes.KEY_STATE,
-            KEY_ALREADY_REVOKED_MESSAGE.format(
-                key_id=key.key_id, revoked_at=signing.format_time(state.revoked_at)
-            ),
-        )
+        raise _already_revoked(key.key_id, state.revoked_at)
     event = ledger.append(
         event_type=codes.KEY_REVOKED,
         payload={

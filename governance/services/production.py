@@ -10,18 +10,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, membership, selectors, signing
+from governance import codes, council, ledger, membership, selectors, signing
 from governance import roles as matrix
 from governance.models import Approval, ProductionReplayRequest
 from governance.services.replays import _enqueue, _replay_request
 from governance.services.votes import (
-    APPROVAL_MALFORMED_MESSAGE,
-    _compare,
+    _council_vote_record,
     _expiry,
-    _require_reason,
-    _require_role,
-    _vote_append,
-    _vote_opened,
+    _request_decide,
+    _request_file,
 )
 from replay.models import Trace
 
@@ -99,24 +96,17 @@ def production_replay_request_file(
         expires_at=expires_at,
         created_at=now,
     )
-    request.request_event = ledger.append(
+    return _request_file(
+        request,
         event_type=codes.PRODUCTION_REPLAY_REQUEST,
-        payload={
-            "request_id": str(request.id),
+        idempotency_key=f"production-replay-request:{request.id}",
+        subject={
             "trace_id": trace.trace_id,
             "trace_sha256": trace.blob.sha256,
             "mode": "production",
             "requested_by": actor.get_username(),
-            "reason": request.reason,
-            "expires_at": signing.format_time(expires_at),
-            "council_required": conf.council_quorum(),
-            "deny_threshold": conf.deny_threshold(),
         },
-        actor=actor,
-        idempotency_key=f"production-replay-request:{request.id}",
     )
-    request.save(force_insert=True)
-    return request
 
 
 def production_replay_payload_for(
@@ -151,36 +141,14 @@ def production_replay_approval_record(
         .select_related("trace__blob", "requested_by")
         .get(id=request.id)
     )
-    subject = f"request {request.id}"
-    payload, key, signature = _vote_opened(
+    approval = _council_vote_record(
         request,
         approver=approver,
         document=document,
         type_=signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
-    )
-    decision = payload.get("decision")
-    if decision not in signing.DECISIONS:
-        raise codes.GovernanceError(
-            codes.APPROVAL_MALFORMED,
-            APPROVAL_MALFORMED_MESSAGE.format(problem="decision is not recognised"),
-        )
-    reason = _require_reason(payload)
-    expected = production_replay_payload_for(request=request, decision=str(decision), reason=reason)
-    _compare(payload, expected, subject, chosen=("decision", "reason"))
-    _require_role(
-        approver, signing.ROLE_COUNCIL, filed_seq=request.request_event_id, subject=subject
-    )
-    approval = _vote_append(
         event_type=codes.PRODUCTION_REPLAY_APPROVAL,
-        ballots=selectors.production_ballots(request=request),
-        approver=approver,
-        key=key,
-        payload=payload,
-        signature=signature,
-        role=signing.ROLE_COUNCIL,
-        decision=str(decision),
-        reason=reason,
-        label=subject,
+        payload_for=production_replay_payload_for,
+        ballots=selectors.production_ballots,
         production=request,
     )
     result = selectors.production_tally(request=request)
@@ -198,17 +166,8 @@ def _production_replay_decide(*, request: ProductionReplayRequest, result: counc
         "council": result.council,
         "denials": result.denials,
     }
-    key = f"production-replay-decision:{request.id}"
-    if result.state == council.REJECTED:
-        request.decision_event = ledger.append(
-            event_type=codes.PRODUCTION_REPLAY_REJECTED, payload=payload, idempotency_key=key
-        )
-        request.state = ProductionReplayRequest.State.REJECTED
-    else:
-        request.decision_event = ledger.append(
-            event_type=codes.PRODUCTION_REPLAY_APPROVED, payload=payload, idempotency_key=key
-        )
-        request.state = ProductionReplayRequest.State.APPROVED
+
+    def queue_the_run() -> None:
         request.run = _replay_request(
             trace=request.trace,
             mode=PRODUCTION_MODE,
@@ -217,5 +176,14 @@ def _production_replay_decide(*, request: ProductionReplayRequest, result: counc
             production=request,
         )
         _enqueue(request.run)
-    request.decided_at = request.decision_event.created_at
-    request.save(update_fields=["state", "decision_event", "decided_at", "run"])
+
+    _request_decide(
+        request,
+        result=result,
+        payload=payload,
+        approved=codes.PRODUCTION_REPLAY_APPROVED,
+        rejected=codes.PRODUCTION_REPLAY_REJECTED,
+        idempotency_key=f"production-replay-decision:{request.id}",
+        on_approval=queue_the_run,
+        saved=("run",),
+    )

@@ -10,17 +10,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, membership, selectors, signing
+from governance import codes, council, ledger, membership, selectors, signing
 from governance import roles as matrix
 from governance.models import Approval, GovernanceEvent, RoleGrantRequest
 from governance.services.votes import (
-    APPROVAL_MALFORMED_MESSAGE,
-    _compare,
+    _council_vote_record,
     _expiry,
-    _require_reason,
-    _require_role,
-    _vote_append,
-    _vote_opened,
+    _request_decide,
+    _request_file,
 )
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -178,24 +175,17 @@ def _role_grant_file(*, actor: Any, user: Any, grant: set[str], reason: str) -> 
         expires_at=expires_at,
         created_at=now,
     )
-    request.request_event = ledger.append(
+    return _request_file(
+        request,
         event_type=codes.ROLE_GRANT_REQUEST,
-        payload={
-            "request_id": str(request.id),
+        idempotency_key=f"role-grant-request:{request.id}",
+        subject={
             "user_id": user.pk,
             "username": user.get_username(),
             "grant": sorted(grant),
             "requested_by": actor.get_username(),
-            "reason": request.reason,
-            "expires_at": signing.format_time(expires_at),
-            "council_required": conf.council_quorum(),
-            "deny_threshold": conf.deny_threshold(),
         },
-        actor=actor,
-        idempotency_key=f"role-grant-request:{request.id}",
     )
-    request.save(force_insert=True)
-    return request
 
 
 def role_grant_payload_for(
@@ -231,37 +221,18 @@ def role_grant_approval_record(
         .select_related("user", "requested_by")
         .get(id=request.id)
     )
-    subject = f"request {request.id}"
     if approver.pk == request.user_id:
         raise codes.GovernanceError(
             codes.APPROVAL_SELF, ROLE_GRANT_SUBJECT_MESSAGE.format(user=approver.get_username())
         )
-    payload, key, signature = _vote_opened(
-        request, approver=approver, document=document, type_=signing.ROLE_GRANT_APPROVAL_TYPE
-    )
-    decision = payload.get("decision")
-    if decision not in signing.DECISIONS:
-        raise codes.GovernanceError(
-            codes.APPROVAL_MALFORMED,
-            APPROVAL_MALFORMED_MESSAGE.format(problem="decision is not recognised"),
-        )
-    reason = _require_reason(payload)
-    expected = role_grant_payload_for(request=request, decision=str(decision), reason=reason)
-    _compare(payload, expected, subject, chosen=("decision", "reason"))
-    _require_role(
-        approver, signing.ROLE_COUNCIL, filed_seq=request.request_event_id, subject=subject
-    )
-    approval = _vote_append(
-        event_type=codes.ROLE_GRANT_APPROVAL,
-        ballots=selectors.role_grant_ballots(request=request),
+    approval = _council_vote_record(
+        request,
         approver=approver,
-        key=key,
-        payload=payload,
-        signature=signature,
-        role=signing.ROLE_COUNCIL,
-        decision=str(decision),
-        reason=reason,
-        label=subject,
+        document=document,
+        type_=signing.ROLE_GRANT_APPROVAL_TYPE,
+        event_type=codes.ROLE_GRANT_APPROVAL,
+        payload_for=role_grant_payload_for,
+        ballots=selectors.role_grant_ballots,
         role_grant=request,
     )
     ballots = selectors.role_grant_ballots(request=request)
@@ -277,7 +248,7 @@ def _role_grant_decide(
     user = request.user
     membership.forget(user)
     before = set(membership.roles_held(user))
-    after = before | set(request.roles)
+    after = before if result.state == council.REJECTED else before | set(request.roles)
     payload = {
         "request_id": str(request.id),
         **_roles_payload(user, before, after),
@@ -287,18 +258,12 @@ def _role_grant_decide(
         "council": result.council,
         "denials": result.denials,
     }
-    key = f"role-grant-decision:{request.id}"
-    if result.state == council.REJECTED:
-        payload["roles_after"] = sorted(before)
-        request.decision_event = ledger.append(
-            event_type=codes.ROLE_GRANT_REJECTED, payload=payload, idempotency_key=key
-        )
-        request.state = RoleGrantRequest.State.REJECTED
-    else:
-        request.decision_event = ledger.append(
-            event_type=codes.ROLE_GRANT_APPROVED, payload=payload, idempotency_key=key
-        )
-        request.state = RoleGrantRequest.State.APPROVED
-        membership.groups_mirror(user, after)
-    request.decided_at = request.decision_event.created_at
-    request.save(update_fields=["state", "decision_event", "decided_at"])
+    _request_decide(
+        request,
+        result=result,
+        payload=payload,
+        approved=codes.ROLE_GRANT_APPROVED,
+        rejected=codes.ROLE_GRANT_REJECTED,
+        idempotency_key=f"role-grant-decision:{request.id}",
+        on_approval=lambda: membership.groups_mirror(user, after),
+    )

@@ -1,16 +1,17 @@
 """Signed votes on a council request or a halt: the request takes votes and its expiry, the
 signed document is well formed, the signer's key may sign, the payload is the subject's, and one
-vote is appended per person and per key."""
+vote is appended per person and per key; a council request's vote, and its decision once a tally
+decides it, the same way for each kind of request."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 
-from governance import codes, conf, ledger, selectors, signing
+from governance import codes, conf, council, ledger, selectors, signing
 from governance.membership import user_has_role
 from governance.models import Approval, CouncilRequest, MemberKey
 from replay.canonical import jcs
@@ -35,6 +36,8 @@ APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signa
 REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
 
+_Request = TypeVar("_Request", bound=CouncilRequest)
+
 
 def _expiry(expires_at: datetime | None, now: datetime) -> datetime:
     """A request's expiry: the default lifetime, or the asked one within the maximum (to the
@@ -49,31 +52,32 @@ def _expiry(expires_at: datetime | None, now: datetime) -> datetime:
     return signing.parse_time(signing.format_time(expires_at))
 
 
-def _document(document: Any) -> tuple[dict[str, Any], str, str]:
-    def malformed(problem: str) -> codes.GovernanceError:
-        return codes.GovernanceError(
-            codes.APPROVAL_MALFORMED, APPROVAL_MALFORMED_MESSAGE.format(problem=problem)
-        )
+def _malformed(problem: str) -> codes.GovernanceError:
+    return codes.GovernanceError(
+        codes.APPROVAL_MALFORMED, APPROVAL_MALFORMED_MESSAGE.format(problem=problem)
+    )
 
+
+def _document(document: Any) -> tuple[dict[str, Any], str, str]:
     if not isinstance(document, Mapping):
-        raise malformed("not a JSON object")
+        raise _malformed("not a JSON object")
     payload, key_id, signature = (
         document.get("payload"),
         document.get("key_id"),
         document.get("signature"),
     )
     if not isinstance(payload, dict):
-        raise malformed("payload is not an object")
+        raise _malformed("payload is not an object")
     if not isinstance(key_id, str) or not key_id:
-        raise malformed("key_id is not a string")
+        raise _malformed("key_id is not a string")
     if not isinstance(signature, str):
-        raise malformed("signature is not a string")
+        raise _malformed("signature is not a string")
     if document.get("alg", signing.ALG) != signing.ALG:
-        raise malformed(f"alg must be {signing.ALG}")
+        raise _malformed(f"alg must be {signing.ALG}")
     try:
         jcs(payload)
     except ValueError as exc:
-        raise malformed(f"payload has no canonical form ({exc})") from None
+        raise _malformed(f"payload has no canonical form ({exc})") from None
     return payload, key_id, signature
 
 
@@ -167,13 +171,51 @@ def _require_subject(
     )
 
 
+def _signed_vote(
+    document: Any,
+    *,
+    approver: Any,
+    now: datetime,
+    type_: str,
+    field: str,
+    value: Any,
+    label: str,
+    subject: str,
+) -> tuple[dict[str, Any], MemberKey, str]:
+    """The checks every signed vote starts with: the document is well formed, the signature
+    verifies with a key of the approver's that may sign ``now``, and it is over a ``type_``
+    payload for this subject (its ``field`` is ``value``). Returns (payload, key, signature)."""
+    payload, key_id, signature = _document(document)
+    key = _signer_key(
+        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
+    )
+    _require_subject(payload, type_=type_, field=field, value=value, label=label, subject=subject)
+    return payload, key, signature
+
+
+def _vote_matches(
+    payload: Mapping[str, Any],
+    *,
+    expected: Callable[[str], Mapping[str, Any]],
+    chosen: tuple[str, ...],
+    approver: Any,
+    role: str,
+    filed_seq: int | None,
+    subject: str,
+) -> str:
+    """The checks every signed vote ends with: it carries a reason, the payload is the one
+    ``expected(reason)`` rebuilds from the subject (but for what the signer ``chosen``), and
+    the approver holds ``role`` (see :func:`_require_role`). Returns the reason."""
+    reason = _require_reason(payload)
+    _compare(payload, expected(reason), subject, chosen=chosen)
+    _require_role(approver, role, filed_seq=filed_seq, subject=subject)
+    return reason
+
+
 def _require_reason(payload: Mapping[str, Any]) -> str:
     reason = payload.get("reason")
     if not isinstance(reason, str):
-        raise codes.GovernanceError(
-            codes.APPROVAL_MALFORMED,
-            APPROVAL_MALFORMED_MESSAGE.format(problem="reason is not a string"),
-        )
+        raise _malformed("reason is not a string")
     return reason
 
 
@@ -235,6 +277,36 @@ def _vote_append(
     )
 
 
+def _request_file(
+    request: _Request,
+    *,
+    event_type: str,
+    idempotency_key: str,
+    subject: Mapping[str, Any],
+    admins_required: int = 0,
+) -> _Request:
+    """File a council request: its signed filing event (the request's ``subject`` fields, its
+    reason and expiry, and what a decision takes: ``admins_required`` when it takes an admin,
+    the council quorum and the deny threshold) and its row."""
+    needs: dict[str, int] = {"admins_required": admins_required} if admins_required else {}
+    request.request_event = ledger.append(
+        event_type=event_type,
+        payload={
+            "request_id": str(request.id),
+            **subject,
+            "reason": request.reason,
+            "expires_at": signing.format_time(request.expires_at),
+            **needs,
+            "council_required": conf.council_quorum(),
+            "deny_threshold": conf.deny_threshold(),
+        },
+        actor=request.requested_by,
+        idempotency_key=idempotency_key,
+    )
+    request.save(force_insert=True)
+    return request
+
+
 def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) -> None:
     """A request (force-continue or production replay) takes this approver's vote now."""
     if request.state != CouncilRequest.State.PENDING:
@@ -265,16 +337,104 @@ def _vote_opened(
     of theirs, and it is over a payload of this kind for this request."""
     now = timezone.now()
     _open_for_votes(request, approver=approver, now=now)
-    payload, key_id, signature = _document(document)
-    key = _signer_key(
-        approver=approver, key_id=key_id, payload=payload, signature=signature, now=now
-    )
-    _require_subject(
-        payload,
+    return _signed_vote(
+        document,
+        approver=approver,
+        now=now,
         type_=type_,
         field="request_id",
         value=str(request.id),
         label="request",
         subject=f"request {request.id}",
     )
-    return payload, key, signature
+
+
+def _council_vote_record(
+    request: CouncilRequest,
+    /,  # force-continue's Approval links it as request=, in ``subject``
+    *,
+    approver: Any,
+    document: Mapping[str, Any],
+    type_: str,
+    event_type: str,
+    payload_for: Callable[..., dict[str, Any]],
+    ballots: Callable[..., list[selectors.Ballot]],
+    role: str | None = signing.ROLE_COUNCIL,
+    **subject: Any,
+) -> Approval:
+    """One signed vote on a council request (force-continue, production replay, role grant):
+    the request takes it (:func:`_vote_opened`), the decision is one the signer may make, the
+    payload is what ``payload_for`` rebuilds for ``request``, the signer held the role before
+    the request was filed, and it is appended once per person and per key among
+    ``ballots(request=request)``. ``role`` is the role every vote is signed in, or None when
+    the signer names theirs (force-continue's admin or council) in the payload; ``subject``
+    is the Approval row's link to ``request``. The caller tallies and decides."""
+    label = f"request {request.id}"
+    payload, key, signature = _vote_opened(
+        request, approver=approver, document=document, type_=type_
+    )
+    decision = payload.get("decision")
+    named: dict[str, str] = {}
+    if role is None:
+        signed_role = payload.get("role")
+        if decision not in signing.DECISIONS or signed_role not in signing.SIGNING_ROLES:
+            raise _malformed("decision or role is not recognised")
+        role = named["role"] = str(signed_role)
+        chosen: tuple[str, ...] = ("decision", "role", "reason")
+    else:
+        if decision not in signing.DECISIONS:
+            raise _malformed("decision is not recognised")
+        chosen = ("decision", "reason")
+    reason = _vote_matches(
+        payload,
+        expected=lambda reason: payload_for(
+            request=request, decision=str(decision), reason=reason, **named
+        ),
+        chosen=chosen,
+        approver=approver,
+        role=role,
+        filed_seq=request.request_event_id,
+        subject=label,
+    )
+    return _vote_append(
+        event_type=event_type,
+        ballots=ballots(request=request),
+        approver=approver,
+        key=key,
+        payload=payload,
+        signature=signature,
+        role=role,
+        decision=str(decision),
+        reason=reason,
+        label=label,
+        **subject,
+    )
+
+
+def _request_decide(
+    request: CouncilRequest,
+    *,
+    result: council.Tally,
+    payload: Mapping[str, Any],
+    approved: str,
+    rejected: str,
+    idempotency_key: str,
+    on_approval: Callable[[], Any],
+    saved: tuple[str, ...] = (),
+) -> None:
+    """Close a council request the tally ``result`` decided: its ``approved`` or ``rejected``
+    event (with ``payload``) and its state; on approval, ``on_approval()`` then does what the
+    request asked for (its rows in ``saved``)."""
+    rejecting = result.state == council.REJECTED
+    request.decision_event = ledger.append(
+        event_type=rejected if rejecting else approved,
+        payload=payload,
+        idempotency_key=idempotency_key,
+    )
+    if rejecting:
+        request.state = CouncilRequest.State.REJECTED
+    else:
+        request.state = CouncilRequest.State.APPROVED
+        on_approval()
+    request.decided_at = request.decision_event.created_at
+    request.save(update_fields=["state", "decision_event", "decided_at", *saved])

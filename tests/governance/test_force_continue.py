@@ -223,6 +223,18 @@ class TestQuorum:
         request_.refresh_from_db()
         assert request_.state == ForceContinueRequest.State.REJECTED
         assert request_.decision_event.type == codes.FORCE_CONTINUE_REJECTED
+        assert request_.decision_event.payload == {
+            "request_id": str(request_.id),
+            "run_id": str(request_.run_id),
+            "trace_id": request_.run.trace.trace_id,
+            "step": request_.step,
+            "divergence_digest": request_.divergence_digest,
+            "approval_seqs": [request_.approvals.get().event_id],
+            "admins": 0,
+            "council": 0,
+            "denials": 1,
+        }
+        assert request_.decision_event.idempotency_key == (f"force-continue-decision:{request_.id}")
         message = _refused(request_, dave, approve(dave, request_), codes.REQUEST_CLOSED)
         assert message == services.REQUEST_CLOSED_MESSAGE.format(
             request=request_.id, state="rejected"
@@ -349,6 +361,19 @@ class TestRefusals:
             request_, dave, approve(dave, request_, role="admin"), codes.APPROVAL_ROLE
         )
         assert message == services.APPROVAL_ROLE_MESSAGE.format(user="dave", role="admin")
+
+    @pytest.mark.parametrize("field", ["decision", "role"])
+    def test_it_refuses_a_decision_or_role_it_does_not_know(self, signers, request_, field):
+        dave = signers["dave"]
+        payload = services.force_continue_payload_for(
+            request=request_, decision="approve", role="council"
+        )
+        payload[field] = "abstain"
+        message = _refused(request_, dave, dave.sign(payload), codes.APPROVAL_MALFORMED)
+        assert message == (
+            "a signed approval is {payload, key_id, alg, signature}: "
+            "decision or role is not recognised"
+        )
 
     def test_it_refuses_a_document_that_is_not_a_signed_approval(self, signers, request_):
         dave = signers["dave"]

@@ -151,3 +151,69 @@ class TestMemberKeyConfirmation:
         assert caught.value.message == services.KEY_INVALID_MESSAGE.format(
             problem="an Ed25519 public key is PEM, 64 hex digits, or base64 of raw or SPKI bytes"
         )
+
+
+def _refused_as_already_revoked(call, key_id: str, revoked_at) -> None:
+    before = GovernanceEvent.objects.count()
+    with pytest.raises(codes.GovernanceError) as caught:
+        call()
+    assert (caught.value.code, caught.value.message) == (
+        codes.KEY_STATE,
+        f"key {key_id} was already revoked at {signing.format_time(revoked_at)}",
+    )
+    assert GovernanceEvent.objects.count() == before
+
+
+def test_a_server_key_is_revoked_once():
+    _pii()
+    old = SigningKey.objects.get()
+    services.signing_key_rotate()
+    revoked = services.signing_key_revoke(key_id=old.key_id, reason="laptop stolen")
+    _refused_as_already_revoked(
+        lambda: services.signing_key_revoke(key_id=old.key_id, reason="again"),
+        old.key_id,
+        revoked.revoked_at,
+    )
+
+
+def test_a_member_key_is_revoked_once_and_a_revoked_one_is_never_confirmed():
+    carols_key = enrol("carol", confirm=False).key
+    grace = person("grace")
+    revoked = services.member_key_revoke(key=carols_key, actor=person("carol"), reason="lost")
+    _refused_as_already_revoked(
+        lambda: services.member_key_revoke(key=carols_key, actor=grace, reason="x"),
+        carols_key.key_id,
+        revoked.revoked_at,
+    )
+    _refused_as_already_revoked(
+        lambda: services.member_key_confirm(key=carols_key, admin=grace),
+        carols_key.key_id,
+        revoked.revoked_at,
+    )
+
+
+def test_the_first_server_key_is_added_and_each_rotation_retires_the_one_before():
+    assert not SigningKey.objects.exists()
+    first = services.signing_key_rotate(actor_label="installer")
+    added = GovernanceEvent.objects.get()
+    assert (added.type, added.server_key_id, added.actor_label) == (
+        codes.KEY_ADDED,
+        first.key_id,
+        "installer",
+    )
+    assert added.payload == ledger.server_key_payload(first)
+    assert first.valid_until is None
+    second = services.signing_key_rotate(actor_label="installer")
+    rotated = GovernanceEvent.objects.order_by("-seq").first()
+    first.refresh_from_db()
+    assert (rotated.type, rotated.server_key_id, rotated.actor_label) == (
+        codes.KEY_ROTATED,
+        first.key_id,
+        "installer",
+    )
+    assert rotated.payload == ledger.server_key_payload(
+        second, new_key_id=second.key_id, old_key_id=first.key_id
+    )
+    assert first.valid_until == rotated.created_at
+    assert second.valid_until is None
+    assert ledger.verify().ok

@@ -213,6 +213,15 @@ class TestQuorum:
         assert asked.state == ProductionReplayRequest.State.REJECTED
         assert asked.run is None
         assert asked.decision_event.type == codes.PRODUCTION_REPLAY_REJECTED
+        assert asked.decision_event.payload == {
+            "request_id": str(asked.id),
+            "trace_id": asked.trace.trace_id,
+            "trace_sha256": asked.trace.blob.sha256,
+            "approval_seqs": [asked.approvals.get().event_id],
+            "council": 0,
+            "denials": 1,
+        }
+        assert asked.decision_event.idempotency_key == f"production-replay-decision:{asked.id}"
         assert not ReplayRun.objects.exists()
 
     def test_a_decided_request_takes_no_more_votes(self, signers, asked):
@@ -225,6 +234,24 @@ class TestQuorum:
 
 
 class TestRefusals:
+    def test_it_refuses_a_decision_it_does_not_know(self, signers, asked):
+        carol = signers["carol"]
+        payload = services.production_replay_payload_for(request=asked, decision=signing.APPROVE)
+        payload["decision"] = "abstain"
+        message = refused(asked, carol.user, carol.sign(payload), codes.APPROVAL_MALFORMED)
+        assert message == (
+            "a signed approval is {payload, key_id, alg, signature}: decision is not recognised"
+        )
+
+    def test_it_refuses_a_reason_that_is_not_a_string(self, signers, asked):
+        carol = signers["carol"]
+        payload = services.production_replay_payload_for(request=asked, decision=signing.APPROVE)
+        payload["reason"] = 7
+        message = refused(asked, carol.user, carol.sign(payload), codes.APPROVAL_MALFORMED)
+        assert message == (
+            "a signed approval is {payload, key_id, alg, signature}: reason is not a string"
+        )
+
     def test_the_requester_cannot_approve_their_own_request(self, signers, trace):
         sam = signers["sam"]  # admin and council
         mine = services.production_replay_request_file(trace=trace, actor=sam.user, reason="r")

@@ -130,8 +130,18 @@ class TestGrantsNeedTheCouncil:
         assert (grant.state, grant.roles, grant.requested_by) == ("pending", ["council"], bob)
         event = grant.request_event
         assert (event.type, event.code, event.actor_id) == (codes.ROLE_GRANT_REQUEST, 702, bob.pk)
-        assert event.payload["grant"] == ["council"]
-        assert event.payload["username"] == "nina"
+        assert event.payload == {
+            "request_id": str(grant.id),
+            "user_id": nina.pk,
+            "username": "nina",
+            "grant": ["council"],
+            "requested_by": "bob",
+            "reason": "elected",
+            "expires_at": signing.format_time(grant.expires_at),
+            "council_required": 2,
+            "deny_threshold": 1,
+        }
+        assert event.idempotency_key == f"role-grant-request:{grant.id}"
         assert membership.roles_held(User.objects.get(pk=nina.pk)) == {"viewer"}
 
     def test_a_council_quorum_makes_the_grant_take_effect(self, council):
@@ -149,9 +159,21 @@ class TestGrantsNeedTheCouncil:
         assert grant.state == RoleGrantRequest.State.APPROVED
         decided = grant.decision_event
         assert (decided.type, decided.code) == (codes.ROLE_GRANT_APPROVED, 704)
-        assert decided.payload["roles_before"] == []
-        assert decided.payload["roles_after"] == ["admin"]
-        assert decided.payload["council"] == 2
+        assert decided.payload == {
+            "request_id": str(grant.id),
+            "user_id": nina.pk,
+            "username": "nina",
+            "roles_before": [],
+            "roles_after": ["admin"],
+            "grant": ["admin"],
+            "requested_by": "bob",
+            "approval_seqs": list(
+                grant.approvals.order_by("event_id").values_list("event_id", flat=True)
+            ),
+            "council": 2,
+            "denials": 0,
+        }
+        assert decided.idempotency_key == f"role-grant-decision:{grant.id}"
         assert membership.roles_held(User.objects.get(pk=nina.pk)) == {"admin"}
         assert Approval.objects.filter(role_grant=grant).count() == 2
         assert selectors.ledger_verify().ok
@@ -183,7 +205,38 @@ class TestGrantsNeedTheCouncil:
         grant.refresh_from_db()
         assert grant.state == RoleGrantRequest.State.REJECTED
         assert grant.decision_event.type == codes.ROLE_GRANT_REJECTED
+        assert grant.decision_event.payload == {
+            "request_id": str(grant.id),
+            "user_id": nina.pk,
+            "username": "nina",
+            "roles_before": [],
+            "roles_after": [],
+            "grant": ["council"],
+            "requested_by": "bob",
+            "approval_seqs": [grant.approvals.get().event_id],
+            "council": 0,
+            "denials": 1,
+        }
+        assert grant.decision_event.idempotency_key == f"role-grant-decision:{grant.id}"
         assert membership.roles_held(User.objects.get(pk=nina.pk)) == frozenset()
+
+    def test_it_refuses_a_decision_it_does_not_know(self, council):
+        grant = services.user_roles_change(
+            actor=person("bob"), user=_user("nina"), roles=["council"], reason="elected"
+        ).grant
+        carol = council["carol"]
+        payload = services.role_grant_payload_for(request=grant, decision=signing.APPROVE)
+        payload["decision"] = "abstain"
+        error = _refused(
+            codes.APPROVAL_MALFORMED,
+            services.role_grant_approval_record,
+            request=grant,
+            approver=carol.user,
+            document=carol.sign(payload),
+        )
+        assert error.message == (
+            "a signed approval is {payload, key_id, alg, signature}: decision is not recognised"
+        )
 
     def test_the_person_granted_cannot_sign_their_own_grant(self, council):
         sam = enrol("sam")  # admin and council

@@ -356,6 +356,10 @@ def test_replay_refuses_a_pack_whose_envelope_hash_differs():
     assert (report["error_code"], report["broke_at"]) == (INTEGRITY_FAILURE, "pack")
     assert (report["expected"], report["observed"]) == (recomputed, doc["envelope_hash"])
     assert recomputed != doc["envelope_hash"]
+    assert report["message"] == (
+        "refusing to replay: the pack refund-triage@1.4.0's envelope hash differs: recorded "
+        f"{doc['envelope_hash']}, recomputed {recomputed}"
+    )
     assert report["contextos"]["status"] == "tamper_detected"
 
 
@@ -366,6 +370,42 @@ def test_replay_refuses_a_kg_snapshot_whose_content_no_longer_hashes_to_its_pin(
     assert (report["error_code"], report["broke_at"]) == (INTEGRITY_FAILURE, "kg_snapshot")
     assert report["expected"] == cx.kg_snapshot_id(doc["contextos_kg_snapshot"])
     assert report["observed"] == doc["snapshot_id"]
+    assert report["message"] == (
+        f"refusing to replay: the KG snapshot {doc['snapshot_id']}'s envelope hash differs: its "
+        f"content hashes to {report['expected']}"
+    )
+
+
+def test_replay_refuses_a_kg_snapshot_whose_signature_does_not_verify():
+    trace = load("pass.trace.json")
+    doc = json.loads(KG.read_text())
+    doc["signature"]["value"] = "0" * 64
+    files = {PACK.name: PACK.read_bytes(), KG.name: json.dumps(doc).encode()}
+    report = cx.replay(trace, cx.find_inputs(trace, files), keys=golden_key_ring()).to_json()
+    assert (report["error_code"], report["broke_at"], report["message"]) == (
+        INTEGRITY_FAILURE,
+        "kg_snapshot",
+        f"refusing to replay: the KG snapshot {doc['snapshot_id']} signature does not verify: "
+        "HMAC-SHA256 by golden does not verify",
+    )
+    assert report["contextos"]["status"] == "tamper_detected"
+
+
+def test_replay_says_what_it_found_of_each_input():
+    checks = {c["name"]: c for c in replayed("pass.trace.json")["checks"]}
+    pack = json.loads(PACK.read_text())
+    kg = json.loads(KG.read_text())
+    assert checks["pack"] == {
+        "name": "pack",
+        "ok": True,
+        "detail": "pack refund-triage@1.4.0 retained, signed, envelope hash "
+        f"{pack['envelope_hash']}",
+    }
+    assert checks["kg_snapshot"] == {
+        "name": "kg_snapshot",
+        "ok": True,
+        "detail": f"KG snapshot {kg['snapshot_id']} retained and signed",
+    }
 
 
 def test_replay_refuses_a_pack_whose_loop_is_not_registered(monkeypatch):

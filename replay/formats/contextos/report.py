@@ -27,7 +27,14 @@ from replay.formats.contextos.chain import (
     verify_chain,
 )
 from replay.formats.contextos.differ import diff_records
-from replay.formats.contextos.inputs import Inputs, _signed, kg_snapshot_id, pack_envelope_hash
+from replay.formats.contextos.inputs import (
+    Inputs,
+    KgSnapshot,
+    Pack,
+    _signed,
+    kg_snapshot_id,
+    pack_envelope_hash,
+)
 from replay.formats.contextos.loop import LOOPS, MissingCall, run_loop
 from replay.formats.contextos.reader import FORMAT, SCHEMA_VERSION, ContextosTrace
 from replay.signatures import KeyRing, StaticKeyRing
@@ -340,79 +347,86 @@ def _pack_check(
     report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
 ) -> bool:
     pinned = trace.head["pack_version"]
-    if _PINNED_PACK.match(pinned) is None:
-        return _refuse(
-            report,
-            "pack",
-            errors.MISSING_SNAPSHOT,
-            f"refusing to replay: the pack {pinned!r} is unpinned (a pinned pack is "
-            "name@MAJOR.MINOR.PATCH)",
-        )
-    pack = inputs.pack
-    if pack is None:
-        return _refuse(
-            report,
-            "pack",
-            errors.MISSING_SNAPSHOT,
-            f"refusing to replay: the pack {pinned} was not retained",
-        )
-    recomputed = pack_envelope_hash(pack.document["contextos_pack"])
-    if pack.envelope_hash != recomputed:
-        return _refuse(
-            report,
-            "pack",
-            errors.INTEGRITY_FAILURE,
-            f"refusing to replay: the pack {pinned}'s envelope hash differs: recorded "
-            f"{pack.envelope_hash}, recomputed {recomputed}",
-            expected=recomputed,
-            observed=str(pack.envelope_hash),
-        )
-    problem, unsigned = _signed(pack.signature, recomputed.encode(), keys, at)
-    if problem is not None:
-        code = errors.MISSING_SNAPSHOT if unsigned else errors.INTEGRITY_FAILURE
-        return _refuse(report, "pack", code, f"refusing to replay: the pack {pinned} {problem}")
-    report.checks.append(
-        Check("pack", True, f"pack {pinned} retained, signed, envelope hash {recomputed}")
+    return _input_check(
+        report,
+        keys,
+        at,
+        check="pack",
+        noun="pack",
+        pinned=pinned,
+        pin_rule=None if _PINNED_PACK.match(pinned) else "a pinned pack is name@MAJOR.MINOR.PATCH",
+        held=inputs.pack,
+        hashes=lambda pack: (
+            pack_envelope_hash(pack.document["contextos_pack"]),
+            pack.envelope_hash,
+        ),
+        differs="recorded {recorded}, recomputed {recomputed}",
+        found="pack {pinned} retained, signed, envelope hash {recomputed}",
     )
-    return True
 
 
 def _kg_check(
     report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
 ) -> bool:
     pinned = trace.head["kg_snapshot_id"]
-    if _HASH.match(pinned) is None:
+    return _input_check(
+        report,
+        keys,
+        at,
+        check="kg_snapshot",
+        noun="KG snapshot",
+        pinned=pinned,
+        pin_rule=None
+        if _HASH.match(pinned)
+        else "a pinned snapshot is its content address sha256:<64 hex>",
+        held=inputs.kg,
+        hashes=lambda kg: (kg_snapshot_id(kg.body), pinned),
+        differs="its content hashes to {recomputed}",
+        found="KG snapshot {pinned} retained and signed",
+    )
+
+
+def _input_check(
+    report: ContextosReport,
+    keys: KeyRing,
+    at: Any,
+    *,
+    check: str,
+    noun: str,
+    pinned: str,
+    pin_rule: str | None,
+    held: Pack | KgSnapshot | None,
+    hashes: Callable[[Any], tuple[str, Any]],
+    differs: str,
+    found: str,
+) -> bool:
+    """A pinned input (the pack, the KG snapshot) is pinned (``pin_rule`` says what a pin is
+    when it is not), retained, hashes (``hashes``: recomputed, recorded) to what was recorded,
+    and is signed; the first that fails refuses the replay under ``check``."""
+    if pin_rule is not None:
         return _refuse(
             report,
-            "kg_snapshot",
+            check,
             errors.MISSING_SNAPSHOT,
-            f"refusing to replay: the KG snapshot {pinned!r} is unpinned (a pinned snapshot "
-            "is its content address sha256:<64 hex>)",
+            f"refusing to replay: the {noun} {pinned!r} is unpinned ({pin_rule})",
         )
-    kg = inputs.kg
-    if kg is None:
+    refusal = f"refusing to replay: the {noun} {pinned}"
+    if held is None:
+        return _refuse(report, check, errors.MISSING_SNAPSHOT, f"{refusal} was not retained")
+    recomputed, recorded = hashes(held)
+    if recorded != recomputed:
         return _refuse(
             report,
-            "kg_snapshot",
-            errors.MISSING_SNAPSHOT,
-            f"refusing to replay: the KG snapshot {pinned} was not retained",
-        )
-    recomputed = kg_snapshot_id(kg.body)
-    if recomputed != pinned:
-        return _refuse(
-            report,
-            "kg_snapshot",
+            check,
             errors.INTEGRITY_FAILURE,
-            f"refusing to replay: the KG snapshot {pinned}'s envelope hash differs: its "
-            f"content hashes to {recomputed}",
+            f"{refusal}'s envelope hash differs: "
+            + differs.format(recorded=recorded, recomputed=recomputed),
             expected=recomputed,
-            observed=pinned,
+            observed=str(recorded),
         )
-    problem, unsigned = _signed(kg.signature, recomputed.encode(), keys, at)
+    problem, unsigned = _signed(held.signature, recomputed.encode(), keys, at)
     if problem is not None:
         code = errors.MISSING_SNAPSHOT if unsigned else errors.INTEGRITY_FAILURE
-        return _refuse(
-            report, "kg_snapshot", code, f"refusing to replay: the KG snapshot {pinned} {problem}"
-        )
-    report.checks.append(Check("kg_snapshot", True, f"KG snapshot {pinned} retained and signed"))
+        return _refuse(report, check, code, f"{refusal} {problem}")
+    report.checks.append(Check(check, True, found.format(pinned=pinned, recomputed=recomputed)))
     return True
