@@ -508,6 +508,24 @@ def test_a_number_cut_by_a_chunk_boundary_is_read_whole(monkeypatch):
         assert cx.verify_chain(trace).ok
 
 
+def test_an_escape_cut_by_a_chunk_boundary_is_read_whole(monkeypatch):
+    # a \uXXXX escape (and a surrogate pair's two) cut anywhere by the end of the buffer was
+    # refused "Invalid \uXXXX escape" instead of read on
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["invoke"]["request"]["note"] = "\x00é😀" * 40
+    data = json.dumps(doc).encode()  # ASCII: every one of them a \u escape
+    assert data.count(b"\\u") == 160
+    monkeypatch.setattr(cx_reader, "SMALL_DOCUMENT_BYTES", 0)
+    for size in range(3, 60):
+        monkeypatch.setattr(cx_reader, "_CHUNK", size)
+        trace = cx.parse(io.BytesIO(data), "t")
+        assert trace.head["invoke"]["request"]["note"] == "\x00é😀" * 40
+    bad = data.replace(b"\\u00e9", b"\\u00zz", 1)
+    with pytest.raises(cx.ReplayError) as caught:
+        cx.parse(io.BytesIO(bad), "t")
+    assert caught.value.message == "t: invoke: Invalid \\uXXXX escape"
+
+
 # --- one interface --------------------------------------------------------------------------
 
 

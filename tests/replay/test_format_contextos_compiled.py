@@ -253,6 +253,7 @@ def test_a_spooled_trace_is_verified_run_by_run(monkeypatch):
         -(2**70),
         "\ud800",
         'caf\u00e9 \u2028 \x00 \x1f \x7f "q" \\',
+        '\x00"\\\n\u00e9' * 200_000,  # every kind of escape, a megabyte of them
         {"kind": [1, {"kind": 2.5}]},
     ],
 )

@@ -87,7 +87,16 @@ write_str(Buf *b, PyObject *s)
         }
         return -1;
     }
-    if (buf_reserve(b, 6 * n + 2) < 0)
+    Py_ssize_t extra = 0; /* what the escapes add: reserved exactly, never 6x a long string */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c < 0x20 || c == '"' || c == '\\')
+            extra += (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' ||
+                      c == '\r' || c == '\t')
+                         ? 1
+                         : 5;
+    }
+    if (buf_reserve(b, n + extra + 2) < 0)
         return -1;
     char *out = b->data + b->len;
     *out++ = '"';

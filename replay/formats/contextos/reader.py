@@ -180,8 +180,14 @@ class _Reader:
                     self.buf, self.where, start=self.pos, pointer=pointer, place=self.place
                 ) from None
             except json.JSONDecodeError as exc:
-                # cut off by the end of the buffer (an unterminated string names its start)
-                cut = exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated")
+                # cut off by the end of the buffer (an unterminated string names its start;
+                # a \uXXXX escape, or a surrogate pair's two, near the end names its "u":
+                # read on, and an escape that is really wrong is refused with more text)
+                cut = (
+                    exc.pos >= len(self.buf) - 1
+                    or exc.msg.startswith("Unterminated")
+                    or (exc.msg.startswith("Invalid \\u") and exc.pos + 12 > len(self.buf))
+                )
                 if cut and not self.eof:
                     if len(self.buf) - self.pos > MAX_VALUE_CHARS:
                         raise _malformed(
