@@ -37,6 +37,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from replay import errors
 from replay.canonical import NUMERIC_EPSILON, mace_v1
@@ -167,7 +167,7 @@ class ReplayReport:
             del data["erased"]
         return copy.deepcopy(data)
 
-    def fail(self, code: str, message: str, **where: Any) -> ReplayReport:
+    def fail(self, code: str, message: str, **where: Any) -> Self:
         self.error_code = code
         self.status = _STATUS_OF.get(code, REFUSED)
         if self.status == REFUSED:  # no verdict was reached: nothing to rely on
@@ -400,10 +400,10 @@ def _replay(
 ) -> ReplayReport:
     header = trace.header
     erased_seqs: dict[int, list[str]] = {}
-    for entry in erased:
-        where_, _, number = str(entry.get("location", "")).partition(" ")
+    for erasure in erased:
+        where_, _, number = str(erasure.get("location", "")).partition(" ")
         if where_ == "event" and number.isdigit():
-            erased_seqs.setdefault(int(number), []).append(str(entry.get("path", "")))
+            erased_seqs.setdefault(int(number), []).append(str(erasure.get("path", "")))
     if erased:
         report.erased = [{"location": e["location"], "path": e["path"]} for e in erased]
         report.authoritative = False
@@ -683,11 +683,11 @@ def _replay(
         checks.append(Check("events", True, f"{scan.events} event ids and chain hashes verify"))
 
     if not erased_seen:
-        problem = _seal_check(
+        seal_problem = _seal_check(
             seal=seal, seal_mac=seal_mac, header=header, keys=keys, at=at, checks=checks
         )
-        if problem is not None:
-            return report.fail(errors.INTEGRITY_FAILURE, **problem)
+        if seal_problem is not None:
+            return report.fail(errors.INTEGRITY_FAILURE, **seal_problem)
 
     if scan.output_error is not None:
         checks.append(Check("outputs", False, scan.output_error[0]))

@@ -44,7 +44,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from json.encoder import c_make_encoder as _c_make_encoder
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring_ascii as _escape
 from types import MappingProxyType
 from typing import IO, Any
@@ -484,7 +484,8 @@ def _not_json(value: Any) -> Any:
 
 # ``json.dumps(sort_keys=True, separators=(",", ":"))`` is this C encoder, built per call;
 # built once here it writes the same bytes for JSON values
-# (`test_stable_writes_exactly_python_sorted`)
+# (`test_stable_writes_exactly_python_sorted`). typeshed leaves ``c_make_encoder`` out of
+# json.encoder (None when _json is not built): hence the import's type: ignore
 _ENCODE = (
     _c_make_encoder(None, _not_json, _escape, None, ":", ",", True, False, True)
     if _c_make_encoder is not None

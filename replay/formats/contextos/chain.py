@@ -362,7 +362,7 @@ _LEAVES = frozenset({str, bool, type(None)})
 
 
 def _fast_keep(
-    o: Any, plist: tuple[str, ...], allowed: frozenset[str], at: str, dropped: Any
+    o: Any, plist: tuple[str, ...], allowed: frozenset[str], at: str | None, dropped: Any
 ) -> Any:
     """``o`` with only the allow-listed keys kept (in ``plist`` order: ``plist`` must be sorted
     in code point order, as an ASCII allow-list sorted by UTF-16 code units is) for
@@ -426,7 +426,7 @@ def _fast_keep(
         if set(map(type, o)) <= _LEAVES:
             return o  # written as it is
         inner = None if at is None else f"{at}/*"
-        out = []
+        out: list[Any] = []
         for v in o:
             t = type(v)
             if t is dict:
@@ -696,7 +696,7 @@ def _verify_chain_compiled(
             if state == 0:
                 break
             if state == 3:  # enough to say: stop collecting (bounded memory)
-                if sink is not unprotected:
+                if sink is not None and sink is not unprotected:
                     unprotected.update(sink)  # type: ignore[union-attr]
                 sink = None
                 continue

@@ -141,7 +141,8 @@ class _Reader:
         """The next non-blank character, not consumed ("" at the end)."""
         while True:
             buf = self.buf
-            pos = self.pos = _BLANKS.match(buf, self.pos).end()
+            # typeshed's match() may return None; this pattern matches the empty string
+            pos = self.pos = _BLANKS.match(buf, self.pos).end()  # type: ignore[union-attr]
             if pos < len(buf):
                 return buf[pos]
             if not self.fill():

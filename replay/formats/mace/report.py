@@ -276,7 +276,7 @@ def verify(
     )
 
     # the log's signature
-    problem = _signature_problem(
+    signature_problem = _signature_problem(
         what="signature",
         value=doc["signature"],
         key_id=doc["signature_key_id"],
@@ -284,15 +284,15 @@ def verify(
         keys=keys,
         at=at,
     )
-    if problem is not None:
+    if signature_problem is not None:
         return _fail(
             report,
             "signature",
-            problem.code,
-            problem.message,
+            signature_problem.code,
+            signature_problem.message,
             broke_at="signature",
-            expected=problem.expected,
-            observed=problem.observed,
+            expected=signature_problem.expected,
+            observed=signature_problem.observed,
         )
     report.checks.append(
         Check(
@@ -375,10 +375,10 @@ def verify(
                     report.force_continued = True
                     report.authoritative = False
                     continue
-                first = here[0]
+                first_divergence = here[0]
                 message = (
                     f"iteration_trace[{i}] ({it['iteration_id']}): the recorded agent output "
-                    f"differs from persisted output {oid} at {first.path}"
+                    f"differs from persisted output {oid} at {first_divergence.path}"
                 )
                 return _fail(
                     report,
@@ -386,8 +386,8 @@ def verify(
                     errors.REPLAY_DIVERGENCE,
                     message,
                     broke_at=i,
-                    expected=_text(first.after),
-                    observed=_text(first.before),
+                    expected=_text(first_divergence.after),
+                    observed=_text(first_divergence.before),
                 )
         note = "every agent output equals its persisted copy"
         if report.force_continued:
