@@ -78,7 +78,11 @@ def drop_database(admin_url: str, name: str) -> None:
 # --- data ---------------------------------------------------------------------------------------
 
 
-def recorded_trace(events: int, seed: str) -> bytes:
+def recorded_trace(
+    events: int, seed: str, *, key_id: str = KEY_ID, secret: bytes = SECRET
+) -> bytes:
+    """A native trace of ``events`` filler events recorded by the reference runtime and signed
+    with ``key_id`` (bench_scale records its own under its key)."""
     from replay.formats import native
     from replay.recorder import record, signer_for
     from replay.registry import default_registry
@@ -88,7 +92,7 @@ def recorded_trace(events: int, seed: str) -> bytes:
     document = record(
         RecordOptions(seed=seed, iterations=12, filler_events=events),
         default_registry(),
-        signer_for(KEY_ID, HMAC_SHA256, SECRET),
+        signer_for(key_id, HMAC_SHA256, secret),
     )
     return b"".join(native.iter_jsonl(document))
 

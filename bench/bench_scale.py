@@ -46,7 +46,6 @@ import random
 import re
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -61,6 +60,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench_console import free_port, percentile, recorded_trace  # noqa: E402 - bench/ on sys.path
+
 KEY_ID = "bench-scale"
 SECRET = b"bench scale trace key, a test vector"
 PASSWORD = "bench scale password 1"  # noqa: S105 (a scratch database's throwaway user)
@@ -73,12 +74,6 @@ REDIS_DEFAULT = "redis://127.0.0.1:6379/8"
 
 def log(message: str) -> None:
     print(f"[bench_scale] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- environment: one state directory shared by this process, the stack and runserver -------
@@ -131,21 +126,6 @@ def django_setup(env: dict[str, str]) -> None:
 # --- fill -----------------------------------------------------------------------------------
 
 
-def recorded_trace(events: int, seed: str) -> bytes:
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
-
-    document = record(
-        RecordOptions(seed=seed, iterations=12, filler_events=events),
-        default_registry(),
-        signer_for(KEY_ID, HMAC_SHA256, SECRET),
-    )
-    return b"".join(native.iter_jsonl(document))
-
-
 def fill_people() -> Any:
     from django.contrib.auth.models import User
 
@@ -166,7 +146,7 @@ def fill_big_trace(events: int) -> Any:
     from replay.services import trace_ingest
 
     t0 = time.perf_counter()
-    data = recorded_trace(events, "bench-scale-big")
+    data = recorded_trace(events, "bench-scale-big", key_id=KEY_ID, secret=SECRET)
     recorded = time.perf_counter() - t0
     t0 = time.perf_counter()
     trace = trace_ingest(source=io.BytesIO(data), filename="big.trace.jsonl").trace
@@ -425,11 +405,6 @@ def sign_in(host: str, username: str, password: str) -> str:
         name, rest = c.split("=", 1)
         cookies[name] = rest.split(";", 1)[0]
     return "; ".join(f"{k}={v}" for k, v in cookies.items())
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def drive(host: str, cookie: str, path: str, clients: int, requests: int) -> dict[str, Any]:
