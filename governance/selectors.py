@@ -691,24 +691,9 @@ def checkpoint_check(
     if from_mark:
         return _checkpoint_check_from_mark(actor=actor, size=size, ledger_size=ledger_size)
     result = ledger.verify_all(workers=workers)
-    if result.broken is not None:
-        return ledger.CheckpointVerdict(
-            False,
-            codes.CHECKPOINT_LEDGER_BROKEN,
-            CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(
-                seq=result.broken.seq, reason=result.broken.reason
-            ),
-            size,
-            ledger_size,
-        )
-    if result.mismatches:
-        return ledger.CheckpointVerdict(
-            False,
-            codes.CHECKPOINT_LEDGER_BROKEN,
-            CHECKPOINT_TABLES_MESSAGE.format(message=result.mismatches[0].message),
-            size,
-            ledger_size,
-        )
+    refused = _checkpoint_ledger_broken(result.broken, result.mismatches, size, ledger_size)
+    if refused is not None:
+        return refused
     return ledger.CheckpointVerdict(
         True,
         None,
@@ -716,6 +701,30 @@ def checkpoint_check(
         size,
         result.size,
     )
+
+
+def _checkpoint_ledger_broken(
+    broken: Any, mismatches: Any, size: int, ledger_size: int
+) -> ledger.CheckpointVerdict | None:
+    """The refusal when the ledger itself does not verify (a broken chain first, then a table
+    that disagrees with it), whether a full walk or the signed mark said so; else None."""
+    if broken is not None:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(seq=broken.seq, reason=broken.reason),
+            size,
+            ledger_size,
+        )
+    if mismatches:
+        return ledger.CheckpointVerdict(
+            False,
+            codes.CHECKPOINT_LEDGER_BROKEN,
+            CHECKPOINT_TABLES_MESSAGE.format(message=mismatches[0].message),
+            size,
+            ledger_size,
+        )
+    return None
 
 
 CHECKPOINT_PENDING_MESSAGE = (
@@ -730,23 +739,9 @@ def _checkpoint_check_from_mark(
     from governance.verification import ledger_verification_read
 
     reading = ledger_verification_read(actor=actor)
-    broken = reading.chain.broken
-    if broken is not None:
-        return ledger.CheckpointVerdict(
-            False,
-            codes.CHECKPOINT_LEDGER_BROKEN,
-            CHECKPOINT_BROKEN_LEDGER_MESSAGE.format(seq=broken.seq, reason=broken.reason),
-            size,
-            ledger_size,
-        )
-    if reading.mismatches:
-        return ledger.CheckpointVerdict(
-            False,
-            codes.CHECKPOINT_LEDGER_BROKEN,
-            CHECKPOINT_TABLES_MESSAGE.format(message=reading.mismatches[0].message),
-            size,
-            ledger_size,
-        )
+    refused = _checkpoint_ledger_broken(reading.chain.broken, reading.mismatches, size, ledger_size)
+    if refused is not None:
+        return refused
     message = CHECKPOINT_OK_MESSAGE.format(ledger=reading.head_seq, size=size)
     if reading.pending:
         message += CHECKPOINT_PENDING_MESSAGE.format(
