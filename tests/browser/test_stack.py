@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.browser.test_journeys import EXPECTED, uploads_settled
+from tests.browser.test_journeys import DROP, EXPECTED, uploads_settled
 
 BASE_URL = os.environ.get("REPLAY_BROWSER_BASE_URL", "").rstrip("/")
 STACK_DIR = Path(os.environ.get("REPLAY_STACK_DIR", "var/prod"))
@@ -179,21 +179,7 @@ def test_the_council_approves_a_force_continue_on_the_stack(stack_page, shots):
     request_url = alice.url
 
     signers = {name: stack_page(name) for name in ("cora", "colin", "adam")}
-    for page in signers.values():
-        page.goto("/governance/keys/")
-        page.click("#generate-key")
-        page.wait_for_selector("text=Key registered. An admin must confirm it before you sign.")
-
-    def confirm(admin, owner: str) -> None:
-        admin.goto("/governance/keys/")
-        # the row whose owner cell is exactly the owner (the key's name has a column too)
-        row = admin.locator("tr", has=admin.locator(f"td:text-is('{owner}')"))
-        row.locator("button[id^='confirm-']").first.click()
-        admin.wait_for_selector(f"text=/Key .+ of {owner} confirmed\\./")
-
-    confirm(signers["adam"], "cora")
-    confirm(signers["adam"], "colin")
-    confirm(stack_page("sam"), "adam")  # another admin confirms adam's own key
+    keys_registered_and_confirmed(stack_page, signers)
 
     for name, page in signers.items():
         page.goto("/force-continue/")
@@ -224,6 +210,7 @@ def keys_registered_and_confirmed(stack_page, signers: dict) -> None:
 
     def confirm(admin, owner: str) -> None:
         admin.goto("/governance/keys/")
+        # the row whose owner cell is exactly the owner (the key's name has a column too)
         row = admin.locator("tr", has=admin.locator(f"td:text-is('{owner}')"))
         row.locator("button[id^='confirm-']").first.click()
         admin.wait_for_selector(f"text=/Key .+ of {owner} confirmed\\./")
@@ -297,16 +284,6 @@ def test_the_pages_read_without_javascript_on_the_stack(stack_page, shots):
     assert alice.locator("#ledger-table tbody tr").count() >= 1
     assert alice.inner_text("#ledger-banner").startswith(("Verified through seq", "Not verified"))
     shots(alice, "stack-no-js-ledger")
-
-
-DROP = """([files]) => {
-  const dt = new DataTransfer();
-  for (const [name, bytes] of files) dt.items.add(new File([new Uint8Array(bytes)], name));
-  const zone = document.getElementById("dropzone");
-  for (const type of ["dragenter", "dragover", "drop"]) {
-    zone.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
-  }
-}"""
 
 
 def test_files_dropped_on_the_zone_upload_on_the_stack(stack_page, shots):
