@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from replay.engine import AUDIT, DIVERGED, OK, PRODUCTION, REFUSED, TAMPER_DETECTED
+from replay.report import AUDIT, DIVERGED, OK, PRODUCTION, REFUSED, TAMPER_DETECTED
 
 #: the modes whose authoritative replays decide a trace's verdict
 DECIDING_MODES = (AUDIT, PRODUCTION)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from replay import engine
+from replay import report
 from replay.errors import ERROR_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +36,7 @@ FRAMEWORKS = (
 PURE_CORE = [
     "replay/canonical.py",
     "replay/engine.py",
+    "replay/report.py",
     "replay/diff.py",
     "replay/rng.py",
     "replay/registry.py",
@@ -226,14 +227,14 @@ def test_it_documents_the_verdict_of_every_error_code():
     by_status = {re.findall(r"`([a-z_]+)`", row[0])[0]: row[1] for row in rows}
 
     assert sorted(by_status) == sorted(
-        [engine.OK, engine.DIVERGED, engine.TAMPER_DETECTED, engine.REFUSED]
+        [report.OK, report.DIVERGED, report.TAMPER_DETECTED, report.REFUSED]
     )
-    assert by_status[engine.OK] == "none"
+    assert by_status[report.OK] == "none"
     for code in ERROR_CODES:
-        status = engine._STATUS_OF.get(code, engine.REFUSED)
-        if status != engine.REFUSED:
+        status = report._STATUS_OF.get(code, report.REFUSED)
+        if status != report.REFUSED:
             assert code in _codes(by_status[status]), f"{code} is {status}"
-    assert by_status[engine.REFUSED] == "every other code"
+    assert by_status[report.REFUSED] == "every other code"
 
 
 def test_it_documents_every_governance_refusal_with_its_status():

@@ -60,10 +60,10 @@ from typing import Any
 
 from replay import errors
 from replay.canonical import CanonicalError, js_sorted
-from replay.engine import AUDIT, Check, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import loads_strict
 from replay.formats.yaml12 import YAML12Error, load
+from replay.report import AUDIT, Check, ReplayReport
 
 FORMAT = "ahd-replay"
 SCHEMA_VERSION = 1

@@ -36,7 +36,6 @@ from typing import IO, Any
 
 from replay import errors
 from replay.diff import diff
-from replay.engine import Check, ReplayReport
 from replay.errors import ReplayError
 from replay.formats import ahd, mace, native, paxman, verist
 from replay.formats.protocol import (
@@ -46,6 +45,7 @@ from replay.formats.protocol import (
     StoredSnapshot,
     VerifyContext,
 )
+from replay.report import Check, ReplayReport
 
 # Top-level keys only one format has (the first one met decides).
 NATIVE_KEYS = frozenset(

@@ -51,9 +51,9 @@ from typing import IO, Any
 
 from replay import errors
 from replay.canonical import CanonicalError, python_sorted
-from replay.engine import AUDIT, Check, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import MAX_KEYS, MAX_OBJECT_KEYS, check_key_count, loads_strict
+from replay.report import AUDIT, Check, ReplayReport
 
 try:  # accelerator for verify_bytes: a value it parses is used only once proven (see below)
     import orjson as _orjson

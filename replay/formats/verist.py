@@ -62,10 +62,10 @@ from typing import Any
 from replay import errors
 from replay.canonical import CanonicalError, js_sorted
 from replay.diff import MISSING, diff
-from replay.engine import AUDIT, PRODUCTION, TAMPER_DETECTED, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import check_shape, loads_compact, shape_is_bounded
 from replay.formats.protocol import OptionError, ReplayOption, is_boolean
+from replay.report import AUDIT, PRODUCTION, TAMPER_DETECTED, Check, Divergence, ReplayReport
 
 try:  # accelerator for hash checks; see hash_matches for why its answer is exact
     import orjson as _orjson

@@ -15,7 +15,6 @@ from typing import Any
 
 from replay import errors
 from replay.canonical import CanonicalError
-from replay.engine import AUDIT, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.contextos.chain import (
     ALTERNATIVE,
@@ -37,6 +36,7 @@ from replay.formats.contextos.inputs import (
 )
 from replay.formats.contextos.loop import LOOPS, MissingCall, run_loop
 from replay.formats.contextos.reader import FORMAT, SCHEMA_VERSION, ContextosTrace
+from replay.report import AUDIT, Check, Divergence, ReplayReport
 from replay.signatures import KeyRing, StaticKeyRing
 
 #: ContextOS's own statuses (seed 004, index.ts)

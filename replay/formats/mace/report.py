@@ -13,7 +13,6 @@ from typing import Any
 from replay import errors
 from replay.canonical import CanonicalError, mace_v1
 from replay.diff import diff
-from replay.engine import AUDIT, PRODUCTION, SANDBOX, Check, Divergence, ReplayReport
 from replay.errors import ReplayError
 from replay.formats.mace.ids import (
     EVENT_ID_GENERATOR,
@@ -38,6 +37,7 @@ from replay.formats.mace.signing import (
     _subpayload_of_parsed,
     unprotected_fields,
 )
+from replay.report import AUDIT, PRODUCTION, SANDBOX, Check, Divergence, ReplayReport
 from replay.signatures import KeyRing
 
 CHECK_ORDER = (
