@@ -19,9 +19,12 @@ migrate: $(STAMP)
 demo: migrate
 	$(BIN)/python manage.py demo
 
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
 run: demo
-	@echo "Replay Audit Console on http://127.0.0.1:8000 (sign in with a user printed above)"
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	@echo "Replay Audit Console on http://$(HOST):$(PORT) (sign in with a user printed above)"
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # DEBUG off, secrets generated under var/prod/secrets/, migrate, collectstatic, demo users,
 # then gunicorn + Celery worker + beat until Ctrl-C (deploy/stack.py, docs/deployment.md)

@@ -77,6 +77,9 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     return render(request, "console/ops_dashboard.html", context)
 
 
+API_EXAMPLE_ORIGIN = "http://127.0.0.1:8000"
+
+
 @require_GET
 @signed_in
 def api_docs_view(request: HttpRequest) -> HttpResponse:
@@ -102,8 +105,13 @@ def api_docs_view(request: HttpRequest) -> HttpResponse:
                 }
             )
     info = schema.get("info", {})
+    # The schema's example names the default address; the page shows the one it was served from.
+    origin = request.build_absolute_uri("/").rstrip("/")
     blocks = [
-        {"text": block.strip(), "code": block.strip().startswith("curl ")}
+        {
+            "text": block.strip().replace(API_EXAMPLE_ORIGIN, origin),
+            "code": block.strip().startswith("curl "),
+        }
         for block in str(info.get("description", "")).split("\n\n")
         if block.strip()
     ]
