@@ -7,16 +7,16 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from pathlib import Path
 
 import pytest
 
 from replay.models import Trace
 from tests.browser.test_journeys import no_console_errors, sign_in, uploads_settled
 from tests.console.personas import persona
+from tests.published import PUBLISHED
 
 pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+SHARED = PUBLISHED
 CHECKOUT = SHARED / "ahd" / "checkout"
 MONEY = SHARED / "paxman" / "money_unresolved.json"
 

@@ -38,6 +38,7 @@ from tests.console.formats import (
     verify_api,
 )
 from tests.console.personas import EVERYONE
+from tests.published import PUBLISHED
 from tests.replay.helpers import register_golden_key, stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -409,7 +410,7 @@ def test_the_plain_form_stores_an_ahd_run_and_a_contextos_trace_dropped_together
     as_persona, settings
 ):
     settings.REPLAY_AHD_ROOT = ""
-    checkout = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "ahd" / "checkout"
+    checkout = PUBLISHED / "ahd" / "checkout"
     sidecar = checkout / "docs" / "evals" / "2026-04-21-swiss.replay.json"
     token = checkout / "tokens" / "swiss-editorial.yml"
     brief = checkout / "briefs" / "landing.yml"

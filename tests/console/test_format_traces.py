@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -40,11 +39,12 @@ from tests.console.formats import (
     upload_of,
     upload_page,
 )
+from tests.published import PUBLISHED
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+SHARED = PUBLISHED
 CHECKOUT = SHARED / "ahd" / "checkout"
 EVALS = CHECKOUT / "docs" / "evals"
 SWISS = "2026-04-21-swiss.replay.json"

@@ -31,6 +31,7 @@ from tests.console.formats import (
     verify_api,
 )
 from tests.console.formats import ingest_file as ingest
+from tests.published import PUBLISHED
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -102,9 +103,7 @@ def test_a_viewer_may_open_but_not_upload(as_persona):
 def test_the_list_filters_verist_files_by_format(as_persona):
     snapshot = ingest(PASS)
     ingest(FIXTURES / "hash_only.snapshot.json")
-    other = ingest(
-        Path(__file__).resolve().parents[3] / "shared/fixtures/paxman/money_unresolved.json"
-    )
+    other = ingest(PUBLISHED / "paxman" / "money_unresolved.json")
     results, page = listed(as_persona("alice"), VERIST)
     assert [t["format"] for t in results] == [VERIST, VERIST]
     assert f'href="/traces/{snapshot.blob.sha256}/"' in page

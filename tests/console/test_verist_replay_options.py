@@ -25,6 +25,7 @@ from replay.formats import verist as vs
 from replay.models import ReplayRun, Trace
 from replay.registry import Registry
 from replay.services import trace_ingest
+from tests.published import PUBLISHED
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -32,9 +33,7 @@ pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parents[1] / "replay" / "fixtures" / "verist"
 EMPTY_ID = FIXTURES / "empty_id.snapshot.json"
 PASS = FIXTURES / "pass.snapshot.json"
-MONEY = (
-    Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "paxman" / "money_unresolved.json"
-)
+MONEY = PUBLISHED / "paxman" / "money_unresolved.json"
 DEFAULTS = {"validate": True, "strictOutput": False, "captureArtifacts": False}
 UNVALIDATED = {**DEFAULTS, "validate": False}
 UNKNOWN = (

@@ -19,13 +19,14 @@ from django.db import connection, models
 from privacy import erasure, index, subjects, values
 from replay.services import replay_run_create, replay_run_execute, trace_ingest
 from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET
+from tests.published import PUBLISHED
 
 pytestmark = pytest.mark.django_db
 
 ADA = "ada.lovelace@example.org"
 ADA_NAME = "Ada Lovelace"
 GRACE = "grace.hopper@example.org"
-PAXMAN = Path(__file__).resolve().parents[2] / "../shared/fixtures/paxman/money_unresolved.json"
+PAXMAN = PUBLISHED / "paxman" / "money_unresolved.json"
 RULES = {
     "paxman-artifact": {
         "subject": ["/metadata/customer/email"],

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import random
-import shutil
 import struct
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from replay.canonical import (
     python_sorted,
     sha256_prefixed,
 )
+from tests.published import node_or_skip
 
 NAN = float("nan")
 INF = float("inf")
@@ -663,18 +663,11 @@ def _random_value(rnd: random.Random, depth: int = 0) -> Any:
     return rnd.choice([None, True, False, "x"])
 
 
-# Node.js is on every machine of this project (and in CI, where a missing one fails the test
-# rather than skipping it); elsewhere the comparison is skipped with how to get it.
-@pytest.mark.skipif(
-    shutil.which("node") is None and not os.environ.get("CI"),
-    reason="Node.js is not installed (apt-get install nodejs); CI requires it",
-)
 def test_it_matches_node_for_js_sorted_and_contextos() -> None:
+    node = node_or_skip()
     rnd = random.Random(8785)
     values = [_random_value(rnd) for _ in range(3000)]
     values += [{"b": {"x": 1, "a": 2}, "a": 1}, {"__proto__": 1, "a": {}}, [{"0": 1, "a": 2}]]
-    node = shutil.which("node")
-    assert node is not None, "Node.js is required in CI (apt-get install nodejs)"
     run = subprocess.run(
         [node, "-e", _NODE_SCRIPT],
         input=json.dumps(values),  # ensure_ascii: lone surrogates travel as \udxxx

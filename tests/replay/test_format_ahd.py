@@ -2,7 +2,7 @@
 code and message, the YAML 1.2 core loader agrees with npm `yaml` v2, and `verify` prints the
 per-field ok / FAIL list and exits 0, 1 or 2.
 
-The checkout is read in place from ../shared/fixtures/ahd/checkout (Ad-Astra-Computing/ahd at
+The checkout is read from tests/fixtures/published/ahd/checkout (Ad-Astra-Computing/ahd at
 f0ed5672ebb6: code FSL-1.1-Apache-2.0, tokens CC BY 4.0); edits happen on a copy in tmp_path.
 Every YAML vector's expected JSON was produced by `yaml` 2.9.1 under Node with AHD's
 canonicalizeJson + JSON.stringify.
@@ -36,8 +36,9 @@ from replay.errors import (
 from replay.formats import AHD, ahd, detect_format, format_names
 from replay.formats.yaml12 import MAX_ALIAS_COUNT, YAML12Error, load
 from replay.services import trace_verify_file
+from tests.published import PUBLISHED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = PUBLISHED
 CHECKOUT = FIXTURES / "ahd" / "checkout"
 EVALS = CHECKOUT / "docs" / "evals"
 SWISS = "2026-04-21-swiss"

@@ -13,15 +13,15 @@ import json
 import stat
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 from replay.formats import ahd
 from replay.formats import archive as ar
+from tests.published import PUBLISHED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = PUBLISHED
 CHECKOUT = FIXTURES / "ahd" / "checkout"
 SWISS = CHECKOUT / "docs" / "evals" / "2026-04-21-swiss.replay.json"
 TOKEN = CHECKOUT / "tokens" / "swiss-editorial.yml"

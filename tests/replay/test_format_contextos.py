@@ -31,6 +31,7 @@ from replay.formats import contextos as cx
 from replay.formats import detect_format, format_names
 from replay.formats.contextos import reader as cx_reader
 from replay.formats.protocol import VerifyContext
+from tests.published import node_or_skip
 from tests.replay.fixtures.make_golden import golden_key_ring
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "contextos"
@@ -78,9 +79,10 @@ def test_it_computes_the_chain_as_the_seeds_code_does(name):
 
 
 def test_the_checked_in_verdicts_are_what_reference_js_prints_now(tmp_path):
+    node = node_or_skip()
     files = [str(HERE / name) for name in sorted(EXPECTED)]
     out = subprocess.run(
-        ["node", str(HERE / "reference.js"), "verify", *files], capture_output=True, check=True
+        [node, str(HERE / "reference.js"), "verify", *files], capture_output=True, check=True
     )
     assert out.stdout.decode() == (HERE / "expected.jsonl").read_text()
 

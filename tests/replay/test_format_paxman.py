@@ -1,7 +1,7 @@
 """Paxman ExecutionArtifacts: the published goldens replay clean, every refusal has its exact
 code and message, and `verify` detects the format and exits 0, 1 or 2.
 
-The goldens are read in place from ../shared/fixtures/paxman (nexusnv/paxman at bc5d79bc9568,
+The goldens are read from tests/fixtures/published/paxman (nexusnv/paxman at bc5d79bc9568,
 MIT); tampered copies are written to tmp_path.
 """
 
@@ -32,8 +32,9 @@ from replay.errors import (
 from replay.formats import PAXMAN, detect_format, format_names, sniff, top_level_keys
 from replay.formats import paxman as px
 from replay.services import trace_verify_file
+from tests.published import PUBLISHED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = PUBLISHED
 GOLDENS = sorted((FIXTURES / "paxman").glob("*.json"))
 MONEY = FIXTURES / "paxman" / "money_unresolved.json"
 UNPROTECTED = ["id", "created_at", "metadata", "normalized_data", "status", "unresolved_fields"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -20,8 +19,9 @@ from hypothesis import strategies as st
 from replay.canonical import python_sorted
 from replay.errors import MALFORMED_TRACE
 from replay.formats import paxman as px
+from tests.published import PUBLISHED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = PUBLISHED
 GOLDENS = sorted((FIXTURES / "paxman").glob("*.json"))
 MONEY = FIXTURES / "paxman" / "money_unresolved.json"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ import pytest
 from replay.canonical import python_sorted
 from replay.errors import CAPABILITY_NOT_FOUND, INVALID_CONTRACT
 from replay.formats import paxman as px
+from tests.published import PUBLISHED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = PUBLISHED
 MONEY = FIXTURES / "paxman" / "money_unresolved.json"
 
 

@@ -35,6 +35,7 @@ from replay.formats import verist as vs
 from replay.formats.protocol import OptionError, VerifyContext, replay_options
 from replay.registry import Registry, default_registry
 from replay.services import trace_verify_file
+from tests.published import node_or_skip
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "verist"
 PASS = HERE / "pass.snapshot.json"
@@ -78,8 +79,9 @@ def test_hash_value_gives_the_bytes_and_hashes_node_gave():
 
 
 def test_the_node_reference_regenerates_the_same_goldens(tmp_path):
+    node = node_or_skip()
     subprocess.run(
-        ["node", str(HERE / "verist_ref.mjs"), "make", str(tmp_path)], check=True, timeout=60
+        [node, str(HERE / "verist_ref.mjs"), "make", str(tmp_path)], check=True, timeout=60
     )
     for made in sorted(tmp_path.glob("*.json")):
         assert made.read_bytes() == (HERE / made.name).read_bytes(), made.name

@@ -21,9 +21,10 @@ from replay.formats import contextos, native
 from replay.formats import paxman as px
 from replay.formats.jsonstrict import loads_strict
 from replay.services import trace_verify_file
+from tests.published import PUBLISHED
 
 HERE = Path(__file__).resolve().parent / "fixtures"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+SHARED = PUBLISHED
 GOLDEN = HERE / "golden" / "ok.trace.json"
 MONEY = SHARED / "paxman" / "money_unresolved.json"
 SWISS = SHARED / "ahd" / "checkout" / "docs" / "evals" / "2026-04-21-swiss.replay.json"

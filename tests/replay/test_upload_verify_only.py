@@ -15,14 +15,15 @@ import pytest
 from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, ReplayError
 from replay.formats import AHD, PAXMAN, ahd
 from replay.services import CheckedOnly, IngestResult, trace_check, trace_upload
+from tests.published import PAXMAN as PAXMAN_DIR
+from tests.published import shared_or_skip
 from tests.replay.helpers import golden, stored_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_AHD = ROOT / "replay" / "demo_ahd"
-SHARED_AHD = ROOT.parent / "shared" / "fixtures" / "ahd" / "checkout"
 SWISS = "2026-04-21-swiss.replay.json"
 IMAGE = "2026-04-21-editorial-image.replay.json"
-PAXMAN_FILE = ROOT.parent / "shared" / "fixtures" / "paxman" / "money_unresolved.json"
+PAXMAN_FILE = PAXMAN_DIR / "money_unresolved.json"
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("var_dirs", "golden_key")]
 
@@ -36,11 +37,20 @@ def upload(data: bytes, name: str):
 
 
 def test_the_demo_checkout_is_the_published_fixture_unchanged():
+    shared_ahd = shared_or_skip() / "ahd" / "checkout"
     shipped = sorted(p.relative_to(DEMO_AHD) for p in DEMO_AHD.rglob("*") if p.is_file())
-    published = sorted(p.relative_to(SHARED_AHD) for p in SHARED_AHD.rglob("*") if p.is_file())
+    published = sorted(p.relative_to(shared_ahd) for p in shared_ahd.rglob("*") if p.is_file())
     assert [p for p in shipped if p.name != "NOTICE.md"] == published
     for relative in published:
-        assert (DEMO_AHD / relative).read_bytes() == (SHARED_AHD / relative).read_bytes()
+        assert (DEMO_AHD / relative).read_bytes() == (shared_ahd / relative).read_bytes()
+
+
+def test_the_paxman_copies_are_the_published_fixtures_unchanged():
+    shared = shared_or_skip() / "paxman"
+    published = sorted(p.name for p in shared.iterdir())
+    assert sorted(p.name for p in PAXMAN_DIR.iterdir()) == published
+    for name in published:
+        assert (PAXMAN_DIR / name).read_bytes() == (shared / name).read_bytes()
 
 
 @pytest.mark.parametrize("name", [SWISS, IMAGE])
