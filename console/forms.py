@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from console.selectors import TraceFilters
+from console.selectors import VERDICT_ALIASES, TraceFilters
 from replay.models import Trace
 
 _REPLAYABLE = {"": None, "yes": True, "no": False}
@@ -20,6 +20,12 @@ class TraceFilterForm(forms.Form):
     date_to = forms.DateField(required=False, label="uploaded to")
     q = forms.CharField(required=False, max_length=255, label="trace or job id")
     cursor = forms.CharField(required=False, max_length=512)
+
+    def __init__(self, data=None, *args, **kwargs):
+        if data is not None and data.get("verdict") in VERDICT_ALIASES:
+            data = data.copy()
+            data["verdict"] = VERDICT_ALIASES[data["verdict"]]
+        super().__init__(data, *args, **kwargs)
 
     def filters(self) -> TraceFilters:
         data = self.cleaned_data

@@ -37,6 +37,11 @@ class CursorError(ValueError):
     """A cursor that was not produced by this module (or was altered)."""
 
 
+#: what a verdict is also called in a URL: the list shows "new" as "not replayed", so a person
+#: who types ``?verdict=not_replayed`` (page or API) means "new"
+VERDICT_ALIASES = {"not_replayed": "new"}
+
+
 @dataclass(frozen=True)
 class TraceFilters:
     format: str = ""

@@ -21,6 +21,7 @@ from console.api.common import ErrorOutput, OctetStreamParser, RunOutput, TraceO
 from console.api.errors import INVALID_INPUT, ApiError
 from console.selectors import (
     MAX_PAGE_SIZE,
+    VERDICT_ALIASES,
     CursorError,
     TraceFilters,
     trace_page,
@@ -189,7 +190,9 @@ class TraceListApi(APIView):
     @extend_schema_serializer(component_name="TraceListFilter")
     class FilterSerializer(serializers.Serializer):
         format = serializers.CharField(required=False, max_length=32)
-        verdict = serializers.ChoiceField(choices=Trace.Status.values, required=False)
+        verdict = serializers.ChoiceField(
+            choices=[*Trace.Status.values, *VERDICT_ALIASES], required=False
+        )
         replayable = serializers.BooleanField(required=False, allow_null=True, default=None)
         date_from = serializers.DateField(required=False)
         date_to = serializers.DateField(required=False)
@@ -215,7 +218,7 @@ class TraceListApi(APIView):
         data = params.validated_data
         filters = TraceFilters(
             format=data.get("format", ""),
-            verdict=data.get("verdict", ""),
+            verdict=VERDICT_ALIASES.get(data.get("verdict", ""), data.get("verdict", "")),
             replayable=data.get("replayable"),
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),

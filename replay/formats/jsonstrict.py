@@ -224,7 +224,8 @@ def loads_strict(
         kind = "truncated JSON" if exc.pos >= len(text.rstrip()) else "malformed JSON"
         raise ReplayError(
             MALFORMED_TRACE,
-            f"{where}: {kind} at line {exc.lineno + line_offset} column {exc.colno}: {exc.msg}",
+            f"{where}: {kind} at line {exc.lineno + line_offset} column {exc.colno}: "
+            + _decode_message(exc.msg),
         ) from None
     except RecursionError:
         raise ReplayError(
@@ -383,3 +384,9 @@ def check_shape(value: Any, *, where: str, max_depth: int, max_string: int) -> N
             raise ReplayError(
                 MALFORMED_TRACE, f"{where}: a string longer than {max_string} characters"
             )
+
+
+def _decode_message(msg: str) -> str:
+    """The json module's reason, whole: the ones that end "... at" (the position follows in
+    its own str(), which the refusal already gave as line and column) say "here"."""
+    return f"{msg[:-3]} here" if msg.endswith(" at") else msg

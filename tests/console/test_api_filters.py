@@ -51,6 +51,9 @@ FILTERS = {
     "format": ("format=replay-trace", ["new", "missing", "diverged"]),
     "format_other": ("format=paxman", ["old_paxman"]),
     "verdict": ("verdict=diverged", ["diverged"]),
+    "verdict_new": ("verdict=new", ["new"]),
+    # the list shows "new" as "not replayed": that spelling is the same filter
+    "verdict_not_replayed": ("verdict=not_replayed", ["new"]),
     "replayable": ("replayable=true", ["new", "diverged", "old_paxman"]),
     "not_replayable": ("replayable=false", ["missing"]),
     "date_from": (f"date_from={_day(5)}", ["new", "missing", "diverged"]),

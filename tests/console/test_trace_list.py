@@ -49,6 +49,18 @@ def test_it_lists_newest_first_with_verdict_and_replayability(as_persona):
     assert "not replayable" in body
 
 
+def test_the_not_replayed_verdict_filters_the_page_by_its_label_too(as_persona):
+    new = trace_row(status="new")
+    done = trace_row(status="ok")
+    for value in ("new", "not_replayed"):
+        response = as_persona("vera").get(f"/traces/?verdict={value}")
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert new.trace_id in body
+        assert done.trace_id not in body
+        assert '<option value="new" selected>not replayed</option>' in body
+
+
 class TestFilters:
     def test_by_format_verdict_and_id(self):
         a = trace_row(format="replay-trace", status="ok", job_id="job-a")
@@ -171,7 +183,7 @@ def test_it_tells_apart_traces_that_share_a_trace_id(as_persona):
     body = as_persona("vera").get("/traces/").content.decode()
     assert (
         f'<span class="trace-twin">{first.filename} · 10\xa0bytes · '
-        f"<code>{first.blob.sha256[:12]}</code> · uploaded by unknown</span>"
+        f"<code>{first.blob.sha256[:12]}</code> · uploaded by nobody on record</span>"
     ) in body
     assert (
         '<span class="trace-twin">rerun.trace.json · 2.0\xa0KB · '

@@ -83,7 +83,7 @@ def test_it_refuses_a_truncated_jsonl_record(refuse, tmp_path):
     message = refuse(path, MALFORMED_TRACE)
 
     assert message.startswith("line 4: malformed JSON at ")
-    assert message.endswith("column 34: Unterminated string starting at")
+    assert message.endswith("column 34: Unterminated string starting here")
 
 
 def test_it_refuses_duplicate_keys(refuse, tmp_path):
