@@ -45,6 +45,18 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+class ClientErrorWithoutTraceback(logging.Filter):
+    """A refused request (4xx: "Forbidden", "Not Found", a bad request) is logged as one line:
+    Django attaches the exception it turned into the response, and a roles refusal's traceback
+    is noise in the log, not a fault. A 5xx keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if 400 <= getattr(record, "status_code", 0) < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 class RequestIdMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -381,7 +381,10 @@ if REPLAY_LOG_FORMAT not in ("json", "text"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "console.requestlog.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "console.requestlog.RequestIdFilter"},
+        "client_error": {"()": "console.requestlog.ClientErrorWithoutTraceback"},
+    },
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
@@ -399,6 +402,10 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "WARNING")},
     "loggers": {
+        # through the root's handler only: Django's own "console" handler on this logger (in
+        # DEBUG) printed every record, a 403's traceback included, a second time
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"filters": ["client_error"]},
         # the access log: on by default in production (REPLAY_ACCESS_LOG=0 turns it off)
         "console.access": {
             "level": "INFO" if env_bool("REPLAY_ACCESS_LOG", not DEBUG) else "WARNING"

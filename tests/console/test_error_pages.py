@@ -5,6 +5,7 @@ layout and stylesheet, no inline style or script, a strict CSP) with DEBUG on an
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 import pytest
@@ -68,6 +69,35 @@ def test_a_forbidden_page_is_the_console_403(debug, client):
     sign_in(client, persona("alice"))
     html = assert_console_page(client.get("/governance/users/"), 403, "Not allowed")
     assert "Your roles do not allow this." in html
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_refusal_is_logged_once_and_without_a_traceback(debug, client):
+    # printed twice before: once by Django's own handler on "django", once by the root's
+    assert logging.getLogger("django").handlers == []
+    assert logging.getLogger("django.request").handlers == []
+    seen = _Records()
+    logging.getLogger().addHandler(seen)
+    try:
+        sign_in(client, persona("alice"))
+        assert client.get("/governance/users/").status_code == 403
+        client.raise_request_exception = False
+        assert client.get("/api/nothing-here/").status_code == 404
+    finally:
+        logging.getLogger().removeHandler(seen)
+    refused = [(r.name, r.levelname, r.getMessage(), r.exc_info) for r in seen.records]
+    assert refused == [
+        ("django.request", "WARNING", "Forbidden (Permission denied): /governance/users/", None),
+        ("django.request", "WARNING", "Not Found: /api/nothing-here/", None),
+    ]
 
 
 def test_a_bad_host_is_the_console_400(debug, client):
