@@ -112,6 +112,7 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
     from replay.keys import key_demo_ensure
     from replay.models import Trace
     from replay.recorder import signer_for
+    from replay.selectors import runs_for_trace, trace_verdict_basis
     from replay.services import trace_ingest
     from replay.signatures import HMAC_SHA256
 
@@ -142,9 +143,13 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
             trace.refresh_from_db()
         line.trace_id = trace.trace_id
         line.verdict = trace.last_status
-        last = trace.runs.order_by("-created_at").first()
+        # the code of what the verdict rests on (replay.verdicts), not of the latest run: a
+        # replay refused while a halt stood decides nothing and is not this trace's code
+        basis = trace_verdict_basis(trace, runs_for_trace(trace))
         line.error_code = (
-            last.error_code if last else (trace.ingest_report or {}).get("error_code") or ""
+            basis.run.error_code
+            if basis.run
+            else (trace.ingest_report or {}).get("error_code") or ""
         )
         out.append(line)
     return out

@@ -134,3 +134,20 @@ def test_it_writes_the_credentials_to_an_owner_only_file_when_asked(settings, tm
         assert authenticate(username=username, password=entry["password"]) is not None
     assert written["alice"]["totp_secret"] == ""
     assert f"TOTP secret: {written['cora']['totp_secret']} " in output
+
+
+def test_a_trace_line_gives_the_code_its_verdict_rests_on_not_a_halted_replays(settings):
+    from governance.services import replay_request, replay_run_govern, security_incident_declare
+    from tests.console.personas import persona
+
+    settings.DEBUG = True
+    run()
+    ok = Trace.objects.get(filename="demo-ok.trace.json")
+    security_incident_declare(actor=persona("adam"), reason="drill", trace=ok.trace_id)
+    refused = replay_request(trace=ok, mode="audit", actor=None, actor_label="demo", enqueue=False)
+    replay_run_govern(run_id=refused.id)
+    refused.refresh_from_db()
+    assert refused.error_code == "FORCE_HALT_ACTIVE"
+    line = re.search(r"^  demo-ok\.trace\.json\s+(.*)$", run(), re.MULTILINE)
+    assert line
+    assert line[1] == f"{ok.trace_id} ok"
