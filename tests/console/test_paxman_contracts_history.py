@@ -265,3 +265,23 @@ def test_an_artifact_without_an_id_has_no_history(as_persona):
     page = as_persona("alice").get(f"/traces/{trace.blob.sha256}/").content.decode()
     assert 'id="artifact-history"' not in page
     assert Trace.objects.count() == 1
+
+
+def test_the_upload_page_says_a_refused_version_is_stored_as_evidence(as_persona):
+    """A Paxman artifact from a version this console cannot replay reads, so it is stored with
+    its VERSION_MISMATCH verdict; the page's promise says which refusals store nothing."""
+    from tests.console.formats import upload_page
+    from tests.replay.test_format_paxman import load, rehashed, stable
+
+    data = stable(rehashed({**load(), "paxman_version": "2.0.0"}))
+    response = upload_page(as_persona("alice"), [SimpleUploadedFile("v2.json", data)])
+    assert response.status_code == 200
+    body = response.content.decode()
+    trace = Trace.objects.get(filename="v2.json")
+    assert (trace.last_status, trace.ingest_report["error_code"]) == ("refused", "VERSION_MISMATCH")
+    assert "A refused file stores nothing." not in body
+    assert (
+        "A file that cannot be read as a trace is refused and stores nothing; one that reads but "
+        "fails a check (tampered, diverged, a version the verifier does not support) is stored "
+        "as evidence, with its verdict."
+    ) in body
