@@ -60,6 +60,19 @@ def run_start_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     return HttpResponseRedirect(reverse("run-detail", args=[run.id]), status=303)
 
 
+def _force_continue_why_not(request: HttpRequest, run: ReplayRun) -> str:
+    """Why this page offers no force-continue, in a sentence (none is requested yet)."""
+    if run.state not in (ReplayRun.State.DONE, ReplayRun.State.FAILED):
+        return "A force-continue can be asked for once this replay has finished."
+    if run.error_code != "REPLAY_DIVERGENCE":
+        ended = run.error_code or run.status or run.state
+        return (
+            "A force-continue resumes a replay past the step where it diverged "
+            f"(REPLAY_DIVERGENCE); this one ended {ended}, which it cannot continue past."
+        )
+    return "Your roles do not include asking for a force-continue."
+
+
 def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
     report = run.report or {}
     diffs = []
@@ -73,6 +86,9 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         and run.error_code == "REPLAY_DIVERGENCE"
         and force_continue_standing(run_id=run.id) is None
     )
+    fc_why_not = ""
+    if not can_request and not requests:
+        fc_why_not = _force_continue_why_not(request, run)
     return {
         "run": run,
         "trace": run.trace,
@@ -80,6 +96,7 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         "diffs": diffs,
         "fc_requests": [(r, force_continue_tally(request=r)) for r in requests],
         "can_request": can_request,
+        "fc_why_not": fc_why_not,
         "resumptions": list(run.resumptions.order_by("created_at")),
         "production_approval": production_request_for_run(run_id=run.id),
         "options": [(name, json.dumps(value)) for name, value in (run.options or {}).items()],

@@ -97,6 +97,26 @@ class TestRequest:
         assert response.status_code == 409
         assert f"REQUEST_NOT_DIVERGED</code> {html.escape(message)}" in response.content.decode()
 
+    def test_a_replay_it_cannot_continue_says_why_on_its_report(self, as_persona, replayed):
+        mismatch = replayed("result_mismatch", by="alice")
+        assert mismatch.error_code == "RESULT_MISMATCH"
+        body = as_persona("alice").get(f"/runs/{mismatch.id}/").content.decode()
+        assert 'id="request-force-continue"' not in body
+        assert (
+            '<span id="force-continue-why-not">A force-continue resumes a replay past the step '
+            "where it diverged (REPLAY_DIVERGENCE); this one ended RESULT_MISMATCH, which it "
+            "cannot continue past.</span>"
+        ) in body
+        diverged = replayed("diverged", by="alice")
+        vera = as_persona("vera").get(f"/runs/{diverged.id}/").content.decode()
+        assert (
+            '<span id="force-continue-why-not">Your roles do not include asking for a '
+            "force-continue.</span>"
+        ) in vera
+        alice = as_persona("alice").get(f"/runs/{diverged.id}/").content.decode()
+        assert 'id="request-force-continue"' in alice
+        assert "force-continue-why-not" not in alice
+
     def test_a_second_open_request_is_refused(self, as_persona, fc):
         response = as_persona("alice").post(
             f"/runs/{fc.run_id}/force-continue/", {"reason": "again", "hours": "24"}

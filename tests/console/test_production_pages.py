@@ -155,6 +155,9 @@ class TestSigning:
         )
         body = as_persona("alice").get(f"/production/{asked.id}/").content.decode()
         assert f'href="/runs/{run.id}/" id="production-run-link"' in body
+        # the list's "Still needs" says nothing is needed, not "the replay"
+        listed = as_persona("cora").get("/production/").content.decode()
+        assert f'<td>nothing: <a href="/runs/{run.id}/">its replay ran</a></td>' in listed
 
     def test_an_admin_who_is_not_on_the_council_gets_403(self, as_persona, asked, member_key):
         key, private = member_key("adam")
