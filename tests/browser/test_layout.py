@@ -41,6 +41,20 @@ def world(db):
         ).trace
         run = replay_request(trace=trace, mode="audit", actor=persona("alice"), enqueue=False)
         runs[name] = replay_run_govern(run_id=run.id)
+    # one stored file of each other format, as its own system writes it
+    from tests.published import AHD_CHECKOUT, PAXMAN
+
+    swiss = AHD_CHECKOUT / "docs" / "evals" / "2026-04-21-swiss.replay.json"
+    token = AHD_CHECKOUT / "tokens" / "swiss-editorial.yml"
+    brief = AHD_CHECKOUT / "briefs" / "landing.yml"
+    from replay.services import trace_upload_batch
+
+    batch = trace_upload_batch(
+        files=[(p.name, io.BytesIO(p.read_bytes())) for p in (swiss, token, brief)]
+    )
+    runs["ahd"] = next(o.result.trace for o in batch if o.result is not None)
+    money = PAXMAN / "money_unresolved.json"
+    runs["paxman"] = trace_ingest(source=io.BytesIO(money.read_bytes()), filename=money.name).trace
     runs["request"] = gov_services.force_continue_request_file(
         run=runs["diverged"], actor=persona("alice"), reason="the router change is intended"
     )
@@ -69,6 +83,8 @@ def main_pages(world) -> list[tuple[str, str]]:
         ("role-grants", "/governance/role-grants/"),
         ("api-tokens", "/tokens/"),
         ("api-docs", "/api/docs/"),
+        ("trace-ahd", f"/traces/{world['ahd'].blob.sha256}/"),
+        ("trace-paxman", f"/traces/{world['paxman'].blob.sha256}/"),
     ]
 
 
