@@ -306,7 +306,9 @@ def test_its_page_shows_what_it_recorded_and_why_it_is_not_replayable(as_persona
         + "</li>"
     ) in body
     assert trace_missing(trace) == [
-        f"snapshot:mace-{kind} (not referenced by the trace)" for kind in ref.KINDS
+        f"snapshot:mace-{kind} (not named: a log as MACE's writer persists it has no job seed "
+        "and no snapshots)"
+        for kind in ref.KINDS
     ]
     assert "This trace is replayable" not in body
     assert "MALFORMED_TRACE" not in body

@@ -334,5 +334,11 @@ def test_its_stored_facts_name_no_job_and_no_snapshot():
         [],
     )
     assert facts.required_snapshot_ids == [
-        {"kind": f"mace-{kind}", "snapshot_id": None, "path": ""} for kind in ref.KINDS
+        {
+            "kind": f"mace-{kind}",
+            "snapshot_id": None,
+            "path": "",
+            "why": "not named: a log as MACE's writer persists it has no job seed and no snapshots",
+        }
+        for kind in ref.KINDS
     ]

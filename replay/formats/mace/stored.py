@@ -1,7 +1,7 @@
 """What a stored row records of a reflective log (:func:`stored_facts`): a log with seed
 003's replay fields, with its snapshots; a log as MACE's writer persists it, with none (the
-five snapshot kinds it would need are recorded unnamed, so the console lists it as not
-replayable and names what it lacks).
+five snapshot kinds it would need are recorded unnamed, each saying why, so the console lists
+it as not replayable and names what it lacks).
 
 Pure: no Django.
 """
@@ -16,8 +16,12 @@ from replay.report import ReplayReport
 SNAPSHOT_KIND = "mace-{kind}"
 
 
+#: why a log as MACE's writer persists it names no snapshot (the trace page's missing list)
+NOT_NAMED = "not named: a log as MACE's writer persists it has no job seed and no snapshots"
+
+
 def _snapshot_refs(log: Log) -> list[dict[str, object]]:
-    return [
+    refs: list[dict[str, object]] = [
         {
             "kind": SNAPSHOT_KIND.format(kind=kind),
             "snapshot_id": sid,
@@ -25,6 +29,10 @@ def _snapshot_refs(log: Log) -> list[dict[str, object]]:
         }
         for kind, sid in log.snapshot_ids.items()
     ]
+    if not log.replayable_shape:
+        for ref in refs:
+            ref["why"] = NOT_NAMED
+    return refs
 
 
 def stored_facts(log: Log, report: ReplayReport) -> StoredFacts:
