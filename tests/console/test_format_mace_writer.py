@@ -6,6 +6,7 @@ replayable, saying why."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from datetime import UTC, datetime
@@ -20,9 +21,12 @@ from replay.formats import mace
 from replay.keys import key_add_hmac
 from replay.models import Trace
 from replay.selectors import trace_missing
+from replay.services import trace_ingest
 from tests.console.formats import (
+    assert_halted_alone,
     compare_page,
     event_types,
+    governed,
     listed,
     replay_api,
     trace_page,
@@ -345,3 +349,19 @@ def test_an_audit_replay_re_verifies_its_signature_and_says_it_is_not_replayable
         "replayable",
     ]
     assert event_types()[-2:] == ["REPLAY_REQUEST", "REPLAY_RESULT"]
+
+
+def test_re_verifying_a_stored_tampered_log_halts_that_file_alone(key):
+    def ingest(name: str) -> Trace:
+        return trace_ingest(source=io.BytesIO((WRITER / name).read_bytes()), filename=name).trace
+
+    clean = ingest("clean.json")
+    tampered = ingest("edited_output.json")
+    assert (clean.trace_id, tampered.last_status) == (tampered.trace_id, "tamper_detected")
+    run = governed(tampered)
+    assert (run.status, run.error_code, run.report["broke_at"]) == (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        "immutable_subpayload.final_output_text",
+    )
+    assert_halted_alone(tampered, clean)
