@@ -365,3 +365,20 @@ def test_re_verifying_a_stored_tampered_log_halts_that_file_alone(key):
         "immutable_subpayload.final_output_text",
     )
     assert_halted_alone(tampered, clean)
+
+
+def test_the_secret_mace_signs_with_is_registered_by_the_keys_command(tmp_path, capsys):
+    """MACE reads its secret from MACE_KEY_reflective_log_key; the same bytes in a file,
+    registered under the key id the log names, verify what MACE wrote."""
+    secret = tmp_path / "reflective_log_key.secret"
+    secret.write_bytes(ref.SECRET)
+    call_command("keys", "add-hmac", "reflective_log_key", "--secret-file", str(secret))
+    capsys.readouterr()
+    path = tmp_path / "clean.json"
+    shutil.copyfile(WRITER / "clean.json", path)
+    call_command("verify", str(path), "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert (report["status"], report["checks"][2]["detail"]) == (
+        "ok",
+        "HMAC-SHA256 by reflective_log_key over the immutable sub-payload verifies",
+    )
