@@ -382,3 +382,14 @@ def test_the_secret_mace_signs_with_is_registered_by_the_keys_command(tmp_path, 
         "ok",
         "HMAC-SHA256 by reflective_log_key over the immutable sub-payload verifies",
     )
+
+
+def test_replay_of_a_path_re_verifies_it_and_says_it_is_not_replayable(tmp_path, capsys, key):
+    path = tmp_path / "clean.json"
+    shutil.copyfile(WRITER / "clean.json", path)
+    call_command("replay", str(path), "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert (report["format"], report["status"], report["replayable"]) == (FORMAT, "ok", False)
+    assert report["checks"][-1] == {"name": "replayable", "ok": True, "detail": mace.NOT_REPLAYABLE}
+    # replay PATH stores the file first, as for every format: the log alone, no snapshot
+    assert stored_counts() == {"traces": 1, "blobs": 1, "snapshots": 0}
