@@ -19,8 +19,9 @@ def trace_missing(trace: Trace) -> list[str]:
         sid = ref.get("snapshot_id")
         if sid is None and ref.get("path"):  # an input pinned by the file, never stored
             missing.append(f"snapshot:{ref['kind']} {ref['path']} (not retained)")
-        elif sid is None:
-            missing.append(f"snapshot:{ref['kind']} (not referenced by the trace)")
+        elif sid is None:  # the format may say why the file names none
+            why = ref.get("why") or "not referenced by the trace"
+            missing.append(f"snapshot:{ref['kind']} ({why})")
         elif sid not in stored:
             missing.append(f"snapshot:{ref['kind']} {sid} (not retained)")
     missing += [f"output:{ref} (not persisted)" for ref in trace.missing_outputs]

@@ -713,8 +713,6 @@ def _iso_ms(ms: int | float) -> str | None:
 
 # --- MACE ---------------------------------------------------------------------------------
 
-MACE_KIND = "mace-{kind}"
-
 
 class MaceFormat:
     """MACE reflective logs (:mod:`replay.formats.mace`); the snapshot files uploaded with a
@@ -733,9 +731,10 @@ class MaceFormat:
     )
     replay_note = (
         "MACE's router and agents are not in the log, so nothing is re-executed: re-verifying "
-        "checks the signature over the immutable sub-payload, the stored snapshots' ids and "
-        "signatures, the event ids, REPLAYABLE and, in production mode, the persisted agent "
-        "outputs"
+        "checks the signature over the immutable sub-payload and, for a log with seed 003's "
+        "replay fields, the stored snapshots' ids and signatures, the event ids, REPLAYABLE "
+        "and, in production mode, the persisted agent outputs; a log as MACE's writer "
+        "persists it is not replayable (no job seed, no snapshots)"
     )
 
     def sniff(self, head: bytes, filename: str) -> bool:
@@ -782,48 +781,7 @@ class MaceFormat:
     replay = verify
 
     def facts(self, parsed: mace.Log, report: ReplayReport, ctx: VerifyContext) -> StoredFacts:
-        doc = parsed.document
-        refs = []
-        for kind, sid in parsed.snapshot_ids.items():
-            refs.append(
-                {
-                    "kind": MACE_KIND.format(kind=kind),
-                    "snapshot_id": sid,
-                    "path": f"{sid}.json" if sid else "",
-                }
-            )
-        snapshots = [
-            StoredSnapshot(
-                snap["snapshot_id"],
-                MACE_KIND.format(kind=kind),
-                snap,
-                snap["schema_version"],
-                {
-                    "alg": "hmac-sha256",
-                    "key_id": snap["signature_key_id"],
-                    "value": snap["signature"],
-                },
-            )
-            for kind, snap in parsed.snapshots.items()
-        ]
-        return StoredFacts(
-            trace_id=str(doc["log_id"])[:64],
-            schema_version=int(doc.get("schema_version", mace.SCHEMA_VERSION)),
-            job_id=doc["job_id"],
-            job_seed=doc["job_seed"],
-            runtime_name="mace",
-            runtime_version=", ".join(map(str, doc.get("model_versions") or [])),
-            started_at=doc["timestamp"],
-            event_count=len(doc.get("event_refs") or []),
-            step_count=len(doc["iteration_trace"]),
-            required_snapshot_ids=refs,
-            missing_outputs=[
-                m.removeprefix("agent_output:")
-                for m in report.missing
-                if m.startswith("agent_output:")
-            ],
-            snapshots=snapshots,
-        )
+        return mace.stored_facts(parsed, report)
 
     def panel(self, parsed: mace.Log) -> dict[str, str]:
         return mace.panel(parsed)

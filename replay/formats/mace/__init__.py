@@ -1,8 +1,11 @@
 """MACE reflective logs as MACE writes them, with their snapshot files (seed 003).
 
 A reflective log is one JSON object: the ReflectiveLogEntry MACE's writer persists
-(``log_id``, ``timestamp``, ``percept``, ``router_decision``, ``final_output``, ...) with what
-seed 003 adds to it for replay (§3, §9): ``job_id``, ``job_seed``, the full
+(``log_id``, ``timestamp``, ``percept``, ``router_decision``, ``council_votes``,
+``agent_outputs``, ``claims``, ``evidence_items``, ``memory_reads``, ``memory_writes``,
+``brainstate_before``, ``brainstate_after``, ``final_output``, ``immutable_subpayload``,
+``signature``, ``signature_key_id``) and, optionally, what seed 003 adds to it for replay
+(§3, §9): ``job_id``, ``job_seed``, the full
 ``iteration_trace``, the five snapshot ids (``selfrep_snapshot_id``,
 ``brainstate_snapshot_id``, ``router_snapshot_id``, ``privacy_snapshot_id``,
 ``governance_snapshot_id``), the ``REPLAYABLE`` flag, and optionally ``event_refs`` (the
@@ -33,7 +36,14 @@ An event reference is ``{"sequence_index", "event_type", "event_id"}`` with
 ``event_id = hex(sha256(job_seed + ":" + sequence_index + ":" + event_type))`` (§5), in
 strictly increasing ``sequence_index`` order (§4).
 
-Checks, in order; the first failure ends the report with its exact code: ``format``
+A log with none of these replay fields (:data:`REPLAY_FIELDS`) is one exactly as MACE's
+writer persists it: it is verified by its signed part alone (``format``, ``halts``,
+``immutable_subpayload``, ``signature``) and is not replayable, saying why (no job seed, no
+snapshots: :data:`NOT_REPLAYABLE`); production replay refuses it with ``MISSING_SNAPSHOT``.
+A log with any of them must carry them all.
+
+Checks of a log with its replay fields, in order; the first failure ends the report with its
+exact code: ``format``
 (version refusals: ``UNSUPPORTED_SCHEMA_VERSION``), ``halts``, ``required_snapshots``
 (``MISSING_SNAPSHOT``), ``snapshots`` (id provenance and signatures: ``INTEGRITY_FAILURE``;
 an unregistered key: ``UNKNOWN_KEY``), ``event_ids``, ``immutable_subpayload``,
@@ -54,6 +64,7 @@ One module per concern, each importing only those before it:
   and the key registry's answer (:func:`hmac_hex`, :func:`snapshot_signed_bytes`,
   :func:`unprotected_fields`, :func:`sign_log`, :func:`make_snapshot`);
 - :mod:`.report`: :func:`verify` and :func:`refused`, as reports;
+- :mod:`.stored`: what a stored row records of a log (:func:`stored_facts`);
 - :mod:`.display`: the trace page's panel (:func:`panel`).
 
 This package re-exports the names the rest of the console, the bench and the tests use.
@@ -73,20 +84,25 @@ from replay.formats.mace.ids import (
 from replay.formats.mace.reader import (
     FORMAT,
     MAX_LOG_BYTES,
+    REPLAY_FIELDS,
     SCHEMA_VERSION,
     SNAPSHOT_FIELDS,
     Log,
     parse_log,
     snapshot_file_names,
 )
-from replay.formats.mace.report import refused, verify
+from replay.formats.mace.report import NOT_REPLAYABLE, refused, verify
 from replay.formats.mace.signing import hmac_hex, snapshot_signed_bytes
+from replay.formats.mace.stored import SNAPSHOT_KIND, stored_facts
 
 __all__ = [
     "FORMAT",
     "MAX_LOG_BYTES",
+    "NOT_REPLAYABLE",
+    "REPLAY_FIELDS",
     "SCHEMA_VERSION",
     "SNAPSHOT_FIELDS",
+    "SNAPSHOT_KIND",
     "Log",
     "config_hash_of",
     "failed_snapshot_id",
@@ -97,6 +113,7 @@ __all__ = [
     "snapshot_file_names",
     "snapshot_id_of",
     "snapshot_signed_bytes",
+    "stored_facts",
     "stored_snapshot_tampered",
     "verify",
 ]

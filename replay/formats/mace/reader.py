@@ -36,6 +36,29 @@ MAX_ITERATIONS = 100_000
 
 REQUIRED_STRINGS = ("log_id", "timestamp", "job_id", "job_seed", "signature_key_id")
 REQUIRED_OBJECTS = ("percept", "router_decision", "final_output", "immutable_subpayload")
+#: what seed 003 adds to MACE's log for replay (§3, §9). A log with none of them is a
+#: reflective log exactly as MACE's writer persists it: verified by its signature, not
+#: replayable (no job seed, no snapshots); a log with any of them must carry them all.
+REPLAY_FIELDS = (
+    "job_id",
+    "job_seed",
+    "iteration_trace",
+    "REPLAYABLE",
+    "event_refs",
+    *SNAPSHOT_FIELDS.values(),
+)
+#: the lists and objects MACE's writer persists besides the signed ones (optional; typed
+#: when present)
+WRITER_LISTS = (
+    "council_votes",
+    "agent_outputs",
+    "claims",
+    "evidence_items",
+    "memory_reads",
+    "memory_writes",
+    "errors",
+)
+WRITER_OBJECTS = ("brainstate_before", "brainstate_after")
 
 
 def _malformed(message: str) -> ReplayError:
@@ -49,6 +72,9 @@ class Log:
     document: dict[str, Any]
     filename: str = ""
     snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the log carries seed 003's replay fields (job id and seed, iterations, snapshot ids);
+    #: False for a log as MACE's writer persists it, which only its signature verifies
+    replayable_shape: bool = True
 
     @property
     def snapshot_ids(self) -> dict[str, Any]:
@@ -133,6 +159,13 @@ _LOG_FIELDS = (
     ("REPLAYABLE", bool),
     ("iteration_trace", list),
 )
+_WRITER_FIELDS = (
+    ("log_id", str),
+    ("timestamp", str),
+    *((name, dict) for name in REQUIRED_OBJECTS),
+    ("signature", str),
+    ("signature_key_id", str),
+)
 _ITERATION_FIELDS = (("iteration_id", str), ("router_output", dict))
 _EVENT_FIELDS = (("sequence_index", int), ("event_type", str), ("event_id", str))
 _SNAPSHOT_FILE_FIELDS = (
@@ -169,6 +202,8 @@ def parse_log(data: bytes, *, where: str = "log") -> Log:
             "the log that names it"
         )
     _version(doc.get("schema_version"), where=where, supported=SCHEMA_VERSION)
+    if not any(name in doc for name in REPLAY_FIELDS):
+        return _writer_log(doc, where)
     _require(doc, _LOG_FIELDS, where)
     iterations = doc["iteration_trace"]
     if len(iterations) > MAX_ITERATIONS:
@@ -193,6 +228,19 @@ def parse_log(data: bytes, *, where: str = "log") -> Log:
     _list(doc, "agent_outputs", where)
     # strict JSON (no NaN, no lone surrogates) is always serialisable by mace-v1
     return Log(doc, where)
+
+
+def _writer_log(doc: dict[str, Any], where: str) -> Log:
+    """A log as MACE's writer persists it (no replay fields): the signed fields and the
+    writer's other lists and objects, typed."""
+    _require(doc, _WRITER_FIELDS, where)
+    for name in WRITER_LISTS:
+        _list(doc, name, where)
+    for name in WRITER_OBJECTS:
+        value = doc.get(name)
+        if value is not None and type(value) is not dict:
+            raise _malformed(f"{where}: {name} must be an object")
+    return Log(doc, where, replayable_shape=False)
 
 
 def parse_snapshot(data: bytes, *, where: Any) -> dict[str, Any]:

@@ -106,6 +106,8 @@ def verify(
     ``ReplayError``."""
     doc = log.document
     report = _report(mode, log)
+    if not log.replayable_shape:
+        return _verify_writer_log(log, report, keys=keys, at=at, halted_check=halted_check)
     version = doc.get("schema_version", SCHEMA_VERSION)
     iterations = doc["iteration_trace"]
     report.stats = {"iterations": len(iterations), "events": len(doc.get("event_refs") or [])}
@@ -241,66 +243,9 @@ def verify(
         Check("event_ids", True, f"{len(refs)} event ids recompute as {EVENT_ID_GENERATOR}")
     )
 
-    # the immutable sub-payload is the one the log's fields give
-    recorded = doc["immutable_subpayload"]
-    derived = _subpayload_of_parsed(doc)
-    for key, path in SUBPAYLOAD_SOURCES.items():
-        if key not in recorded or (
-            recorded[key] != derived[key]
-            and _canonical(recorded[key], key) != _canonical(derived[key], key)
-        ):
-            message = (
-                f"immutable_subpayload.{key}: the signed value is not the log's {'.'.join(path)}"
-            )
-            return _fail(
-                report,
-                "immutable_subpayload",
-                errors.INTEGRITY_FAILURE,
-                message,
-                broke_at=f"immutable_subpayload.{key}",
-                expected=_text(derived[key]),
-                observed=_text(recorded[key]) if key in recorded else None,
-            )
-    extra = (
-        []
-        if len(recorded) == len(SUBPAYLOAD_SOURCES)
-        else sorted(set(recorded) - set(SUBPAYLOAD_SOURCES))
-    )
-    report.checks.append(
-        Check(
-            "immutable_subpayload",
-            True,
-            "log_id, percept.text, final_output.text and router_decision.decision_id are "
-            "the signed values" + (f" (also signed: {', '.join(extra)})" if extra else ""),
-        )
-    )
-
-    # the log's signature
-    signature_problem = _signature_problem(
-        what="signature",
-        value=doc["signature"],
-        key_id=doc["signature_key_id"],
-        payload=recorded,
-        keys=keys,
-        at=at,
-    )
-    if signature_problem is not None:
-        return _fail(
-            report,
-            "signature",
-            signature_problem.code,
-            signature_problem.message,
-            broke_at="signature",
-            expected=signature_problem.expected,
-            observed=signature_problem.observed,
-        )
-    report.checks.append(
-        Check(
-            "signature",
-            True,
-            f"HMAC-SHA256 by {doc['signature_key_id']} over the immutable sub-payload verifies",
-        )
-    )
+    failed = _signed_part(report, doc, keys=keys, at=at)
+    if failed is not None:
+        return failed
 
     # REPLAYABLE (§9): what the console finds, against what the log claims
     persisted = _persisted(doc)
@@ -399,6 +344,140 @@ def verify(
     report.message = (
         f"MACE log {doc['log_id']} verifies: signature, {len(SNAPSHOT_KINDS)} snapshots, "
         f"{len(refs)} event ids"
+    )
+    return report
+
+
+def _signed_part(
+    report: ReplayReport, doc: Mapping[str, Any], *, keys: KeyRing | None, at: datetime | None
+) -> ReplayReport | None:
+    """The ``immutable_subpayload`` and ``signature`` checks: the failed report, or None
+    when both pass (their passed checks appended)."""
+    # the immutable sub-payload is the one the log's fields give (stricter than MACE's own
+    # check, which reads the sub-payload alone: an edited final_output.text fails here)
+    recorded = doc["immutable_subpayload"]
+    derived = _subpayload_of_parsed(doc)
+    for key, path in SUBPAYLOAD_SOURCES.items():
+        if key not in recorded:
+            message = (
+                f"immutable_subpayload.{key} is missing: MACE's writer signs "
+                f"{', '.join(SUBPAYLOAD_SOURCES)}, so the log's {'.'.join(path)} is unsigned"
+            )
+            return _fail(
+                report,
+                "immutable_subpayload",
+                errors.INTEGRITY_FAILURE,
+                message,
+                broke_at=f"immutable_subpayload.{key}",
+                expected=_text(derived[key]),
+            )
+        if recorded[key] != derived[key] and _canonical(recorded[key], key) != _canonical(
+            derived[key], key
+        ):
+            message = (
+                f"immutable_subpayload.{key}: the signed value is not the log's {'.'.join(path)}"
+            )
+            return _fail(
+                report,
+                "immutable_subpayload",
+                errors.INTEGRITY_FAILURE,
+                message,
+                broke_at=f"immutable_subpayload.{key}",
+                expected=_text(derived[key]),
+                observed=_text(recorded[key]),
+            )
+    extra = (
+        []
+        if len(recorded) == len(SUBPAYLOAD_SOURCES)
+        else sorted(set(recorded) - set(SUBPAYLOAD_SOURCES))
+    )
+    report.checks.append(
+        Check(
+            "immutable_subpayload",
+            True,
+            "log_id, percept.text, final_output.text and router_decision.decision_id are "
+            "the signed values" + (f" (also signed: {', '.join(extra)})" if extra else ""),
+        )
+    )
+
+    # the log's signature
+    signature_problem = _signature_problem(
+        what="signature",
+        value=doc["signature"],
+        key_id=doc["signature_key_id"],
+        payload=recorded,
+        keys=keys,
+        at=at,
+    )
+    if signature_problem is not None:
+        return _fail(
+            report,
+            "signature",
+            signature_problem.code,
+            signature_problem.message,
+            broke_at="signature",
+            expected=signature_problem.expected,
+            observed=signature_problem.observed,
+        )
+    report.checks.append(
+        Check(
+            "signature",
+            True,
+            f"HMAC-SHA256 by {doc['signature_key_id']} over the immutable sub-payload verifies",
+        )
+    )
+    return None
+
+
+#: why a log as MACE's writer persists it is not replayable (seed 003 §3)
+NOT_REPLAYABLE = (
+    "not replayable: no job seed, no snapshots (a reflective log as MACE's writer persists "
+    "it records neither job_id and job_seed nor the iteration trace and snapshot ids seed 003 "
+    "§3 replays from)"
+)
+#: what such a log misses for a replay (the report's ``missing``)
+WRITER_LOG_MISSING = ("job_seed", *SNAPSHOT_FIELDS.values())
+
+
+def _verify_writer_log(
+    log: Log,
+    report: ReplayReport,
+    *,
+    keys: KeyRing | None,
+    at: datetime | None,
+    halted_check: Check | None,
+) -> ReplayReport:
+    """A log as MACE's writer persists it: its signed part, and why it is not replayable.
+    Production replay refuses it (no snapshots to load: seed 003 §6 step 2)."""
+    doc = log.document
+    report.stats = {"iterations": 0, "events": 0}
+    report.checks.append(
+        Check(
+            "format",
+            True,
+            "a MACE reflective log as MACE's writer persists it (no job_id, job_seed, "
+            "iteration_trace or snapshot ids)",
+        )
+    )
+    if halted_check is not None:
+        report.checks.append(halted_check)
+    report.replayable = False
+    report.missing = list(WRITER_LOG_MISSING)
+    if report.mode == PRODUCTION:
+        return _fail(
+            report,
+            "required_snapshots",
+            errors.MISSING_SNAPSHOT,
+            f"production replay refuses this log, {NOT_REPLAYABLE}",
+            broke_at=SNAPSHOT_FIELDS[SNAPSHOT_KINDS[0]],
+        )
+    failed = _signed_part(report, doc, keys=keys, at=at)
+    if failed is not None:
+        return failed
+    report.checks.append(Check("replayable", True, NOT_REPLAYABLE))
+    report.message = (
+        f"MACE log {doc['log_id']} verifies: its signature over the immutable sub-payload; "
+        "not replayable (no job seed, no snapshots)"
     )
     return report
 
