@@ -18,7 +18,7 @@ class TraceFilterForm(forms.Form):
     )
     date_from = forms.DateField(required=False, label="uploaded from")
     date_to = forms.DateField(required=False, label="uploaded to")
-    q = forms.CharField(required=False, max_length=255, label="trace or job id")
+    q = forms.CharField(required=False, max_length=255, label="search")
     cursor = forms.CharField(required=False, max_length=512)
 
     def __init__(self, data=None, *args, **kwargs):

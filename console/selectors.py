@@ -117,7 +117,13 @@ def trace_queryset(filters: TraceFilters) -> QuerySet[Trace]:
     if filters.date_to:
         qs = qs.filter(created_at__lt=_day_start(filters.date_to + timedelta(days=1)))
     if filters.q:
-        qs = qs.filter(Q(trace_id=filters.q.lower()) | Q(job_id=filters.q))
+        # an exact trace or job id, an uploader's user name, or a part of the file name
+        qs = qs.filter(
+            Q(trace_id=filters.q.lower())
+            | Q(job_id=filters.q)
+            | Q(uploaded_by__username=filters.q)
+            | Q(filename__icontains=filters.q)
+        )
     if filters.replayable is not None:
         qs = _replayable_filter(qs, filters.replayable)
     return qs

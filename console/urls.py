@@ -5,7 +5,18 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from console.api.common import SchemaFormatNegotiation
-from console.views import auth, errors, governance, health, ops, production, runs, tokens, traces
+from console.views import (
+    auth,
+    errors,
+    exports,
+    governance,
+    health,
+    ops,
+    production,
+    runs,
+    tokens,
+    traces,
+)
 
 handler400 = errors.bad_request
 handler403 = errors.permission_denied
@@ -23,6 +34,10 @@ urlpatterns = [
     # traces
     path("traces/", traces.trace_list_view, name="trace-list"),
     path("traces/upload/", traces.trace_upload_view, name="trace-upload"),
+    path("traces/export.csv", exports.trace_export_view, {"fmt": "csv"}, name="trace-export-csv"),
+    path(
+        "traces/export.json", exports.trace_export_view, {"fmt": "json"}, name="trace-export-json"
+    ),
     path("traces/<str:trace_ref>/", traces.trace_detail_view, name="trace-detail"),
     path("traces/<str:trace_ref>/replay/", runs.run_start_view, name="run-start"),
     path(

@@ -84,6 +84,7 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
         "form": form,
         "page": page,
         "formats": trace_formats(),
+        "export_query": "?" + urlencode(base) if base else "",
         "older_url": link(page.next_cursor) if page else None,
         "newer_url": link(page.prev_cursor) if page else None,
     }

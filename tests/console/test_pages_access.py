@@ -235,6 +235,8 @@ def test_the_matrix_above_covers_every_page_route():
         "schema",
     }
     public_tested_elsewhere = {"healthz"}  # tests/console/test_production.py
+    # streamed files, every role: tests/console/test_trace_export.py
+    posts_tested_elsewhere |= {"trace-export-csv", "trace-export-json"}
     assert names - gets - posts_tested_elsewhere - public_tested_elsewhere == set()
     assert len(PAGES) == len(gets)
 
