@@ -106,6 +106,16 @@ urlpatterns = [
     path("governance/keys/register/", governance.key_register_view, name="key-register"),
     path("governance/keys/rotate/", governance.server_key_rotate_view, name="server-key-rotate"),
     path(
+        "governance/keys/verification/add/",
+        governance.verification_key_add_view,
+        name="verification-key-add",
+    ),
+    path(
+        "governance/keys/verification/<str:key_id>/revoke/",
+        governance.verification_key_revoke_view,
+        name="verification-key-revoke",
+    ),
+    path(
         "governance/keys/<str:key_id>/confirm/",
         governance.key_confirm_view,
         name="key-confirm",

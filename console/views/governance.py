@@ -5,6 +5,7 @@ sees public keys and signatures."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -18,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import roles
+from console.api.errors import INVALID_INPUT
 from console.refusals import governance_status
 from console.views.common import partial_or_page, signed_in
 from governance import codes, conf, ledger, membership, signing
@@ -33,6 +35,7 @@ from governance.models import (
 )
 from governance.verification import ledger_verification_start, ledger_verification_state
 from replay.canonical import jcs
+from replay.keys import KeyRegistryError, key_add_ed25519, key_add_hmac, key_revoke
 from replay.models import VerificationKey
 
 MESSAGE_OWN_REQUEST = "You filed this request: someone else must approve it."
@@ -571,6 +574,69 @@ def key_revoke_view(request: HttpRequest, key_id: str) -> HttpResponse:
         messages.success(request, f"Key {key.key_id} revoked.")
 
     return _key_action(request, revoke)
+
+
+#: a trace verification key's id as a person types it: what the CLI accepts, without blanks
+VERIFICATION_KEY_ID = re.compile(r"[!-~]{1,128}")
+VERIFICATION_KEY_ID_MESSAGE = (
+    "a key id is 1 to 128 printable ASCII characters without spaces, as the trace names it"
+)
+
+
+def _verification_key_action(request: HttpRequest, action: Any) -> HttpResponse:
+    """An admin's change to the trace verification keys, as ``manage.py keys`` makes it (the
+    same replay.keys functions and messages); a refusal is shown on the keys page."""
+    try:
+        action()
+    except KeyRegistryError as exc:
+        context = {
+            **_keys_context(request),
+            "error_code": INVALID_INPUT,
+            "error_message": str(exc),
+            "verification_key_id": request.POST.get("key_id", "")[:128],
+        }
+        return render(request, "console/keys_manage.html", context, status=400)
+    return HttpResponseRedirect(reverse("key-list") + "#verification-keys", status=303)
+
+
+@signed_in
+@require_POST
+def verification_key_add_view(request: HttpRequest) -> HttpResponse:
+    roles.require(request.user, roles.MANAGE)
+    key_id = request.POST.get("key_id", "").strip()
+    alg = request.POST.get("alg", "")
+
+    def add() -> None:
+        if not VERIFICATION_KEY_ID.fullmatch(key_id):
+            raise KeyRegistryError(VERIFICATION_KEY_ID_MESSAGE)
+        if alg == "hmac-sha256":
+            # typed or pasted: a trailing line ending is not part of the secret (as the CLI
+            # strips it from a secret file)
+            secret = request.POST.get("secret", "").encode().rstrip(b"\r\n")
+            key = key_add_hmac(key_id=key_id, secret=secret)
+        elif alg == "ed25519":
+            key = key_add_ed25519(
+                key_id=key_id, public_key=request.POST.get("public_key", "").encode()
+            )
+        else:
+            raise KeyRegistryError("choose the key's algorithm: hmac-sha256 or ed25519")
+        messages.success(request, f"Added {key.alg} key {key.key_id}.")
+
+    return _verification_key_action(request, add)
+
+
+@signed_in
+@require_POST
+def verification_key_revoke_view(request: HttpRequest, key_id: str) -> HttpResponse:
+    roles.require(request.user, roles.MANAGE)
+
+    def revoke() -> None:
+        key = key_revoke(key_id=key_id)
+        messages.success(
+            request, f"Key {key.key_id} retired: it verifies nothing signed after now."
+        )
+
+    return _verification_key_action(request, revoke)
 
 
 @signed_in

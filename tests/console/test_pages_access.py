@@ -226,6 +226,8 @@ def test_the_matrix_above_covers_every_page_route():
         "key-register",
         "key-confirm",
         "key-revoke",
+        "verification-key-add",  # tests/console/test_verification_keys_page.py
+        "verification-key-revoke",
         "server-key-rotate",
         "logout",
         "login",
