@@ -60,6 +60,7 @@ urlpatterns = [
     path("runs/<str:run_id>/status/", runs.run_status_view, name="run-status"),
     path("runs/<str:run_id>/value/", runs.run_value_view, name="run-value"),
     path("runs/<str:run_id>/report.json", runs.run_report_json_view, name="run-report-json"),
+    path("runs/<str:run_id>/report/", runs.run_report_tree_view, name="run-report-tree"),
     path(
         "runs/<str:run_id>/force-continue/",
         governance.force_continue_request_view,

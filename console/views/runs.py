@@ -8,11 +8,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from console import roles
 from console.api.errors import REPORT_NOT_READY
 from console.diffview import render_json, step_diffs
+from console.jsonview import json_tree
 from console.selectors import trace_recorded_outputs
 from console.views.common import partial_or_page, signed_in
 from governance.selectors import (
@@ -167,6 +169,20 @@ def run_value_view(request: HttpRequest, run_id: str) -> HttpResponse:
         return render(request, "console/error_page.html", context, status=404)
     context = {"run": run, "pointer": pointer, "value": render_json(value)}
     return partial_or_page(request, "console/run_value.html", "value", context)
+
+
+@require_GET
+@signed_in
+def run_report_tree_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The report JSON as a tree to fold (console.jsonview): what report.json serves, to read."""
+    run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
+    tree = json_tree(run.report) if run.report is not None else ""
+    context = {
+        "run": run,
+        "tree": mark_safe(tree),  # noqa: S308 (json_tree escapes every key and value)
+        "too_large": run.report is not None and not tree,
+    }
+    return render(request, "console/run_report_tree.html", context)
 
 
 @require_GET

@@ -10,11 +10,13 @@ from urllib.parse import urlencode
 from django.core.files.uploadedfile import UploadedFile
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods
 
 from console import charts, roles
 from console.diffview import render_json
 from console.forms import TraceFilterForm
+from console.jsonview import json_tree
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
@@ -403,6 +405,7 @@ def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResp
         "trace": trace,
         "event": event,
         "payload": render_json(shown),
+        "payload_tree": mark_safe(json_tree(shown)),  # noqa: S308 (json_tree escapes)
         "fields": fields,
         "policy_missing": pointers is None,
         "revealed": revealed,

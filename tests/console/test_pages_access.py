@@ -73,6 +73,7 @@ FULL_PAGES = {
     "api docs",
     "api tokens",
     "report json",
+    "report tree",
 }
 
 MISSING_SHA = "f" * 64
@@ -107,6 +108,12 @@ PAGES = [
         "report json",
         lambda w: f"/runs/{w.run}/report.json",
         f"/runs/{MISSING_UUID}/report.json",
+        ANYONE,
+    ),
+    (
+        "report tree",
+        lambda w: f"/runs/{w.run}/report/",
+        f"/runs/{MISSING_UUID}/report/",
         ANYONE,
     ),
     (
@@ -199,6 +206,7 @@ def test_the_matrix_above_covers_every_page_route():
         "run-status",
         "run-value",
         "run-report-json",
+        "run-report-tree",
         "force-continue-request",
         "force-continue-list",
         "force-continue-detail",
