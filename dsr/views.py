@@ -92,7 +92,7 @@ def _fields(legal: LegalRequest) -> list[dict[str, Any]]:
     """The subjects' indexed fields, values redacted (the page never shows one in clear)."""
     if not subjects_port.privacy_installed():
         return []
-    released = {(r.subject_ref, r.trace_pk, r.location, r.path) for r in legal.releases.all()}
+    released = access.revealable(legal)
     rows = []
     for hit, value in subjects_port.subject_values(list(legal.subject_refs), reveal=False):
         key = (hit.subject_ref, hit.trace_pk, hit.location, hit.path)
@@ -198,7 +198,7 @@ def _approve_context(request: HttpRequest, legal: LegalRequest, purpose: str) ->
         "legal": legal,
         "purpose": purpose,
         "status": services.approval_status(request=legal, purpose=purpose),
-        "approval_rows": legal.approvals.filter(purpose=purpose).select_related("approver"),
+        "values": services.release_values_for(legal) if purpose == signing.DSR_RELEASE else None,
         "blocker": blocker,
         "reason": reason,
         "payload_text": payload_text(payload),
@@ -260,8 +260,7 @@ def dsr_bundle_view(request: HttpRequest, request_id: str) -> HttpResponse:
 
 def _released_bundle(request: HttpRequest, request_id: str) -> tuple[LegalRequest, bytes]:
     legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
-    services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
-    return legal, access.bundle_bytes(request=legal)
+    return legal, access.released_bundle(request=legal)
 
 
 @require_GET
