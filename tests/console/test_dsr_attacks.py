@@ -462,3 +462,29 @@ def test_a_deleted_approval_row_is_named_missing(traces, member_key):
             "message": f"ledger event {approval.event_id} (DSR_APPROVAL) has no approval row",
         }
     ]
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="ALTER TABLE ... DISABLE TRIGGER")
+def test_rows_rewritten_with_the_trigger_disabled_on_postgresql_are_named(traces, member_key):
+    legal = opened("both")
+    release_api(legal, field(legal, "/user/email", traces[0].pk))
+    approval = approve(legal, signing.DSR_ERASURE, member_key)
+    release = DsrRelease.objects.get()
+    with connection.cursor() as cur:
+        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no deferred foreign key checks pending
+        for table in ("dsr_dsrapproval", "dsr_dsrrelease"):
+            cur.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        cur.execute("UPDATE dsr_dsrapproval SET role = 'council' WHERE id = %s", [approval.id])
+        cur.execute("DELETE FROM dsr_dsrrelease WHERE id = %s", [release.id])
+        for table in ("dsr_dsrapproval", "dsr_dsrrelease"):
+            cur.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert [(m["code"], m["table"], m["row"]) for m in result["tables"]] == [
+        (codes.TABLE_APPROVAL, "dsr_dsrapproval", str(approval.id)),
+        (codes.TABLE_RELEASE, "dsr_dsrrelease", str(release.event_id)),
+    ]
+    assert services.approval_status(request=legal, purpose="erasure").complete
