@@ -488,3 +488,61 @@ def test_rows_rewritten_with_the_trigger_disabled_on_postgresql_are_named(traces
         (codes.TABLE_RELEASE, "dsr_dsrrelease", str(release.event_id)),
     ]
     assert services.approval_status(request=legal, purpose="erasure").complete
+
+
+# --- approvals recorded before they signed what they cover --------------------------------------
+
+
+def _recorded_before(legal: LegalRequest, purpose: str, member_key) -> DsrApproval:
+    """An approval as the console recorded it before approvals signed values or a plan."""
+    from governance import ledger
+
+    key, private = member_key("adam")
+    payload = signing.dsr_approval_payload(
+        request_id=str(legal.id),
+        purpose=purpose,
+        kind=legal.kind,
+        subjects=list(legal.subject_refs),
+        legal_basis=legal.legal_basis,
+        due_date=legal.due_date.isoformat(),
+        requested_by="lena",
+        identity_seq=legal.identity_event_id,
+        role="admin",
+    )
+    signature = signing.sign(private, jcs(payload))
+    with transaction.atomic():
+        event = ledger.append(
+            event_type=codes.DSR_APPROVAL,
+            payload=payload,
+            actor=persona("adam"),
+            actor_key_id=key.key_id,
+            actor_signature=signature,
+        )
+        return DsrApproval.objects.create(
+            request=legal,
+            purpose=purpose,
+            approver=persona("adam"),
+            role="admin",
+            key=key,
+            payload=payload,
+            signature=signature,
+            event=event,
+            created_at=event.created_at,
+        )
+
+
+def test_an_approval_recorded_before_the_lists_still_verifies_and_counts(traces, member_key):
+    legal = opened("both")
+    assert release_api(legal, field(legal, "/user/email", traces[0].pk)).status_code == 201
+    old = _recorded_before(legal, signing.DSR_RELEASE, member_key)
+    assert "values" not in old.payload
+
+    assert verify_json()[0] == 0
+    assert services.approval_status(request=legal, purpose="release").complete
+    # it covers the releases the ledger held before it, and nothing after
+    refused = release_api(legal, field(legal, "/user/name", traces[0].pk))
+    assert refused.json()["error_code"] == codes.DSR_RELEASE_NOT_APPROVED
+    erasure = _recorded_before(legal, signing.DSR_ERASURE, member_key)
+    receipt = access.legal_request_erase(request=legal, actor=persona("lena"))
+    assert receipt.payload["approval_seqs"] == [erasure.event_id]
+    assert subjects.identifier(legal.subject_refs[0]) is None
