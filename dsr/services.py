@@ -54,6 +54,7 @@ NOT_APPROVED_MESSAGE = (
     "the {purpose} of legal request {request} is not approved yet: it needs {missing}"
 )
 FULFIL_MESSAGE = "legal request {request} cannot be fulfilled before its {what}"
+NOT_COUNTED_MESSAGE = "DSR_APPROVAL seq {seq} does not count: {why}"
 UNFILED_MESSAGE = "legal request {request} has no DSR_OPENED event in the ledger"
 
 BASIS_LIMIT = 500
@@ -492,10 +493,10 @@ def require_approved(*, request: LegalRequest, purpose: str) -> signed.Approvals
     found = signed.approvals(request, purpose)
     status = _status(purpose, found)
     if not status.complete:
-        raise codes.GovernanceError(
-            codes.DSR_STATE,
-            NOT_APPROVED_MESSAGE.format(
-                purpose=purpose, request=request.id, missing=status.missing
-            ),
+        message = NOT_APPROVED_MESSAGE.format(
+            purpose=purpose, request=request.id, missing=status.missing
         )
+        for seq, why in found.ignored:
+            message += "; " + NOT_COUNTED_MESSAGE.format(seq=seq, why=why)
+        raise codes.GovernanceError(codes.DSR_STATE, message)
     return found

@@ -90,7 +90,6 @@ class SignedApproval:
 class Approvals:
     """A purpose's approvals per the ledger: those that count, and why the others do not."""
 
-    identity_seq: int | None
     counted: tuple[SignedApproval, ...]
     ignored: tuple[tuple[int, str], ...]
 
@@ -146,8 +145,6 @@ def _covers(payload: Mapping[str, Any]) -> tuple[Any, Any] | None:
 
 def approvals(request: LegalRequest, purpose: str) -> Approvals:
     """The ``purpose`` approvals of ``request`` per the signed ledger (see the module)."""
-    filed = filing(request)
-    identity = identity_seq(request)
     events = list(
         GovernanceEvent.objects.filter(
             code=_APPROVAL, payload__request_id=str(request.id), payload__purpose=purpose
@@ -156,7 +153,9 @@ def approvals(request: LegalRequest, purpose: str) -> Approvals:
         .values_list("seq", "actor_id", "actor_key_id", "actor_signature", "payload")
     )
     if not events:
-        return Approvals(identity, (), ())
+        return Approvals((), ())
+    filed = filing(request)
+    identity = identity_seq(request)
     users = get_user_model().objects.in_bulk({e[1] for e in events if e[1] is not None})
     keys = ledger.member_key_states()
     role = conf.approval_by()
@@ -183,7 +182,7 @@ def approvals(request: LegalRequest, purpose: str) -> Approvals:
             continue
         user = users[actor_id]
         counted.append(SignedApproval(seq, actor_id, user.get_username(), key_id, payload))
-    return Approvals(identity, tuple(counted), tuple(ignored))
+    return Approvals(tuple(counted), tuple(ignored))
 
 
 def _problem(

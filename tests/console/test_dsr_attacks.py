@@ -340,6 +340,7 @@ def test_a_hand_inserted_approval_erases_nothing_and_verify_names_it(
     key, _private = member_key("adam")
     checkpoint = tmp_path / "head.json"
     call_command("governance", "checkpoint", "--out", str(checkpoint), stdout=io.StringIO())
+    drop_guard("dsr_dsrapproval")  # as an owner of the database could (an insert passes anyway)
     row = _insert_approval(legal, key)
 
     code, err = _erase(legal)
@@ -444,12 +445,16 @@ def test_a_rewritten_approval_or_release_row_is_named_by_verify(traces, member_k
     assert not services.approval_status(request=legal, purpose="release").complete
 
 
-def test_a_deleted_approval_row_is_named_missing(traces, member_key):
-    legal = opened("erasure")
+def test_deleted_approval_and_release_rows_are_named_missing(traces, member_key):
+    legal = opened("both")
+    release_api(legal, field(legal, "/user/email", traces[0].pk))
     approval = approve(legal, signing.DSR_ERASURE, member_key)
+    release = DsrRelease.objects.get()
     drop_guard("dsr_dsrapproval")
+    drop_guard("dsr_dsrrelease")
     with connection.cursor() as cur:
         cur.execute("DELETE FROM dsr_dsrapproval WHERE id = %s", [approval.id])
+        cur.execute("DELETE FROM dsr_dsrrelease WHERE id = %s", [release.id])
 
     code, result = verify_json()
 
@@ -460,8 +465,17 @@ def test_a_deleted_approval_row_is_named_missing(traces, member_key):
             "table": "dsr_dsrapproval",
             "row": str(approval.event_id),
             "message": f"ledger event {approval.event_id} (DSR_APPROVAL) has no approval row",
-        }
+        },
+        {
+            "code": codes.TABLE_RELEASE,
+            "table": "dsr_dsrrelease",
+            "row": str(release.event_id),
+            "message": f"ledger event {release.event_id} (PII_REVEALED) has no release row",
+        },
     ]
+    # the approval still counts (the ledger says so); the release reveals nothing without a row
+    assert services.approval_status(request=legal, purpose="erasure").complete
+    assert access.revealable(legal) == set()
 
 
 @pytest.mark.postgres
@@ -546,3 +560,38 @@ def test_an_approval_recorded_before_the_lists_still_verifies_and_counts(traces,
     receipt = access.legal_request_erase(request=legal, actor=persona("lena"))
     assert receipt.payload["approval_seqs"] == [erasure.event_id]
     assert subjects.identifier(legal.subject_refs[0]) is None
+
+
+def test_a_signed_approval_event_over_other_terms_does_not_count_and_is_named(
+    ingest, signers, member_key
+):
+    """Even a DSR_APPROVAL in the ledger, signed by a confirmed admin key, counts only when
+    its payload is the one the request's own events rebuild."""
+    from governance import ledger
+
+    ingest("ok")
+    legal = opened("erasure")
+    key, private = member_key("adam")
+    payload = services.approval_payload_for(request=legal, purpose="erasure")
+    payload["legal_basis"] = "consent"  # not what the DSR_OPENED event recorded
+    with transaction.atomic():
+        event = ledger.append(
+            event_type=codes.DSR_APPROVAL,
+            payload=payload,
+            actor=persona("adam"),
+            actor_key_id=key.key_id,
+            actor_signature=signing.sign(private, jcs(payload)),
+        )
+
+    code, err = _erase(legal)
+
+    assert (code, err) == (
+        1,
+        f"{codes.DSR_STATE}: "
+        + services.NOT_APPROVED_MESSAGE.format(
+            purpose="erasure", request=legal.id, missing="1 admin approval(s)"
+        )
+        + f"; DSR_APPROVAL seq {event.seq} does not count: its signed legal_basis differ(s) "
+        "from the request's ledger events",
+    )
+    assert subjects.identifier(legal.subject_refs[0]) == ALAN
