@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import payload_text, refused, signed_document
-from dsr import access, conf, services, subjects_port
+from dsr import access, conf, services, signed, subjects_port
 from dsr.models import LegalRequest
 from governance import selectors as gov
 from governance import signing
@@ -119,6 +119,7 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
         "erasure_approved": bool(erasure and erasure.complete),
         "receipt": access.erasure_receipt(legal),
         "can_release": roles.can(user, roles.PII_REVEAL),
+        "release_signed": legal.wants_access and signed.covered(legal)[1] is not None,
         "legal": legal,
         "days_left": legal.days_left(),
         "approvals": approvals,

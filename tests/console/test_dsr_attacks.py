@@ -175,7 +175,10 @@ def test_a_release_of_a_field_the_approval_did_not_sign_is_refused_and_never_han
     )
     assert GovernanceEvent.objects.count() == before
     assert DsrRelease.objects.count() == 1
-    # the page refuses it the same way
+    # the request page offers no release any more, and refuses one posted anyway
+    detail = client_for("adam").get(reverse("dsr-detail", args=[legal.id])).content.decode()
+    assert 'id="release-signed"' in detail
+    assert "release-form" not in detail
     page = client_for("adam").post(reverse("dsr-release", args=[legal.id]), name)
     assert page.status_code == 409
     assert codes.DSR_RELEASE_NOT_APPROVED in page.content.decode()
