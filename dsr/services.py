@@ -391,7 +391,8 @@ def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> N
     if request.is_closed:
         raise _state_error(request, f"have its {purpose} approved")
     _require_identity(request)
-    if approver.pk == request.requested_by_id:
+    filed = signed.filing(request)
+    if approver.pk in (request.requested_by_id, filed.actor_id if filed else None):
         raise codes.GovernanceError(
             codes.DSR_SELF_APPROVAL,
             SELF_APPROVAL_MESSAGE.format(

@@ -598,3 +598,24 @@ def test_a_signed_approval_event_over_other_terms_does_not_count_and_is_named(
         "from the request's ledger events",
     )
     assert subjects.identifier(legal.subject_refs[0]) == ALAN
+
+
+def test_a_requester_rewritten_in_the_request_row_still_cannot_approve(ingest, signers, member_key):
+    ingest("ok")
+    legal = services.legal_request_open(
+        actor=persona("adam"), identifiers=[ALAN], kind="erasure", legal_basis="GDPR Art. 17"
+    )
+    legal = services.legal_request_identity_verify(
+        request=legal, actor=persona("lena"), method="passport seen on a video call"
+    )
+    LegalRequest.objects.filter(pk=legal.pk).update(requested_by=persona("lena"))
+    legal.refresh_from_db()
+
+    with pytest.raises(codes.GovernanceError) as refused:
+        approve(legal, signing.DSR_ERASURE, member_key)
+
+    assert refused.value.code == codes.DSR_SELF_APPROVAL
+    assert refused.value.message == services.SELF_APPROVAL_MESSAGE.format(
+        user="adam", request=legal.id, purpose="erasure"
+    )
+    assert not DsrApproval.objects.exists()
