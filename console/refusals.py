@@ -35,6 +35,8 @@ _CONFLICT = {
     codes.DSR_IDENTITY_UNVERIFIED,
     codes.DSR_ALREADY_APPROVED,
     codes.DSR_STATE,
+    codes.DSR_RELEASE_NOT_APPROVED,
+    codes.DSR_PLAN_CHANGED,
 }
 
 

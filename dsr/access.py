@@ -26,8 +26,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dsr import services, subjects_port
-from dsr.models import DsrApproval, DsrRelease, LegalRequest
+from dsr import scope, services, signed, subjects_port
+from dsr.models import DsrRelease, LegalRequest
 from governance import chain, codes, ledger, signing
 from governance import services as gov_services
 from governance.models import GovernanceEvent
@@ -47,6 +47,15 @@ FIELD_UNKNOWN_MESSAGE = "legal request {request} has no indexed field {field} of
 RELEASED_TWICE_MESSAGE = "{field} of {subject} is already released for legal request {request}"
 RELEASE_REASON_MESSAGE = "releasing a field needs a reason"
 NOT_BUILT_MESSAGE = "the bundle of legal request {request} is not built"
+NOT_COVERED_MESSAGE = (
+    "{value} is not among the {count} value(s) the signed release approval of legal request "
+    "{request} covers (DSR_APPROVAL seq {seqs}): releasing it needs a new legal request and "
+    "its approval"
+)
+PLAN_CHANGED_MESSAGE = (
+    "the erasure plan of legal request {request} changed since its approval (DSR_APPROVAL seq "
+    "{seq}) was signed: {changes}; a new approval is needed"
+)
 
 
 def _privacy_error() -> codes.GovernanceError:
@@ -147,7 +156,7 @@ def bundle_build(*, request_id: Any) -> LegalRequest:
         rows = Trace.objects.select_related("blob").in_bulk(order)
         traces = [rows[pk] for pk in order if pk in rows]
         _progress(request, bundle_total=len(traces))
-        released = {(r.subject_ref, r.trace_pk, r.location, r.path) for r in request.releases.all()}
+        released = revealable(request)
         revealed: dict[tuple[str, int, str, str], str] = {}
         if released:
             for hit, value in subjects_port.subject_values(refs, reveal=True):
@@ -246,12 +255,67 @@ def _exported(
     return request
 
 
+def revealable(request: LegalRequest) -> set[tuple[str, int, str, str]]:
+    """The fields (subject, trace pk, location, path) whose values a bundle build reveals: the
+    releases the ledger backs and, once a release approval counts, only those it covers."""
+    backed = signed.releases(request)
+    _approvals, cover = signed.covered(request)
+    keys = None if cover is None else {scope.value_key(v) for v in cover}
+    return {
+        (r.value["subject"], r.trace_pk, r.value["location"], r.value["path"])
+        for r in backed
+        if keys is None or scope.value_key(r.value) in keys
+    }
+
+
+def _not_covered(
+    request: LegalRequest, value: dict[str, Any], cover: list[dict[str, Any]], seqs: list[int]
+) -> codes.GovernanceError:
+    return codes.GovernanceError(
+        codes.DSR_RELEASE_NOT_APPROVED,
+        NOT_COVERED_MESSAGE.format(
+            value=scope.value_label(value),
+            count=len(cover),
+            request=request.id,
+            seqs=", ".join(str(s) for s in seqs),
+        ),
+    )
+
+
 def bundle_bytes(*, request: LegalRequest) -> bytes:
     """The built bundle's bytes; the caller checks the release approval first."""
     path = bundle_path(request)
     if request.bundle_state != DONE or not path.exists():
         raise codes.GovernanceError(codes.DSR_STATE, NOT_BUILT_MESSAGE.format(request=request.id))
     return path.read_bytes()
+
+
+def released_bundle(*, request: LegalRequest) -> bytes:
+    """The bundle as it may be handed over: its release approved per the signed ledger, and
+    every value it reveals among those the approval signed (else DSR_RELEASE_NOT_APPROVED
+    naming the first that is not)."""
+    from dsr import bundle
+
+    services.require_approved(request=request, purpose=signing.DSR_RELEASE)
+    found, cover = signed.covered(request)
+    data = bundle_bytes(request=request)
+    keys = {scope.value_key(v) for v in cover or []}
+    for name, member in sorted(bundle.read_members(data).items()):
+        if not name.endswith("/data.json") or not isinstance(member, dict):
+            continue
+        for entry in member.get("subject_values") or []:
+            if not entry.get("released"):
+                continue
+            value = scope.release_value(
+                subject=str(entry.get("subject_ref")),
+                trace_id=str(member.get("trace_id")),
+                file_sha256=str(member.get("file_sha256")).removeprefix("sha256:"),
+                location=str(entry.get("location")),
+                path=str(entry.get("path")),
+            )
+            if scope.value_key(value) not in keys:
+                raise _not_covered(request, value, cover or [], found.seqs)
+    return data
 
 
 # --- an admin releases one field ----------------------------------------------------------------
@@ -289,6 +353,16 @@ def field_release(
             codes.DSR_INVALID,
             FIELD_UNKNOWN_MESSAGE.format(request=request.id, field=field, subject=subject_ref),
         )
+    found, cover = signed.covered(request)
+    value = scope.release_value(
+        subject=subject_ref,
+        trace_id=hit.trace_id,
+        file_sha256=hit.file_sha256,
+        location=location,
+        path=path,
+    )
+    if cover is not None and scope.value_key(value) not in {scope.value_key(v) for v in cover}:
+        raise _not_covered(request, value, cover, found.seqs)
     if DsrRelease.objects.filter(
         request=request, subject_ref=subject_ref, trace_pk=trace_pk, location=location, path=path
     ).exists():
@@ -370,22 +444,29 @@ def legal_request_erase(*, request: LegalRequest, actor: Any) -> GovernanceEvent
         raise codes.GovernanceError(
             codes.DSR_INVALID, NO_ERASURE_MESSAGE.format(request=request.id)
         )
-    services.require_approved(request=request, purpose=signing.DSR_ERASURE)
+    approved = services.require_approved(request=request, purpose=signing.DSR_ERASURE)
     if not subjects_port.privacy_installed():
         raise _privacy_error()
-    outcome = subjects_port.shred(list(request.subject_refs))
+    filed = signed.filing(request)
+    refs = list(filed.terms.get("subjects") or []) if filed is not None else []
+    plan = scope.signed_plan(subjects_port.erasure_plan(refs))
+    for approval in approved.counted:
+        changes = [] if approval.plan is None else scope.plan_changes(approval.plan, plan)
+        if changes:
+            raise codes.GovernanceError(
+                codes.DSR_PLAN_CHANGED,
+                PLAN_CHANGED_MESSAGE.format(
+                    request=request.id, seq=approval.seq, changes="; ".join(changes)
+                ),
+            )
+    outcome = subjects_port.shred(refs)
     receipt = outcome.as_dict()
-    approvals = list(
-        DsrApproval.objects.filter(request=request, purpose=signing.DSR_ERASURE)
-        .order_by("event_id")
-        .values_list("event_id", flat=True)
-    )
     event = ledger.append(
         event_type=codes.DSR_ERASED,
         payload={
             "request_id": str(request.id),
-            "subjects": list(request.subject_refs),
-            "approval_seqs": approvals,
+            "subjects": refs,
+            "approval_seqs": approved.seqs,
             "first_time": bool(outcome.first_time),
             "first_receipt_seq": None
             if outcome.first_time
@@ -397,5 +478,5 @@ def legal_request_erase(*, request: LegalRequest, actor: Any) -> GovernanceEvent
     )
     request.erasure_event = event
     request.save(update_fields=["erasure_event"])
-    _drop_bundles(list(request.subject_refs))
+    _drop_bundles(refs)
     return event

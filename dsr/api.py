@@ -300,8 +300,9 @@ class LegalRequestBundleFileApi(APIView):
     )
     def get(self, request: Request, request_id: str) -> HttpResponse:
         legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
-        services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
-        response = HttpResponse(access.bundle_bytes(request=legal), content_type="application/json")
+        response = HttpResponse(
+            access.released_bundle(request=legal), content_type="application/json"
+        )
         response["Content-Disposition"] = f'attachment; filename="evidence-bundle-{legal.id}.json"'
         return response
 

@@ -13,3 +13,7 @@ class DsrConfig(AppConfig):
         from governance.retention import hold_register
 
         hold_register(open_legal_requests)  # retention never expires what a DSR still needs
+        from dsr.signed import table_mismatches
+        from governance.ledger import tables_register
+
+        tables_register(table_mismatches)  # governance verify names every row that differs

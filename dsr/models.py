@@ -101,7 +101,11 @@ class LegalRequest(models.Model):
 
 
 class DsrApproval(models.Model):
-    """One signed approval (release of the bundle, or erasure) and its DSR_APPROVAL event."""
+    """One signed approval (release of the bundle, or erasure) and its DSR_APPROVAL event.
+
+    Append-only in the database (``dsr`` migration 0002). Nothing decides from this row: the
+    quorum is read from the signed events (``dsr.signed``), and ``governance verify`` names a
+    row its event does not back."""
 
     request = models.ForeignKey(LegalRequest, on_delete=models.PROTECT, related_name="approvals")
     purpose = models.CharField(max_length=16)
@@ -132,7 +136,10 @@ class DsrApproval(models.Model):
 class DsrRelease(models.Model):
     """An admin released one field's value into a request's bundle (a PII_REVEALED event that
     names the request). The value itself is not kept here: the bundle build reads it from the
-    privacy store, so an erasure removes it from every later build."""
+    privacy store, so an erasure removes it from every later build.
+
+    Append-only in the database; a build reveals a row's value only when its PII_REVEALED
+    event says the same and, once a release approval counts, only a value it signed."""
 
     request = models.ForeignKey(LegalRequest, on_delete=models.PROTECT, related_name="releases")
     subject_ref = models.CharField(max_length=64)

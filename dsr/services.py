@@ -24,7 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from dsr import conf
+from dsr import conf, scope, signed, subjects_port
 from dsr.models import DsrApproval, LegalRequest
 from dsr.subjects_port import refs_for
 from governance import codes, ledger, membership, signing
@@ -54,6 +54,8 @@ NOT_APPROVED_MESSAGE = (
     "the {purpose} of legal request {request} is not approved yet: it needs {missing}"
 )
 FULFIL_MESSAGE = "legal request {request} cannot be fulfilled before its {what}"
+NOT_COUNTED_MESSAGE = "DSR_APPROVAL seq {seq} does not count: {why}"
+UNFILED_MESSAGE = "legal request {request} has no DSR_OPENED event in the ledger"
 
 BASIS_LIMIT = 500
 METHOD_LIMIT = 200
@@ -322,14 +324,15 @@ class ApprovalStatus:
 
 
 def approval_status(*, request: LegalRequest, purpose: str) -> ApprovalStatus:
-    role = conf.approval_by()
-    rows = list(
-        DsrApproval.objects.filter(request=request, purpose=purpose, role=role)
-        .select_related("approver")
-        .order_by("created_at", "id")
+    """Where the approval stands, per the signed ledger (``dsr.signed``), never a row."""
+    return _status(purpose, signed.approvals(request, purpose))
+
+
+def _status(purpose: str, found: signed.Approvals) -> ApprovalStatus:
+    names = found.approvers
+    return ApprovalStatus(
+        purpose, conf.approval_by(), len(set(names)), conf.approvals_needed(), names
     )
-    names = tuple(r.approver.get_username() for r in rows)
-    return ApprovalStatus(purpose, role, len(set(names)), conf.approvals_needed(), names)
 
 
 def purposes_of(request: LegalRequest) -> list[str]:
@@ -340,20 +343,35 @@ def purposes_of(request: LegalRequest) -> list[str]:
 def approval_payload_for(
     *, request: LegalRequest, purpose: str, reason: str = ""
 ) -> dict[str, Any]:
-    """The exact payload an approver signs (the page, the API and ``manage.py dsr payload``)."""
+    """The exact payload an approver signs (the page, the API and ``manage.py dsr payload``):
+    the request's terms as its DSR_OPENED event recorded them, the seq of its identity check
+    (0 before there is one), and exactly what it covers: for a release, the values the bundle
+    hands over (:func:`release_values_for`), for an erasure, the plan it carries out."""
     _check_purpose(request, purpose)
-    return signing.dsr_approval_payload(
+    filed = signed.filing(request)
+    if filed is None:
+        raise codes.GovernanceError(codes.DSR_STATE, UNFILED_MESSAGE.format(request=request.id))
+    subjects = list(filed.terms.get("subjects") or [])
+    values = release_values_for(request) if purpose == signing.DSR_RELEASE else None
+    plan = (
+        scope.signed_plan(subjects_port.erasure_plan(subjects))
+        if purpose == signing.DSR_ERASURE
+        else None
+    )
+    return signed.expected_payload(
+        filed.terms,
         request_id=str(request.id),
         purpose=purpose,
-        kind=request.kind,
-        subjects=list(request.subject_refs),
-        legal_basis=request.legal_basis,
-        due_date=request.due_date.isoformat(),
-        requested_by=request.requested_by.get_username(),
-        identity_seq=request.identity_event_id or 0,
-        role=conf.approval_by(),
+        identity=signed.identity_seq(request) or 0,
         reason=reason,
+        values=values,
+        plan=plan,
     )
+
+
+def release_values_for(request: LegalRequest) -> list[dict[str, str]]:
+    """The values a release of ``request`` hands over: its releases the ledger backs."""
+    return scope.release_values(r.value for r in signed.releases(request))
 
 
 def _check_purpose(request: LegalRequest, purpose: str) -> None:
@@ -372,18 +390,16 @@ def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> N
     _check_purpose(request, purpose)
     if request.is_closed:
         raise _state_error(request, f"have its {purpose} approved")
-    if request.identity_event_id is None:
-        raise codes.GovernanceError(
-            codes.DSR_IDENTITY_UNVERIFIED, IDENTITY_UNVERIFIED_MESSAGE.format(request=request.id)
-        )
-    if approver.pk == request.requested_by_id:
+    _require_identity(request)
+    filed = signed.filing(request)
+    if approver.pk in (request.requested_by_id, filed.actor_id if filed else None):
         raise codes.GovernanceError(
             codes.DSR_SELF_APPROVAL,
             SELF_APPROVAL_MESSAGE.format(
                 user=approver.get_username(), request=request.id, purpose=purpose
             ),
         )
-    if DsrApproval.objects.filter(request=request, purpose=purpose, approver=approver).exists():
+    if signed.signed_by(request, purpose, approver) is not None:
         raise codes.GovernanceError(
             codes.DSR_ALREADY_APPROVED,
             ALREADY_APPROVED_MESSAGE.format(
@@ -414,6 +430,9 @@ def legal_request_approve(
     was opened."""
     request = _locked(request)
     approval_refusal(request=request, purpose=purpose, approver=approver)
+    filed = signed.filing(request)
+    if filed is None:
+        raise codes.GovernanceError(codes.DSR_STATE, UNFILED_MESSAGE.format(request=request.id))
     subject = f"legal request {request.id}"
     payload, key, signature = gov_services._signed_vote(
         document,
@@ -434,7 +453,7 @@ def legal_request_approve(
         chosen=("reason",),
         approver=approver,
         role=role,
-        filed_seq=request.opened_event_id,
+        filed_seq=filed.seq,
         subject=subject,
     )
     event = ledger.append(
@@ -457,13 +476,28 @@ def legal_request_approve(
     )
 
 
-def require_approved(*, request: LegalRequest, purpose: str) -> None:
-    """DSR_APPROVAL_MISSING-like refusal (DSR_STATE) unless ``purpose`` is approved."""
-    status = approval_status(request=request, purpose=purpose)
-    if not status.complete:
+def _require_identity(request: LegalRequest) -> int:
+    """The seq of the request's identity check per the ledger, else DSR_IDENTITY_UNVERIFIED."""
+    seq = signed.identity_seq(request)
+    if seq is None:
         raise codes.GovernanceError(
-            codes.DSR_STATE,
-            NOT_APPROVED_MESSAGE.format(
-                purpose=purpose, request=request.id, missing=status.missing
-            ),
+            codes.DSR_IDENTITY_UNVERIFIED, IDENTITY_UNVERIFIED_MESSAGE.format(request=request.id)
         )
+    return seq
+
+
+def require_approved(*, request: LegalRequest, purpose: str) -> signed.Approvals:
+    """The approvals that let ``purpose`` happen, read from the signed ledger (the identity
+    check, then the quorum of DSR_APPROVAL events that verify: ``dsr.signed``); refused with
+    DSR_IDENTITY_UNVERIFIED, or DSR_STATE naming what is missing."""
+    _require_identity(request)
+    found = signed.approvals(request, purpose)
+    status = _status(purpose, found)
+    if not status.complete:
+        message = NOT_APPROVED_MESSAGE.format(
+            purpose=purpose, request=request.id, missing=status.missing
+        )
+        for seq, why in found.ignored:
+            message += "; " + NOT_COUNTED_MESSAGE.format(seq=seq, why=why)
+        raise codes.GovernanceError(codes.DSR_STATE, message)
+    return found

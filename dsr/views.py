@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import payload_text, refused, signed_document
-from dsr import access, conf, services, subjects_port
+from dsr import access, conf, services, signed, subjects_port
 from dsr.models import LegalRequest
 from governance import selectors as gov
 from governance import signing
@@ -92,7 +92,7 @@ def _fields(legal: LegalRequest) -> list[dict[str, Any]]:
     """The subjects' indexed fields, values redacted (the page never shows one in clear)."""
     if not subjects_port.privacy_installed():
         return []
-    released = {(r.subject_ref, r.trace_pk, r.location, r.path) for r in legal.releases.all()}
+    released = access.revealable(legal)
     rows = []
     for hit, value in subjects_port.subject_values(list(legal.subject_refs), reveal=False):
         key = (hit.subject_ref, hit.trace_pk, hit.location, hit.path)
@@ -119,6 +119,7 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
         "erasure_approved": bool(erasure and erasure.complete),
         "receipt": access.erasure_receipt(legal),
         "can_release": roles.can(user, roles.PII_REVEAL),
+        "release_signed": legal.wants_access and signed.covered(legal)[1] is not None,
         "legal": legal,
         "days_left": legal.days_left(),
         "approvals": approvals,
@@ -198,7 +199,7 @@ def _approve_context(request: HttpRequest, legal: LegalRequest, purpose: str) ->
         "legal": legal,
         "purpose": purpose,
         "status": services.approval_status(request=legal, purpose=purpose),
-        "approval_rows": legal.approvals.filter(purpose=purpose).select_related("approver"),
+        "values": services.release_values_for(legal) if purpose == signing.DSR_RELEASE else None,
         "blocker": blocker,
         "reason": reason,
         "payload_text": payload_text(payload),
@@ -260,8 +261,7 @@ def dsr_bundle_view(request: HttpRequest, request_id: str) -> HttpResponse:
 
 def _released_bundle(request: HttpRequest, request_id: str) -> tuple[LegalRequest, bytes]:
     legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
-    services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
-    return legal, access.bundle_bytes(request=legal)
+    return legal, access.released_bundle(request=legal)
 
 
 @require_GET

@@ -232,6 +232,8 @@ DSR_SELF_APPROVAL: Final = "DSR_SELF_APPROVAL"
 DSR_ALREADY_APPROVED: Final = "DSR_ALREADY_APPROVED"
 DSR_STATE: Final = "DSR_STATE"
 DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
+DSR_RELEASE_NOT_APPROVED: Final = "DSR_RELEASE_NOT_APPROVED"
+DSR_PLAN_CHANGED: Final = "DSR_PLAN_CHANGED"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -281,6 +283,14 @@ REFUSALS: Final[dict[str, str]] = {
     DSR_ALREADY_APPROVED: "this person already approved it, or the approval is already complete",
     DSR_STATE: "the legal request cannot make this transition from its current state",
     DSR_REPLAY_MODE: "a data subject request replays traces in audit mode only",
+    DSR_RELEASE_NOT_APPROVED: (
+        "a value is not among those the signed release approval of the legal request covers: "
+        "releasing it needs a new legal request and its approval"
+    ),
+    DSR_PLAN_CHANGED: (
+        "the erasure plan (subjects, traces, fields) changed since its approval was signed: "
+        "a new approval is needed"
+    ),
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------
@@ -316,6 +326,7 @@ TABLE_APPROVAL: Final = "TABLE_APPROVAL"
 TABLE_APPROVAL_MISSING: Final = "TABLE_APPROVAL_MISSING"
 TABLE_MEMBER_KEY: Final = "TABLE_MEMBER_KEY"
 TABLE_REQUEST: Final = "TABLE_REQUEST"
+TABLE_RELEASE: Final = "TABLE_RELEASE"
 
 TABLE_MISMATCHES: Final[dict[str, str]] = {
     TABLE_APPROVAL: "an approval row differs from its signed ledger event, or has none",
@@ -323,6 +334,8 @@ TABLE_MISMATCHES: Final[dict[str, str]] = {
     TABLE_MEMBER_KEY: "a member key row differs from the ledger's key events (added, confirmed,"
     " revoked), or the ledger has a key the table lacks",
     TABLE_REQUEST: "a request row's state or events differ from the ledger's",
+    TABLE_RELEASE: "a legal request's release row differs from its PII_REVEALED event, or has"
+    " none; or such an event has no row",
 }
 
 # --- verification marks: a stored "verified through seq N" that is not believed ---------------

@@ -18,7 +18,7 @@ import itertools
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -478,9 +478,14 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
         )
         .iterator(chunk_size=2000)
     )
-    events = (
+    yield from reconcile.approvals(rows, vote_events(reconcile.VOTE_CODES), event_type_of)
+
+
+def vote_events(codes_: Iterable[int]) -> Iterator[reconcile.VoteEvent]:
+    """The events of these codes, streamed in seq order, as the table checks read them."""
+    return (
         reconcile.VoteEvent(*e)
-        for e in GovernanceEvent.objects.filter(code__in=reconcile.VOTE_CODES)
+        for e in GovernanceEvent.objects.filter(code__in=list(codes_))
         .order_by("seq")
         .values_list(
             "seq", "code", "type", "actor_id", "actor_key_id", "actor_signature", "payload"
@@ -488,10 +493,10 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
         .iterator(chunk_size=2000)
     )
 
-    def type_of(seq: int) -> str | None:
-        return GovernanceEvent.objects.filter(seq=seq).values_list("type", flat=True).first()
 
-    yield from reconcile.approvals(rows, events, type_of)
+def event_type_of(seq: int) -> str | None:
+    """The type of event ``seq``, or None when there is none."""
+    return GovernanceEvent.objects.filter(seq=seq).values_list("type", flat=True).first()
 
 
 def _member_key_mismatches() -> Iterator[reconcile.Mismatch]:
@@ -671,9 +676,23 @@ def verify_after(
     )
 
 
+#: table checks other apps add (``tables_register``): each yields its rows' mismatches
+_TABLE_CHECKS: list[Callable[[], Iterable[reconcile.Mismatch]]] = []
+
+
+def tables_register(check: Callable[[], Iterable[reconcile.Mismatch]]) -> None:
+    """Add an app's table check (its ``AppConfig.ready``): ``governance verify``, the ledger
+    page's mark and the checkpoint check then name its rows too. Registered once."""
+    if check not in _TABLE_CHECKS:
+        _TABLE_CHECKS.append(check)
+
+
 def tables_check() -> list[reconcile.Mismatch]:
     """Every row of the tables the decisions depend on that disagrees with the ledger."""
-    return [*_approval_mismatches(), *_member_key_mismatches(), *_request_mismatches()]
+    found = [*_approval_mismatches(), *_member_key_mismatches(), *_request_mismatches()]
+    for check in _TABLE_CHECKS:
+        found.extend(check())
+    return found
 
 
 def verify_all(*, workers: int | None = None) -> reconcile.Verdict:

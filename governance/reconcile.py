@@ -7,7 +7,10 @@ column to filter on) and must say exactly what the ledger says:
 * every ``Approval`` row matches exactly one signed vote event (``FORCE_CONTINUE_APPROVAL``,
   ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``, ``ROLE_GRANT_APPROVAL``): same
   subject, decision, role,
-  signer, key, signature and payload; every such event has its row;
+  signer, key, signature and payload; every such event has its row; a legal request's
+  approval rows (``dsr_dsrapproval``) and ``DSR_APPROVAL`` events the same way, and other
+  rows bound one to one to events (a legal request's releases) through
+  :func:`against_events`, the same merge;
 * every ``MemberKey`` row is a key the ledger added (same owner, public key, fingerprint), is
   confirmed and revoked exactly when and by whom the ledger's key events say, and every key
   the ledger added has its row;
@@ -36,13 +39,17 @@ _FORCE_CONTINUE_VOTE = codes.code_of(codes.FORCE_CONTINUE_APPROVAL)
 _PRODUCTION_VOTE = codes.code_of(codes.PRODUCTION_REPLAY_APPROVAL)
 _HALT_VOTE = codes.code_of(codes.HALT_CLEAR_APPROVAL)
 _ROLE_GRANT_VOTE = codes.code_of(codes.ROLE_GRANT_APPROVAL)
-#: the signed vote events, each with the payload field naming its subject
+_DSR_VOTE = codes.code_of(codes.DSR_APPROVAL)
+#: the signed vote events of the council's requests, each with the payload field naming its
+#: subject (their rows are ``governance_approval``)
 VOTE_CODES: Final = {
     _FORCE_CONTINUE_VOTE: "request_id",
     _PRODUCTION_VOTE: "request_id",
     _HALT_VOTE: "halt_seq",
     _ROLE_GRANT_VOTE: "request_id",
 }
+#: the signed approvals of legal requests (their rows are the dsr app's ``dsr_dsrapproval``)
+DSR_VOTE_CODES: Final = {_DSR_VOTE: "request_id"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,9 @@ class ApprovalRow:
     decision: str
     payload: Any
     signature: str
+    #: a legal request's approval (``dsr_dsrapproval``): the request and what it approves
+    legal_request_id: str | None = None
+    purpose: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,8 @@ class VoteEvent:
 
 
 def _subject_of_row(row: ApprovalRow) -> str:
+    if row.legal_request_id is not None:
+        return f"legal request {row.legal_request_id} ({row.purpose})"
     if row.request_id is not None:
         return f"force-continue request {row.request_id}"
     if row.production_id is not None:
@@ -103,6 +115,8 @@ def _subject_of_event(event: VoteEvent) -> str:
         return f"production replay request {payload.get('request_id')}"
     if event.code == _ROLE_GRANT_VOTE:
         return f"role grant {payload.get('request_id')}"
+    if event.code == _DSR_VOTE:
+        return f"legal request {payload.get('request_id')} ({payload.get('purpose')})"
     return f"halt {payload.get('halt_seq')}"
 
 
@@ -137,24 +151,33 @@ def _approval_problem(row: ApprovalRow, event: VoteEvent) -> str | None:
     return None
 
 
-def approvals(
-    rows: Iterable[ApprovalRow],
-    events: Iterable[VoteEvent],
+def against_events(
+    rows: Iterable[Any],
+    events: Iterable[Any],
     type_of: Callable[[int], str | None],
+    *,
+    problem: Callable[[Any, Any], str | None],
+    table: str,
+    noun: str,
+    code: str,
+    missing_code: str,
 ) -> Iterator[Mismatch]:
-    """Merge ``rows`` (ordered by ``event_id``) with the vote ``events`` (ordered by seq): one
-    pass over each. ``type_of(seq)`` names an event a row points at that is not a vote (asked
-    only for such rows)."""
+    """Merge table ``rows`` (each with ``id`` and ``event_id``, ordered by ``event_id``) with
+    the ledger ``events`` that must each have exactly one row (each with ``seq`` and ``type``,
+    ordered by seq): one pass over each. A row whose event is not among ``events`` is named
+    (``type_of(seq)`` says what that event is instead, asked only for such rows), so is each
+    row ``problem(row, event)`` finds fault with, and each event with no row. ``noun`` is what
+    a row is called in the messages ("approval", "release")."""
 
-    def approval(row: ApprovalRow, message: str) -> Mismatch:
-        return Mismatch(codes.TABLE_APPROVAL, APPROVALS_TABLE, str(row.id), message)
+    def mismatch(row: Any, message: str) -> Mismatch:
+        return Mismatch(code, table, str(row.id), message)
 
-    def missing(event: VoteEvent) -> Mismatch:
+    def missing(event: Any) -> Mismatch:
         return Mismatch(
-            codes.TABLE_APPROVAL_MISSING,
-            APPROVALS_TABLE,
+            missing_code,
+            table,
             str(event.seq),
-            f"ledger event {event.seq} ({event.type}) has no approval row",
+            f"ledger event {event.seq} ({event.type}) has no {noun} row",
         )
 
     pending_events = iter(events)
@@ -166,15 +189,38 @@ def approvals(
         if event is None or event.seq != row.event_id:
             other = type_of(row.event_id)
             where = f"event {row.event_id} is {other}" if other else f"no event {row.event_id}"
-            yield approval(row, f"approval row {row.id} has no ledger event ({where})")
+            yield mismatch(row, f"{noun} row {row.id} has no ledger event ({where})")
             continue
-        problem = _approval_problem(row, event)
-        if problem is not None:
-            yield approval(row, problem)
+        found = problem(row, event)
+        if found is not None:
+            yield mismatch(row, found)
         event = next(pending_events, None)
     while event is not None:
         yield missing(event)
         event = next(pending_events, None)
+
+
+def approvals(
+    rows: Iterable[ApprovalRow],
+    events: Iterable[VoteEvent],
+    type_of: Callable[[int], str | None],
+    *,
+    table: str = APPROVALS_TABLE,
+) -> Iterator[Mismatch]:
+    """Approval ``rows`` (ordered by ``event_id``) against the signed vote ``events`` (ordered
+    by seq) that each must have one: the council's in ``governance_approval``, or a legal
+    request's in ``table``. ``type_of(seq)`` names an event a row points at that is not a vote
+    (asked only for such rows)."""
+    return against_events(
+        rows,
+        events,
+        type_of,
+        problem=_approval_problem,
+        table=table,
+        noun="approval",
+        code=codes.TABLE_APPROVAL,
+        missing_code=codes.TABLE_APPROVAL_MISSING,
+    )
 
 
 @dataclass(frozen=True, slots=True)

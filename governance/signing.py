@@ -363,10 +363,22 @@ def dsr_approval_payload(
     identity_seq: int,
     role: str,
     reason: str = "",
+    values: Sequence[Mapping[str, Any]] | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The payload an approver signs to release a legal request's bundle or to execute its
     erasure (``purpose``). It names the subjects by their opaque refs only (never personal
-    data), and binds the approval to the ledger event that recorded the identity check."""
+    data), and binds the approval to the ledger event that recorded the identity check.
+
+    What it covers, exactly: a release signs ``values``, the fields whose values the bundle
+    hands over (subject ref, trace, location, path; never the value), an erasure signs
+    ``plan``, what it destroys (subjects, traces, fields). Each member is present only when
+    given: approvals recorded before they existed signed neither, and verify as they were."""
+    covers: dict[str, Any] = {}
+    if values is not None:
+        covers["values"] = [dict(v) for v in values]
+    if plan is not None:
+        covers["plan"] = dict(plan)
     return _approval_payload(
         DSR_APPROVAL_TYPE,
         request_id=request_id,
@@ -380,6 +392,7 @@ def dsr_approval_payload(
         decision=APPROVE,
         role=role,
         reason=reason,
+        **covers,
     )
 
 

@@ -56,6 +56,7 @@ PURE_CORE = [
     "privacy/rules.py",
     "privacy/splice.py",
     "dsr/bundle.py",
+    "dsr/scope.py",
     "dsr/bundle_cli.py",
     "dsr/pdf.py",
     "replay/retention.py",

@@ -15,6 +15,20 @@ from governance import signing
 from replay.canonical import jcs
 
 PRIVATE = bytes(range(32))  # a test vector, not a secret
+_DSR_MEMBERS = [
+    "type",
+    "request_id",
+    "purpose",
+    "kind",
+    "subjects",
+    "legal_basis",
+    "due_date",
+    "requested_by",
+    "identity_seq",
+    "decision",
+    "role",
+    "reason",
+]
 
 VECTORS = {
     "force-continue": (
@@ -159,6 +173,80 @@ VECTORS = {
         b'"subjects":["subj-a","subj-b"],"type":"replay-audit-console/dsr-approval/v1"}',
         "9f14815010d592fa56316bbaa9453a931a18a935412f57889ea0047a2f3f128f"
         "afbd8e7d97938b8cfe2e08e121cb98b1685b8ad619720b4409029ceb95f2020d",
+    ),
+    # what a legal request's approval covers (issue 19): the values a release hands over,
+    # the plan an erasure carries out; the vector above (neither) still builds the same bytes
+    "dsr-release-values": (
+        lambda: signing.dsr_approval_payload(
+            request_id="4d5e",
+            purpose="release",
+            kind="access",
+            subjects=["subj-a"],
+            legal_basis="GDPR Art. 15",
+            due_date="2026-02-01",
+            requested_by="carol",
+            identity_seq=12,
+            role="admin",
+            values=[
+                {
+                    "subject": "subj-a",
+                    "trace_id": "trace-7",
+                    "file_sha256": "ab" * 32,
+                    "location": "event 2",
+                    "path": "/user/email",
+                }
+            ],
+        ),
+        [*_DSR_MEMBERS, "values"],
+        b'{"decision":"approve","due_date":"2026-02-01","identity_seq":12,"kind":"access",'
+        b'"legal_basis":"GDPR Art. 15","purpose":"release","reason":"","request_id":"4d5e",'
+        b'"requested_by":"carol","role":"admin","subjects":["subj-a"],'
+        b'"type":"replay-audit-console/dsr-approval/v1","values":[{"file_sha256":"'
+        + b"ab"
+        * 32
+        + b'","location":"event 2","path":"/user/email","subject":"subj-a",'
+        b'"trace_id":"trace-7"}]}',
+        "fa8fa436b2bada3f20028f0310fb76a70c7ef7b21eb9c5206b79b3920871de3e"
+        "d2b45db55476011153abfe17a605aa65a4e4edeed6d0b59b1678ab7289deaa06",
+    ),
+    "dsr-erasure-plan": (
+        lambda: signing.dsr_approval_payload(
+            request_id="4d5e",
+            purpose="erasure",
+            kind="erasure",
+            subjects=["subj-a"],
+            legal_basis="GDPR Art. 17",
+            due_date="2026-02-01",
+            requested_by="carol",
+            identity_seq=12,
+            role="admin",
+            plan={
+                "subjects": ["subj-a"],
+                "unknown": [],
+                "already_erased": [],
+                "traces": [
+                    {
+                        "trace_id": "trace-7",
+                        "file_sha256": "ab" * 32,
+                        "format": "replay-trace",
+                        "fields": ["event 2 /user/email"],
+                    }
+                ],
+                "fields": 1,
+                "keys": 1,
+            },
+        ),
+        [*_DSR_MEMBERS, "plan"],
+        b'{"decision":"approve","due_date":"2026-02-01","identity_seq":12,"kind":"erasure",'
+        b'"legal_basis":"GDPR Art. 17","plan":{"already_erased":[],"fields":1,"keys":1,'
+        b'"subjects":["subj-a"],"traces":[{"fields":["event 2 /user/email"],"file_sha256":"'
+        + b"ab"
+        * 32
+        + b'","format":"replay-trace","trace_id":"trace-7"}],"unknown":[]},'
+        b'"purpose":"erasure","reason":"","request_id":"4d5e","requested_by":"carol",'
+        b'"role":"admin","subjects":["subj-a"],"type":"replay-audit-console/dsr-approval/v1"}',
+        "decf9f773691babd930e1a0be6cd367ce17ea713e7fcd35f34a68ab024c3f3e9"
+        "b413d8a1748317202220bc134606726f62c7b1b53a9dbe9191f21380eb42d10e",
     ),
     "checkpoint": (
         lambda: signing.checkpoint_body(

@@ -274,8 +274,7 @@ class Command(ActionCommand):
 
         user_named(user, action=roles.DSR)
         legal = self._request(request)
-        services.require_approved(request=legal, purpose=signing.DSR_RELEASE)
-        data = access.bundle_bytes(request=legal)
+        data = access.released_bundle(request=legal)
         Path(out).write_bytes(data)
         if pdf:
             from dsr import bundle
