@@ -282,6 +282,10 @@ def _js_sorted_write(o: Any, out: list[str]) -> None:
                 out.append(",")
             _js_sorted_write(v, out)
         out.append("]")
+    elif isinstance(o, bytes):
+        # a Uint8Array (npm yaml's !!binary): the sort rebuilds it as a plain object of its
+        # indices (Object.keys), which JS lists in index order
+        out.append("{" + ",".join([f'"{i}":{b}' for i, b in enumerate(o)]) + "}")
     else:
         raise CanonicalError(f"{type(o).__name__} is not a JSON value")
 
@@ -310,7 +314,10 @@ def js_sorted(obj: Any) -> bytes:
       as ``JSON.stringify(NaN)`` does;
     - strings are escaped as JSON.stringify does (``\\" \\\\ \\b \\f \\n \\r \\t``, other
       controls ``\\u00xx``, lone surrogates ``\\udxxx``), everything else raw UTF-8; a Python
-      string holding a high+low surrogate pair is one astral character, as in UTF-16.
+      string holding a high+low surrogate pair is one astral character, as in UTF-16;
+    - ``bytes`` stand for a Uint8Array (npm ``yaml``'s ``!!binary``): the sort rebuilds it
+      from ``Object.keys``, so it is written as an object of its indices, in index order:
+      ``b"hi"`` is ``{"0":104,"1":105}``.
     """
     out: list[str] = []
     try:

@@ -45,6 +45,7 @@ from replay.canonical import NUMERIC_EPSILON, mace_v1
 from replay.diff import MISSING, DiffEntry, diff
 from replay.errors import ReplayError
 from replay.formats import native
+from replay.formats.memory_ids import memory_id_problem
 from replay.registry import Registry, ReplayState
 from replay.report import (  # noqa: F401 - the report model; callers still name it here
     AUDIT,
@@ -116,6 +117,7 @@ class _Scan:
 
     events: int = 0
     chain_error: tuple[str, dict[str, Any]] | None = None
+    memory_ids: int = 0  # events whose payload records a wm_id or an episodic_id
     outputs: dict[str, str] = field(default_factory=dict)  # ref -> recorded hash
     output_has_content: dict[str, bool] = field(default_factory=dict)
     output_error: tuple[str, dict[str, Any]] | None = None
@@ -154,6 +156,21 @@ def _first_event_problem(
             body,
         )
     return None, {}, computed, body
+
+
+def _memory_id_failure(event: dict[str, Any], job_seed: str) -> tuple[str, dict[str, Any]] | None:
+    """Why a memory write's ``wm_id`` or ``episodic_id`` (in the event's payload) does not
+    derive from ``job_seed`` and its counter (seed 003 §5), worded as the event id's
+    check words its own; None when each does."""
+    problem = memory_id_problem(event["payload"], job_seed)
+    if problem is None:
+        return None
+    seq = event["seq"]
+    return (
+        f"event {seq}: payload.{problem.field} {problem.observed_text} does not derive from "
+        f"job_seed and {problem.counter_field}{problem.why_not}",
+        {"broke_at": seq, "expected": problem.expected, "observed": problem.observed_text},
+    )
 
 
 #: `pre` of a row nobody worked out in advance: (derived id, body, previous hash, chain hash)
@@ -383,6 +400,7 @@ def _replay(
         scan.step_spool = cleanup.enter_context(spool)
     seen = 0
     n_events = 0
+    memory_ids = 0
     chain_error: tuple[str, dict[str, Any]] | None = None
     add_hashed_event = seal.add_hashed_event
     event_id_of = native.event_id_deriver(job_seed)
@@ -459,6 +477,11 @@ def _replay(
                         add_hashed_event(body, chained)
                         if apply is not None:
                             apply(event)
+                        payload = event["payload"]
+                        if "wm_id" in payload or "episodic_id" in payload:
+                            # a memory write's ids derive from job_seed and its counters
+                            memory_ids += 1
+                            chain_error = _memory_id_failure(event, job_seed)
                     elif chained is not None and seq in erased_seqs:
                         # its values are erased: its hash cannot be recomputed; the recorded
                         # one links the chain on (what it covered is gone)
@@ -508,6 +531,7 @@ def _replay(
                         )
     scan.events = n_events
     scan.chain_error = chain_error
+    scan.memory_ids = memory_ids
     if progress is not None:
         progress(seen)
     report.stats = {"events": scan.events, "steps": scan.step_count, "outputs": len(scan.outputs)}
@@ -590,7 +614,14 @@ def _replay(
             )
         )
     else:
-        checks.append(Check("events", True, f"{scan.events} event ids and chain hashes verify"))
+        detail = f"{scan.events} event ids and chain hashes verify"
+        if scan.memory_ids:
+            detail += (
+                f"; the wm_id and episodic_id of {scan.memory_ids} memory "
+                f"write{'s' if scan.memory_ids != 1 else ''} derive from job_seed and their "
+                "counters"
+            )
+        checks.append(Check("events", True, detail))
 
     if not erased_seen:
         seal_problem = _seal_check(

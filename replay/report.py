@@ -115,3 +115,12 @@ class ReplayReport:
         self.expected = where.get("expected")
         self.observed = where.get("observed")
         return self
+
+    def refuse(self, code: str, message: str, **where: Any) -> Self:
+        """:meth:`fail` for a request refused before any verdict was reached (a file that
+        was not stored, a force-continue without its approvals): ``refused`` whatever the
+        code, and never authoritative."""
+        self.fail(code, message, **where)
+        self.status = REFUSED
+        self.authoritative = False
+        return self

@@ -606,6 +606,20 @@ def contextos_inputs_beside(path: Path) -> dict[str, bytes]:
     return found
 
 
+def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]:
+    """The companion files of a file on disk, by its format's rule, read from its directory:
+    a ContextOS trace's pinned pack and KG snapshot (plus the ContextOS inputs ``given`` on
+    the command line), a MACE log's snapshot files (the files it names); {} for a format
+    with none (an AHD sidecar's inputs come from its checkout). The one grouping ``ingest``,
+    ``replay PATH`` and ``verify`` share, as the upload page groups the files dropped
+    together."""
+    if is_contextos_file(path):
+        found = contextos_inputs_beside(path)
+        found.update({g.name: g.read_bytes() for g in given})
+        return found
+    return sibling_inputs(path)
+
+
 def is_contextos_file(path: Path) -> bool:
     """Whether the file at ``path`` is detected as a ContextOS trace."""
     from replay.formats import contextos

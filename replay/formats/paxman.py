@@ -26,8 +26,10 @@ The replay hash (``paxman/artifact/_hash.py``), hashed from the file's values::
         capability_versions)).encode()).hexdigest()
 
 ``python-sorted`` is Paxman's ``stable_dumps``; ``field_results`` and
-``capability_versions`` are sorted by key, which ``sort_keys`` does anyway. A field the file
-omits is hashed as Paxman's default for it (``ExecutionArtifact(**decoded)`` fills it in).
+``capability_versions`` are sorted by key, which ``sort_keys`` does anyway. Every hashed
+field is required by the type check (:data:`REQUIRED`): one the file omits is refused as
+``MALFORMED_TRACE`` naming it (``artifact.evidence: required``) before any hash is computed,
+where ``ExecutionArtifact(**decoded)`` would hash its default in its place.
 
 Fields the hash does not protect (:data:`UNPROTECTED_FIELDS`): ``id``, ``created_at`` and
 ``metadata`` as Paxman documents, and also ``normalized_data``, ``status`` and
@@ -261,23 +263,14 @@ FIELDS = (
     "metadata",
     "created_at",
 )
-#: Fields Paxman gives a default when absent (``status`` has none). ``id`` and
-#: ``created_at`` default to a fresh id and the clock, never hashed; the published goldens
-#: leave both out. The version and identity fields are required here: their defaults are
-#: the running library's, which would verify an artifact against the wrong version.
-DEFAULTS: Mapping[str, Any] = MappingProxyType(
-    {
-        "normalized_data": {},
-        "field_results": {},
-        "unresolved_fields": [],
-        "evidence": [],
-        "diagnostics": [],
-        "execution_plan": None,
-        "statistics": None,
-        "capability_versions": {},
-        "metadata": {},
-    }
-)
+#: Fields an artifact may leave out: ``id`` and ``created_at`` (Paxman fills in a fresh id
+#: and the clock, never hashed; the published goldens leave both out) and ``metadata``
+#: (caller annotations, never hashed). Every other field is required: the type check comes
+#: before the hash (seed 001 §3), and Paxman's ``ExecutionArtifact(**decoded)`` would fill a
+#: missing one with its default, so a deleted ``evidence`` list would fail only as a hash
+#: mismatch, or verify when the list was empty. The version fields' defaults are the running
+#: library's, which would verify an artifact against the wrong version.
+OPTIONAL_FIELDS = frozenset({"id", "metadata", "created_at"})
 #: ``"key":`` as ``stable_dumps`` writes each field name (the type check admits no other key)
 _FIELD_SET = frozenset(FIELDS)
 _SORTED_FIELDS = tuple(sorted(FIELDS))  # the type check admits no other key
@@ -285,7 +278,9 @@ _HASH_COVERAGE = (
     f"{', '.join(HASHED_FIELDS)}; not covered by the hash: {', '.join(UNPROTECTED_FIELDS)}"
 )
 _KEY_PREFIX: Mapping[str, bytes] = MappingProxyType({k: b'"' + k.encode() + b'":' for k in FIELDS})
-REQUIRED = ("status", "replay_hash", "contract_id", "paxman_version", "planner_version")
+#: ExecutionArtifact's required fields (Paxman's "Sprint 6 exit criterion #8" list, the hash
+#: inputs and ``status``), in declaration order: the first one missing is named
+REQUIRED = tuple(key for key in FIELDS if key not in OPTIONAL_FIELDS)
 CHECK_ORDER = ("type", "version", "capabilities", "hash", "contract", "rehydration")
 FIELD_RESULT_STATUSES = frozenset({"SUCCESS", "PARTIAL_SUCCESS", "UNRESOLVED", "EXECUTION_FAILED"})
 
@@ -548,9 +543,7 @@ def _field_result(path: str, result: Any) -> None:
 def _value(doc: dict[str, Any], key: str) -> Any:
     if key == "replay_version":
         return REPLAY_VERSION
-    if key in doc:
-        return doc[key]
-    return DEFAULTS[key]
+    return doc[key]  # every hashed field is required (the type check)
 
 
 _REPLAY_VERSION_BYTES = python_sorted(REPLAY_VERSION)

@@ -36,9 +36,13 @@ aliases of a large anchor through, and hashing writes every alias out in full.
 Explicit tags follow ``yaml`` v2 too: a core tag resolves only when its pattern matches
 (``!!int 0x10`` is 16, ``!!float 1`` stays the string ``"1"``), an unknown tag keeps the
 string (or the plain map / sequence) with a warning in ``yaml``. The YAML 1.1 types ``yaml``
-still builds by explicit tag (``!!timestamp``, ``!!binary``, ``!!set``, ``!!omap``,
-``!!pairs``) become a Date, a Uint8Array, a Set or a Map, which AHD's canonicalizeJson
-hashes as ``{}`` or as index-keyed objects under rules of their own: refused here.
+still builds by explicit tag (``!!timestamp``, ``!!set``, ``!!omap``, ``!!pairs``) become a
+Date, a Set or a Map, which AHD's canonicalizeJson hashes as ``{}`` or as index-keyed objects
+under rules of their own: refused here. ``!!binary`` is read as yaml v2 reads it under Node,
+``Buffer.from(text, "base64")`` (lenient: see :func:`_node_base64`), to ``bytes``, which
+``js_sorted`` writes as canonicalizeJson rebuilds a Uint8Array: ``{"0":104,"1":105}``. At
+most ``MAX_BINARY_BYTES`` decoded per document; a ``!!binary`` mapping key is refused like a
+collection key.
 
 Three places where PyYAML's 1.1 grammar differs are patched: a tab separates tokens inside
 a line (``a:<TAB>b``), a tab is whitespace inside a plain scalar (``x<TAB>y``), and U+0085,
@@ -97,9 +101,15 @@ _FLOAT_EXP = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+",
 _FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)", re.ASCII)
 _MAX_INT_DIGITS = 4000  # beyond this Python refuses str->int; a double is Infinity anyway
 
-# Tags yaml v2 knows only by explicit tag (its YAML 1.1 "knownTags"): JS Dates, Uint8Arrays,
-# Sets and Maps, which JSON.stringify writes in ways nobody means to hash. Refused.
-_UNSUPPORTED_SCALAR_TAGS = frozenset({_T + "timestamp", _T + "binary"})
+# Tags yaml v2 knows only by explicit tag (its YAML 1.1 "knownTags"): JS Dates, Sets and
+# Maps, which JSON.stringify writes in ways nobody means to hash. Refused. (``!!binary``,
+# a Uint8Array, is read: see :func:`_node_base64`.)
+_UNSUPPORTED_SCALAR_TAGS = frozenset({_T + "timestamp"})
+_BINARY = _T + "binary"
+#: The bytes every ``!!binary`` value of one document may decode to, together. Hashing
+#: writes each byte as ``"index":value`` (up to 13 characters): the cap keeps a token's
+#: canonical JSON within tens of megabytes whatever its size.
+MAX_BINARY_BYTES = 4 * 1024**2
 _UNSUPPORTED_COLLECTION_TAGS = {_T + "set": "map", _T + "omap": "seq", _T + "pairs": "seq"}
 
 
@@ -176,6 +186,77 @@ def _resolve_tagged(tag: str, value: str, where: str) -> Any:
     if tag in _UNSUPPORTED_SCALAR_TAGS:
         raise YAML12Error(f"{where}: the explicit tag {_short(tag)} is not supported")
     return value  # unknown tag: warning in yaml v2, the string is kept
+
+
+# Node's base64 alphabet: the standard one and the URL-safe one at once; 255 elsewhere
+_ALPHABET = {c: i for i, c in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")}
+_ALPHABET.update({c: 52 + i for i, c in enumerate(b"0123456789+/")})
+_ALPHABET.update({ord("-"): 62, ord("_"): 63})
+_UNBASE64 = bytes(_ALPHABET.get(b, 255) for b in range(256))
+
+
+def _node_base64(text: str) -> bytes:
+    """``Buffer.from(text, "base64")`` under Node, what yaml v2's ``!!binary`` resolves to.
+
+    Node's decoder (``src/base64-inl.h``) is lenient: characters outside both alphabets
+    (whitespace included) are skipped, decoding stops at the first ``=`` met inside a
+    group, a trailing lone character is dropped, and each UTF-16 code unit is read by its
+    low byte. Written from that code: groups of four are decoded at once while they are
+    clean; a group holding anything else is read character by character (the slow group)
+    and the group boundary realigned; after the loop one last slow group reads the tail.
+    """
+    utf16 = text.encode("utf-16-le", "surrogatepass")
+    units = utf16[::2]  # each code unit's low byte
+    srclen = len(units)
+    size = srclen  # base64_decoded_size: trailing "=" (whole code units) do not count
+    if size >= 2 and utf16[2 * size - 2 : 2 * size] == b"=\0":
+        size -= 1
+        if utf16[2 * size - 2 : 2 * size] == b"=\0":
+            size -= 1
+    decoded_size = (size // 4) * 3 + (size % 4 + 1) // 2 if srclen >= 2 else 0
+    max_k = decoded_size // 3 * 3
+    table = _UNBASE64
+    out = bytearray()
+    i = 0
+
+    def slow_group() -> bool:
+        nonlocal i
+        hi = 0
+        for n in range(4):
+            while True:
+                c = units[i]
+                lo = table[c]
+                i += 1
+                if lo < 64:
+                    break
+                if c == 0x3D or i >= srclen:  # "=" or the end: stop decoding
+                    return False
+            if n == 1:
+                out.append(((hi & 0x3F) << 2) | ((lo & 0x30) >> 4))
+            elif n == 2:
+                out.append(((hi & 0x0F) << 4) | ((lo & 0x3C) >> 2))
+            elif n == 3:
+                out.append(((hi & 0x03) << 6) | (lo & 0x3F))
+            if i >= srclen:
+                return False
+            hi = lo
+        return True
+
+    max_i = srclen // 4 * 4
+    while i < max_i and len(out) < max_k:
+        a, b, c, d = (table[x] for x in units[i : i + 4])
+        if (a | b | c | d) & 0x80:
+            if not slow_group():
+                return bytes(out)
+            max_i = i + (srclen - i) // 4 * 4  # realign
+        else:
+            out += bytes(
+                (((a << 2) | (b >> 4)) & 0xFF, ((b << 4) | (c >> 2)) & 0xFF, ((c << 6) | d) & 0xFF)
+            )
+            i += 4
+    if i < srclen:
+        slow_group()
+    return bytes(out)
 
 
 def _short(tag: str) -> str:
@@ -325,6 +406,9 @@ class _ToJS:
     max_alias_count: int = MAX_ALIAS_COUNT
     anchors: dict[int, _Anchor] = field(default_factory=dict)
     active: set[int] = field(default_factory=set)
+    #: puts back the line breaks :func:`_protect_breaks` hid, in a scalar's raw text
+    unprotect: Callable[[str], str] = field(default=lambda text: text)
+    binary_bytes: int = 0
 
     def value(self, node: Node) -> Any:
         if isinstance(node, _Alias):
@@ -358,7 +442,21 @@ class _ToJS:
     def scalar(self, node: ScalarNode) -> Any:
         if node.tag == _PLAIN:
             return _resolve_plain(node.value)
+        if node.tag == _BINARY:
+            return self.binary(node)
         return _resolve_tagged(node.tag, node.value, _where(node))
+
+    def binary(self, node: ScalarNode) -> bytes:
+        """A ``!!binary`` scalar: the bytes ``Buffer.from(text, "base64")`` gives (a
+        Uint8Array in yaml v2), which hashing writes as AHD's canonicalizeJson rebuilds it."""
+        data = _node_base64(self.unprotect(node.value))
+        self.binary_bytes += len(data)
+        if self.binary_bytes > MAX_BINARY_BYTES:
+            raise YAML12Error(
+                f"{_where(node)}: the !!binary values decode to more than {MAX_BINARY_BYTES} "
+                "bytes; refused (hashing writes every byte out as an object entry)"
+            )
+        return data
 
     def collection_tag(self, node: Node) -> None:
         kind = "seq" if isinstance(node, SequenceNode) else "map"
@@ -452,6 +550,11 @@ def _js_key(key: Any, node: Node) -> str:
         if math.isinf(f):
             return "Infinity" if f > 0 else "-Infinity"
         return es_number_to_string(f)
+    if isinstance(key, bytes):
+        raise YAML12Error(
+            f"{_where(node)}: a mapping key is a !!binary value; yaml v2 would write it as "
+            "YAML flow text, which this verifier does not reproduce"
+        )
     raise YAML12Error(
         f"{_where(node)}: a mapping key is a collection; yaml v2 would write it as YAML flow "
         "text, which this verifier does not reproduce"
@@ -538,14 +641,15 @@ def load(text: str) -> Any:
 
 def _load_strict(text: str) -> Any:
     """:func:`load` by PyYAML's pure-Python reader, scanner and parser."""
-    text, restore = _protect_breaks(text)
+    text, restore, unprotect = _protect_breaks(text)
     loader = None
     try:
         loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return None
-        value = _ToJS(loader.anchored).value(node)  # refuses circular aliases first
+        # refuses circular aliases first
+        value = _ToJS(loader.anchored, unprotect=unprotect).value(node)
         _check_expansion(node)
         return restore(value)
     except yaml.MarkedYAMLError as exc:
@@ -570,7 +674,8 @@ def _check_expansion(root: Node) -> None:
         if follow and id(node) in expanded:
             return expanded[id(node)]
         if isinstance(node, ScalarNode):
-            weight = 1 + len(node.value)
+            # a !!binary scalar is written out as up to 13 characters per byte decoded
+            weight = 1 + len(node.value) * (10 if node.tag == _BINARY else 1)
         elif isinstance(node, SequenceNode):
             weight = 1 + sum(size(item, follow) for item in node.value)
         else:
@@ -589,12 +694,15 @@ def _check_expansion(root: Node) -> None:
 _BREAKS_1_1 = "\x85\u2028\u2029"  # line breaks to YAML 1.1 (PyYAML), content in YAML 1.2
 
 
-def _protect_breaks(text: str) -> tuple[str, Callable[[Any], Any]]:
+def _protect_breaks(
+    text: str,
+) -> tuple[str, Callable[[Any], Any], Callable[[str], str]]:
     """Hide U+0085/U+2028/U+2029 from PyYAML's 1.1 scanner behind unused private-use
-    characters, and a function putting them back into the loaded value."""
+    characters, a function putting them back into the loaded value, and one putting them
+    back into a scalar's raw text (a ``!!binary`` is decoded from what the file says)."""
     present = [c for c in _BREAKS_1_1 if c in text]
     if not present:
-        return text, _same
+        return text, _same, _same
     spare = (chr(cp) for cp in range(0xF0000, 0xFFFFE) if chr(cp) not in text)
     there = {c: next(spare) for c in present}
     back = {v: k for k, v in there.items()}
@@ -620,7 +728,7 @@ def _protect_breaks(text: str) -> tuple[str, Callable[[Any], Any]]:
             return out
         return value
 
-    return text.translate(table), restore
+    return text.translate(table), restore, lambda raw: raw.translate(inverse)
 
 
 def _same(value: Any) -> Any:

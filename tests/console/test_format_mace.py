@@ -291,6 +291,42 @@ def test_ingest_refuses_a_log_whose_snapshots_are_not_beside_it(tmp_path, capsys
     assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
 
 
+def test_replay_path_reads_the_snapshot_files_beside_a_log_as_ingest_does(tmp_path, capsys, key):
+    path = ref.write(tmp_path, ref.job())
+
+    call_command("replay", str(path), "--json")
+
+    report = json.loads(capsys.readouterr().out)
+    assert (report["format"], report["status"], report["error_code"]) == (FORMAT, "ok", None)
+    assert report["authoritative"] is True
+    assert Snapshot.objects.filter(kind__startswith="mace-").count() == 5
+
+
+def test_replay_path_of_a_log_without_its_snapshots_is_refused_and_not_authoritative(
+    tmp_path, capsys, key
+):
+    made = ref.job()
+    path = tmp_path / "log.json"
+    path.write_bytes(ref.dumps(made["log"]))
+
+    with pytest.raises(SystemExit) as exited:
+        call_command("replay", str(path), "--json")
+
+    assert exited.value.code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["status"], report["error_code"], report["authoritative"]) == (
+        "refused",
+        MISSING_SNAPSHOT,
+        False,
+    )
+    sid = made["log"]["selfrep_snapshot_id"]
+    assert report["message"] == (
+        f"selfrep_snapshot_id: snapshot file {sid}.json is not there (5 of 5 missing: "
+        "selfrep, brainstate, router, privacy, governance)"
+    )
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+
+
 # --- governance: integrity failures halt ----------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from governance.models import GovernanceEvent
 from replay.errors import (
     HASH_MISMATCH,
     INTEGRITY_FAILURE,
+    MALFORMED_TRACE,
     MISSING_SNAPSHOT,
     ReplayError,
 )
@@ -38,6 +39,7 @@ from tests.console.formats import (
     upload_api,
     upload_of,
     upload_page,
+    uploads,
 )
 from tests.published import PUBLISHED
 from tests.replay.helpers import stored_counts
@@ -301,6 +303,41 @@ def test_the_api_stores_a_paxman_artifact():
         "with-money-v1",
         "3242369f53763afb0f325608d4a5fb323996548f95666b77fa9d0325235ed924",
     )
+
+
+def paxman_without(field: str) -> bytes:
+    doc = json.loads(MONEY.read_bytes())
+    del doc[field]
+    return json.dumps(doc).encode()
+
+
+def test_the_api_refuses_a_paxman_artifact_missing_a_field_naming_it_and_stores_nothing():
+    response = upload_api(
+        api_client("alice"), uploads([("money.json", paxman_without("evidence"))])[0]
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error_code"] == MALFORMED_TRACE
+    assert body["message"] == "artifact.evidence: required"
+    assert stored_counts() == {"traces": 0, "blobs": 0, "snapshots": 0}
+
+
+def test_verify_refuses_a_paxman_artifact_missing_a_field_naming_it(tmp_path, capsys):
+    path = tmp_path / "money.json"
+    path.write_bytes(paxman_without("diagnostics"))
+
+    with pytest.raises(SystemExit) as exited:
+        call_command("verify", str(path), "--json")
+
+    assert exited.value.code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["status"], report["error_code"], report["message"]) == (
+        "refused",
+        MALFORMED_TRACE,
+        "artifact.diagnostics: required",
+    )
+    assert report["authoritative"] is False
 
 
 def test_ingest_stores_a_sidecar_with_the_inputs_of_the_checkout_it_sits_in(capsys):

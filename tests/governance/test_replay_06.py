@@ -48,6 +48,12 @@ def test_REPLAY_06_force_continue_requires_governance(stored_traces):
     assert code == 1
     refused = json.loads(out)
     assert (refused["status"], refused["error_code"]) == ("refused", "FORCE_CONTINUE_REQUIRED")
+    assert refused["authoritative"] is False
+    assert (refused["trace_id"], refused["format"], refused["mode"]) == (
+        trace_id,
+        "replay-trace",
+        "audit",
+    )
     assert refused["message"] == services.FORCE_CONTINUE_REQUIRED_MESSAGE.format(
         run=run.id, step=step, quorum=2
     )

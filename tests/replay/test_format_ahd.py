@@ -34,7 +34,13 @@ from replay.errors import (
     UNSUPPORTED_SCHEMA_VERSION,
 )
 from replay.formats import AHD, ahd, detect_format, format_names
-from replay.formats.yaml12 import MAX_ALIAS_COUNT, YAML12Error, load
+from replay.formats.yaml12 import (
+    MAX_ALIAS_COUNT,
+    MAX_BINARY_BYTES,
+    YAML12Error,
+    _node_base64,
+    load,
+)
 from replay.services import trace_verify_file
 from tests.published import PUBLISHED
 
@@ -178,6 +184,55 @@ def test_comments_whitespace_and_key_order_do_not_count_as_drift(copy):
     token.write_text("# a comment\n\n" + "".join(rest[:4]) + head + "".join(rest[4:]))
 
     assert verify(copy / "docs" / "evals" / f"{SWISS}.md")["status"] == "ok"
+
+
+FAVICON = (
+    "favicon: !!binary |\n"
+    "  iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5E"
+    "rkJggg==\n"
+)
+#: AHD's hashJsonCanonical of the swiss token with FAVICON appended, as yaml 2.9.1 parses it
+#: under Node 20 (the favicon a 70-byte Uint8Array), run once
+FAVICON_TOKEN = "sha256:33bac154f912576bee75046bbe81e33e64b8a05187fdeb67006e4dc29b1d8e3a"
+
+
+def test_a_token_holding_a_binary_value_verifies_with_the_hash_yaml_v2_gives_it(copy):
+    token = copy / "tokens" / "swiss-editorial.yml"
+    token.write_text(token.read_text() + FAVICON)
+    doc = sidecar(copy)
+    doc["token"]["hash"] = FAVICON_TOKEN
+    path = write_sidecar(copy, doc)
+
+    report = verify(path)
+
+    assert ahd.hash_structured(token.read_text()) == FAVICON_TOKEN
+    assert (report["status"], report["error_code"]) == ("ok", None)
+    assert checks(report) == [("format", True), ("root", True), ("token", True), ("brief", True)]
+
+
+def test_verify_reads_a_binary_token_as_npm_yaml_does(copy, capsys):
+    token = copy / "tokens" / "swiss-editorial.yml"
+    token.write_text(token.read_text() + FAVICON)
+    doc = sidecar(copy)
+    doc["token"]["hash"] = FAVICON_TOKEN
+    path = write_sidecar(copy, doc)
+
+    call_command("verify", str(path), "--json")
+
+    report = json.loads(capsys.readouterr().out)
+    assert (report["status"], report["error_code"], report["authoritative"]) == ("ok", None, True)
+    assert detail(report, "token").endswith("(canonical JSON of the parsed YAML)")
+
+
+def test_binary_values_are_bounded():
+    chunk = "A" * 4 * ((MAX_BINARY_BYTES // 2) // 3 + 1)  # just over half the bound, decoded
+    assert len(load(f"a: !!binary {chunk}\n")["a"]) > MAX_BINARY_BYTES // 2
+    with pytest.raises(YAML12Error) as refused:
+        load(f"a: !!binary {chunk}\nb: !!binary {chunk}\n")
+    assert str(refused.value) == (
+        f"line 2 column 4: the !!binary values decode to more than {MAX_BINARY_BYTES} bytes; "
+        "refused (hashing writes every byte out as an object entry)"
+    )
 
 
 def test_an_edited_brief_fails_naming_both_hash_paths(copy):
@@ -542,6 +597,66 @@ def test_yaml_vectors_hash_as_yaml_v2_parses_them(text, expected):
     assert js_sorted(load(text)).decode() == expected
 
 
+# !!binary as yaml 2.9.1 reads it under Node 20 (a Buffer: Buffer.from(text, "base64")), and
+# what AHD hashes of it: JSON.stringify(canonicalizeJson(YAML.parse(text))), run once under Node
+BINARY_VECTORS = [
+    ("a: !!binary aGVsbG8=\n", '{"a":{"0":104,"1":101,"2":108,"3":108,"4":111}}'),
+    ("a: !!binary |\n  aGVs\n  bG8=\n", '{"a":{"0":104,"1":101,"2":108,"3":108,"4":111}}'),
+    ('a: !!binary "aGVs bG8="\n', '{"a":{"0":104,"1":101,"2":108,"3":108,"4":111}}'),
+    ("a: !!binary aGVsbG\n", '{"a":{"0":104,"1":101,"2":108,"3":108}}'),
+    ("a: !!binary a\n", '{"a":{}}'),
+    ("a: !!binary a*b=\n", '{"a":{"0":105}}'),
+    ('a: !!binary ""\n', '{"a":{}}'),
+    ("a: !!binary\n", '{"a":{}}'),
+    (
+        "a: !!binary AAECAwQFBgcICQoLDA0ODxAREhM=\n",
+        '{"a":{"0":0,"1":1,"2":2,"3":3,"4":4,"5":5,"6":6,"7":7,"8":8,"9":9,"10":10,"11":11,"12":12,"13":13,"14":14,"15":15,"16":16,"17":17,"18":18,"19":19}}',
+    ),
+    ("a: [!!binary aGk=, 1]\n", '{"a":[{"0":104,"1":105},1]}'),
+    ("a: !!binary aG=k\n", '{"a":{"0":104}}'),
+    ("a: !<tag:yaml.org,2002:binary> aGk=\n", '{"a":{"0":104,"1":105}}'),
+    ("a: !!binary {x: 1}\n", '{"a":{"x":1}}'),
+    ("a: &x !!binary aGk=\nb: *x\n", '{"a":{"0":104,"1":105},"b":{"0":104,"1":105}}'),
+    ('a: !!binary "aGk=\\u2028QQ=="\n', '{"a":{"0":104,"1":105}}'),
+    ('a: !!binary "aG\\u2028k="\n', '{"a":{"0":104,"1":105}}'),
+    ("a: !!binary >\n  aGVs\n\n  bG8=\n", '{"a":{"0":104,"1":101,"2":108,"3":108,"4":111}}'),
+    ("a: !!binary aG\u2028k=\n", '{"a":{"0":104,"1":105}}'),
+    ('a: !!binary "aGk\x85=QQ"\n', '{"a":{"0":104,"1":105}}'),
+    ("a: !!binary aGVs\u2029bG8\n", '{"a":{"0":104,"1":101,"2":108,"3":108,"4":111}}'),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), BINARY_VECTORS)
+def test_binary_values_hash_as_yaml_v2_reads_them(text, expected):
+    assert js_sorted(load(text)).decode() == expected
+
+
+# Buffer.from(text, "base64").toString("hex") under Node 20: lenient, low byte of each UTF-16 unit
+NODE_BASE64 = [
+    ("aGVsbG8=", "68656c6c6f"),
+    ("aGVsbG8", "68656c6c6f"),
+    ("aGVsbG", "68656c6c"),
+    ("a", ""),
+    ("", ""),
+    ("aG=k", "68"),
+    ("a*b=", "69"),
+    ("aGk=====", "6869"),
+    ("aGVs bG8=", "68656c6c6f"),
+    ("aGVs\n\tbG8=", "68656c6c6f"),
+    ("-_-_", "fbffbf"),
+    ("+/+/", "fbffbf"),
+    ("aGk\u013d", "6869"),
+    ("aGk=\xa0QQ", "6869"),
+    ("aG\U0001f600k=", "68"),
+    ("QQ", "41"),
+]
+
+
+@pytest.mark.parametrize(("text", "hex_bytes"), NODE_BASE64)
+def test_binary_text_decodes_as_nodes_buffer_does(text, hex_bytes):
+    assert _node_base64(text).hex() == hex_bytes
+
+
 # (text, PyYAML safe_load: YAML 1.1, the YAML 1.2 core value): one vector per difference
 DIFFERENCES = [
     ("a: yes", {"a": True}, {"a": "yes"}),
@@ -607,7 +722,11 @@ def test_what_yaml_1_1_refuses_and_yaml_1_2_reads(text, yaml_1_1_error):
             "a: !!timestamp 2001-12-14\n",
             "line 1 column 4: the explicit tag !!timestamp is not supported",
         ),
-        ("a: !!binary aGVsbG8=\n", "line 1 column 4: the explicit tag !!binary is not supported"),
+        (
+            "!!binary aGk=: 1\n",
+            "line 1 column 1: a mapping key is a !!binary value; yaml v2 would write it as "
+            "YAML flow text, which this verifier does not reproduce",
+        ),
         ("a: !!set {x, y}\n", "line 1 column 4: the explicit tag !!set is not supported"),
         (
             "? [1, 2]\n: v\n",

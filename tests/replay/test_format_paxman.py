@@ -220,10 +220,67 @@ def test_the_fields_the_hash_does_not_protect_can_change_and_the_report_says_so(
     )
 
 
-def test_an_omitted_field_is_hashed_as_paxmans_default():
+REQUIRED_FIELDS = [
+    "status",
+    "normalized_data",
+    "field_results",
+    "unresolved_fields",
+    "evidence",
+    "diagnostics",
+    "execution_plan",
+    "replay_hash",
+    "statistics",
+    "contract_id",
+    "paxman_version",
+    "planner_version",
+    "capability_versions",
+]
+
+
+def test_the_required_fields_are_every_field_but_id_metadata_and_created_at():
+    assert list(px.REQUIRED) == REQUIRED_FIELDS
+    assert set(px.FIELDS) - set(px.REQUIRED) == {"id", "metadata", "created_at"}
+
+
+@pytest.mark.parametrize("field", REQUIRED_FIELDS)
+def test_a_missing_field_is_refused_by_the_type_check_naming_it(field):
+    """Seed 001 §3: the type check runs before the hash. Deleting an empty evidence list
+    used to verify ok (Paxman would hash its default []), a non-empty one was a
+    HASH_MISMATCH; both are now the field named as missing."""
     doc = load()
-    assert doc["evidence"] == []
-    del doc["evidence"]
+    del doc[field]
+
+    report = verify(doc)
+
+    message = f"artifact.{field}: required"
+    assert (report["status"], report["error_code"]) == ("refused", MALFORMED_TRACE)
+    assert report["message"] == message
+    assert report["authoritative"] is False
+    assert report["checks"] == [{"name": "type", "ok": False, "detail": message}]
+
+
+def test_a_deleted_evidence_list_is_named_whether_it_was_empty_or_not():
+    empty = load()
+    assert empty["evidence"] == []
+    del empty["evidence"]
+    # the goldens record no evidence: one that does, its replay hash made by the same code
+    evidence = {"source": "text_extraction", "locator": {"start": 0, "end": 4}}
+    full = rehashed({**load(), "evidence": [evidence]})
+    assert verify(full)["status"] == "ok"
+    del full["evidence"]
+
+    for doc in (empty, full):
+        report = verify(doc)
+        assert (report["error_code"], report["message"]) == (
+            MALFORMED_TRACE,
+            "artifact.evidence: required",
+        )
+
+
+@pytest.mark.parametrize("field", ["id", "metadata", "created_at"])
+def test_the_unhashed_optional_fields_may_be_left_out(field):
+    doc = load()
+    doc.pop(field, None)
 
     assert verify(doc)["status"] == "ok"
 

@@ -51,8 +51,7 @@ from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
 from replay.selectors import trace_by_sha256, trace_by_trace_id
 from replay.services import (
-    contextos_inputs_beside,
-    is_contextos_file,
+    inputs_beside,
     replay_options_for_file,
     trace_ingest,
 )
@@ -89,21 +88,23 @@ def options_parse(given: list[str] | None) -> dict[str, Any] | None:
 
 
 def refused_report(*, trace: Any, mode: str, error: ReplayError) -> dict[str, Any]:
-    """The report of a replay refused before it ran (same keys as the engine's)."""
-    return {
-        "trace_id": trace.trace_id if trace is not None else None,
-        "format": trace.format if trace is not None else None,
-        "mode": mode,
-        "status": "refused",
-        "error_code": error.code,
-        "authoritative": True,
-        "checks": [],
-        "divergences": [],
-        "broke_at": error.broke_at,
-        "expected": error.expected,
-        "observed": error.observed,
-        "message": error.message,
-    }
+    """The report of a replay refused before it ran (the engine's report, refused and
+    never authoritative whatever the code); ``format`` is null when nothing was stored."""
+    report = engine.ReplayReport(
+        trace_id=trace.trace_id if trace is not None else None,
+        format=trace.format if trace is not None else "",
+        mode=mode,
+    ).refuse(
+        error.code,
+        error.message,
+        broke_at=error.broke_at,
+        expected=error.expected,
+        observed=error.observed,
+    )
+    data = report.to_json()
+    if trace is None:
+        data["format"] = None
+    return data
 
 
 class Command(BaseCommand):
@@ -166,8 +167,9 @@ class Command(BaseCommand):
             except OptionError as exc:
                 raise CommandError(exc.message, returncode=2) from None
             try:
-                # a ContextOS trace's pinned pack and KG snapshot come from its directory
-                inputs = contextos_inputs_beside(path) if is_contextos_file(path) else None
+                # its companion files (a ContextOS trace's pinned pack and KG snapshot, a
+                # MACE log's snapshot files) come from its directory, as `ingest` reads them
+                inputs = inputs_beside(path) or None
                 with path.open("rb") as fh:
                     trace = trace_ingest(
                         source=fh,

@@ -30,7 +30,7 @@ from replay.cli import (
     summarise,
 )
 from replay.formats import ahd
-from replay.services import archive_limits, sibling_inputs, trace_verify_file
+from replay.services import archive_limits, inputs_beside, trace_verify_file
 
 
 def ledger_halts() -> Mapping[str, str] | None:
@@ -86,7 +86,7 @@ class Command(BaseCommand):
                     root=root,
                     workers=workers,
                     halts=ledger_halts,
-                    inputs=uploaded or sibling_inputs(file),
+                    inputs=uploaded or inputs_beside(file),
                     contract=supplied,
                 )
             except ahd.AhdRootNotFound as exc:

@@ -1,10 +1,13 @@
-"""Snapshot ids and their provenance (seed 003 §5), and event ids (§5).
+"""Snapshot ids and their provenance (seed 003 §5), event ids and memory ids (§5).
 
 ``config_hash = sha256(mace-v1(body))``, ``snapshot_id = sha256(config_hash:schema_version:
 seed_namespace)``, ``event_id = sha256(job_seed:sequence_index:event_type)``; why a snapshot
 file's id does not recompute (:func:`_snapshot_provenance`), the snapshot a failed report is
 about (:func:`failed_snapshot_id`), and whether a stored snapshot was rewritten
-(:func:`stored_snapshot_tampered`).
+(:func:`stored_snapshot_tampered`); the ``wm_id`` and ``episodic_id`` a log's memory writes
+record (``memory_writes`` and ``event_refs`` entries that are objects), each
+``sha256(job_seed:counter)`` with its own counter (:func:`memory_id_failure`, the rule in
+:mod:`replay.formats.memory_ids`).
 
 Pure: no Django.
 """
@@ -19,6 +22,7 @@ from replay import errors
 from replay.canonical import CanonicalError, mace_v1
 from replay.errors import ReplayError
 from replay.formats.mace.reader import SNAPSHOT_FIELDS, SNAPSHOT_KINDS, _malformed, check_snapshot
+from replay.formats.memory_ids import GENERATORS, carries_memory_ids, memory_id_problem
 
 SNAPSHOT_GENERATOR = "sha256(config_hash:schema_version:seed_namespace)"
 EVENT_ID_GENERATOR = "sha256(job_seed:sequence_index:event_type)"
@@ -42,6 +46,40 @@ def snapshot_id_of(config_hash: str, schema_version: int, seed_namespace: str) -
 
 def event_id_of(job_seed: str, sequence_index: int, event_type: str) -> str:
     return hashlib.sha256(f"{job_seed}:{sequence_index}:{event_type}".encode()).hexdigest()
+
+
+#: the lists of a log whose object entries may record a memory write's ids
+MEMORY_LISTS = ("memory_writes", "event_refs")
+
+
+def memory_id_failure(
+    doc: Mapping[str, Any],
+) -> tuple[int, tuple[str, str, str | None, str] | None]:
+    """How many memory writes of the log record a ``wm_id`` or an ``episodic_id``, and the
+    first whose id does not recompute from ``job_seed`` and its counter as
+    ``(message, broke_at, expected, observed)`` (worded as the event-id check words its
+    own), or None."""
+    seen = 0
+    job_seed = doc.get("job_seed")
+    for name in MEMORY_LISTS:
+        entries = doc.get(name)
+        if type(entries) is not list:
+            continue
+        for i, entry in enumerate(entries):
+            if type(entry) is not dict or not carries_memory_ids(entry):
+                continue
+            seen += 1
+            problem = memory_id_problem(entry, job_seed)
+            if problem is None:
+                continue
+            where = f"{name}[{i}].{problem.field}"
+            how = f" ({problem.counter_field} {problem.counter})" if problem.expected else ""
+            message = (
+                f"{where}: {problem.observed_text} does not recompute as "
+                f"{GENERATORS[problem.field]}{how or problem.why_not}"
+            )
+            return seen, (message, where, problem.expected, problem.observed_text)
+    return seen, None
 
 
 def _snapshot_provenance(

@@ -20,6 +20,7 @@ from replay.formats.mace.ids import (
     _canonical,
     _snapshot_provenance,
     event_id_of,
+    memory_id_failure,
 )
 from replay.formats.mace.reader import (
     FORMAT,
@@ -239,9 +240,26 @@ def verify(
                 expected=expected,
                 observed=ref["event_id"],
             )
-    report.checks.append(
-        Check("event_ids", True, f"{len(refs)} event ids recompute as {EVENT_ID_GENERATOR}")
-    )
+    # memory ids (§5): the wm_id / episodic_id a memory write records, from its counter
+    memory, memory_problem = memory_id_failure(doc)
+    if memory_problem is not None:
+        message, broke_at, expected, observed = memory_problem
+        return _fail(
+            report,
+            "event_ids",
+            errors.INTEGRITY_FAILURE,
+            message,
+            broke_at=broke_at,
+            expected=expected,
+            observed=observed,
+        )
+    detail = f"{len(refs)} event ids recompute as {EVENT_ID_GENERATOR}"
+    if memory:
+        detail += (
+            f"; the wm_id and episodic_id of {memory} memory write{'s' if memory != 1 else ''} "
+            "recompute as sha256(job_seed:counter)"
+        )
+    report.checks.append(Check("event_ids", True, detail))
 
     failed = _signed_part(report, doc, keys=keys, at=at)
     if failed is not None:

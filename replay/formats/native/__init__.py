@@ -9,6 +9,9 @@ Hashing rules (all with the `mace-v1` canonical profile):
 
 - `snapshot_id = "sha256:" + hex(sha256(mace_v1(body)))`; its signature is over those bytes;
 - `event_id = hex(sha256(job_seed + ":" + seq + ":" + type))`;
+- an event recording a memory write (its payload has `wm_id` and `wm_counter`, or
+  `episodic_id` and `episodic_counter`): `hex(sha256(job_seed + ":" + counter))` each
+  (seed 003 §5, :mod:`replay.formats.memory_ids`), checked with the event ids;
 - `hash_i = "sha256:" + hex(sha256(prev + mace_v1({seq, type, event_id, payload})))`,
   `prev` = "" for the first event, else the previous event's `hash` string;
 - output `hash = "sha256:" + hex(sha256(mace_v1(content)))`;

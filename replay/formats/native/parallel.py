@@ -80,7 +80,8 @@ def _event_run(
     many lines that row covers (no row when none).
 
     A plain run is nothing but events, strictly parsed, within the shape limits, valid,
-    with the id its seq and type derive, its seq one more than the last one's and its hash
+    recording no memory write (whose ``wm_id`` / ``episodic_id`` the engine checks), with
+    the id its seq and type derive, its seq one more than the last one's and its hash
     the chain hash after the last one: everything the engine would check of them but the
     first one's link to what comes before. The run stops before the first line that is
     anything else (a step, an output, a refusal, an event that breaks the chain), which
@@ -112,6 +113,9 @@ def _event_run(
             or line.count(b"{") + line.count(b"[") > max_depth
             or obj.pop("record", None) != "event"
             or not _plain_event(obj)
+            # a memory write's ids are checked event by event, in the main process
+            or "wm_id" in (payload := obj["payload"])
+            or "episodic_id" in payload
         ):
             break
         seq, recorded = obj["seq"], obj["hash"]

@@ -14,13 +14,7 @@ from replay.cli import (
 )
 from replay.errors import ReplayError
 from replay.formats import ahd, contextos
-from replay.services import (
-    archive_limits,
-    contextos_inputs_beside,
-    is_contextos_file,
-    sibling_inputs,
-    trace_ingest,
-)
+from replay.services import archive_limits, inputs_beside, trace_ingest
 
 
 class Command(BaseCommand):
@@ -62,9 +56,8 @@ class Command(BaseCommand):
                     if _is_sidecar(path) and (inputs or root is None)
                     else {}
                 )
-                if not uploaded and is_contextos_file(path):
-                    uploaded = contextos_inputs_beside(path)
-                    uploaded.update({g.name: g.read_bytes() for g in given})
+                if not uploaded:
+                    uploaded = inputs_beside(path, given=given)
                 with path.open("rb") as fh:
                     bar = ProgressBar(f"ingest {path.name}", path.stat().st_size)
                     try:
@@ -74,7 +67,7 @@ class Command(BaseCommand):
                             declared_format=declared_format,
                             progress=bar,
                             workers=workers,
-                            inputs=uploaded or sibling_inputs(path),
+                            inputs=uploaded,
                             input_root=None if uploaded else _ahd_root(path, root),
                             contract=supplied,
                         )
