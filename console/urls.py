@@ -5,7 +5,18 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from console.api.common import SchemaFormatNegotiation
-from console.views import auth, errors, governance, health, ops, production, runs, tokens, traces
+from console.views import (
+    auth,
+    errors,
+    governance,
+    health,
+    inbox,
+    ops,
+    production,
+    runs,
+    tokens,
+    traces,
+)
 
 handler400 = errors.bad_request
 handler403 = errors.permission_denied
@@ -51,6 +62,7 @@ urlpatterns = [
         name="force-continue-request",
     ),
     # governance
+    path("inbox/", inbox.inbox_view, name="inbox"),
     path("force-continue/", governance.force_continue_list_view, name="force-continue-list"),
     path(
         "force-continue/<str:request_id>/",
