@@ -262,17 +262,44 @@ def _approval_url(kind: str, filed: Any) -> str:
 
 
 def test_the_inbox_lists_every_kind_oldest_first_with_what_each_needs(world):
-    for case in CASES[:4]:
-        case.file(world)
-    body = Client()
     from tests.console.personas import sign_in
 
-    page = sign_in(body, persona("cora")).get("/inbox/").content.decode()
+    for case in CASES[:4]:
+        case.file(world)
+    page = sign_in(Client(), persona("cora")).get("/inbox/").content.decode()
     kinds = re.findall(r'<tr data-kind="([a-z-]+)">', page)
     assert kinds == ["force-continue", "production-replay", "role-grant", "halt-clear"]
     assert "Inbox (4)" in page
     assert "2 more council signatures" in page
     assert listed("cora") == sorted(listed("cora"), key=lambda i: i["filed_at"])
+
+
+def test_a_force_continue_waits_for_an_admin_until_one_signed_and_for_the_council_after(world):
+    """Its admin signature and its council signatures are counted apart: once an admin signed,
+    another admin's signature is no longer needed, while the council's still are."""
+    request = _fc_file(world)
+    assert [(i["capacities"], i["needs"]) for i in listed("adam")] == [
+        (["admin"], "1 more admin signature and 2 more council signatures")
+    ]
+    key, private = world.member_key("adam")
+    payload = gov.force_continue_payload_for(
+        request=request, decision=signing.APPROVE, role=signing.ROLE_ADMIN
+    )
+    gov.approval_record(
+        request=request, approver=persona("adam"), document=_signed(payload, key, private)
+    )
+    sam = persona("sam")  # auditor and admin
+    assert inbox.waiting_for(sam, roles=frozenset({"auditor", "admin"})) == []
+    assert [i["needs"] for i in listed("cora")] == ["2 more council signatures"]
+
+
+def test_legal_approvals_wait_for_the_council_where_the_setting_says_so(world, settings):
+    settings.DSR_APPROVAL_BY = "council"
+    _legal_file("erasure")(world)
+    assert listed("adam") == []
+    assert [(i["kind"], i["needs"]) for i in listed("cora")] == [
+        ("legal-erasure", "2 more council signatures")
+    ]
 
 
 def test_someone_whose_roles_sign_nothing_sees_a_sentence_and_no_count(world):
@@ -494,3 +521,22 @@ def test_needs_in_words():
     )
     assert needs_in_words({"admin": 0, "council": 1}) == "1 more council signature"
     assert needs_in_words({}) == "nothing more"
+
+
+def test_a_legal_request_waiting_costs_the_queries_of_its_own_refusal(world):
+    """The legal kinds ask dsr.services.approval_refusal and approval_status, which read one
+    request at a time: each legal approval waiting for someone costs three queries more."""
+    from governance import membership
+
+    adam = persona("adam")
+    membership.roles_held(adam)
+    admin = frozenset({"admin"})
+    _legal_file("access")(world)
+    with Counted() as one:
+        assert len(inbox.waiting_for(adam, roles=admin)) == 1
+    _legal_file("access")(world)
+    with Counted() as two:
+        assert len(inbox.waiting_for(adam, roles=admin)) == 2
+    # her role history, the open force-continues (none: no filings or votes to read), the
+    # open legal requests of each purpose, then the three of the one waiting
+    assert (one.n, two.n - one.n) == (7, 3)
