@@ -26,7 +26,9 @@ from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest
 class LegalApprovalKind:
     """The approval of one purpose (release or erasure) of legal requests."""
 
-    codes = KindCodes(filed=codes.DSR_OPENED, vote=codes.DSR_APPROVAL)
+    codes = KindCodes(
+        filed=codes.DSR_OPENED, vote=codes.DSR_APPROVAL, ready=codes.DSR_IDENTITY_VERIFIED
+    )
 
     def __init__(self, purpose: str, label: str, summary: str) -> None:
         self.purpose = purpose
@@ -93,6 +95,9 @@ class LegalApprovalKind:
         except codes.GovernanceError as refused:
             return refused
         return None
+
+    def key_of(self, payload: Mapping[str, Any], seq: int) -> str:
+        return str(payload.get("request_id"))
 
     def needed(self, open_request: OpenRequest) -> dict[str, int]:
         status = services.approval_status(request=open_request.request, purpose=self.purpose)

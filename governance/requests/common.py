@@ -107,6 +107,9 @@ class CouncilRequestKind:
             signing.ROLE_COUNCIL: result.council_required - result.council,
         }
 
+    def key_of(self, payload: Mapping[str, Any], seq: int) -> str:
+        return str(payload.get("request_id"))
+
     def quorum(self) -> str:
         from governance import conf
 

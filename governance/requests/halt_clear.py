@@ -69,6 +69,9 @@ class HaltClearKind:
             halt=open_request.request, approver=user, ballots=open_request.facts["ballots"]
         )
 
+    def key_of(self, payload: Mapping[str, Any], seq: int) -> str:
+        return str(seq)
+
     def needed(self, open_request: OpenRequest) -> dict[str, int]:
         result = selectors.halt_tally(ballots=open_request.facts["ballots"])
         return {signing.ROLE_COUNCIL: result.council_required - result.council}

@@ -20,7 +20,9 @@ erasure. A kind is an object with:
   ``open`` in ``role`` now, or None. Each kind answers with its own service's refusal
   functions (the checks a signature goes through before the signature itself is looked at),
   so what the inbox lists is what the signing takes; never a copy of their rules;
-- ``needed(open)``: the signatures still missing, by role (``{"council": 1}``).
+- ``needed(open)``: the signatures still missing, by role (``{"council": 1}``);
+- ``key_of(payload, seq)``: the ``key`` of the request its ``codes.announced_by`` event (with
+  this payload and seq) announces.
 
 Built-in kinds are the four council kinds, registered in :mod:`governance.requests.builtin`
 (whose ``kinds()`` is the one registry). Installed
@@ -54,6 +56,13 @@ class KindCodes:
     vote: str
     approved: str | None = None
     rejected: str | None = None
+    #: the event after which it takes signatures, when that is not the filing (a legal
+    #: request, once its subject's identity is verified): when its signers are told
+    ready: str | None = None
+
+    @property
+    def announced_by(self) -> str:
+        return self.ready or self.filed
 
 
 @dataclass
@@ -102,6 +111,8 @@ class RequestKind(Protocol):
     ) -> Exception | None: ...
 
     def needed(self, open_request: OpenRequest) -> Mapping[str, int]: ...
+
+    def key_of(self, payload: Mapping[str, Any], seq: int) -> str: ...
 
 
 def needs_in_words(needed: Mapping[str, int]) -> str:
