@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from console.views.inbox import MESSAGE_NOTHING_WAITS, MESSAGE_SIGNS_NOTHING
 from dsr import services as dsr_services
+from governance import membership, signing
 from governance import services as gov
-from governance import signing
 from governance.codes import GovernanceError
 from governance.requests import builtin, inbox
 from governance.requests.protocol import (
@@ -129,6 +130,11 @@ class Case:
     outsider: str  # C: a role that does not sign it
     needs_before: str
     needs_after: str | None  # None: one signature decides it
+
+    @property
+    def capacity(self) -> str:
+        """The role the signer signs in (the legal approvals: admin, DSR_APPROVAL_BY)."""
+        return "admin" if self.kind.startswith("legal-") else "council"
 
 
 CASES = [
@@ -242,12 +248,39 @@ def test_a_request_waits_for_the_right_role_only_until_they_signed(world, case):
 
     assert listed(case.signer, case.kind) == []
     assert nav_count(case.signer) == 0
+    # the inbox's reason is the signing's own: a second signature, with another key, is
+    # refused with the very error the kind's refusal gives for leaving it out
+    kind = builtin.kinds().get(case.kind)
+    assert kind is not None
+    now = timezone.now()
+    (still_open,) = [o for o in kind.open_requests(now=now) if o.key == _key_of(filed)]
+    signer = persona(case.signer)
+    why = kind.refusal(
+        still_open,
+        user=signer,
+        role=case.capacity,
+        now=now,
+        history=membership.roles_history(signer),
+    )
+    other_key, other_private = world.member_key(case.signer)
+    with pytest.raises(GovernanceError) as refused:
+        case.sign(_reread(filed), signer, other_key, other_private)
+    assert isinstance(why, GovernanceError)
+    assert (why.code, str(why)) == (refused.value.code, str(refused.value))
     colleague = "colin" if case.signer == "cora" else "sam"
     others = listed(colleague, case.kind)
     if case.needs_after is None:
         assert others == []
     else:
         assert [i["needs"] for i in others] == [case.needs_after]
+
+
+def _key_of(filed: Any) -> str:
+    return str(getattr(filed, "id", None) or filed.seq)
+
+
+def _reread(filed: Any) -> Any:
+    return type(filed).objects.get(pk=filed.pk)
 
 
 def _approval_url(kind: str, filed: Any) -> str:
