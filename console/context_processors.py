@@ -52,7 +52,7 @@ def console(request: HttpRequest) -> dict[str, Any]:
         "console_roles": sorted(in_effect),
         "console_can": {action: roles.can(user, action) for action in roles.ACTIONS},
         # called by the layout only, once ({% with %}): htmx fragments never pay for it
-        "console_inbox": _Once(lambda: _inbox_count(user, in_effect)),
+        "console_inbox": _Once(lambda: _inbox_count(request, user, in_effect)),
     }
 
 
@@ -70,10 +70,14 @@ class _Once:
         return self._value
 
 
-def _inbox_count(user: Any, in_effect: frozenset[str]) -> int | None:
+def _inbox_count(request: HttpRequest, user: Any, in_effect: frozenset[str]) -> int | None:
     """How many governed requests wait for this person's signature; None for someone whose
     roles sign nothing (the navigation then shows no count). A handful of queries, whatever
-    the number of open requests (``governance.requests.inbox``)."""
+    the number of open requests (``governance.requests.inbox``); none on the inbox page,
+    which has listed them already."""
     if not inbox.signs_anything(in_effect):
         return None
-    return len(inbox.waiting_for(user, roles=in_effect))
+    listed = getattr(request, "inbox_waiting", None)
+    if listed is None:
+        listed = inbox.waiting_for(user, roles=in_effect)
+    return len(listed)

@@ -484,6 +484,26 @@ def test_every_page_pays_the_same_for_its_count_however_many_requests_wait(world
     assert page.n - fragment.n == 13
 
 
+def test_the_inbox_page_lists_once_and_its_count_reads_that_list(world, monkeypatch):
+    from tests.console.personas import client_for
+
+    for case in CASES[:4]:
+        case.file(world)
+    calls = []
+    real = inbox.waiting_for
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inbox, "waiting_for", counted)
+    client = client_for("cora")
+    assert "Inbox (4)" in client.get("/inbox/").content.decode()
+    assert len(calls) == 1
+    assert "Inbox (4)" in client.get("/governance/keys/").content.decode()
+    assert len(calls) == 2
+
+
 # --- the registry: built-ins in one place, others through the entry-point group ---------------
 
 
