@@ -593,3 +593,23 @@ def test_a_legal_request_waiting_costs_the_queries_of_its_own_refusal(world):
     # her role history, the open force-continues (none: no filings or votes to read), the
     # open legal requests of each purpose, then the three of the one waiting
     assert (one.n, two.n - one.n) == (7, 3)
+
+
+@pytest.mark.parametrize("name", [case.kind for case in CASES])
+def test_each_kind_names_its_ledger_codes_and_roles_from_the_one_tables(name):
+    from governance import codes
+    from governance import roles as matrix
+
+    kind = builtin.kinds().get(name)
+    assert kind is not None
+    named = [kind.codes.filed, kind.codes.vote, kind.codes.approved, kind.codes.rejected]
+    assert {c for c in named if c is not None} <= set(codes.BY_NAME)
+    assert kind.codes.announced_by in codes.BY_NAME
+    capacities = kind.capacities(None)  # type: ignore[arg-type]
+    assert capacities
+    for role, action in capacities.items():
+        assert role in matrix.ROLES
+        assert role in matrix.MATRIX[action]
+    assert kind.signer_roles() == frozenset(capacities)
+    assert kind.summary
+    assert kind.quorum().endswith("signature(s)")
