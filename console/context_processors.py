@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest
 
 from console import roles
+from governance.requests import inbox
 
 #: the navigation section each page belongs to, by the prefix of its URL name
 NAV_SECTIONS = (
@@ -25,6 +27,7 @@ NAV_SECTIONS = (
     ("user-", "users"),
     ("role-grant", "role-grants"),
     ("dsr-", "dsr"),
+    ("inbox", "inbox"),
 )
 
 
@@ -43,8 +46,38 @@ def console(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {"console_roles": [], "console_can": {}}
+    in_effect = roles.roles(user)
     return {
         "nav_current": nav_section(request),
-        "console_roles": sorted(roles.roles(user)),
+        "console_roles": sorted(in_effect),
         "console_can": {action: roles.can(user, action) for action in roles.ACTIONS},
+        # called by the layout only, once ({% with %}): htmx fragments never pay for it
+        "console_inbox": _Once(lambda: _inbox_count(request, user, in_effect)),
     }
+
+
+class _Once:
+    """A value computed the first time a template asks for it, then kept."""
+
+    def __init__(self, compute: Callable[[], Any]) -> None:
+        self._compute = compute
+        self._done = False
+        self._value: Any = None
+
+    def __call__(self) -> Any:
+        if not self._done:
+            self._value, self._done = self._compute(), True
+        return self._value
+
+
+def _inbox_count(request: HttpRequest, user: Any, in_effect: frozenset[str]) -> int | None:
+    """How many governed requests wait for this person's signature; None for someone whose
+    roles sign nothing (the navigation then shows no count). A handful of queries, whatever
+    the number of open requests (``governance.requests.inbox``); none on the inbox page,
+    which has listed them already."""
+    if not inbox.signs_anything(in_effect):
+        return None
+    listed = getattr(request, "inbox_waiting", None)
+    if listed is None:
+        listed = inbox.waiting_for(user, roles=in_effect)
+    return len(listed)

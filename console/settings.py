@@ -169,6 +169,16 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # console's processes run as one user, and nothing else needs to read it.
 STATIC_ROOT = private_dir(VAR_DIR / "staticfiles")
 
+# --- e-mail: the people a new governed request waits for are told (governance.requests.notify)
+# The console backend (written to the process's output) unless a deployment names another
+# (django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, EMAIL_PORT ...).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "replay-console@localhost")
+#: where the console is reached, for the links in its e-mails
+REPLAY_BASE_URL = env_str("REPLAY_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "trace-list"
 LOGOUT_REDIRECT_URL = "login"

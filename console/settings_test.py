@@ -11,3 +11,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if REPLAY_TASK_RUNNER == "thread":  # noqa: F405
     REPLAY_TASK_RUNNER = "eager"
     CELERY_TASK_ALWAYS_EAGER = True
+
+# Mails stay in memory (django.core.mail.outbox), in Celery workers the tests start too.
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

@@ -11,6 +11,7 @@ from console.views import (
     exports,
     governance,
     health,
+    inbox,
     ops,
     production,
     runs,
@@ -67,6 +68,7 @@ urlpatterns = [
         name="force-continue-request",
     ),
     # governance
+    path("inbox/", inbox.inbox_view, name="inbox"),
     path("force-continue/", governance.force_continue_list_view, name="force-continue-list"),
     path(
         "force-continue/<str:request_id>/",

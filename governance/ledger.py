@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.db import connection
+from django.dispatch import Signal
 from django.utils import timezone
 
 from governance import chain, codes, keystore, reconcile, signing
@@ -235,6 +236,12 @@ def values_row(values: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(values.get(name) for name in chain.FIELDS)
 
 
+#: sent with ``event=`` after each event ``append`` adds (not for an idempotent retry), inside
+#: the appender's transaction: a receiver that acts outside it defers to ``on_commit``
+#: (``governance.requests.notify`` mails the people a new request waits for)
+event_appended = Signal()
+
+
 def append(
     *,
     event_type: str,
@@ -268,7 +275,7 @@ def append(
             key=key,
             created_at=created_at,
         )
-    return insert(
+    event = insert(
         prev=prev,
         event_type=event_type,
         payload=payload,
@@ -280,6 +287,8 @@ def append(
         actor_signature=actor_signature,
         idempotency_key=idempotency_key,
     )
+    event_appended.send(sender=GovernanceEvent, event=event)
+    return event
 
 
 # --- verification -----------------------------------------------------------------------------

@@ -41,10 +41,38 @@ def roles_held(user: Any, *, before_seq: int | None = None) -> frozenset[str]:
     if before_seq is not None:
         events = events.filter(seq__lt=before_seq)
     last = events.order_by("-seq").values_list("payload", flat=True).first()
-    found = frozenset(last.get("roles_after") or []) & frozenset(matrix.ROLES) if last else None
-    held = found or frozenset()
+    held = _roles_of(last)
     if cacheable:
         setattr(user, _CACHE_ATTR, held)
+    return held
+
+
+def _roles_of(payload: Any) -> frozenset[str]:
+    """The roles a role-setting event's payload sets (none for no event)."""
+    if not isinstance(payload, dict):
+        return frozenset()
+    return frozenset(payload.get("roles_after") or []) & frozenset(matrix.ROLES)
+
+
+def roles_history(user: Any) -> tuple[tuple[int, frozenset[str]], ...]:
+    """Every role-setting event naming an active user, oldest first, as (seq, roles after):
+    one query, for judging many requests at once with :func:`roles_before` (the inbox)."""
+    from governance.models import GovernanceEvent
+
+    if user is None or getattr(user, "pk", None) is None or not getattr(user, "is_active", False):
+        return ()
+    events = GovernanceEvent.objects.filter(code__in=_setting_codes(), payload__user_id=user.pk)
+    rows = events.order_by("seq").values_list("seq", "payload")
+    return tuple((seq, _roles_of(payload)) for seq, payload in rows)
+
+
+def roles_before(history: tuple[tuple[int, frozenset[str]], ...], seq: int) -> frozenset[str]:
+    """What ``roles_held(user, before_seq=seq)`` says, read from ``roles_history(user)``."""
+    held: frozenset[str] = frozenset()
+    for event_seq, roles in history:
+        if event_seq >= seq:
+            break
+        held = roles
     return held
 
 

@@ -49,6 +49,7 @@ ROLE_GRANT_APPROVE: Final = "role_grant_approve"  # a council signature on an ad
 SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own public key
 API_TOKENS_OWN: Final = "api_tokens_own"  # create, list and revoke one's own API tokens
 LEDGER_VERIFY_FULL: Final = "ledger_verify_full"  # a background re-verification from seq 1
+INBOX: Final = "inbox"  # the governed requests waiting for one's own signature
 
 ACTIONS: Final = (
     BROWSE,
@@ -70,6 +71,7 @@ ACTIONS: Final = (
     SIGNING_KEY_REGISTER,
     API_TOKENS_OWN,
     LEDGER_VERIFY_FULL,
+    INBOX,
 )
 
 #: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
@@ -93,6 +95,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     SIGNING_KEY_REGISTER: frozenset({ADMIN, COUNCIL}),
     API_TOKENS_OWN: frozenset(ROLES),  # anyone with a role, for their own tokens only
     LEDGER_VERIFY_FULL: frozenset({ADMIN}),  # minutes of a worker; checking new events: BROWSE
+    INBOX: frozenset(ROLES),  # anyone with a role; it lists only what they may sign
 }
 
 #: action -> sets of roles that grant it only when held together

@@ -235,33 +235,58 @@ def _ballots(*, event_type: str, field: str, value: Any, after_seq: int) -> list
         .select_related("actor")
         .order_by("seq")
     )
-    ballots = []
+    return [_ballot_of(event) for event in events]
+
+
+def _ballot_of(event: GovernanceEvent) -> Ballot:
+    decision, role = reconcile.vote_of(
+        reconcile.VoteEvent(
+            event.seq,
+            event.code,
+            event.type,
+            event.actor_id,
+            event.actor_key_id,
+            event.actor_signature,
+            event.payload,
+        )
+    )
+    reason = event.payload.get("reason") if isinstance(event.payload, dict) else ""
+    return Ballot(
+        seq=event.seq,
+        approver=event.actor,
+        approver_id=event.actor_id or 0,
+        key_id=str(event.actor_key_id),
+        role=role,
+        decision=decision,
+        reason=reason if isinstance(reason, str) else "",
+        created_at=event.created_at,
+    )
+
+
+def ballots_by_subject(
+    *, event_type: str, field: str, after: Mapping[Any, int]
+) -> dict[Any, list[Ballot]]:
+    """The signed votes on many subjects at once (one query), oldest first: ``after`` maps
+    each subject's ``field`` value to the seq its votes come after (its filing, or the halt),
+    as :func:`_ballots` reads them one subject at a time."""
+    found: dict[Any, list[Ballot]] = {value: [] for value in after}
+    if not after:
+        return found
+    events = (
+        GovernanceEvent.objects.filter(
+            code=codes.code_of(event_type),
+            seq__gt=min(after.values()),
+            actor_key_id__isnull=False,
+            **{f"payload__{field}__in": list(after)},
+        )
+        .select_related("actor")
+        .order_by("seq")
+    )
     for event in events:
-        decision, role = reconcile.vote_of(
-            reconcile.VoteEvent(
-                event.seq,
-                event.code,
-                event.type,
-                event.actor_id,
-                event.actor_key_id,
-                event.actor_signature,
-                event.payload,
-            )
-        )
-        reason = event.payload.get("reason") if isinstance(event.payload, dict) else ""
-        ballots.append(
-            Ballot(
-                seq=event.seq,
-                approver=event.actor,
-                approver_id=event.actor_id or 0,
-                key_id=str(event.actor_key_id),
-                role=role,
-                decision=decision,
-                reason=reason if isinstance(reason, str) else "",
-                created_at=event.created_at,
-            )
-        )
-    return ballots
+        value = event.payload.get(field) if isinstance(event.payload, dict) else None
+        if value in found and event.seq > after[value]:
+            found[value].append(_ballot_of(event))
+    return found
 
 
 def _filing_type(request: CouncilRequest) -> str:
@@ -277,12 +302,7 @@ def request_filing(*, request: CouncilRequest) -> GovernanceEvent | None:
     filed it (the usual case, one primary-key read), else found by its payload."""
     code = codes.code_of(_filing_type(request))
     named = GovernanceEvent.objects.filter(seq=request.request_event_id).first()
-    if (
-        named is not None
-        and named.code == code
-        and isinstance(named.payload, dict)
-        and named.payload.get("request_id") == str(request.id)
-    ):
+    if _filed(named, request):
         return named
     return (
         GovernanceEvent.objects.filter(code=code, payload__request_id=str(request.id))
@@ -291,10 +311,38 @@ def request_filing(*, request: CouncilRequest) -> GovernanceEvent | None:
     )
 
 
-def request_expiry(*, request: CouncilRequest) -> datetime:
+def request_filings(*, requests: list[CouncilRequest]) -> dict[Any, GovernanceEvent | None]:
+    """:func:`request_filing` of many requests of one kind: the events their rows name in one
+    query; a request whose named event did not file it is looked up on its own."""
+    named = GovernanceEvent.objects.in_bulk([r.request_event_id for r in requests])
+    found: dict[Any, GovernanceEvent | None] = {}
+    for request in requests:
+        event = named.get(request.request_event_id)
+        found[request.id] = event if _filed(event, request) else request_filing(request=request)
+    return found
+
+
+def _filed(event: GovernanceEvent | None, request: CouncilRequest) -> bool:
+    """``event`` is the one that filed ``request``."""
+    return (
+        event is not None
+        and event.code == codes.code_of(_filing_type(request))
+        and isinstance(event.payload, dict)
+        and event.payload.get("request_id") == str(request.id)
+    )
+
+
+_UNREAD: Any = object()
+
+
+def request_expiry(
+    *, request: CouncilRequest, filing: GovernanceEvent | None = _UNREAD
+) -> datetime:
     """When a request stops taking votes: the expiry its filing event signed, or the row's
-    if that is earlier (a row can only shorten it)."""
-    filing = request_filing(request=request)
+    if that is earlier (a row can only shorten it). ``filing``: its
+    :func:`request_filing`, when the caller has read it already."""
+    if filing is _UNREAD:
+        filing = request_filing(request=request)
     signed = filing.payload.get("expires_at") if filing is not None else None
     try:
         ledger_expiry = signing.parse_time(signed) if isinstance(signed, str) else None
@@ -331,6 +379,20 @@ def halt_ballots(*, halt_seq: int) -> list[Ballot]:
     return _ballots(
         event_type=codes.HALT_CLEAR_APPROVAL, field="halt_seq", value=halt_seq, after_seq=halt_seq
     )
+
+
+def halt_tally(*, ballots: list[Ballot]) -> council.Tally:
+    """A council quorum clears a halt (no admin, no denials), counted from its ballots."""
+    return council.tally(
+        [b.vote for b in ballots],
+        admins_required=0,
+        council_required=conf.council_quorum(),
+        deny_threshold=HALT_NO_DENIAL,
+    )
+
+
+#: a halt clear takes no denials: the deny threshold is out of reach
+HALT_NO_DENIAL = 1_000_000
 
 
 def halt_signature_counts(*, halt_seqs: list[int]) -> dict[int, int]:
@@ -400,9 +462,12 @@ def production_signers(*, requests: Any) -> set[tuple[Any, int]]:
     }
 
 
-def production_tally(*, request: ProductionReplayRequest) -> council.Tally:
-    """A council quorum, no admin signature, counted from the ledger's signed votes."""
-    return _tally(production_ballots(request=request), admins=0)
+def production_tally(
+    *, request: ProductionReplayRequest, ballots: list[Ballot] | None = None
+) -> council.Tally:
+    """A council quorum, no admin signature, counted from the ledger's signed votes
+    (``ballots`` when the caller has already read them)."""
+    return _tally(production_ballots(request=request) if ballots is None else ballots, admins=0)
 
 
 # --- role grants approved by the council -----------------------------------------------------

@@ -51,6 +51,7 @@ PURE_CORE = [
     "governance/signing.py",
     "governance/reconcile.py",
     "governance/roles.py",
+    "governance/requests/protocol.py",
     "privacy/crypto.py",
     "privacy/spans.py",
     "privacy/rules.py",

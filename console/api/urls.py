@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.api import governance, production, replays, traces, users
+from console.api import governance, inbox, production, replays, traces, users
 from dsr import api as dsr_api
 
 urlpatterns = [
+    path("inbox/", inbox.InboxApi.as_view(), name="api-inbox"),
     path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
     path("traces/upload/", traces.TraceUploadApi.as_view(), name="api-trace-upload"),
     path("traces/verify/", traces.TraceVerifyApi.as_view(), name="api-trace-verify"),

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, selectors, signing
+from governance import codes, council, ledger, selectors, signing
 from governance.membership import user_has_role
 from governance.models import (
     HALT_BLOB,
@@ -20,7 +20,13 @@ from governance.models import (
     GovernanceEvent,
     Halt,
 )
-from governance.services.votes import _signed_vote, _vote_append, _vote_matches
+from governance.services.votes import (
+    _not_signed_by,
+    _require_role,
+    _signed_vote,
+    _vote_append,
+    _vote_matches,
+)
 from replay.models import Trace
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -163,6 +169,21 @@ def halt_clear_payload_for(*, halt: GovernanceEvent, reason: str = "") -> dict[s
     )
 
 
+def halt_clear_refusal(
+    *, halt: GovernanceEvent, approver: Any, ballots: Sequence[selectors.Ballot]
+) -> codes.GovernanceError | None:
+    """Why ``approver`` may not sign toward clearing the active ``halt``, or None: the checks
+    :func:`halt_clear_approval_record` makes of the signer (the council role per the ledger
+    now, one signature per person among the ledger's ``ballots``)."""
+    subject = f"halt {halt.seq}"
+    try:
+        _require_role(approver, signing.ROLE_COUNCIL, filed_seq=None, subject=subject)
+        _not_signed_by(ballots=ballots, approver=approver, subject=subject)
+    except codes.GovernanceError as refused:
+        return refused
+    return None
+
+
 @transaction.atomic(durable=True)
 def halt_clear_approval_record(
     *, halt_seq: int, approver: Any, document: Mapping[str, Any]
@@ -208,12 +229,7 @@ def halt_clear_approval_record(
         halt=halt,
     )
     ballots = selectors.halt_ballots(halt_seq=halt.seq)
-    result = council.tally(
-        [b.vote for b in ballots],
-        admins_required=0,
-        council_required=conf.council_quorum(),
-        deny_threshold=1_000_000,
-    )
+    result = selectors.halt_tally(ballots=ballots)
     if result.state == council.APPROVED:
         ledger.append(
             event_type=codes.FORCE_HALT_CLEAR,

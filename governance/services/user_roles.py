@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -18,6 +19,7 @@ from governance.services.votes import (
     _expiry,
     _request_decide,
     _request_file,
+    vote_refusal,
 )
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -221,10 +223,7 @@ def role_grant_approval_record(
         .select_related("user", "requested_by")
         .get(id=request.id)
     )
-    if approver.pk == request.user_id:
-        raise codes.GovernanceError(
-            codes.APPROVAL_SELF, ROLE_GRANT_SUBJECT_MESSAGE.format(user=approver.get_username())
-        )
+    _not_the_grantee(request, approver=approver)
     approval = _council_vote_record(
         request,
         approver=approver,
@@ -240,6 +239,40 @@ def role_grant_approval_record(
     if result.state != council.PENDING:
         _role_grant_decide(request=request, result=result, ballots=ballots)
     return approval
+
+
+def _not_the_grantee(request: RoleGrantRequest, *, approver: Any) -> None:
+    if approver.pk == request.user_id:
+        raise codes.GovernanceError(
+            codes.APPROVAL_SELF, ROLE_GRANT_SUBJECT_MESSAGE.format(user=approver.get_username())
+        )
+
+
+def role_grant_refusal(
+    request: RoleGrantRequest,
+    *,
+    approver: Any,
+    now: datetime,
+    ballots: Sequence[selectors.Ballot],
+    expires_at: datetime | None = None,
+    history: tuple[tuple[int, frozenset[str]], ...] | None = None,
+) -> codes.GovernanceError | None:
+    """Why ``approver`` may not sign ``request`` now, or None: the checks
+    :func:`role_grant_approval_record` makes before it looks at a signature (never the
+    person who would get the roles, then ``votes.vote_refusal``)."""
+    try:
+        _not_the_grantee(request, approver=approver)
+    except codes.GovernanceError as refused:
+        return refused
+    return vote_refusal(
+        request,
+        approver=approver,
+        role=signing.ROLE_COUNCIL,
+        now=now,
+        ballots=ballots,
+        expires_at=expires_at,
+        history=history,
+    )
 
 
 def _role_grant_decide(

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from django.utils import timezone
 
 from governance import codes, conf, council, ledger, selectors, signing
-from governance.membership import user_has_role
+from governance.membership import roles_before, user_has_role
 from governance.models import Approval, CouncilRequest, MemberKey
 from replay.canonical import jcs
 
@@ -147,6 +147,11 @@ def _not_twice(
             codes.APPROVAL_DUPLICATE_KEY,
             APPROVAL_DUPLICATE_KEY_MESSAGE.format(key_id=key.key_id, subject=subject),
         )
+    _not_signed_by(ballots=ballots, approver=approver, subject=subject)
+
+
+def _not_signed_by(*, ballots: Sequence[selectors.Ballot], approver: Any, subject: str) -> None:
+    """One vote per person among the subject's signed ``ballots`` (the ledger's)."""
     if any(b.approver_id == approver.pk for b in ballots):
         raise codes.GovernanceError(
             codes.APPROVAL_DUPLICATE_PERSON,
@@ -219,17 +224,32 @@ def _require_reason(payload: Mapping[str, Any]) -> str:
     return reason
 
 
-def _require_role(approver: Any, role: str, *, filed_seq: int | None, subject: str) -> None:
+def _require_role(
+    approver: Any,
+    role: str,
+    *,
+    filed_seq: int | None,
+    subject: str,
+    history: tuple[tuple[int, frozenset[str]], ...] | None = None,
+) -> None:
     """The approver holds ``role`` per the ledger now and, for a request someone filed (seq
     ``filed_seq``), held it before it was filed: a role granted afterwards, or never recorded
     in the ledger (a group edited by hand), does not count. A halt was filed by nobody, so
-    clearing one needs the role per the ledger now."""
+    clearing one needs the role per the ledger now. ``history`` is the approver's
+    ``membership.roles_history`` when the caller judges many requests at once (the inbox)."""
     if not user_has_role(approver, role):
         raise codes.GovernanceError(
             codes.APPROVAL_ROLE,
             APPROVAL_ROLE_MESSAGE.format(user=approver.get_username(), role=role),
         )
-    if filed_seq is not None and not user_has_role(approver, role, before_seq=filed_seq):
+    if filed_seq is None:
+        return
+    held_before = (
+        role in roles_before(history, filed_seq)
+        if history is not None
+        else user_has_role(approver, role, before_seq=filed_seq)
+    )
+    if not held_before:
         raise codes.GovernanceError(
             codes.APPROVAL_ROLE,
             APPROVAL_ROLE_BEFORE_MESSAGE.format(
@@ -307,14 +327,18 @@ def _request_file(
     return request
 
 
-def _open_for_votes(request: CouncilRequest, *, approver: Any, now: datetime) -> None:
-    """A request (force-continue or production replay) takes this approver's vote now."""
+def _open_for_votes(
+    request: CouncilRequest, *, approver: Any, now: datetime, expires_at: datetime | None = None
+) -> None:
+    """A request (force-continue or production replay) takes this approver's vote now.
+    ``expires_at``: its ``selectors.request_expiry``, when the caller has read it already."""
     if request.state != CouncilRequest.State.PENDING:
         raise codes.GovernanceError(
             codes.REQUEST_CLOSED,
             REQUEST_CLOSED_MESSAGE.format(request=request.id, state=request.state),
         )
-    expires_at = selectors.request_expiry(request=request)  # the signed filing's, at the latest
+    if expires_at is None:  # the signed filing's, at the latest
+        expires_at = selectors.request_expiry(request=request)
     if now >= expires_at:
         raise codes.GovernanceError(
             codes.APPROVAL_EXPIRED,
@@ -438,3 +462,30 @@ def _request_decide(
         on_approval()
     request.decided_at = request.decision_event.created_at
     request.save(update_fields=["state", "decision_event", "decided_at", *saved])
+
+
+def vote_refusal(
+    request: CouncilRequest,
+    *,
+    approver: Any,
+    role: str,
+    now: datetime,
+    ballots: Sequence[selectors.Ballot],
+    expires_at: datetime | None = None,
+    history: tuple[tuple[int, frozenset[str]], ...] | None = None,
+) -> codes.GovernanceError | None:
+    """Why ``approver`` may not vote on a council request in ``role`` now, before any
+    signature is looked at, or None: the very checks a signed vote goes through
+    (:func:`_open_for_votes`, :func:`_require_role`, one vote per person among the ledger's
+    ``ballots``). The inbox asks this, so it lists exactly what the signing would take;
+    ``expires_at`` and ``history`` let it judge many requests with the facts read at once."""
+    subject = f"request {request.id}"
+    try:
+        _open_for_votes(request, approver=approver, now=now, expires_at=expires_at)
+        _require_role(
+            approver, role, filed_seq=request.request_event_id, subject=subject, history=history
+        )
+        _not_signed_by(ballots=ballots, approver=approver, subject=subject)
+    except codes.GovernanceError as refused:
+        return refused
+    return None

@@ -71,6 +71,7 @@ READS = [
     ("keys", lambda w: "/api/keys/", None, ANYONE),
     ("events", lambda w: "/api/governance/events/", None, ANYONE),
     ("verification", lambda w: "/api/governance/verification/", None, ANYONE),
+    ("inbox", lambda w: "/api/inbox/", None, ANYONE),
 ]
 
 

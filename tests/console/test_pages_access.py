@@ -74,6 +74,7 @@ FULL_PAGES = {
     "api tokens",
     "report json",
     "report tree",
+    "inbox",
 }
 
 MISSING_SHA = "f" * 64
@@ -158,6 +159,7 @@ PAGES = [
     ("operations", lambda w: "/ops/", None, ANYONE),
     ("api docs", lambda w: "/api/docs/", None, ANYONE),
     ("api tokens", lambda w: "/tokens/", None, ANYONE),
+    ("inbox", lambda w: "/inbox/", None, ANYONE),
 ]
 
 
@@ -224,6 +226,7 @@ def test_the_matrix_above_covers_every_page_route():
         "ops-dashboard",
         "api-docs",
         "api-token-list",
+        "inbox",
     }
     posts_tested_elsewhere = {
         "api-token-revoke",

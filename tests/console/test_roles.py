@@ -37,6 +37,7 @@ EXPECTED = {
     roles.SIGNING_KEY_REGISTER: {AD, CO},
     roles.API_TOKENS_OWN: {V, AU, OP, AD, CO, LE},
     roles.LEDGER_VERIFY_FULL: {AD},
+    roles.INBOX: {V, AU, OP, AD, CO, LE},
 }
 
 

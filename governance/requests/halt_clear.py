@@ -1,0 +1,80 @@
+"""Clearing a halt: a council quorum signs (``governance.services.halts``). A halt is filed
+by nobody (an integrity failure or an admin's incident set it) and never expires."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, ClassVar
+
+from django.urls import reverse
+
+from governance import codes, conf, selectors, signing
+from governance import roles as matrix
+from governance.requests.common import signer_roles_of
+from governance.requests.protocol import KindCodes, OpenRequest
+from governance.services.halts import halt_clear_refusal
+
+
+class HaltClearKind:
+    name = "halt-clear"
+    label = "Halt clear"
+    codes = KindCodes(
+        filed=codes.FORCE_HALT_REPLAY,
+        vote=codes.HALT_CLEAR_APPROVAL,
+        approved=codes.FORCE_HALT_CLEAR,
+    )
+    summary = "clear a halt on a stored file, a trace or a snapshot: a council quorum signs"
+    signed_in: ClassVar[Mapping[str, str]] = {signing.ROLE_COUNCIL: matrix.HALT_CLEAR}
+
+    def signer_roles(self) -> frozenset[str]:
+        return signer_roles_of(self.signed_in)
+
+    def capacities(self, open_request: OpenRequest) -> Mapping[str, str]:
+        return self.signed_in
+
+    def quorum(self) -> str:
+        return f"{conf.council_quorum()} council signature(s)"
+
+    def open_requests(self, *, now: datetime) -> list[OpenRequest]:
+        """The active halts with their signatures: three queries whatever their number."""
+        halts = list(selectors.halts_active())
+        ballots = selectors.ballots_by_subject(
+            event_type=self.codes.vote, field="halt_seq", after={h.seq: h.seq for h in halts}
+        )
+        return [
+            OpenRequest(
+                kind=self.name,
+                key=str(halt.seq),
+                subject=f"clear halt {halt.seq} on {halt.target_kind} {halt.target_id}",
+                filed_by=halt.actor_label,
+                filed_at=halt.created_at,
+                url=reverse("halt-detail", args=[halt.seq]),
+                request=halt,
+                facts={"ballots": ballots[halt.seq]},
+            )
+            for halt in halts
+        ]
+
+    def refusal(
+        self,
+        open_request: OpenRequest,
+        *,
+        user: Any,
+        role: str,
+        now: datetime,
+        history: tuple[tuple[int, frozenset[str]], ...],
+    ) -> Exception | None:
+        return halt_clear_refusal(
+            halt=open_request.request, approver=user, ballots=open_request.facts["ballots"]
+        )
+
+    def key_of(self, payload: Mapping[str, Any], seq: int) -> str:
+        return str(seq)
+
+    def needed(self, open_request: OpenRequest) -> dict[str, int]:
+        result = selectors.halt_tally(ballots=open_request.facts["ballots"])
+        return {signing.ROLE_COUNCIL: result.council_required - result.council}
+
+
+KIND = HaltClearKind()

@@ -1,0 +1,156 @@
+"""One interface every kind of governed request implements, and the one registry of kinds.
+
+A governed request is anything that waits for signatures before it takes effect: a
+force-continue, a production replay, a role grant, a halt clear, a legal request's release or
+erasure. A kind is an object with:
+
+- ``name`` (``"force-continue"``, what the inbox and its API call it), ``label`` (in words);
+- ``codes``: its ledger event types (``governance.codes``): the filing, the signed vote, and
+  the decisions, where it has them (:class:`KindCodes`);
+- ``summary``: what it needs, one line ("one admin and a council quorum sign it");
+- ``signer_roles()``: the roles that may sign it, read from the roles matrix
+  (``governance.roles``) and, where a setting chooses, from that setting;
+- ``quorum()``: how many signatures in which role decide it, from the settings, in words;
+- ``open_requests(now=...)``: the requests of this kind that are still open, each an
+  :class:`OpenRequest`, read with a handful of queries whatever their number (the facts its
+  refusal needs come with each one);
+- ``capacities(open)``: the roles someone may sign ``open`` in, each with the roles-matrix
+  action that allows signing in it (``{"council": "halt_clear"}``);
+- ``refusal(open, user=..., role=..., now=..., history=...)``: why ``user`` may not sign
+  ``open`` in ``role`` now, or None. Each kind answers with its own service's refusal
+  functions (the checks a signature goes through before the signature itself is looked at),
+  so what the inbox lists is what the signing takes; never a copy of their rules;
+- ``needed(open)``: the signatures still missing, by role (``{"council": 1}``);
+- ``key_of(payload, seq)``: the ``key`` of the request its ``codes.announced_by`` event (with
+  this payload and seq) announces.
+
+Built-in kinds are the four council kinds, registered in :mod:`governance.requests.builtin`
+(whose ``kinds()`` is the one registry). Installed
+packages (and the other apps of this console, which governance does not import: the legal
+requests of ``dsr``) add kinds through the entry-point group
+``replay_console.request_kinds``: each entry point names a callable that takes the registry
+and registers what it brings, as trace formats do (``replay_console.formats``)::
+
+    [project.entry-points."replay_console.request_kinds"]
+    my_kind = "my_package.requests:register"
+
+Pure: no Django, no I/O beyond reading installed package metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+ENTRY_POINT_GROUP = "replay_console.request_kinds"
+
+
+@dataclass(frozen=True)
+class KindCodes:
+    """The ledger event types of one kind (``governance.codes`` names)."""
+
+    filed: str
+    vote: str
+    approved: str | None = None
+    rejected: str | None = None
+    #: the event after which it takes signatures, when that is not the filing (a legal
+    #: request, once its subject's identity is verified): when its signers are told
+    ready: str | None = None
+
+    @property
+    def announced_by(self) -> str:
+        return self.ready or self.filed
+
+
+@dataclass
+class OpenRequest:
+    """One open request of some kind, as the inbox shows it, with what its refusal reads.
+
+    ``key`` names it within its kind (a request id, a halt's seq); ``filed_by`` is who asked
+    (a username, or the label the ledger gives an actor); ``expires_at`` is when it stops
+    taking signatures, ``due_date`` when it is due (legal requests); ``url`` is its approval
+    page; ``facts`` is whatever the kind read in bulk for its refusal and tally."""
+
+    kind: str
+    key: str
+    subject: str
+    filed_by: str
+    filed_at: datetime
+    url: str
+    request: Any
+    expires_at: datetime | None = None
+    due_date: date | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+class RequestKind(Protocol):
+    name: str
+    label: str
+    codes: KindCodes
+    summary: str
+
+    def signer_roles(self) -> frozenset[str]: ...
+
+    def quorum(self) -> str: ...
+
+    def open_requests(self, *, now: datetime) -> list[OpenRequest]: ...
+
+    def capacities(self, open_request: OpenRequest) -> Mapping[str, str]: ...
+
+    def refusal(
+        self,
+        open_request: OpenRequest,
+        *,
+        user: Any,
+        role: str,
+        now: datetime,
+        history: tuple[tuple[int, frozenset[str]], ...],
+    ) -> Exception | None: ...
+
+    def needed(self, open_request: OpenRequest) -> Mapping[str, int]: ...
+
+    def key_of(self, payload: Mapping[str, Any], seq: int) -> str: ...
+
+
+def needs_in_words(needed: Mapping[str, int]) -> str:
+    """What a request still needs: "1 more council signature", "1 more admin signature and 2
+    more council signatures"."""
+    parts = [
+        f"{count} more {role} signature{'' if count == 1 else 's'}"
+        for role, count in needed.items()
+        if count > 0
+    ]
+    return " and ".join(parts) or "nothing more"
+
+
+class KindRegistry:
+    """The kinds of governed request this console knows, in the order they were registered."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, RequestKind] = {}
+
+    def register(self, kind: RequestKind) -> None:
+        if kind.name in self._kinds:
+            raise ValueError(f"request kind {kind.name!r} is already registered")
+        self._kinds[kind.name] = kind
+
+    def get(self, name: str) -> RequestKind | None:
+        return self._kinds.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._kinds)
+
+    def __iter__(self) -> Iterator[RequestKind]:
+        return iter(self._kinds.values())
+
+
+def load_entry_points(registry: KindRegistry, eps: Iterable[Any] | None = None) -> list[str]:
+    """Let installed packages register their kinds; returns the entry points loaded."""
+    loaded = []
+    for ep in eps if eps is not None else entry_points(group=ENTRY_POINT_GROUP):
+        ep.load()(registry)
+        loaded.append(ep.name)
+    return loaded
