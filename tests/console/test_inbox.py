@@ -578,7 +578,8 @@ def test_needs_in_words():
 
 def test_a_legal_request_waiting_costs_the_queries_of_its_own_refusal(world):
     """The legal kinds ask dsr.services.approval_refusal and approval_status, which read one
-    request at a time: each legal approval waiting for someone costs three queries more."""
+    request at a time, and read the approvals from the signed ledger events (dsr.signed): each
+    legal approval waiting for someone costs five queries more."""
     from governance import membership
 
     adam = persona("adam")
@@ -591,8 +592,9 @@ def test_a_legal_request_waiting_costs_the_queries_of_its_own_refusal(world):
     with Counted() as two:
         assert len(inbox.waiting_for(adam, roles=admin)) == 2
     # her role history, the open force-continues (none: no filings or votes to read), the
-    # open legal requests of each purpose, then the three of the one waiting
-    assert (one.n, two.n - one.n) == (7, 3)
+    # open legal requests of each purpose, then the five of the one waiting (its refusal's
+    # checks and the quorum read from its DSR_OPENED and DSR_APPROVAL events)
+    assert (one.n, two.n - one.n) == (9, 5)
 
 
 @pytest.mark.parametrize("name", [case.kind for case in CASES])
