@@ -148,3 +148,17 @@ def test_the_trace_page_shows_the_upload_id(two_copies, as_persona):
     ok, _ = two_copies
     body = as_persona("vera").get(f"/traces/{ok.blob.sha256}/").content.decode()
     assert f'<code id="upload-id">upload:{ok.pk}</code>' in body
+
+
+def test_the_replay_form_posted_with_a_shared_trace_id_is_refused_naming_each_copy(
+    two_copies, as_persona
+):
+    ok, diverged = two_copies
+    response = as_persona("alice").post(f"/traces/{ok.trace_id}/replay/", {"mode": "audit"})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert AMBIGUOUS_TRACE_ID in body
+    assert f"upload:{ok.pk} (sha256 {ok.blob.sha256}, replay-trace, ok.trace.json" in body
+    assert ReplayRun.objects.count() == 0
+    picked = as_persona("alice").post(f"/traces/{ok.blob.sha256}/replay/", {"mode": "audit"})
+    assert picked.status_code == 303
