@@ -158,7 +158,8 @@ def test_the_replay_form_posted_with_a_shared_trace_id_is_refused_naming_each_co
     assert response.status_code == 400
     body = response.content.decode()
     assert AMBIGUOUS_TRACE_ID in body
-    assert f"upload:{ok.pk} (sha256 {ok.blob.sha256}, replay-trace, ok.trace.json" in body
+    for copy in (ok, diverged):
+        assert f"upload:{copy.pk} (sha256 {copy.blob.sha256}, replay-trace, {copy.filename}" in body
     assert ReplayRun.objects.count() == 0
     picked = as_persona("alice").post(f"/traces/{ok.blob.sha256}/replay/", {"mode": "audit"})
     assert picked.status_code == 303
