@@ -40,9 +40,12 @@ def summary(comparison):
     return [(s.kind, s.path, s.title, [c.path for c in s.changes]) for s in comparison.sections]
 
 
-@pytest.mark.parametrize("spelling", ["json", "jsonl", "jsonl.gz"])
-def test_the_diverged_run_differs_at_the_routing_step_then_at_its_seal(spelling):
-    found = compare(opened(DOCS["ok"]), opened(DOCS["diverged"], spelling))
+SPELLINGS = [("json", "json"), ("json", "jsonl"), ("jsonl", "jsonl.gz"), ("jsonl.gz", "jsonl")]
+
+
+@pytest.mark.parametrize(("left", "right"), SPELLINGS)
+def test_the_diverged_run_differs_at_the_routing_step_then_at_its_seal(left, right):
+    found = compare(opened(DOCS["ok"], left), opened(DOCS["diverged"], right))
 
     assert summary(found) == [
         (
@@ -63,16 +66,18 @@ def test_the_diverged_run_differs_at_the_routing_step_then_at_its_seal(spelling)
     assert (found.shown, found.more, found.seal_alone, found.stopped) == (1, False, False, None)
 
 
-def test_a_run_compared_with_itself_has_no_changes():
-    found = compare(opened(DOCS["ok"]), opened(DOCS["ok"], "jsonl"))
+@pytest.mark.parametrize(("left", "right"), SPELLINGS)
+def test_a_run_compared_with_itself_has_no_changes(left, right):
+    found = compare(opened(DOCS["ok"], left), opened(DOCS["ok"], right))
     assert (found.sections, found.shown, found.more) == ([], 0, False)
 
 
-def test_an_edited_event_and_a_wrong_final_answer_are_named_in_reading_order():
+@pytest.mark.parametrize(("left", "right"), SPELLINGS)
+def test_an_edited_event_and_a_wrong_final_answer_are_named_in_reading_order(left, right):
     edited = copy.deepcopy(DOCS["ok"])
     edited["events"][2]["payload"]["note"] = "added later"
     edited["final_answer"]["answer"] = "search:0000000000000000"
-    found = compare(opened(DOCS["ok"]), opened(reseal(edited, SIGNER)))
+    found = compare(opened(DOCS["ok"], left), opened(reseal(edited, SIGNER), right))
 
     assert summary(found) == [
         (
@@ -88,11 +93,12 @@ def test_an_edited_event_and_a_wrong_final_answer_are_named_in_reading_order():
     assert (note.kind, note.before, note.after) == ("added", MISSING, "added later")
 
 
-def test_records_only_one_file_has_are_added_or_removed():
+@pytest.mark.parametrize(("left", "right"), SPELLINGS)
+def test_records_only_one_file_has_are_added_or_removed(left, right):
     shorter = copy.deepcopy(DOCS["ok"])
     del shorter["steps"][-1]
     del shorter["outputs"]["out-0002"]
-    found = compare(opened(DOCS["ok"]), opened(reseal(shorter, SIGNER)))
+    found = compare(opened(DOCS["ok"], left), opened(reseal(shorter, SIGNER), right))
     last = len(DOCS["ok"]["steps"]) - 1
     rows = [(c.path, c.kind) for c in found.changes]
 
@@ -136,3 +142,31 @@ def test_a_page_of_changes_stops_reading_once_it_is_full():
     second = compare(opened(DOCS["ok"]), opened(edited), offset=3, limit=3)
     assert [c.path for c in second.changes] == [f"/events/{i}/payload/page" for i in (3, 4, 5)]
     assert second.seal_alone is False
+
+
+def test_an_event_missing_in_the_middle_pairs_the_rest_by_place():
+    shorter = copy.deepcopy(DOCS["ok"])
+    del shorter["events"][5]
+    found = compare(opened(DOCS["ok"], "jsonl"), opened(shorter, "jsonl"))
+    events = [c for c in found.changes if c.path.startswith("/events/")]
+    last = len(DOCS["ok"]["events"]) - 1
+    assert events[-1] == Change(f"/events/{last}", "removed", DOCS["ok"]["events"][last], MISSING)
+    assert events[0].path == "/events/5/seq"
+    assert [c.path for c in found.changes if not c.path.startswith("/events/")] == []
+
+
+def test_two_jsonl_traces_parse_only_the_lines_that_differ(monkeypatch):
+    from replay.formats.native import compare as module
+
+    parsed = []
+    real = module._parsed
+
+    def counting(line, lineno):
+        parsed.append(lineno)
+        return real(line, lineno)
+
+    monkeypatch.setattr(module, "_parsed", counting)
+    found = compare(opened(DOCS["ok"], "jsonl"), opened(DOCS["diverged"], "jsonl.gz"))
+    step_line = 2 + len(DOCS["ok"]["events"]) + 3  # the header, the events, steps 0 to 3
+    assert parsed == [step_line, step_line]
+    assert [c.path for c in found.changes] == ["/steps/3/output/route", "/seal/value"]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replay.diff import MISSING, iter_diff, pointer_escape
-from replay.errors import ReplayError
+from replay.errors import MALFORMED_TRACE, ReplayError
+from replay.formats.jsonstrict import loads_strict
 from replay.formats.native.trace import NativeTrace, Record
 
 #: the record lists of the JSON document; everything else in it is the header
@@ -118,21 +119,62 @@ def _record_title(kind: str, index: int | str, body: dict[str, Any]) -> str:
 
 _LIST = {EVENT: "events", STEP: "steps"}
 
+Pair = tuple[str, int | str, dict[str, Any] | None, dict[str, Any] | None]
 
-def _pairs(
-    a: Iterable[Record], b: Iterable[Record]
-) -> Iterator[tuple[str, int | str, dict[str, Any] | None, dict[str, Any] | None]]:
-    """(kind, index or output_ref, record of a, record of b), reading both streams in step.
 
-    Events and steps pair by their place among their kind; outputs by their ref (a ref only
-    one file has pairs with None). Only records one stream is ahead by are held."""
+class _Pairing:
+    """Pairs the records of two streams read in step: events and steps by their place among
+    their kind, outputs by their ref. Only the records one stream is ahead by are held."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, tuple[deque[dict[str, Any]], deque[dict[str, Any]]]] = {
+            EVENT: (deque(), deque()),
+            STEP: (deque(), deque()),
+        }
+        self.counted = {EVENT: 0, STEP: 0}  # pairs made so far, per kind
+        self.outputs: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = ({}, {})
+
+    def in_step(self, kind: str) -> bool:
+        """Neither stream is ahead in this kind: a record both have at this place pairs."""
+        return kind == OUTPUT or not (self.waiting[kind][0] or self.waiting[kind][1])
+
+    def skip(self, kind: str) -> None:
+        """Both streams hold the same record here (byte for byte): a pair without changes."""
+        if kind != OUTPUT:
+            self.counted[kind] += 1
+
+    def add(self, side: int, kind: str, body: dict[str, Any], ref: str = "") -> Pair | None:
+        if kind == OUTPUT:
+            other = self.outputs[1 - side].pop(ref, None)
+            if other is None:
+                self.outputs[side][ref] = body
+                return None
+            return (OUTPUT, ref, body, other) if side == 0 else (OUTPUT, ref, other, body)
+        queues = self.waiting[kind]
+        queues[side].append(body)
+        if not (queues[0] and queues[1]):
+            return None
+        index = self.counted[kind]
+        self.counted[kind] += 1
+        return kind, index, queues[0].popleft(), queues[1].popleft()
+
+    def rest(self) -> Iterator[Pair]:
+        """What only one stream has, once both are read."""
+        for kind, (left, right) in self.waiting.items():
+            for i, body in enumerate(left):
+                yield kind, self.counted[kind] + i, body, None
+            for i, body in enumerate(right):
+                yield kind, self.counted[kind] + i, None, body
+        for ref in sorted(self.outputs[0]):
+            yield OUTPUT, ref, self.outputs[0][ref], None
+        for ref in sorted(self.outputs[1]):
+            yield OUTPUT, ref, None, self.outputs[1][ref]
+
+
+def _pairs(a: Iterable[Record], b: Iterable[Record]) -> Iterator[Pair]:
+    """(kind, index or output_ref, record of a, record of b), reading both streams in step."""
     streams = (iter(a), iter(b))
-    waiting: dict[str, tuple[deque[dict[str, Any]], deque[dict[str, Any]]]] = {
-        EVENT: (deque(), deque()),
-        STEP: (deque(), deque()),
-    }
-    counted = {EVENT: 0, STEP: 0}  # pairs yielded so far, per kind
-    outputs: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = ({}, {})
+    pairing = _Pairing()
     live = [True, True]
     while live[0] or live[1]:
         for side in (0, 1):
@@ -142,37 +184,65 @@ def _pairs(
             if record is None:
                 live[side] = False
                 continue
-            if record.kind == OUTPUT:
-                other = outputs[1 - side].pop(record.ref, None)
-                if other is None:
-                    outputs[side][record.ref] = record.body
-                else:
-                    pair = (record.body, other) if side == 0 else (other, record.body)
-                    yield OUTPUT, record.ref, pair[0], pair[1]
+            pair = pairing.add(side, record.kind, record.body, record.ref)
+            if pair is not None:
+                yield pair
+    yield from pairing.rest()
+
+
+_QUICK_KINDS = tuple((b'{"record":"' + k.encode() + b'"', k) for k in (EVENT, STEP, OUTPUT))
+
+
+def _quick_kind(line: bytes) -> str | None:
+    """A JSON Lines record's kind when its first key says it (as the writer puts it)."""
+    for prefix, kind in _QUICK_KINDS:
+        if line.startswith(prefix):
+            return kind
+    return None
+
+
+def _parsed(line: bytes, lineno: int) -> tuple[str, dict[str, Any], str]:
+    where = f"line {lineno}"
+    obj = loads_strict(line, where=where)
+    if not isinstance(obj, dict) or obj.get("record") not in (EVENT, STEP, OUTPUT):
+        raise ReplayError(MALFORMED_TRACE, f"{where}: not an event, step or output record")
+    kind = obj.pop("record")
+    ref = ""
+    if kind == OUTPUT:
+        ref = obj.pop("output_ref", None)
+        if not isinstance(ref, str):
+            raise ReplayError(MALFORMED_TRACE, f"{where}.output_ref: expected a string")
+    return kind, obj, ref
+
+
+def _line_pairs(a: Iterable[tuple[int, bytes]], b: Iterable[tuple[int, bytes]]) -> Iterator[Pair]:
+    """As :func:`_pairs`, over two JSON Lines traces' raw record lines: a line both files
+    hold byte for byte at the same place is the same record and is not parsed (the common
+    case of two runs of one job); only lines that differ are."""
+    streams = (iter(a), iter(b))
+    pairing = _Pairing()
+    while True:
+        la, lb = next(streams[0], None), next(streams[1], None)
+        if la is None and lb is None:
+            break
+        if la is not None and lb is not None and la[1] == lb[1]:
+            kind = _quick_kind(la[1])
+            if kind is not None and pairing.in_step(kind):
+                pairing.skip(kind)
                 continue
-            queues = waiting[record.kind]
-            queues[side].append(record.body)
-            if queues[0] and queues[1]:
-                yield record.kind, counted[record.kind], queues[0].popleft(), queues[1].popleft()
-                counted[record.kind] += 1
-    for kind, (left, right) in waiting.items():
-        index = counted[kind]
-        for body in left:
-            yield kind, index, body, None
-            index += 1
-        index = counted[kind]
-        for body in right:
-            yield kind, index, None, body
-            index += 1
-    for ref in sorted(outputs[0]):
-        yield OUTPUT, ref, outputs[0][ref], None
-    for ref in sorted(outputs[1]):
-        yield OUTPUT, ref, None, outputs[1][ref]
+        for side, item in ((0, la), (1, lb)):
+            if item is None:
+                continue
+            kind, body, ref = _parsed(item[1], item[0])
+            pair = pairing.add(side, kind, body, ref)
+            if pair is not None:
+                yield pair
+    yield from pairing.rest()
 
 
-def record_changes(a: Iterable[Record], b: Iterable[Record]) -> Iterator[tuple[Section, Change]]:
-    """Every change between two record streams, record by record, with its section."""
-    for kind, index, left, right in _pairs(a, b):
+def record_changes(pairs: Iterable[Pair]) -> Iterator[tuple[Section, Change]]:
+    """Every change between two record streams' pairs of records, with its section."""
+    for kind, index, left, right in pairs:
         prefix = (
             f"/outputs/{pointer_escape(str(index))}"
             if kind == OUTPUT
@@ -202,10 +272,12 @@ def compare_records(
     records_a: Iterable[Record],
     records_b: Iterable[Record],
     *,
+    pairs: Iterable[Pair] | None = None,
     offset: int = 0,
     limit: int = DEFAULT_LIMIT,
 ) -> Comparison:
-    """The page of changes between two traces given as headers and record streams."""
+    """The page of changes between two traces given as headers and record streams (or the
+    pairs of their records, already made)."""
     head = Section(HEADER, "", "header")
     final = Section(FINAL_ANSWER, "/final_answer", "final answer")
     seal = Section(SEAL, "/seal", "seal")
@@ -218,7 +290,8 @@ def compare_records(
     current: Section | None = None
     stopped = None
     try:
-        for section, change in record_changes(records_a, records_b):
+        made = pairs if pairs is not None else _pairs(records_a, records_b)
+        for section, change in record_changes(made):
             seen += 1
             if seen <= offset:
                 continue
@@ -244,5 +317,16 @@ def compare(
     a: NativeTrace, b: NativeTrace, *, offset: int = 0, limit: int = DEFAULT_LIMIT
 ) -> Comparison:
     """Two opened native traces (:func:`replay.formats.native.open_native`), compared; reads
-    each one's records once, as far as the page needs."""
-    return compare_records(a.header, b.header, a.records(), b.records(), offset=offset, limit=limit)
+    each one's records once, as far as the page needs. Two JSON Lines traces are read line by
+    line, parsing only the lines that differ."""
+    lines_a, lines_b = a.raw_lines(), b.raw_lines()
+    pairs = _line_pairs(lines_a, lines_b) if lines_a is not None and lines_b is not None else None
+    return compare_records(
+        a.header,
+        b.header,
+        () if pairs is not None else a.records(),
+        () if pairs is not None else b.records(),
+        pairs=pairs,
+        offset=offset,
+        limit=limit,
+    )
