@@ -163,3 +163,13 @@ def test_the_replay_form_posted_with_a_shared_trace_id_is_refused_naming_each_co
     assert ReplayRun.objects.count() == 0
     picked = as_persona("alice").post(f"/traces/{ok.blob.sha256}/replay/", {"mode": "audit"})
     assert picked.status_code == 303
+
+
+def test_the_trace_page_lists_the_other_copies_by_upload_id(two_copies, as_persona):
+    ok, diverged = two_copies
+    body = as_persona("vera").get(f"/traces/{ok.blob.sha256}/").content.decode()
+    notice = body[
+        body.index('id="other-copies"') : body.index("</p>", body.index('id="other-copies"'))
+    ]
+    assert f"diverged.trace.json</a> (<code>upload:{diverged.pk}</code>, diverged)" in notice
+    assert "A replay by trace id is refused (AMBIGUOUS_TRACE_ID)" in notice
