@@ -282,3 +282,27 @@ def test_an_archive_without_a_sidecar_is_refused_saying_it_can_only_be_inputs(as
         "(*.replay.json) that names the files it holds",
     )
     assert stored_counts() == NOTHING
+
+
+def test_verifying_a_hostile_run_archive_reports_the_refusal_and_stores_nothing(
+    small_limits, as_persona, tmp_path, capsys
+):
+    make, message, _broke_at = HOSTILE["nested archive"]
+    checked = as_persona("alice").post(
+        "/api/traces/verify/", {"file": SimpleUploadedFile("run.tar.gz", make())}
+    )
+    assert checked.status_code == 200
+    report = checked.json()["report"]
+    assert (report["format"], report["status"], report["error_code"], report["message"]) == (
+        AHD,
+        "refused",
+        MALFORMED_TRACE,
+        message + REFUSED,
+    )
+    path = tmp_path / "run.tar.gz"
+    path.write_bytes(make())
+    with pytest.raises(SystemExit) as exited:
+        call_command("verify", str(path), "--json")
+    assert exited.value.code == 1
+    assert json.loads(capsys.readouterr().out)["message"] == message + REFUSED
+    assert stored_counts() == NOTHING
