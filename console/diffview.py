@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.diff import pointer_escape, pointer_join
+from console.redaction import REDACTED, redact
+from replay.diff import MISSING, pointer_escape, pointer_join
 
 PREVIEW_CHARS = 600
 CONTEXT_FIELDS = 200
@@ -123,3 +124,80 @@ def step_diffs(report: dict[str, Any], recorded: dict[int | str, Any]) -> list[S
 def _preview(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 200 else text[:200] + "…"
+
+
+# --- two stored native traces compared, record by record --------------------------------------
+
+
+@dataclass
+class CompareRow:
+    path: str
+    kind: str  # "changed" | "added" | "removed"
+    before: Side
+    after: Side
+
+
+@dataclass
+class CompareSection:
+    kind: str  # "header" | "event" | "step" | "output" | "final_answer" | "seal"
+    path: str
+    title: str
+    rows: list[CompareRow] = field(default_factory=list)
+
+
+def _compare_side(value: Any) -> Side:
+    if value is MISSING:
+        return Side(present=False)
+    text = render_json(value)
+    if len(text) > PREVIEW_CHARS:
+        return Side(True, text[:PREVIEW_CHARS] + "…", truncated=True)
+    return Side(True, text)
+
+
+def _masked_payload(path: str, value: Any, pointers: list[str] | None) -> Any:
+    """``value`` at ``path`` in a native trace with the personal fields of an event payload
+    redacted by the trace's privacy policy (every string when it has none); other values as
+    they are."""
+    parts = path.split("/")
+    if value is MISSING or len(parts) < 3 or parts[1] != "events":
+        return value
+    if len(parts) == 3:  # a whole event added or removed
+        if isinstance(value, dict) and "payload" in value:
+            return {
+                **value,
+                "payload": _masked_payload(path + "/payload", value["payload"], pointers),
+            }
+        return value
+    if parts[3] != "payload":
+        return value
+    inner = "/".join(["", *parts[4:]]) if len(parts) > 4 else ""
+    if isinstance(value, str) and (pointers is None or inner in pointers):
+        return REDACTED
+    if pointers is None:
+        return redact(value, None)[0]
+    if any(inner == p or inner.startswith(p + "/") for p in pointers):
+        return REDACTED
+    below = [p[len(inner) :] for p in pointers if p.startswith(inner + "/")]
+    return redact(value, below)[0] if below else value
+
+
+def compare_sections(
+    sections: list[Any], pointers: tuple[list[str] | None, list[str] | None]
+) -> list[CompareSection]:
+    """The sections of a native comparison (``replay.formats.native.compare``) for the page:
+    each value as JSON text (cut to a preview), an event payload's personal fields redacted by
+    each trace's own privacy policy."""
+    out = []
+    for section in sections:
+        shown = CompareSection(section.kind, section.path or "/", section.title)
+        for change in section.changes:
+            shown.rows.append(
+                CompareRow(
+                    path=change.path or "/",
+                    kind=change.kind,
+                    before=_compare_side(_masked_payload(change.path, change.before, pointers[0])),
+                    after=_compare_side(_masked_payload(change.path, change.after, pointers[1])),
+                )
+            )
+        out.append(shown)
+    return out

@@ -201,14 +201,31 @@ def access_trace_by_id(user: User, trace_ref: str, action: str = BROWSE) -> Trac
     pages link to a stored trace by its content address.
     """
     from replay.models import Trace
+    from replay.selectors import UPLOAD_PREFIX, trace_by_upload_id
 
     require(user, action)
     ref = str(trace_ref).strip().lower()
     found = Trace.objects.select_related("blob", "uploaded_by")
-    if len(ref) == 64:
+    if ref.startswith(UPLOAD_PREFIX):
+        trace = trace_by_upload_id(ref)
+    elif len(ref) == 64:
         trace = found.filter(blob__sha256=ref).first()
     else:
         trace = found.filter(trace_id=ref).order_by("-created_at", "-id").first()
+    if trace is None:
+        raise Http404("no such trace")
+    return trace
+
+
+def access_trace_to_replay(user: User, trace_ref: str, action: str) -> Trace:
+    """The one stored file a replay (or a production replay request) names, after the role
+    check: by ``upload:ID``, by sha256, or by a trace id exactly one stored file carries; a
+    trace id several files carry raises ``ReplayError(AMBIGUOUS_TRACE_ID)`` naming each copy
+    (replay.selectors.trace_to_replay), never the newest by guess."""
+    from replay.selectors import trace_to_replay
+
+    require(user, action)
+    trace = trace_to_replay(str(trace_ref))
     if trace is None:
         raise Http404("no such trace")
     return trace

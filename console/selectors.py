@@ -399,17 +399,48 @@ def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:
 
 @dataclass
 class Comparison:
-    """Two stored files of one format, field by field (JSON pointers), or why not."""
+    """Two stored files of one format, field by field (JSON pointers), or why not. Two
+    native traces are compared record by record, a page of changes at a time (``native``)."""
 
     differences: list[Any]
     unreadable: str = ""
+    native: Any = None  # replay.formats.native.compare.Comparison
+    stopped: str = ""  # why the native comparison stopped before the end of the files
 
 
-def trace_compare(a: Trace, b: Trace) -> Comparison:
-    """The format's own comparison of two stored files of that format (``compare``)."""
+def _native_compare(a: Trace, b: Trace, offset: int) -> Comparison:
+    """Both files read as two streams in step, as far as one page of changes needs (each
+    within the page read budget): never both held whole."""
+    from replay.formats.native import compare
+
+    with blob_open(a.blob.storage_name) as fa, blob_open(b.blob.storage_name) as fb:
+        try:
+            left = open_trace(fa, a.filename, limits=_page_limits())
+        except ReplayError as exc:
+            return Comparison([], f"{a.filename}: {exc}")
+        try:
+            right = open_trace(fb, b.filename, limits=_page_limits())
+        except ReplayError as exc:
+            return Comparison([], f"{b.filename}: {exc}")
+        found = compare.compare(left, right, offset=offset)
+    stopped = ""
+    if found.stopped is not None:
+        exc = found.stopped
+        stopped = page_budget_message() if _over_page_budget(exc) else f"{exc.code}: {exc.message}"
+    return Comparison(found.changes, native=found, stopped=stopped)
+
+
+def trace_compare(a: Trace, b: Trace, *, offset: int = 0) -> Comparison:
+    """The format's own comparison of two stored files of that format (``compare``); two
+    native traces record by record, the page of changes from ``offset``."""
     from replay.formats import formats
     from replay.formats.protocol import VerifyContext
 
+    if a.format == b.format == native.FORMAT:
+        try:
+            return _native_compare(a, b, offset)
+        except OSError as exc:
+            return Comparison([], str(exc))
     fmt = formats().get(a.format)
     if fmt is None or a.format != b.format:
         return Comparison([], f"{a.format} and {b.format} files do not compare")

@@ -42,6 +42,11 @@ urlpatterns = [
     path("traces/<str:trace_ref>/", traces.trace_detail_view, name="trace-detail"),
     path("traces/<str:trace_ref>/replay/", runs.run_start_view, name="run-start"),
     path(
+        "traces/<str:trace_ref>/compare/",
+        traces.trace_compare_pick_view,
+        name="trace-compare-pick",
+    ),
+    path(
         "traces/<str:trace_ref>/compare/<str:other_ref>/",
         traces.trace_compare_view,
         name="trace-compare",

@@ -25,6 +25,7 @@ INPUT_HASH_MISMATCH = "INPUT_HASH_MISMATCH"
 FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
 UNKNOWN_KEY = "UNKNOWN_KEY"
 TRACE_EXPIRED = "TRACE_EXPIRED"
+AMBIGUOUS_TRACE_ID = "AMBIGUOUS_TRACE_ID"
 
 #: The codes that say a file's recorded hashes no longer bind its content (a chain, a
 #: signature, an AHD input's hash, a Paxman replay_hash, a Verist inputHash or artifact hash): a
@@ -69,6 +70,11 @@ ERROR_CODES: dict[str, str] = {
     TRACE_EXPIRED: (
         "retention expired the stored file: its content is gone, its hashes stay (the message "
         "says when and by which rule)"
+    ),
+    AMBIGUOUS_TRACE_ID: (
+        "a replay was asked for by a trace id several stored files carry; nothing ran (the "
+        "message names each copy: upload id, sha256, format, uploaded at; pick one by "
+        "upload:ID or its sha256)"
     ),
 }
 

@@ -78,6 +78,74 @@ def trace_by_sha256(sha256: str) -> Trace | None:
     return Trace.objects.filter(blob__sha256=sha256).first()
 
 
+#: how a stored file is named by its upload id (the Trace row's id): ``upload:42``
+UPLOAD_PREFIX = "upload:"
+#: the copies an AMBIGUOUS_TRACE_ID refusal names at most (it says how many more there are)
+AMBIGUOUS_LISTED = 20
+AMBIGUOUS_MESSAGE = (
+    "trace id {trace_id} is carried by {count} stored files, so which one to replay is not "
+    "said; pick one by its upload id (upload:ID) or its sha256: {copies}"
+)
+AMBIGUOUS_MORE = "; and {more} more (the trace list, filtered by this trace id, lists them all)"
+
+
+def trace_by_upload_id(ref: str) -> Trace | None:
+    """The stored file whose upload id ``ref`` names (``upload:42``), or None."""
+    number = ref.strip().lower().removeprefix(UPLOAD_PREFIX)
+    if not number.isdigit() or len(number) > 18:
+        return None
+    return Trace.objects.select_related("blob").filter(pk=int(number)).first()
+
+
+def copy_facts(trace: Trace) -> dict[str, Any]:
+    """One stored file as a refusal names it."""
+    return {
+        "upload_id": f"{UPLOAD_PREFIX}{trace.pk}",
+        "sha256": trace.blob.sha256,
+        "format": trace.format,
+        "filename": trace.filename,
+        "uploaded_at": trace.created_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def trace_to_replay(ref: str) -> Trace | None:
+    """The one stored file a replay names: by ``upload:ID``, by the sha256 of its file, or by
+    a trace id exactly one stored file carries. None when nothing matches; a trace id several
+    files carry is refused (``AMBIGUOUS_TRACE_ID``) naming each copy (upload id, sha256,
+    format, file name, uploaded at) and how to pick one, never a guess at the newest."""
+    from replay import errors
+    from replay.errors import ReplayError
+
+    given = ref.strip()
+    if given.lower().startswith(UPLOAD_PREFIX):
+        return trace_by_upload_id(given)
+    if len(given) == 64:
+        found = Trace.objects.select_related("blob").filter(blob__sha256=given.lower()).first()
+        if found is not None:
+            return found
+    copies = list(
+        Trace.objects.select_related("blob")
+        .filter(trace_id=given)
+        .order_by("-created_at", "-id")[: AMBIGUOUS_LISTED + 1]
+    )
+    if len(copies) <= 1:
+        return copies[0] if copies else None
+    count = Trace.objects.filter(trace_id=given).count()
+    facts = [copy_facts(t) for t in copies[:AMBIGUOUS_LISTED]]
+    listed = "; ".join(
+        f"{f['upload_id']} (sha256 {f['sha256']}, {f['format']}, {f['filename']}, uploaded "
+        f"{f['uploaded_at']})"
+        for f in facts
+    )
+    if count > AMBIGUOUS_LISTED:
+        listed += AMBIGUOUS_MORE.format(more=count - AMBIGUOUS_LISTED)
+    raise ReplayError(
+        errors.AMBIGUOUS_TRACE_ID,
+        AMBIGUOUS_MESSAGE.format(trace_id=given, count=count, copies=listed),
+        detail={"trace_id": given, "count": count, "copies": facts},
+    )
+
+
 def runs_for_trace(trace: Trace) -> list[ReplayRun]:
     return list(trace.runs.order_by("-created_at"))
 

@@ -166,6 +166,21 @@ def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
     return archive.expand_inputs(dict(inputs or {}), archive_limits())
 
 
+def _archived_run(
+    source: IO[bytes], filename: str, inputs: Mapping[str, bytes] | None
+) -> tuple[IO[bytes], str, dict[str, bytes]]:
+    """An archive given as the file itself (``run.tar.gz``): one AHD run handed over whole,
+    read (bounded, hostile entries refused naming the entry) as its sidecar, the sidecar's
+    file name and its inputs (the archive's other files; ``inputs`` given beside it win)."""
+    import io
+
+    from replay.formats import archive
+
+    limits = archive_limits()
+    run = archive.read_run(source.read(limits.max_archive_bytes + 1), filename, limits)
+    return io.BytesIO(run.sidecar), run.sidecar_name, {**run.inputs, **(inputs or {})}
+
+
 def _contract(contract: Contract | None) -> Any:
     """A supplied contract file, parsed (an ``InvalidContract`` when it is none), or None."""
     if contract is None:
@@ -299,8 +314,17 @@ def trace_verify_file(
     artifact, or an AHD sidecar / report. AHD inputs are checked against the AHD checkout
     on disk, so they need `path` (and take `root`); `ahd.AhdRootNotFound` is a usage error.
     With ``inputs`` (the token and brief, or an archive of them: `--inputs`) an AHD sidecar
-    is checked against those instead of a checkout. ``contract``: a Paxman artifact's.
+    is checked against those instead of a checkout. ``contract``: a Paxman artifact's. An
+    archive (``run.tar.gz``) is the AHD run it holds, checked against the inputs it holds.
     """
+    from replay.formats import archive
+
+    if archive.is_archive(filename):
+        try:
+            source, filename, inputs = _archived_run(source, filename, inputs)
+        except ReplayError as exc:
+            return _format(AHD).refused(exc, filename, _context(mode=mode)).to_json()
+        return _checked(AHD, source, filename, mode=mode, inputs=inputs).to_json()
     fmt, stream = sniff(source, filename)
     if fmt == AHD and inputs:
         return _checked(fmt, stream, filename, mode=mode, inputs=inputs).to_json()
@@ -349,8 +373,13 @@ def trace_ingest(
     ``REPLAY_AHD_ROOT`` otherwise). An archive among ``inputs`` (``.tar.gz``, ``.tgz``,
     ``.zip``) stands for the files it holds; one that is refused stores nothing.
     ``contract``: the contract a Paxman artifact is checked against (``INVALID_CONTRACT``
-    refuses the artifact).
+    refuses the artifact). An archive given as the file itself is one AHD run handed over
+    whole (its sidecar with the token and brief it names): the sidecar is stored with them.
     """
+    from replay.formats import archive
+
+    if archive.is_archive(filename):
+        source, filename, inputs = _archived_run(source, filename, inputs)
     if declared_format is not None:
         _format(declared_format)
     fmt, stream = sniff(source, filename)
@@ -437,7 +466,14 @@ def trace_check(
     """Verify one uploaded file of any format the console reads and store nothing: always a
     report, a refusal included (``POST /api/traces/verify/``), against the active halts
     ``halts`` reads from the ledger; an AHD sidecar against the files uploaded with it
-    (``inputs``), else ``REPLAY_AHD_ROOT``."""
+    (``inputs``), else ``REPLAY_AHD_ROOT``; an archive, as the AHD run it holds."""
+    from replay.formats import archive
+
+    if archive.is_archive(filename):
+        try:
+            source, filename, inputs = _archived_run(source, filename, inputs)
+        except ReplayError as exc:
+            return CheckedOnly(AHD, _format(AHD).refused(exc, filename, _context()).to_json())
     fmt, stream = sniff(source, filename)
     report = _checked(
         fmt, stream, filename, progress=progress, halts=halts, inputs=inputs, contract=contract
@@ -506,10 +542,11 @@ def trace_upload_batch(
     """Several files uploaded at once (the upload page). A file an AHD sidecar of the batch
     names (by its recorded path or file name), or an archive of such files (``.tar.gz``,
     ``.tgz``, ``.zip``) dropped with a sidecar, is that sidecar's input, stored with it as its
-    snapshots, not a trace of its own; ``x.contract.json`` dropped with the Paxman artifact
-    ``x.json`` is that artifact's contract; a ContextOS trace's pinned pack and KG snapshot
-    (``*.pack.json``, ``*.kg.json``) dropped with it are its inputs; every other file is
-    stored (or refused) on its own."""
+    snapshots, not a trace of its own (dropped without one, an archive is one whole AHD run:
+    its sidecar with the token and brief it names); ``x.contract.json`` dropped with the
+    Paxman artifact ``x.json`` is that artifact's contract; a ContextOS trace's pinned pack
+    and KG snapshot (``*.pack.json``, ``*.kg.json``) dropped with it are its inputs; every
+    other file is stored (or refused) on its own."""
     from replay.formats import ahd, archive, contextos
 
     names = [name for name, _source in files]
@@ -554,18 +591,11 @@ def trace_upload_batch(
                 outcomes.append(
                     BatchOutcome(name, error=ReplayError(errors.INVALID_CONTRACT, message))
                 )
-        elif archive.is_archive(name) and name not in named:
-            if sidecars:
-                inputs[name] = source.read(archive_limits().max_archive_bytes + 1)
-                companions.append(BatchOutcome(name, input_of=sidecars[0]))
-            else:
-                message = (
-                    f"{name} is an archive of AHD inputs; drop it together with the sidecar "
-                    f"(*{ahd.SIDECAR_SUFFIX}) that names the files it holds"
-                )
-                outcomes.append(
-                    BatchOutcome(name, error=ReplayError(errors.MALFORMED_TRACE, message))
-                )
+        elif archive.is_archive(name) and name not in named and sidecars:
+            inputs[name] = source.read(archive_limits().max_archive_bytes + 1)
+            companions.append(BatchOutcome(name, input_of=sidecars[0]))
+        # an archive dropped without a sidecar is one AHD run handed over whole
+        # (trace_ingest reads it as its sidecar and inputs, or refuses it saying why)
         elif name in named and not lower.endswith(ahd.SIDECAR_SUFFIX):
             inputs[name] = source.read(limit + 1)
             companions.append(BatchOutcome(name, input_of=named[name]))

@@ -52,6 +52,10 @@ class RunOutput(serializers.Serializer):
 
 
 class TraceOutput(serializers.Serializer):
+    upload_id = serializers.SerializerMethodField(
+        help_text="the stored file's upload id, upload:ID: names this one file where several "
+        "carry one trace id (a replay by trace id is then refused: AMBIGUOUS_TRACE_ID)"
+    )
     trace_id = serializers.CharField()
     format = serializers.CharField()
     schema_version = serializers.IntegerField()
@@ -70,6 +74,11 @@ class TraceOutput(serializers.Serializer):
     sha256 = serializers.CharField(source="blob.sha256")
     created_at = serializers.DateTimeField()
     uploaded_by = serializers.CharField(source="uploaded_by.username", default=None)
+
+    def get_upload_id(self, trace: Any) -> str:
+        from replay.selectors import UPLOAD_PREFIX
+
+        return f"{UPLOAD_PREFIX}{trace.pk}"
 
 
 class ErrorOutput(serializers.Serializer):

@@ -58,7 +58,9 @@ class ProductionRequestCreateApi(APIView):
         responses={201: ProductionRequestOutput, **ERRORS},
     )
     def post(self, request: Request, trace_ref: str) -> Response:
-        trace = roles.access_trace_by_id(request.user, trace_ref, roles.REPLAY_PRODUCTION_REQUEST)
+        trace = roles.access_trace_to_replay(
+            request.user, trace_ref, roles.REPLAY_PRODUCTION_REQUEST
+        )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         hours = data.validated_data.get("expires_in_hours", conf.force_continue_hours())

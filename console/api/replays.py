@@ -55,7 +55,10 @@ class ReplayCreateApi(APIView):
     @extend_schema_serializer(component_name="ReplayCreateInput")
     class InputSerializer(serializers.Serializer):
         trace = serializers.CharField(
-            max_length=64, help_text="the sha256 of the stored file, or a trace id (newest copy)"
+            max_length=64,
+            help_text="the stored file: its sha256, its upload id (upload:ID), or a trace id "
+            "that exactly one stored file carries (several: 400 AMBIGUOUS_TRACE_ID, naming each "
+            "copy under detail.copies)",
         )
         mode = serializers.ChoiceField(choices=MODES, default=roles.MODE_AUDIT)
         options = OptionsField(required=False)
@@ -70,7 +73,7 @@ class ReplayCreateApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         mode = data.validated_data["mode"]
-        trace = roles.access_trace_by_id(
+        trace = roles.access_trace_to_replay(
             request.user, data.validated_data["trace"], roles.REPLAY_AUDIT
         )
         if mode not in roles.replay_modes_for(request.user):

@@ -25,6 +25,7 @@ from governance.selectors import (
 )
 from governance.services import replay_request
 from replay.diff import PointerError, pointer_get
+from replay.errors import ReplayError
 from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
 from replay.selectors import trace_replay_options
@@ -39,7 +40,11 @@ OPTIONS_SHOWN = "options-shown"
 @require_POST
 @signed_in
 def run_start_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
-    trace = roles.access_trace_by_id(request.user, trace_ref, roles.REPLAY_AUDIT)
+    try:
+        trace = roles.access_trace_to_replay(request.user, trace_ref, roles.REPLAY_AUDIT)
+    except ReplayError as exc:  # AMBIGUOUS_TRACE_ID: a trace id several stored files carry
+        context = {"title": "Which stored file?", "message": exc.message, "code": exc.code}
+        return render(request, "console/error_page.html", context, status=400)
     mode = request.POST.get("mode", "")
     offered = roles.replay_modes_for(request.user)
     if mode not in (roles.MODE_AUDIT, roles.MODE_SANDBOX, roles.MODE_PRODUCTION):

@@ -9,12 +9,12 @@ from urllib.parse import urlencode
 
 from django.core.files.uploadedfile import UploadedFile
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods
 
 from console import charts, roles
-from console.diffview import render_json
+from console.diffview import compare_sections, render_json
 from console.forms import TraceFilterForm
 from console.jsonview import json_tree
 from console.redaction import policy_pointers, redact
@@ -49,6 +49,7 @@ from governance.selectors import (
 from governance.services import pii_access_record
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
+from replay.formats.native.compare import SEAL_ALONE
 from replay.models import Trace
 from replay.selectors import (
     runs_for_trace,
@@ -293,7 +294,13 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []
-    same_job = traces_same_job(trace) if panel is not None else []
+    same_job = traces_same_job(trace)
+    copies = list(
+        Trace.objects.filter(trace_id=trace.trace_id)
+        .exclude(pk=trace.pk)
+        .select_related("blob")
+        .order_by("-created_at")[:20]
+    )
     context = {
         "trace": trace,
         "panel": panel,
@@ -319,12 +326,10 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "can_ask_production": roles.MODE_PRODUCTION not in modes
         and roles.can(request.user, roles.REPLAY_PRODUCTION_REQUEST),
         "production_requests": list(production_requests(trace=trace)[:20]),
-        "copies": list(
-            Trace.objects.filter(trace_id=trace.trace_id)
-            .exclude(pk=trace.pk)
-            .select_related("blob")
-            .order_by("-created_at")[:20]
-        ),
+        "copies": copies,
+        # "compare with…": the other runs of the same job first, then the other copies
+        "compare_choices": same_job
+        + [c for c in copies if c not in same_job and c.format == trace.format],
     }
     partial = {"events": "events", "steps": "steps"}.get(
         request.headers.get("HX-Target", ""), "trace-runs"
@@ -332,21 +337,67 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     return partial_or_page(request, "console/trace_detail.html", partial, context, status)
 
 
+MESSAGE_PICK_OTHER = "Choose a trace to compare with, or give its trace id or sha256."
+MESSAGE_OTHER_FORMAT = (
+    "{other} is {other_format}, not {format}: only two files of the same format compare."
+)
+MESSAGE_BAD_FROM = "from must be a whole number of changes to skip, not {value!r}."
+
+
+@require_GET
+@signed_in
+def trace_compare_pick_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
+    """The trace page's "compare with…" form (a plain GET, no JavaScript): the trace chosen
+    in the list, or the one whose trace id or sha256 was typed (that wins), then its
+    comparison."""
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    typed = request.GET.get("other_id", "").strip()
+    chosen = typed or request.GET.get("other", "").strip()
+    if not chosen:
+        context = {"trace": trace, "other": None, "comparison": None, "error": MESSAGE_PICK_OTHER}
+        return render(request, "console/trace_compare.html", context, status=400)
+    other = roles.access_trace_by_id(request.user, chosen, roles.BROWSE)
+    return redirect("trace-compare", trace.blob.sha256, other.blob.sha256)
+
+
 @require_GET
 @signed_in
 def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> HttpResponse:
-    """Two stored files of one format (two AHD runs of a brief, two Paxman artifacts of a
-    contract), field by field."""
+    """Two stored files of one format: two native traces record by record (the header, each
+    event, step and output, the final answer, the seal last), a page of changes at a time
+    (``?from=``); two files of another format field by field (AHD runs of a brief, Paxman
+    artifacts of a contract)."""
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
     other = roles.access_trace_by_id(request.user, other_ref, roles.BROWSE)
     for expired in (trace, other):
         if expired.expired_at is not None:
             return tombstone_page(request, expired, status=410)
+    context: dict[str, Any] = {"trace": trace, "other": other, "comparison": None, "error": ""}
     if trace.format != other.format:
-        raise Http404("only two files of the same format compare")
-    comparison = trace_compare(trace, other)
-    comparison.differences = mask_differences(trace.format, comparison.differences)
-    context = {"trace": trace, "other": other, "comparison": comparison}
+        context["error"] = MESSAGE_OTHER_FORMAT.format(
+            other=other.filename, other_format=other.format, format=trace.format
+        )
+        return render(request, "console/trace_compare.html", context, status=400)
+    raw = request.GET.get("from", "").strip() or "0"
+    if not raw.isdigit():
+        context["error"] = MESSAGE_BAD_FROM.format(value=raw[:40])
+        return render(request, "console/trace_compare.html", context, status=400)
+    comparison = trace_compare(trace, other, offset=int(raw))
+    if comparison.native is not None:
+        pointers = (
+            policy_pointers(trace_privacy_policy(trace)),
+            policy_pointers(trace_privacy_policy(other)),
+        )
+        context["sections"] = compare_sections(comparison.native.sections, pointers)
+        context["seal_alone"] = SEAL_ALONE if comparison.native.seal_alone else ""
+        found = comparison.native
+        if found.next_offset is not None:
+            context["next_url"] = "?" + urlencode({"from": found.next_offset})
+        if found.offset:
+            context["first_url"] = "?"
+    else:
+        comparison.differences = mask_differences(trace.format, comparison.differences)
+    context["comparison"] = comparison
     return partial_or_page(request, "console/trace_compare.html", "comparison", context)
 
 

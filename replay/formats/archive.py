@@ -16,7 +16,13 @@ that returns the regular files it holds, by path, or refuses the whole archive w
   nothing;
 - more than ``max_entries`` entries, or two entries with one name (``./a`` and ``a`` are
   one name);
-- an encrypted zip entry, a corrupt archive, or a file that is no archive at all.
+- an encrypted zip entry, a corrupt archive, or a file that is no archive at all;
+- an archive inside the archive (by its name, or by its first bytes: gzip, zip, bzip2, xz,
+  7z, a tar header): nested archives are never opened.
+
+An archive may also be **one AHD run handed over whole** (``run.tar.gz``): the sidecar
+(``*.replay.json``) together with the token and brief it names. :func:`read_run` reads it
+as the sidecar and its inputs, or says why it is not one (no sidecar, several).
 
 Pure: no Django, no I/O.
 """
@@ -35,6 +41,21 @@ from replay import errors
 from replay.errors import ReplayError
 
 SUFFIXES = (".tar.gz", ".tgz", ".zip")
+#: names of archives and compressed files an archive may not hold (nested archives)
+NESTED_SUFFIXES = (*SUFFIXES, ".tar", ".gz", ".bz2", ".xz", ".zst", ".7z", ".rar", ".tbz2", ".txz")
+#: first bytes of the same: gzip, zip (and its empty and spanned forms), bzip2, xz, 7z, zstd
+NESTED_MAGIC = (
+    b"\x1f\x8b",
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"PK\x07\x08",
+    b"BZh",
+    b"\xfd7zXZ\x00",
+    b"7z\xbc\xaf\x27\x1c",
+    b"\x28\xb5\x2f\xfd",
+)
+#: an AHD sidecar's name: what makes an archive one whole run rather than a sidecar's inputs
+SIDECAR_SUFFIX = ".replay.json"
 #: Tar headers and padding on top of each member's own bytes, and the end-of-archive blocks
 #: padded to a 20-block record.
 _TAR_OVERHEAD_PER_ENTRY = 3 * 512
@@ -138,6 +159,19 @@ class _Budget:
             )
 
 
+def _nested(archive: str, raw: str, name: str, body: bytes) -> None:
+    """Refuses an entry that is itself an archive or a compressed file."""
+    if name.lower().endswith(NESTED_SUFFIXES):
+        raise _refuse(
+            archive, raw, "is itself an archive by its name (nested archives are refused)"
+        )
+    tar_header = len(body) >= 262 and body[257:262] == b"ustar"
+    if body.startswith(NESTED_MAGIC) or tar_header:
+        raise _refuse(
+            archive, raw, "is itself an archive by its first bytes (nested archives are refused)"
+        )
+
+
 def read_archive(
     data: bytes, filename: str, limits: ArchiveLimits = DEFAULT_LIMITS
 ) -> dict[str, bytes]:
@@ -201,6 +235,7 @@ def _read_tar_gz(data: bytes, filename: str, limits: ArchiveLimits) -> dict[str,
                 body = fh.read(member.size + 1) if fh is not None else b""
                 if len(body) != member.size:
                     raise _refuse(filename, raw, "is truncated")
+                _nested(filename, raw, name, body)
                 files[name] = body
     except tarfile.TarError as exc:
         raise _refuse(filename, None, f"is not a readable tar archive ({exc})") from None
@@ -245,12 +280,72 @@ def _read_zip(data: bytes, filename: str, limits: ArchiveLimits) -> dict[str, by
                     body = fh.read(info.file_size + 1)  # a lying header cannot inflate more
                 if len(body) != info.file_size:
                     raise _refuse(filename, raw, "does not hold the size its header declares")
+                _nested(filename, raw, name, body)
                 files[name] = body
     except zipfile.BadZipFile as exc:
         raise _refuse(filename, None, f"is not a readable zip archive ({exc})") from None
     except (zlib.error, EOFError, NotImplementedError) as exc:
         raise _refuse(filename, None, f"cannot be read ({exc})") from None
     return files
+
+
+def _by_path_and_name(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Each file by its path in the archive and, where no other file has it, by its file
+    name (what a sidecar's recorded path is matched against)."""
+    basenames: dict[str, list[str]] = {}
+    for path in files:
+        basenames.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    out = dict(files)
+    for base, paths in basenames.items():
+        if len(paths) == 1:
+            out.setdefault(base, files[paths[0]])
+    return out
+
+
+@dataclass(frozen=True)
+class ArchivedRun:
+    """One AHD run handed over as one archive: its sidecar and the other files it holds."""
+
+    archive: str
+    sidecar_path: str  # the sidecar's path in the archive
+    sidecar: bytes
+    #: every other file, by its path in the archive and by its file name where unique
+    inputs: dict[str, bytes]
+
+    @property
+    def sidecar_name(self) -> str:
+        return self.sidecar_path.rsplit("/", 1)[-1]
+
+
+NO_SIDECAR = (
+    "{archive} is an archive of AHD inputs; drop it together with the sidecar "
+    "(*{suffix}) that names the files it holds"
+)
+SEVERAL_SIDECARS = (
+    "holds {count} AHD sidecars ({names}); an archive is one run: its sidecar with the "
+    "token and brief it names"
+)
+
+
+def read_run(data: bytes, filename: str, limits: ArchiveLimits = DEFAULT_LIMITS) -> ArchivedRun:
+    """An archive read as one AHD run (``run.tar.gz`` holding ``*.replay.json`` and the token
+    and brief it names), refused as :func:`read_archive` refuses, or with ``MALFORMED_TRACE``
+    when it holds no sidecar (then it can only be a sidecar's inputs) or several."""
+    files = read_archive(data, filename, limits)
+    sidecars = sorted(p for p in files if p.lower().endswith(SIDECAR_SUFFIX))
+    if not sidecars:
+        raise ReplayError(
+            errors.MALFORMED_TRACE,
+            NO_SIDECAR.format(archive=filename, suffix=SIDECAR_SUFFIX),
+            detail={"archive": filename, "reason": "no sidecar"},
+        )
+    if len(sidecars) > 1:
+        raise _refuse(
+            filename, None, SEVERAL_SIDECARS.format(count=len(sidecars), names=", ".join(sidecars))
+        )
+    path = sidecars[0]
+    rest = {p: body for p, body in files.items() if p != path}
+    return ArchivedRun(filename, path, files[path], _by_path_and_name(rest))
 
 
 def expand_inputs(
@@ -266,12 +361,8 @@ def expand_inputs(
         if not is_archive(name):
             continue
         files = read_archive(body, name, limits)
-        basenames: dict[str, list[str]] = {}
-        for path in files:
-            basenames.setdefault(path.rsplit("/", 1)[-1], []).append(path)
         for path, content in files.items():
             expanded.setdefault(path, content)
-        for base, paths in basenames.items():
-            if len(paths) == 1:
-                expanded.setdefault(base, files[paths[0]])
+        for path, content in _by_path_and_name(files).items():
+            expanded.setdefault(path, content)
     return {**expanded, **loose}

@@ -468,7 +468,11 @@ def test_two_paxman_artifacts_of_one_contract_compare_and_other_formats_do_not(a
     assert '<td class="path"><code>/replay_hash</code></td><td>changed</td>' in body
     swiss = store_swiss()
     response = compare_page(client, a, swiss)
-    assert response.status_code == 404
+    assert response.status_code == 400
+    assert (
+        f"{SWISS} is ahd-replay, not paxman-artifact: only two files of the same format compare."
+        in response.content.decode()
+    )
 
 
 def test_a_paxman_artifact_is_re_verified_through_the_page_and_the_api(

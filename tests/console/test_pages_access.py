@@ -246,6 +246,7 @@ def test_the_matrix_above_covers_every_page_route():
         "otp-verify",
         "checkpoint-export",
         "schema",
+        "trace-compare-pick",  # a redirect: tests/console/test_trace_compare.py
     }
     public_tested_elsewhere = {"healthz"}  # tests/console/test_production.py
     # streamed files, every role: tests/console/test_trace_export.py

@@ -374,3 +374,78 @@ def test_a_sidecar_outside_the_hash_contract_is_malformed(edit, message):
 def test_a_sidecar_outside_a_git_repo_records_null_commit_and_null_dirty():
     sidecar = ahd.parse_sidecar(edited(lambda d: d.update(ahd_commit=None, git_dirty=None)))
     assert (sidecar.ahd_commit, sidecar.git_dirty) == (None, None)
+
+
+# --- nested archives, and one archive read as a whole AHD run ---------------------------------
+
+
+def plain_tar(name, data):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info, body = member(name, data)
+        tar.addfile(info, body)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("entry", "data", "why"),
+    [
+        ("inner.zip", b"not even a zip", "by its name"),
+        ("notes/inner.tar", b"plain", "by its name"),
+        ("token.yml", gzip.compress(b"a: 1\n", mtime=0), "by its first bytes"),
+        ("token.yml", zipped(("a.yml", b"a: 1\n", 0)), "by its first bytes"),
+        ("token.yml", plain_tar("a.yml", b"a: 1\n"), "by its first bytes"),
+        ("token.yml", b"BZh91AY&SY", "by its first bytes"),
+    ],
+)
+def test_an_archive_inside_an_archive_is_refused_naming_the_entry(entry, data, why):
+    for outer, name in (
+        (tgz(member(entry, data)), "run.tar.gz"),
+        (zipped((entry, data, 0)), "run.zip"),
+    ):
+        with pytest.raises(ReplayError) as refused:
+            ar.read_archive(outer, name)
+        assert (refused.value.code, refused.value.message, refused.value.broke_at) == (
+            MALFORMED_TRACE,
+            f"{name}: entry {entry!r} is itself an archive {why} (nested archives are refused)"
+            + REFUSED,
+            entry,
+        )
+
+
+def test_one_archive_is_read_as_a_run_its_sidecar_and_inputs():
+    data = tgz(
+        member("run/docs/evals/2026-04-21-swiss.replay.json", SWISS.read_bytes()),
+        member("run/tokens/swiss-editorial.yml", TOKEN.read_bytes()),
+        member("run/briefs/landing.yml", BRIEF.read_bytes()),
+    )
+    run = ar.read_run(data, "run.tar.gz")
+    assert (run.sidecar_path, run.sidecar_name, run.sidecar) == (
+        "run/docs/evals/2026-04-21-swiss.replay.json",
+        "2026-04-21-swiss.replay.json",
+        SWISS.read_bytes(),
+    )
+    assert run.inputs == {
+        "run/tokens/swiss-editorial.yml": TOKEN.read_bytes(),
+        "run/briefs/landing.yml": BRIEF.read_bytes(),
+        "swiss-editorial.yml": TOKEN.read_bytes(),
+        "landing.yml": BRIEF.read_bytes(),
+    }
+
+
+def test_an_archive_with_no_sidecar_or_two_is_not_a_run():
+    inputs_only = tgz(member("tokens/swiss-editorial.yml", TOKEN.read_bytes()))
+    with pytest.raises(ReplayError) as none:
+        ar.read_run(inputs_only, "inputs.tgz")
+    assert none.value.message == (
+        "inputs.tgz is an archive of AHD inputs; drop it together with the sidecar "
+        "(*.replay.json) that names the files it holds"
+    )
+    two = tgz(member("a.replay.json", b"{}"), member("b/b.replay.json", b"{}"))
+    with pytest.raises(ReplayError) as several:
+        ar.read_run(two, "run.tgz")
+    assert (several.value.code, several.value.message) == (
+        MALFORMED_TRACE,
+        "run.tgz holds 2 AHD sidecars (a.replay.json, b/b.replay.json); an archive is one run: "
+        "its sidecar with the token and brief it names" + REFUSED,
+    )

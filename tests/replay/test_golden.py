@@ -155,7 +155,10 @@ def test_REPLAY_02_missing_snapshot_fails():
     ]
     assert canonical_report(report) == golden_report("missing_snapshot", engine.AUDIT)
 
+    # two stored files carry this trace id: the command is told which one, by upload id
     code, out = replay_command(dependent.trace_id, engine.AUDIT, "--json")
+    assert (code, json.loads(out)["error_code"]) == (2, "AMBIGUOUS_TRACE_ID")
+    code, out = replay_command(f"upload:{dependent.pk}", engine.AUDIT, "--json")
     assert code == 1
     assert canonical_report(json.loads(out)) == golden_report("missing_snapshot", engine.AUDIT)
 

@@ -50,8 +50,9 @@ from governance.models import (
     ProductionReplayRequest,
     RoleGrantRequest,
 )
-from replay.models import ReplayRun, Trace
-from replay.selectors import trace_by_trace_id
+from replay.errors import ReplayError
+from replay.models import ReplayRun
+from replay.selectors import trace_to_replay
 
 REQUEST_UNKNOWN_MESSAGE = "no force-continue request {request}"
 PRODUCTION_UNKNOWN_MESSAGE = "no production replay request {request}"
@@ -399,12 +400,10 @@ class Command(ActionCommand):
     def do_request_production(
         self, *, trace: str, user: str, reason: str, hours: int | None, **_: Any
     ) -> None:
-        ref = trace.strip().lower()
-        found = (
-            Trace.objects.filter(blob__sha256=ref).first()
-            if len(ref) == 64
-            else trace_by_trace_id(ref)
-        )
+        try:
+            found = trace_to_replay(trace)
+        except ReplayError as exc:  # AMBIGUOUS_TRACE_ID: the caller must pick a copy
+            raise CommandError(f"{exc.code}: {exc.message}", returncode=2) from None
         if found is None:
             raise CommandError(TRACE_UNKNOWN_MESSAGE.format(trace=trace), returncode=2)
         expires_at = timezone.now() + timedelta(hours=hours) if hours else None

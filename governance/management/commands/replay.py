@@ -2,9 +2,11 @@
 governed replay.
 
 contracts.md §4: ``--json`` prints exactly the report; exit 0 for ``ok``, 1 for any other
-status, 2 for usage errors. A file is ingested first. Every replay goes through
-``governance.services.replay_request`` (a signed REPLAY_REQUEST before, REPLAY_RESULT and
-friends after) and runs in this process.
+status, 2 for usage errors. A stored file is named by its trace id, its upload id
+(``upload:42``) or its sha256; a trace id several stored files carry is refused with
+``AMBIGUOUS_TRACE_ID`` naming each copy (exit 2, nothing runs), never guessed. A file is
+ingested first. Every replay goes through ``governance.services.replay_request`` (a signed
+REPLAY_REQUEST before, REPLAY_RESULT and friends after) and runs in this process.
 
 ``--resume RUN_ID`` continues a diverged run past its divergence. That needs an approved
 force-continue (one admin and a council quorum, signed); without one the replay is refused
@@ -49,7 +51,7 @@ from replay.cli import ProgressBar, add_workers_argument, summarise
 from replay.errors import ReplayError
 from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
-from replay.selectors import trace_by_sha256, trace_by_trace_id
+from replay.selectors import trace_to_replay
 from replay.services import (
     inputs_beside,
     replay_options_for_file,
@@ -109,12 +111,17 @@ def refused_report(*, trace: Any, mode: str, error: ReplayError) -> dict[str, An
 
 class Command(BaseCommand):
     help = (
-        "Replay a stored trace (by trace id) or a file (ingested first), under governance. "
-        "Exit 0 for ok, 1 for any other status, 2 for usage errors."
+        "Replay a stored trace (by trace id, upload:ID or sha256) or a file (ingested first), "
+        "under governance. Exit 0 for ok, 1 for any other status, 2 for usage errors (a trace "
+        "id several stored files carry: AMBIGUOUS_TRACE_ID, naming each copy)."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("target", help="a stored trace id, or a path to a trace file")
+        parser.add_argument(
+            "target",
+            help="a stored trace id (one file carries it), upload:ID, a sha256, or a path to a "
+            "trace file",
+        )
         parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument(
@@ -155,8 +162,14 @@ class Command(BaseCommand):
             return
         trace = None
         if re.fullmatch(r"[0-9a-f]{32}", target) or not Path(target).is_file():
-            # a stored file by trace id (the newest copy) or by its sha256, any format
-            trace = trace_by_trace_id(target) or trace_by_sha256(target)
+            # a stored file by upload:ID, by its sha256, or by a trace id one file carries
+            try:
+                trace = trace_to_replay(target)
+            except ReplayError as exc:  # AMBIGUOUS_TRACE_ID: the caller must pick a copy
+                report = refused_report(trace=None, mode=mode, error=exc)
+                report.update(trace_id=target, authoritative=False, detail=exc.detail)
+                self._emit(report, as_json)
+                sys.exit(2)
         if trace is None:
             path = Path(target)
             if not path.is_file():

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 from replay.formats.jsonstrict import check_shape, loads_strict
-from replay.formats.native.lines import _long_line, _serial_rows
+from replay.formats.native.lines import _blank_lines, _long_line, _serial_rows
 from replay.formats.native.parallel import _chunked_rows
 from replay.formats.native.schema import (
     DOCUMENT_KEYS,
@@ -249,4 +249,18 @@ def _open_jsonl(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTr
             return _serial_rows(stream, limits)
         return _chunked_rows(stream, limits, header["job"]["job_seed"], workers)
 
-    return NativeTrace(header, "jsonl", compressed, rows)
+    def lines() -> Iterator[tuple[int, bytes]]:
+        lineno, blank = 1, 0
+        while True:
+            lineno += 1
+            line = _read_line(stream, limits, lineno)
+            if not line:
+                return
+            if not line.strip():
+                blank += 1
+                if blank > limits.max_blank_lines:
+                    raise _blank_lines(lineno, limits.max_blank_lines)
+                continue
+            yield lineno, line
+
+    return NativeTrace(header, "jsonl", compressed, rows, lines)

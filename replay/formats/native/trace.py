@@ -84,6 +84,13 @@ class NativeTrace:
     encoding: str  # "json" | "jsonl"
     compressed: bool
     _rows: Callable[[int], Iterator[Row]] = field(repr=False, default=lambda _workers: iter(()))
+    _lines: Callable[[], Iterator[tuple[int, bytes]]] | None = field(repr=False, default=None)
+
+    def raw_lines(self) -> Iterator[tuple[int, bytes]] | None:
+        """A JSON Lines trace's record lines as read, ``(line number, bytes)``, within the
+        read's limits but neither parsed nor validated (None for a JSON document): for
+        comparing two files line by line. One pass, instead of `records` or `rows`."""
+        return self._lines() if self._lines is not None else None
 
     def records(self) -> Iterator[Record]:
         """The records, validated, in file order (one pass: call this or `rows` once)."""
