@@ -1,41 +1,45 @@
-"""Content-Security-Policy with a per-request nonce, and the second-factor gate.
+"""The CSP nonce for templates, no-store caching, and the second-factor gate.
 
-The policy allows no inline script or style at all: scripts load from our own origin and
-carry the nonce (htmx's `{% htmx_script %}` reads `csp_nonce` from the template context),
-styles come only from static files. Templates therefore never use `style=` or `on*=`.
+The Content-Security-Policy itself is django-csp's (`CONTENT_SECURITY_POLICY` in settings):
+no inline script or style at all; scripts load from our own origin and carry the nonce
+(htmx's `{% htmx_script %}` reads `csp_nonce` from the template context), styles come only
+from static files. Templates therefore never use `style=` or `on*=`.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from csp.constants import HEADER
+from csp.middleware import CSPMiddleware
+from csp.utils import build_policy
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from console import roles
 
-CSP_TEMPLATE = (
-    "default-src 'self'; script-src 'self' 'nonce-{nonce}'; style-src 'self'; "
-    "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
-    "form-action 'self'"
-)
 
+class ContentSecurityPolicyMiddleware(CSPMiddleware):
+    """django-csp's middleware, with the policy on a 404 and a 500 in DEBUG too.
 
-class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    django-csp leaves those two out in DEBUG, for Django's technical pages and their inline
+    styles; the console draws its own 404 and 500 pages in every mode (console.views.errors),
+    so they keep the policy like every other page."""
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        nonce = secrets.token_urlsafe(18)
-        request.csp_nonce = nonce  # type: ignore[attr-defined]
-        response = self.get_response(request)
-        response.headers.setdefault("Content-Security-Policy", CSP_TEMPLATE.format(nonce=nonce))
-        return response
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if settings.DEBUG and response.status_code in (404, 500) and HEADER not in response:
+            parts = self.get_policy_parts(request=request, response=response)
+            response[HEADER] = build_policy(**asdict(parts))
+            return response
+        return super().process_response(request, response)
 
 
 class NoStoreMiddleware:
@@ -59,8 +63,11 @@ class NoStoreMiddleware:
 
 
 def csp_nonce(request: HttpRequest) -> dict[str, Any]:
-    """Template context processor: `csp_nonce` for `{% htmx_script %}` and our own scripts."""
-    return {"csp_nonce": getattr(request, "csp_nonce", "")}
+    """Template context processor: `csp_nonce` for `{% htmx_script %}` and our own scripts.
+
+    django-csp makes the nonce when it is first read, and names it in the header only then."""
+    nonce = getattr(request, "csp_nonce", None)
+    return {"csp_nonce": str(nonce) if nonce is not None else ""}
 
 
 # Pages a user who still owes a second factor may reach.
