@@ -1,5 +1,9 @@
 """Where queued work runs: Celery workers, a thread pool inside this process, or inline.
 
+The one runner of every background job: replays, ledger verifications, legal-request
+bundles, retention. With no broker configured nothing is ever published to Celery's default
+broker (console/celery.py routes a stray ``delay`` here and refuses broker connections).
+
 ``settings.REPLAY_TASK_RUNNER`` decides (console/settings.py):
 
 - ``"celery"`` (CELERY_BROKER_URL is set): ``task.delay(...)``, a worker runs it;
@@ -62,10 +66,10 @@ def pool_shutdown(*, wait: bool = True) -> None:
         current.shutdown(wait=wait)
 
 
-def _run(task: Any, args: tuple[Any, ...]) -> Any:
+def _run(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     close_old_connections()
     try:
-        return task(*args)
+        return task(*args, **kwargs)
     except Exception:
         logger.exception("background task %s%r failed", task.name, args)
         raise
@@ -73,10 +77,10 @@ def _run(task: Any, args: tuple[Any, ...]) -> Any:
         connections.close_all()  # this thread's connections only
 
 
-def submit(task: Any, *args: Any) -> Future:
-    """Run ``task(*args)`` on the pool now (not on commit); its future. The task runs in a
-    copy of the caller's context, so its log records carry the request's id."""
-    return pool().submit(contextvars.copy_context().run, _run, task, args)
+def submit(task: Any, *args: Any, **kwargs: Any) -> Future:
+    """Run ``task(*args, **kwargs)`` on the pool now (not on commit); its future. The task
+    runs in a copy of the caller's context, so its log records carry the request's id."""
+    return pool().submit(contextvars.copy_context().run, _run, task, args, kwargs)
 
 
 def enqueue(task: Any, *args: Any) -> None:

@@ -126,3 +126,100 @@ def test_a_task_that_fails_in_the_pool_is_logged_and_the_pool_goes_on(
     thread_runner.submit(lambda: None).result(timeout=60)
     assert ReplayRun.objects.get(id=run.id).state == "done"
     assert ReplayRun.objects.get(id=run.id).status == "ok"
+
+
+# --- no broker configured: never a default one ------------------------------------------------
+
+
+@pytest.fixture
+def listener_on_5672():
+    """Something answers on 127.0.0.1:5672, Celery's default broker address: this machine's
+    RabbitMQ (with no worker of ours), else a listener of our own that accepts and says
+    nothing. The trap `make run` fell into: a job published there waits forever."""
+    import socket
+
+    own = socket.socket()
+    try:
+        own.bind(("127.0.0.1", 5672))
+        own.listen(8)
+    except OSError:  # taken: whoever holds it answers
+        own.close()
+        with socket.create_connection(("127.0.0.1", 5672), timeout=2):
+            pass
+        yield
+        return
+    try:
+        yield
+    finally:
+        own.close()
+
+
+@pytest.fixture
+def no_broker(settings, monkeypatch, listener_on_5672, thread_runner):
+    """`make run`'s settings: no CELERY_BROKER_URL anywhere, tasks on the thread pool."""
+    from console.celery import app
+
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery reads it itself too
+    settings.CELERY_BROKER_URL = None
+    previous = app.conf.broker_url
+    app.conf.broker_url = None
+    yield thread_runner
+    app.conf.broker_url = previous
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_the_ledger_verification_runs_in_process_with_no_broker_configured(no_broker, as_persona):
+    from governance.models import LedgerVerification, VerificationMark
+
+    vera = as_persona("vera")
+    response = vera.post("/governance/verify/", {"scope": "new"})
+    assert response.status_code == 303
+    no_broker.submit(lambda: None).result(timeout=60)  # the one pool thread ran it before
+    run = LedgerVerification.objects.get()
+    assert (run.state, run.checked, run.total) == ("done", run.total, run.total)
+    assert run.total > 0
+    mark = VerificationMark.objects.get()
+    assert mark.through_seq == run.total
+    page = vera.get("/governance/")
+    assert f"Verified through seq {mark.through_seq} at ".encode() in page.content
+
+
+def test_a_task_queued_with_no_broker_runs_in_process_and_no_broker_connection_is_opened(
+    no_broker, caplog
+):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from console.celery import NO_BROKER_MESSAGE, app
+    from governance.tasks import ledger_verification_run
+
+    future = ledger_verification_run.delay(-1)  # no such run: the task body raises in the pool
+    with pytest.raises(Exception):  # noqa: B017, PT011 (whatever the service raises)
+        future.result(timeout=30)
+    assert "background task governance.tasks.ledger_verification_run(-1,) failed" in caplog.text
+    with pytest.raises(ImproperlyConfigured) as refused:
+        app.connection_for_write()
+    assert str(refused.value) == NO_BROKER_MESSAGE
+    assert NO_BROKER_MESSAGE == (
+        "no Celery broker is configured (CELERY_BROKER_URL is unset): background work runs in "
+        "this process (REPLAY_TASK_RUNNER=thread), never on a default broker"
+    )
+
+
+def test_a_worker_started_without_a_broker_refuses_to_start(tmp_path):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CELERY_BROKER_URL", "REPLAY_TASK_RUNNER", "DJANGO_DEBUG")
+    }
+    env.update(DJANGO_SETTINGS_MODULE="console.settings", REPLAY_VAR_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo"],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "no Celery broker is configured (CELERY_BROKER_URL is unset)" in done.stderr
