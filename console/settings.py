@@ -331,6 +331,9 @@ CELERY_BEAT_SCHEDULE["retention-run"] = {
 }
 
 # --- security ------------------------------------------------------------------------------
+# /healthz answers anyone with its status only; its details (each check, the ledger head,
+# timings) go to a signed-in admin or to a monitor sending `Authorization: Bearer <this>`
+REPLAY_MONITORING_TOKEN = env_secret("REPLAY_MONITORING_TOKEN") or ""
 # sign-in throttle (console.throttle): this many failures per (username, address) per window
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
