@@ -384,7 +384,10 @@ if REPLAY_LOG_FORMAT not in ("json", "text"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "console.requestlog.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "console.requestlog.RequestIdFilter"},
+        "query_mask": {"()": "console.requestlog.QueryMaskFilter"},
+    },
     "formatters": {
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
@@ -397,7 +400,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": REPLAY_LOG_FORMAT,
-            "filters": ["request_id"],
+            "filters": ["request_id", "query_mask"],
         }
     },
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "WARNING")},

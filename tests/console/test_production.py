@@ -215,6 +215,44 @@ def test_production_logs_are_one_json_object_a_line_with_the_request_id(tmp_path
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", lines[0]["time"])
 
 
+def test_the_access_log_masks_every_query_value_but_paging_and_filters(client, caplog):
+    sign_in(client, persona("alice"))
+    with caplog.at_level(logging.INFO, logger="console.access"):
+        client.get(
+            "/traces/?verdict=diverged&q=Alice+Smith&token=s3cret&page=2&reason=because+I+said"
+            "&verdict=ok&empty="
+        )
+    [record] = [r for r in caplog.records if r.name == "console.access"]
+    assert record.path == "/traces/"
+    assert record.query == "verdict=diverged&q=*&token=*&page=2&reason=*&verdict=ok&empty=*"
+    assert record.getMessage() == "GET /traces/ 200"
+
+
+def test_production_logs_keep_no_query_value_outside_the_allow_list(tmp_path):
+    """Both records a refused request makes in production (the access record and Django's
+    own 405, whose `request` field printed the full path) mask the query's values."""
+    code = (
+        "from django.test import Client; "
+        "Client().post('/healthz?reason=Alice+Smith&api_key=s3cret&cursor=abc&seq=7', "
+        "HTTP_HOST='example.com', secure=True)"
+    )
+    done = python(code, production_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "Alice" not in done.stderr
+    assert "s3cret" not in done.stderr
+    lines = {x["logger"]: x for x in map(json.loads, done.stderr.splitlines())}
+    assert lines["django.request"]["message"] == "Method Not Allowed (POST): /healthz"
+    assert lines["django.request"]["request"] == (
+        "<WSGIRequest: POST '/healthz?reason=*&api_key=*&cursor=abc&seq=7'>"
+    )
+    access = lines["console.access"]
+    assert (access["path"], access["query"], access["status"]) == (
+        "/healthz",
+        "reason=*&api_key=*&cursor=abc&seq=7",
+        405,
+    )
+
+
 def test_it_refuses_an_unknown_log_format(tmp_path):
     done = python("", production_env(tmp_path, REPLAY_LOG_FORMAT="xml"))
     assert done.returncode == 1
