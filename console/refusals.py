@@ -35,6 +35,7 @@ _CONFLICT = {
     codes.DSR_IDENTITY_UNVERIFIED,
     codes.DSR_ALREADY_APPROVED,
     codes.DSR_STATE,
+    codes.RUN_NOT_STALE,
 }
 
 

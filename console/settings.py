@@ -259,6 +259,9 @@ if REPLAY_TASK_RUNNER not in ("celery", "thread", "eager"):
 if REPLAY_TASK_RUNNER == "celery" and not CELERY_BROKER_URL:
     raise ImproperlyConfigured("REPLAY_TASK_RUNNER=celery needs CELERY_BROKER_URL")
 REPLAY_TASK_THREADS = env_int("REPLAY_TASK_THREADS", 2)
+# a replay still queued this long after it was (last) queued lost its task (the process that
+# held it stopped, the broker was down): its page says so and offers to queue it again
+REPLAY_STALE_SECONDS = env_int("REPLAY_STALE_SECONDS", 900)
 CELERY_TASK_ALWAYS_EAGER = REPLAY_TASK_RUNNER == "eager"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -223,3 +223,76 @@ def test_a_worker_started_without_a_broker_refuses_to_start(tmp_path):
     )
     assert done.returncode != 0
     assert "no Celery broker is configured (CELERY_BROKER_URL is unset)" in done.stderr
+
+
+# --- a job whose task was lost: shown as stale, queued again -----------------------------------
+
+
+def _lost_run(ingest, *, minutes_ago: int):
+    """A replay queued `minutes_ago` whose task never ran (the process that held it stopped)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.services import replay_request
+    from tests.console.personas import persona
+
+    run = replay_request(
+        trace=ingest("diverged"), mode="audit", actor=persona("alice"), enqueue=False
+    )
+    ReplayRun.objects.filter(pk=run.pk).update(
+        created_at=timezone.now() - timedelta(minutes=minutes_ago)
+    )
+    return ReplayRun.objects.get(pk=run.pk)
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_a_stale_queued_run_is_shown_as_such_and_queued_again(
+    thread_runner, ingest, as_persona, settings
+):
+    settings.REPLAY_STALE_SECONDS = 600
+    run = _lost_run(ingest, minutes_ago=11)
+    vera, alice = as_persona("vera"), as_persona("alice")
+
+    page = alice.get(f"/runs/{run.id}/")
+    assert b'id="run-stale"' in page.content
+    assert (
+        f"Queued since {run.created_at:%Y-%m-%d %H:%M:%S} UTC and not picked up for more than "
+        "600 s: its task was lost (the process that held it stopped, or the broker was down)."
+    ).encode() in page.content
+    assert b'id="run-requeue"' in page.content
+    seen = vera.get(f"/runs/{run.id}/")  # a viewer sees it is stale, and no button
+    assert b'id="run-stale"' in seen.content
+    assert b'id="run-requeue"' not in seen.content
+
+    assert vera.post(f"/runs/{run.id}/requeue/").status_code == 403
+    assert ReplayRun.objects.get(pk=run.pk).requeued_at is None
+
+    response = alice.post(f"/runs/{run.id}/requeue/")
+    assert response.status_code == 303
+    assert response["Location"] == f"/runs/{run.id}/"
+    thread_runner.submit(lambda: None).result(timeout=60)  # the one pool thread ran it before
+    done = ReplayRun.objects.get(pk=run.pk)
+    assert done.requeued_at is not None
+    assert (done.state, done.status, done.error_code) == ("done", "diverged", "REPLAY_DIVERGENCE")
+    assert b'id="run-stale"' not in alice.get(f"/runs/{run.id}/").content
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_a_run_not_stale_is_not_queued_again(thread_runner, ingest, as_persona, settings):
+    from governance import codes, signing
+    from governance.services import RUN_NOT_STALE_MESSAGE
+
+    settings.REPLAY_STALE_SECONDS = 900
+    run = _lost_run(ingest, minutes_ago=14)
+    alice = as_persona("alice")
+    assert b'id="run-stale"' not in alice.get(f"/runs/{run.id}/").content
+    refused = alice.post(f"/runs/{run.id}/requeue/")
+    assert refused.status_code == 409
+    message = RUN_NOT_STALE_MESSAGE.format(
+        run=run.id, state="queued", since=signing.format_time(run.created_at), limit=900
+    )
+    assert message.startswith(f"run {run.id} is queued, queued since 20")
+    assert message.encode() in refused.content
+    assert codes.RUN_NOT_STALE.encode() in refused.content
+    assert ReplayRun.objects.get(pk=run.pk).requeued_at is None
