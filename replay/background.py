@@ -83,9 +83,24 @@ def submit(task: Any, *args: Any, **kwargs: Any) -> Future:
     return pool().submit(contextvars.copy_context().run, _run, task, args, kwargs)
 
 
+PUBLISH_FAILED = (
+    "could not queue %s%r (the broker did not take it: %s); its row stays queued, and its page "
+    "shows it stale, with a button to queue it again, once the stale limit has passed"
+)
+
+
+def publish(task: Any, *args: Any) -> None:
+    """``task.delay(*args)``; a broker that is down is logged, not raised: the request that
+    queued the job has committed, and the job's row says it is queued (then stale)."""
+    try:
+        task.delay(*args)
+    except Exception as exc:  # kombu's OperationalError, a refused connection, a timeout
+        logger.error(PUBLISH_FAILED, task.name, args, type(exc).__name__, exc_info=True)
+
+
 def enqueue(task: Any, *args: Any) -> None:
     """Hand ``task(*args)`` to the configured runner when the current transaction commits."""
     if runner() == THREAD and not task.app.conf.task_always_eager:
         transaction.on_commit(lambda: submit(task, *args))
     else:
-        transaction.on_commit(lambda: task.delay(*args))
+        transaction.on_commit(lambda: publish(task, *args))

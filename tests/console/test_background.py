@@ -296,3 +296,35 @@ def test_a_run_not_stale_is_not_queued_again(thread_runner, ingest, as_persona, 
     assert message.encode() in refused.content
     assert codes.RUN_NOT_STALE.encode() in refused.content
     assert ReplayRun.objects.get(pk=run.pk).requeued_at is None
+
+
+def test_a_job_queued_while_the_broker_is_down_is_logged_and_the_request_goes_on(tmp_path):
+    """With a broker configured but not answering, queuing on commit logs why and returns:
+    the job's row stays queued (its page shows it stale later, with the button above)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REPLAY_TASK_RUNNER", "DJANGO_DEBUG")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="console.settings",
+        REPLAY_VAR_DIR=str(tmp_path),
+        CELERY_BROKER_URL="redis://127.0.0.1:1/0",  # nothing listens on port 1
+    )
+    code = (
+        "import django; django.setup(); from replay import background; "
+        "from governance.tasks import ledger_verification_run as t; "
+        "background.enqueue(t, 41); print('returned', background.runner())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "returned celery"
+    assert (
+        "could not queue governance.tasks.ledger_verification_run(41,) (the broker did not "
+        "take it: OperationalError); its row stays queued, and its page shows it stale, with a "
+        "button to queue it again, once the stale limit has passed"
+    ) in done.stderr
