@@ -262,6 +262,8 @@ REPLAY_TASK_THREADS = env_int("REPLAY_TASK_THREADS", 2)
 # a replay still queued this long after it was (last) queued lost its task (the process that
 # held it stopped, the broker was down): its page says so and offers to queue it again
 REPLAY_STALE_SECONDS = env_int("REPLAY_STALE_SECONDS", 900)
+# no broker: a serving process runs CELERY_BEAT_SCHEDULE itself (replay/background.py)
+REPLAY_PERIODIC_IN_PROCESS = env_bool("REPLAY_PERIODIC_IN_PROCESS", True)
 CELERY_TASK_ALWAYS_EAGER = REPLAY_TASK_RUNNER == "eager"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

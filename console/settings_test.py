@@ -11,3 +11,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if REPLAY_TASK_RUNNER == "thread":  # noqa: F405
     REPLAY_TASK_RUNNER = "eager"
     CELERY_TASK_ALWAYS_EAGER = True
+
+# the serving process's periodic jobs (replay/background.py) would run against test databases
+REPLAY_PERIODIC_IN_PROCESS = False

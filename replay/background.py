@@ -12,6 +12,12 @@ broker (console/celery.py routes a stray ``delay`` here and refuses broker conne
   request that queued it returns at once and the progress page shows the run advancing;
 - ``"eager"`` (the test overlay): ``task.delay(...)`` with Celery's ``task_always_eager``.
 
+Periodic jobs (``CELERY_BEAT_SCHEDULE``: retention, drift sampling) are run by Celery beat
+with a broker; under the thread runner, a serving process runs them itself: its first request
+starts one daemon thread (:func:`periodic_start`) that hands each entry to the pool every
+``schedule`` seconds, the first time one interval after it started, as beat does
+(``REPLAY_PERIODIC_IN_PROCESS=0`` turns it off; the test overlay does).
+
 Whatever the runner, the work is handed over on commit: the row it reads exists by then. A
 Celery app forced eager (``task_always_eager``, as the tests do) runs inline under every runner.
 The same task code runs in each; a task body run in a thread closes its database connections
@@ -22,8 +28,11 @@ queued (use a broker where that matters; docs/deployment.md).
 from __future__ import annotations
 
 import contextvars
+import importlib
 import logging
 import threading
+import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -104,3 +113,77 @@ def enqueue(task: Any, *args: Any) -> None:
         transaction.on_commit(lambda: submit(task, *args))
     else:
         transaction.on_commit(lambda: publish(task, *args))
+
+
+# --- periodic jobs under the thread runner ----------------------------------------------------
+
+PERIODIC_TICK_SECONDS = 1.0
+_periodic: threading.Thread | None = None
+_periodic_stop = threading.Event()
+
+
+def periodic_due(
+    schedule: Mapping[str, Mapping[str, Any]], last: dict[str, float], now: float
+) -> list[str]:
+    """The entries of ``schedule`` due at ``now``: ``schedule`` seconds since they last ran
+    (an entry never seen counts from ``now``). Marks those as run at ``now`` in ``last``."""
+    due = []
+    for name, entry in schedule.items():
+        if now - last.setdefault(name, now) >= float(entry["schedule"]):
+            last[name] = now
+            due.append(name)
+    return due
+
+
+def _periodic_loop(stop: threading.Event) -> None:
+    from console.celery import app
+
+    last: dict[str, float] = {}
+    while not stop.wait(PERIODIC_TICK_SECONDS):
+        schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", {}) or {}
+        for name in periodic_due(schedule, last, time.monotonic()):
+            entry = schedule[name]
+            try:  # a task module is imported on first use, as a worker would
+                importlib.import_module(entry["task"].rsplit(".", 1)[0])
+                task = app.tasks[entry["task"]]
+                submit(task, *entry.get("args", ()), **entry.get("kwargs", {}))
+            except Exception:  # one bad entry does not stop the others
+                logger.exception("periodic %s: %s could not be queued", name, entry["task"])
+            else:
+                logger.info("periodic %s: %s queued in this process", name, entry["task"])
+
+
+def periodic_start() -> bool:
+    """Start this process's periodic thread once; whether this call started it."""
+    global _periodic  # noqa: PLW0603 (one thread per process)
+    with _lock:
+        if _periodic is not None and _periodic.is_alive():
+            return False
+        _periodic_stop.clear()
+        _periodic = threading.Thread(
+            target=_periodic_loop, args=(_periodic_stop,), name="replay-periodic", daemon=True
+        )
+        _periodic.start()
+        return True
+
+
+def periodic_stop() -> None:
+    """Stop the periodic thread (tests)."""
+    global _periodic
+    with _lock:
+        current, _periodic = _periodic, None
+    _periodic_stop.set()
+    if current is not None:
+        current.join(timeout=10)
+
+
+def periodic_on_request(**kwargs: Any) -> None:
+    """``request_started``: a serving process under the thread runner runs the schedule."""
+    if _periodic is not None or runner() != THREAD:
+        return
+    if not getattr(settings, "REPLAY_PERIODIC_IN_PROCESS", True):
+        return
+    from console.celery import app
+
+    if not app.conf.task_always_eager:
+        periodic_start()

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -328,3 +329,58 @@ def test_a_job_queued_while_the_broker_is_down_is_logged_and_the_request_goes_on
         "take it: OperationalError); its row stays queued, and its page shows it stale, with a "
         "button to queue it again, once the stale limit has passed"
     ) in done.stderr
+
+
+# --- periodic jobs with no broker: the serving process runs the schedule ----------------------
+
+
+def test_a_periodic_entry_is_due_one_interval_after_it_was_first_seen_then_each_interval():
+    schedule = {"a": {"schedule": 10.0}, "b": {"schedule": 25.0}}
+    last: dict[str, float] = {}
+    assert background.periodic_due(schedule, last, 100.0) == []  # as beat: not at start
+    assert background.periodic_due(schedule, last, 109.9) == []
+    assert background.periodic_due(schedule, last, 110.0) == ["a"]
+    assert background.periodic_due(schedule, last, 119.0) == []
+    assert background.periodic_due(schedule, last, 125.0) == ["a", "b"]
+    assert last == {"a": 125.0, "b": 125.0}
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_with_no_broker_a_serving_process_runs_the_beat_schedule_itself(
+    no_broker, as_persona, settings, monkeypatch
+):
+    """A verification row nobody queued, run by a periodic entry: the first request starts
+    the process's periodic thread, which hands the entry to the pool when it is due."""
+    from governance.models import LedgerVerification
+
+    vera = as_persona("vera")
+    run = LedgerVerification.objects.create(scope="new", total=0)
+    monkeypatch.setattr(background, "PERIODIC_TICK_SECONDS", 0.05)
+    settings.REPLAY_PERIODIC_IN_PROCESS = True
+    settings.CELERY_BEAT_SCHEDULE = {
+        "probe": {
+            "task": "governance.tasks.ledger_verification_run",
+            "schedule": 0.2,
+            "args": [run.id],
+        }
+    }
+    background.periodic_stop()
+    try:
+        vera.get("/governance/")
+        assert background._periodic is not None
+        assert background._periodic.is_alive()
+        assert background.periodic_start() is False  # one thread a process
+        time.sleep(1.0)  # the entry is due 0.2 s after the thread started
+    finally:
+        background.periodic_stop()
+    # nothing reads the database while the pool writes (the tests' shared-cache SQLite)
+    no_broker.submit(lambda: None).result(timeout=60)
+    assert LedgerVerification.objects.get(pk=run.pk).state == "done"
+
+
+@pytest.mark.usefixtures("flushable_transactional_db")
+def test_the_periodic_thread_stays_off_when_turned_off(no_broker, as_persona, settings):
+    settings.REPLAY_PERIODIC_IN_PROCESS = False
+    background.periodic_stop()
+    as_persona("vera").get("/governance/")
+    assert background._periodic is None
