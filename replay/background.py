@@ -136,7 +136,7 @@ def periodic_due(
 
 
 def _periodic_loop(stop: threading.Event) -> None:
-    from console.celery import app
+    from celery import current_app as app  # the project's app (made on Django's start)
 
     last: dict[str, float] = {}
     while not stop.wait(PERIODIC_TICK_SECONDS):
@@ -183,7 +183,7 @@ def periodic_on_request(**kwargs: Any) -> None:
         return
     if not getattr(settings, "REPLAY_PERIODIC_IN_PROCESS", True):
         return
-    from console.celery import app
+    from celery import current_app
 
-    if not app.conf.task_always_eager:
+    if not current_app.conf.task_always_eager:
         periodic_start()
