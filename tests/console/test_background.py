@@ -302,10 +302,14 @@ def test_a_run_not_stale_is_not_queued_again(thread_runner, ingest, as_persona, 
 def test_a_job_queued_while_the_broker_is_down_is_logged_and_the_request_goes_on(tmp_path):
     """With a broker configured but not answering, queuing on commit logs why and returns:
     the job's row stays queued (its page shows it stale later, with the button above)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("REPLAY_TASK_RUNNER", "DJANGO_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("REPLAY_TASK_RUNNER", "DJANGO_DEBUG", "DATABASE_URL")
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="console.settings",
-        REPLAY_VAR_DIR=str(tmp_path),
+        REPLAY_VAR_DIR=str(tmp_path),  # its own SQLite file: no test database is touched
         CELERY_BROKER_URL="redis://127.0.0.1:1/0",  # nothing listens on port 1
     )
     code = (
