@@ -37,6 +37,7 @@ _CONFLICT = {
     codes.DSR_STATE,
     codes.DSR_RELEASE_NOT_APPROVED,
     codes.DSR_PLAN_CHANGED,
+    codes.RUN_NOT_STALE,
 }
 
 

@@ -5,7 +5,14 @@ letters, digits and ``._:-``, as a proxy or load balancer sets it), else a fresh
 echoed in the response's ``X-Request-ID``, attached to every log record made while the
 request runs (``request_id``; the JSON formatter prints it), carried into the background
 thread pool with the task (replay/background.py), and each request ends with one
-``console.access`` record: method, path, status, duration, user.
+``console.access`` record: method, path, query, status, duration, user.
+
+A query string can carry what no log should keep (an approval reason sent by GET, a token
+pasted into a URL, a person's name in a search): the access record's ``query`` keeps the
+values of the parameters in :data:`QUERY_KEPT` only (paging and filters) and masks every
+other value as :data:`MASK`; :class:`QueryMaskFilter` does the same to the request Django
+attaches to its own records (``django.request``'s 4xx/5xx, whose ``request`` field would print
+the full path with its query string).
 """
 
 from __future__ import annotations
@@ -16,11 +23,18 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from urllib.parse import parse_qsl, urlencode
 
 from django.core.signals import request_finished
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 
+#: query parameters whose values the logs keep (paging, filters, formats); every other value
+#: is replaced by MASK, whatever its name
+QUERY_KEPT = frozenset(
+    {"page", "cursor", "verdict", "format", "seq", "range", "before", "after", "scope", "mode"}
+)
+MASK = "*"
 REQUEST_ID_HEADER = "X-Request-ID"
 NO_REQUEST = "-"
 _SANE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -34,6 +48,32 @@ def request_id_for(incoming: str | None) -> str:
     if incoming and _SANE.fullmatch(incoming):
         return incoming
     return uuid.uuid4().hex
+
+
+def query_masked(query_string: str) -> str:
+    """``query_string`` with every value outside :data:`QUERY_KEPT` masked (names kept, in
+    order; a parameter repeated stays repeated)."""
+    if not query_string:
+        return ""
+    pairs = parse_qsl(query_string, keep_blank_values=True)
+    return urlencode([(k, v if k in QUERY_KEPT else MASK) for k, v in pairs], safe="*:")
+
+
+def request_described(request: HttpRequest) -> str:
+    """What a log may say of ``request``: its method and path, and its query masked."""
+    query = query_masked(request.META.get("QUERY_STRING", ""))
+    where = request.path + (f"?{query}" if query else "")
+    return f"<{type(request).__name__}: {request.method} {where!r}>"
+
+
+class QueryMaskFilter(logging.Filter):
+    """A record carrying the request (Django's own) carries its masked description instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        if isinstance(request, HttpRequest):
+            record.request = request_described(request)
+        return True
 
 
 class RequestIdFilter(logging.Filter):
@@ -80,6 +120,7 @@ class RequestIdMiddleware:
                 "request_id": rid,
                 "method": request.method,
                 "path": request.path,
+                "query": query_masked(request.META.get("QUERY_STRING", "")),
                 "status": response.status_code,
                 "duration_ms": round((time.monotonic() - started) * 1000, 1),
                 "user": user.get_username() if user and user.is_authenticated else None,

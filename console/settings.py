@@ -287,6 +287,11 @@ if REPLAY_TASK_RUNNER not in ("celery", "thread", "eager"):
 if REPLAY_TASK_RUNNER == "celery" and not CELERY_BROKER_URL:
     raise ImproperlyConfigured("REPLAY_TASK_RUNNER=celery needs CELERY_BROKER_URL")
 REPLAY_TASK_THREADS = env_int("REPLAY_TASK_THREADS", 2)
+# a replay still queued this long after it was (last) queued lost its task (the process that
+# held it stopped, the broker was down): its page says so and offers to queue it again
+REPLAY_STALE_SECONDS = env_int("REPLAY_STALE_SECONDS", 900)
+# no broker: a serving process runs CELERY_BEAT_SCHEDULE itself (replay/background.py)
+REPLAY_PERIODIC_IN_PROCESS = env_bool("REPLAY_PERIODIC_IN_PROCESS", True)
 CELERY_TASK_ALWAYS_EAGER = REPLAY_TASK_RUNNER == "eager"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
@@ -359,6 +364,9 @@ CELERY_BEAT_SCHEDULE["retention-run"] = {
 }
 
 # --- security ------------------------------------------------------------------------------
+# /healthz answers anyone with its status only; its details (each check, the ledger head,
+# timings) go to a signed-in admin or to a monitor sending `Authorization: Bearer <this>`
+REPLAY_MONITORING_TOKEN = env_secret("REPLAY_MONITORING_TOKEN") or ""
 # sign-in throttle (console.throttle): this many failures per (username, address) per window
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
@@ -412,6 +420,7 @@ LOGGING = {
     "filters": {
         "request_id": {"()": "console.requestlog.RequestIdFilter"},
         "client_error": {"()": "console.requestlog.ClientErrorWithoutTraceback"},
+        "query_mask": {"()": "console.requestlog.QueryMaskFilter"},
     },
     "formatters": {
         "json": {
@@ -425,7 +434,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": REPLAY_LOG_FORMAT,
-            "filters": ["request_id"],
+            "filters": ["request_id", "query_mask"],
         }
     },
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "WARNING")},

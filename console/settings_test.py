@@ -14,3 +14,5 @@ if REPLAY_TASK_RUNNER == "thread":  # noqa: F405
 
 # Mails stay in memory (django.core.mail.outbox), in Celery workers the tests start too.
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# the serving process's periodic jobs (replay/background.py) would run against test databases
+REPLAY_PERIODIC_IN_PROCESS = False

@@ -64,6 +64,7 @@ urlpatterns = [
     # replays
     path("runs/<str:run_id>/", runs.run_detail_view, name="run-detail"),
     path("runs/<str:run_id>/status/", runs.run_status_view, name="run-status"),
+    path("runs/<str:run_id>/requeue/", runs.run_requeue_view, name="run-requeue"),
     path("runs/<str:run_id>/value/", runs.run_value_view, name="run-value"),
     path("runs/<str:run_id>/report.json", runs.run_report_json_view, name="run-report-json"),
     path("runs/<str:run_id>/report/", runs.run_report_tree_view, name="run-report-tree"),

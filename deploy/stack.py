@@ -4,8 +4,18 @@
 DEBUG off, PostgreSQL and Redis on this machine, secrets generated once into
 REPLAY_STACK_DIR/secrets/ (owner-only, never committed), `migrate` and `collectstatic`, then
 gunicorn (static files served by WhiteNoise), a Celery worker and Celery beat, each in its own
-session. It waits for /healthz, says where the console is, and supervises: Ctrl-C (SIGINT) or
-SIGTERM stops all three; if one of them dies, it stops the others and exits 1.
+session.
+
+Least privilege (docs/deployment.md, "PostgreSQL role"): the server's superuser only creates
+two roles and the database; `migrate` runs as the owner role (<database>_owner), which then
+applies the application role's grants (the marked block of docs/deployment.md), and every
+other process (the demo fill, gunicorn, the worker, beat) connects as the limited application
+role (<database>_app), which cannot switch the append-only guards off. Every file the stack
+and its processes write is owner-only (umask 077).
+
+It waits for /healthz (asked with the monitoring token it generates), says where the console
+is, and supervises: Ctrl-C (SIGINT) or SIGTERM stops all three; if one of them dies, it stops
+the others and exits 1.
 
 Plain http on 127.0.0.1 (REPLAY_INSECURE_LOCALHOST=1): put a TLS proxy in front for anything
 else, and drop that variable (docs/deployment.md).
@@ -25,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -53,24 +64,141 @@ def secret_file(directory: Path, name: str) -> Path:
     return path
 
 
-def database_ensure(server: str, name: str) -> str:
+GRANTS_MARK = re.compile(r"<!-- app-role-grants.*?-->\s*```sql\n(.*?)```", re.S)
+#: the application role's rights, as docs/deployment.md gives them (its test runs them too)
+GRANTS_DOC = ROOT / "docs" / "deployment.md"
+
+
+def app_role_grants(role: str) -> list[str]:
+    """The marked GRANT block of docs/deployment.md, for ``role``, one statement a string."""
+    block = GRANTS_MARK.search(GRANTS_DOC.read_text(encoding="utf-8"))
+    if block is None:
+        raise SystemExit(f"{GRANTS_DOC}: the marked app-role-grants block is missing")
+    sql = "\n".join(
+        line for line in block.group(1).splitlines() if not line.lstrip().startswith("--")
+    )
+    return [
+        re.sub(r"\breplay_app\b", role, statement.strip())
+        for statement in sql.split(";")
+        if statement.strip()
+    ]
+
+
+def _with_credentials(server: str, user: str, password: str, database: str) -> str:
+    """``server`` (postgres://anyone@host:port) as ``user`` with ``password``, on ``database``."""
+    from urllib.parse import quote, urlsplit
+
+    parts = urlsplit(server)
+    host = parts.hostname or "127.0.0.1"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{quote(user)}:{quote(password, safe='')}@{host}{port}/{database}"
+
+
+def database_ensure(server: str, name: str, private: Path) -> tuple[str, str]:
+    """The database and its two roles, made or brought into line with the secrets; the
+    owner's and the application's URLs. Run as the server's superuser (``server``), which
+    nothing else in the stack connects as."""
     import psycopg
     from psycopg import sql
 
+    owner, app = f"{name}_owner", f"{name}_app"
+    passwords = {
+        owner: secret_file(private, "database_owner_password").read_text().strip(),
+        app: secret_file(private, "database_app_password").read_text().strip(),
+    }
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        for role, password in passwords.items():
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
+            verb = "ALTER" if exists else "CREATE"
+            conn.execute(
+                sql.SQL(
+                    "{} ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+                    "NOBYPASSRLS NOINHERIT PASSWORD {}"
+                ).format(sql.SQL(verb), sql.Identifier(role), sql.Literal(password))
+            )
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            say(f"created database {name}")
-    return f"{server}/{name}"
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    sql.Identifier(name), sql.Identifier(owner)
+                )
+            )
+            say(f"created database {name} (owner {owner})")
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                sql.Identifier(name), sql.Identifier(owner)
+            )
+        )
+    with psycopg.connect(f"{server}/{name}", autocommit=True) as conn:
+        # a database an earlier stack made as the superuser: hand its schema to the owner
+        conn.execute(sql.SQL("ALTER SCHEMA public OWNER TO {}").format(sql.Identifier(owner)))
+        for kind, objects in (
+            ("TABLE", "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"),
+            ("SEQUENCE", "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"),
+            ("VIEW", "SELECT viewname FROM pg_views WHERE schemaname = 'public'"),
+        ):
+            for (obj,) in conn.execute(objects).fetchall():
+                conn.execute(
+                    sql.SQL("ALTER {} {} OWNER TO {}").format(
+                        sql.SQL(kind), sql.Identifier(obj), sql.Identifier(owner)
+                    )
+                )
+        functions = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n"
+            " ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
+        ).fetchall()
+        for (signature,) in functions:
+            conn.execute(
+                sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(
+                    sql.SQL(signature), sql.Identifier(owner)
+                )
+            )
+        conn.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(app)))
+        conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(
+                sql.Identifier(name), sql.Identifier(app)
+            )
+        )
+    return (
+        _with_credentials(server, owner, passwords[owner], name),
+        _with_credentials(server, app, passwords[app], name),
+    )
 
 
-def stack_env(args: argparse.Namespace) -> dict[str, str]:
+def app_role_grant(owner_url: str, app_url: str) -> None:
+    """As the owner, after `migrate`: the application role's rights on every table."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(app_url) as conn:
+        app = conn.info.user
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        for statement in app_role_grants(app):
+            conn.execute(sql.SQL(statement))  # type: ignore[arg-type]
+
+
+def owner_only(state: Path) -> None:
+    """Files an earlier run left readable by others (a beat schedule written before the
+    umask, say) made owner-only; directories 0700."""
+    for path in [state, *state.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            os.chmod(path, mode & 0o700)
+
+
+def stack_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
+    """The processes' environment (as the application role) and the owner's database URL."""
     state = Path(args.dir).resolve()
     private = state / "secrets"
     private.mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o700)
     os.chmod(private, 0o700)
+    owner_only(state)
+    owner_url, app_url = database_ensure(args.pg, args.database, private)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "console.settings",
@@ -79,7 +207,8 @@ def stack_env(args: argparse.Namespace) -> dict[str, str]:
         "REPLAY_KEY_ENCRYPTION_KEY_FILE": str(secret_file(private, "key_encryption_key")),
         "REPLAY_PRIVACY_MASTER_KEY_FILE": str(secret_file(private, "privacy_master_key")),
         "REPLAY_PRIVACY_SECRET_FILE": str(secret_file(private, "privacy_secret")),
-        "DATABASE_URL": database_ensure(args.pg, args.database),
+        "REPLAY_MONITORING_TOKEN_FILE": str(secret_file(private, "monitoring_token")),
+        "DATABASE_URL": app_url,
         "DATABASE_CONN_MAX_AGE": "60",
         "CELERY_BROKER_URL": args.redis,
         "REPLAY_VAR_DIR": str(state),
@@ -95,11 +224,12 @@ def stack_env(args: argparse.Namespace) -> dict[str, str]:
         "REPLAY_KEY_ENCRYPTION_KEY",
         "REPLAY_PRIVACY_MASTER_KEY",
         "REPLAY_PRIVACY_SECRET",
+        "REPLAY_MONITORING_TOKEN",
         "DJANGO_ALLOW_ASYNC_UNSAFE",
     ):
         env.pop(name, None)  # the files above are the secrets
     env.pop("REPLAY_TASK_RUNNER", None)  # a broker is set: Celery runs the replays
-    return env
+    return env, owner_url
 
 
 def manage(env: dict[str, str], *argv: str) -> None:
@@ -126,10 +256,19 @@ def start(env: dict[str, str], args: argparse.Namespace) -> dict[str, subprocess
     }
 
 
-def healthy(url: str) -> dict | None:
+def healthy(url: str, token: str) -> dict | None:
+    """/healthz's details, asked with the monitoring token (anyone else gets a status)."""
+    request = urllib.request.Request(  # noqa: S310
+        f"{url}/healthz", headers={"Authorization": f"Bearer {token}"}
+    )
     try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
             return json.load(response)
+    except urllib.error.HTTPError as failing:  # 503: which checks failed
+        try:
+            return json.load(failing)
+        except ValueError:
+            return None
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
@@ -176,9 +315,11 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    env = stack_env(args)
+    os.umask(0o077)  # every file this script and its processes write: owner-only
+    env, owner_url = stack_env(args)
     say(f"state in {env['REPLAY_VAR_DIR']}, database {args.database}, broker {args.redis}")
-    manage(env, "migrate", "--noinput")
+    manage({**env, "DATABASE_URL": owner_url}, "migrate", "--noinput")
+    app_role_grant(owner_url, env["DATABASE_URL"])
     manage(env, "collectstatic", "--noinput", "-v", "0")
     if args.demo:
         credentials = Path(env["REPLAY_VAR_DIR"]) / "secrets" / "demo-users.json"
@@ -191,7 +332,8 @@ def main() -> int:
     try:
         children = start(env, args)
         deadline = time.monotonic() + 120
-        while (health := healthy(url)) is None or health["failed"]:
+        token = Path(env["REPLAY_MONITORING_TOKEN_FILE"]).read_text().strip()
+        while (health := healthy(url, token)) is None or health["failed"]:
             if time.monotonic() > deadline:
                 say(f"not healthy after 120s: {health}")
                 return 1

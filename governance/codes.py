@@ -234,6 +234,7 @@ DSR_STATE: Final = "DSR_STATE"
 DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
 DSR_RELEASE_NOT_APPROVED: Final = "DSR_RELEASE_NOT_APPROVED"
 DSR_PLAN_CHANGED: Final = "DSR_PLAN_CHANGED"
+RUN_NOT_STALE: Final = "RUN_NOT_STALE"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -290,6 +291,10 @@ REFUSALS: Final[dict[str, str]] = {
     DSR_PLAN_CHANGED: (
         "the erasure plan (subjects, traces, fields) changed since its approval was signed: "
         "a new approval is needed"
+    ),
+    RUN_NOT_STALE: (
+        "only a replay still queued, not picked up for longer than REPLAY_STALE_SECONDS, can "
+        "be queued again"
     ),
 }
 

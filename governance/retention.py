@@ -208,7 +208,12 @@ def trace_expire(
     (already expired, protected since the plan). ``snapshot_users``: live traces per snapshot
     id (:func:`_snapshot_users`; kept up to date by the caller across a run);
     ``checked_through``: the events up to this seq were found not to name it (the plan's)."""
-    trace = Trace.objects.select_for_update().select_related("blob").filter(pk=trace_pk).first()
+    trace = (
+        Trace.objects.select_for_update(of=("self",))
+        .select_related("blob")
+        .filter(pk=trace_pk)
+        .first()
+    )
     if trace is None:
         return "no such trace"
     if trace.expired_at is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -34,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from replay.canonical import jcs
 
 ALG: Final = "ed25519"
+_SIGNATURE_HEX: Final = re.compile(r"[0-9a-f]{128}")
 FORCE_CONTINUE_APPROVAL_TYPE: Final = "replay-audit-console/force-continue-approval/v1"
 HALT_CLEAR_APPROVAL_TYPE: Final = "replay-audit-console/halt-clear-approval/v1"
 PRODUCTION_REPLAY_APPROVAL_TYPE: Final = "replay-audit-console/production-replay-approval/v1"
@@ -181,12 +183,18 @@ def sign(private_raw: bytes, message: bytes) -> str:
     return _private(private_raw).sign(message).hex()
 
 
+def is_signature_hex(value: object) -> bool:
+    """Whether ``value`` is a signature as rows and JSON carry it: 128 lower-case hex digits
+    (an upper-case or mixed-case spelling of the same bytes is refused, not normalised)."""
+    return isinstance(value, str) and _SIGNATURE_HEX.fullmatch(value) is not None
+
+
 def verify(public_raw: bytes, message: bytes, signature_hex: str) -> bool:
     """True when ``signature_hex`` is a valid Ed25519 signature of ``message`` by the key.
 
     Never raises for bad input: a malformed key or signature simply does not verify.
     """
-    if not isinstance(signature_hex, str) or len(signature_hex) != 128:
+    if not is_signature_hex(signature_hex):
         return False
     try:
         signature = bytes.fromhex(signature_hex)

@@ -207,10 +207,11 @@ def ledger_verification_abandon_stale(*, now: datetime | None = None) -> LedgerV
 
 
 def _enqueue(verification: LedgerVerification) -> None:
+    """On commit, to the one runner every background job uses (replay/background.py)."""
     from governance.tasks import ledger_verification_run
+    from replay.background import enqueue
 
-    verification_id = verification.id
-    transaction.on_commit(lambda: ledger_verification_run.delay(verification_id))
+    enqueue(ledger_verification_run, verification.id)
 
 
 def ledger_verification_start(*, actor: Any, scope: str) -> tuple[LedgerVerification, bool]:

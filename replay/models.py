@@ -7,6 +7,7 @@ trigger (migration 0002) refuses it too, on SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -153,6 +154,9 @@ class ReplayRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # when someone last queued it again, its first queuing lost (governance.services
+    # .replay_run_requeue): a queued run is stale REPLAY_STALE_SECONDS after the later of the two
+    requeued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -161,6 +165,10 @@ class ReplayRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.mode} replay of {self.trace.trace_id}"
+
+    @property
+    def queued_since(self) -> datetime:
+        return self.requeued_at or self.created_at
 
 
 class VerificationKey(models.Model):

@@ -17,13 +17,15 @@ from console.diffview import render_json, step_diffs
 from console.jsonview import json_tree
 from console.selectors import trace_recorded_outputs
 from console.views.common import partial_or_page, signed_in
+from governance.codes import GovernanceError
 from governance.selectors import (
     force_continue_requests,
     force_continue_standing,
     force_continue_tally,
     production_request_for_run,
 )
-from governance.services import replay_request
+from governance.services import replay_request, replay_run_requeue, replay_run_stale
+from governance.services.replays import replay_stale_seconds
 from replay.diff import PointerError, pointer_get
 from replay.errors import ReplayError
 from replay.formats.protocol import OptionError
@@ -110,7 +112,18 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         "done": run.state in (ReplayRun.State.DONE, ReplayRun.State.FAILED),
         "percent": _percent(run),
         "refusal": _refusal(run),
+        "stale": replay_run_stale(run),
+        "stale_seconds": replay_stale_seconds(),
+        "can_requeue": _may_requeue(request.user, run),
     }
+
+
+def _may_requeue(user: object, run: ReplayRun) -> bool:
+    """Who may queue a stale run again: whoever may start a replay of its mode, or (a
+    production run, started under a council approval) the person it was started for."""
+    if run.mode == roles.MODE_PRODUCTION:
+        return run.requested_by_id is not None and run.requested_by_id == getattr(user, "pk", 0)
+    return run.mode in roles.replay_modes_for(user)  # type: ignore[arg-type]
 
 
 #: checks after which steps have been re-executed (a refusal there is not "before any step")
@@ -147,6 +160,21 @@ def run_detail_view(request: HttpRequest, run_id: str) -> HttpResponse:
     return partial_or_page(
         request, "console/run_report.html", "run-status", _run_context(request, run)
     )
+
+
+@require_POST
+@signed_in
+def run_requeue_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Queue a stale run again (its task was lost); answers with the run page."""
+    run = roles.access_run_by_id(request.user, run_id, roles.BROWSE)
+    if not _may_requeue(request.user, run):
+        raise PermissionDenied(f"your roles do not allow a {run.mode} replay")
+    try:
+        replay_run_requeue(run=run)
+    except GovernanceError as exc:
+        context = {"title": "Not queued again", "message": exc.message, "code": exc.code}
+        return render(request, "console/error_page.html", context, status=409)
+    return HttpResponseRedirect(reverse("run-detail", args=[run.id]), status=303)
 
 
 @require_GET

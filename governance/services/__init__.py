@@ -68,7 +68,13 @@ from governance.services.production import (
     production_replay_payload_for,
     production_replay_request_file,
 )
-from governance.services.replays import replay_request, replay_run_govern
+from governance.services.replays import (
+    RUN_NOT_STALE_MESSAGE,
+    replay_request,
+    replay_run_govern,
+    replay_run_requeue,
+    replay_run_stale,
+)
 from governance.services.user_roles import (
     INSTALL_ACTOR,
     role_grant_approval_record,
@@ -139,6 +145,7 @@ __all__ = [
     "REQUEST_NOT_DIVERGED_MESSAGE",
     "REQUEST_PENDING_MESSAGE",
     "REQUEST_REASON_MESSAGE",
+    "RUN_NOT_STALE_MESSAGE",
     "SERVER_KEY_CURRENT_MESSAGE",
     "_compare",
     "_document",
@@ -168,6 +175,8 @@ __all__ = [
     "production_replay_request_file",
     "replay_request",
     "replay_run_govern",
+    "replay_run_requeue",
+    "replay_run_stale",
     "role_grant_approval_record",
     "role_grant_payload_for",
     "roles_install",

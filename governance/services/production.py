@@ -137,7 +137,7 @@ def production_replay_approval_record(
     """
     ledger.lock()
     request = (
-        ProductionReplayRequest.objects.select_for_update()
+        ProductionReplayRequest.objects.select_for_update(of=("self",))
         .select_related("trace__blob", "requested_by")
         .get(id=request.id)
     )

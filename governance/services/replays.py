@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from governance import codes, ledger, selectors, signing
 from governance import roles as matrix
@@ -104,6 +106,53 @@ def replay_request(
     )
     if enqueue:
         _enqueue(run)
+    return run
+
+
+RUN_NOT_STALE_MESSAGE = (
+    "run {run} is {state}, queued since {since}: only a run queued without being picked up for "
+    "more than {limit} s can be queued again"
+)
+
+
+def replay_stale_seconds() -> int:
+    from django.conf import settings
+
+    return max(1, int(getattr(settings, "REPLAY_STALE_SECONDS", 900)))
+
+
+def replay_run_stale(run: ReplayRun, *, now: datetime | None = None) -> bool:
+    """A run still queued, not picked up for longer than ``REPLAY_STALE_SECONDS`` since it
+    was (last) queued: its task was lost (the process that held it stopped, the broker was
+    down) and it may be queued again."""
+    now = now or timezone.now()
+    return run.state == ReplayRun.State.QUEUED and now - run.queued_since > timedelta(
+        seconds=replay_stale_seconds()
+    )
+
+
+@transaction.atomic(durable=True)
+def replay_run_requeue(*, run: ReplayRun, now: datetime | None = None) -> ReplayRun:
+    """Hand a stale queued run to the runner again (the view checks who may). Only if it is
+    still the same stale run (a compare-and-set on its state and queuing time), so two people
+    pressing at once queue it once; the task is idempotent besides. Not stale: RUN_NOT_STALE.
+    """
+    now = now or timezone.now()
+    if not replay_run_stale(run, now=now) or not ReplayRun.objects.filter(
+        pk=run.pk, state=ReplayRun.State.QUEUED, requeued_at=run.requeued_at
+    ).update(requeued_at=now):
+        run.refresh_from_db()
+        raise codes.GovernanceError(
+            codes.RUN_NOT_STALE,
+            RUN_NOT_STALE_MESSAGE.format(
+                run=run.id,
+                state=run.state,
+                since=signing.format_time(run.queued_since),
+                limit=replay_stale_seconds(),
+            ),
+        )
+    _enqueue(run)
+    run.refresh_from_db()
     return run
 
 

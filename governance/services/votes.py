@@ -33,6 +33,8 @@ APPROVAL_ROLE_BEFORE_MESSAGE = (
     "{subject} was filed (seq {seq})"
 )
 APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signature}}: {problem}"
+#: the contract's spelling of a signature (governance/signing.py): no other is normalised
+SIGNATURE_NOT_HEX = "signature is not 128 lower-case hex digits"
 REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"
 
@@ -72,6 +74,8 @@ def _document(document: Any) -> tuple[dict[str, Any], str, str]:
         raise _malformed("key_id is not a string")
     if not isinstance(signature, str):
         raise _malformed("signature is not a string")
+    if not signing.is_signature_hex(signature):
+        raise _malformed(SIGNATURE_NOT_HEX)
     if document.get("alg", signing.ALG) != signing.ALG:
         raise _malformed(f"alg must be {signing.ALG}")
     try:

@@ -2,7 +2,10 @@
 with DEBUG off, static files from WhiteNoise, replays on a Celery worker over Redis,
 PostgreSQL. `.ci/run` starts the stack and runs this with REPLAY_BROWSER_BASE_URL (its URL)
 and REPLAY_STACK_DIR (its state: the secret the demo passwords derive from, the demo upload
-files). Nothing here touches the database: the browser and HTTP are the only way in.
+files, the monitoring token) and REPLAY_STACK_DATABASE (its database). The journeys touch
+the database only through the browser and HTTP; the least-privilege checks connect with the
+application role's credentials the stack made, as its processes do, and try what an
+attacker with them would.
 
 The demo users sign in with the credentials the stack wrote (`manage.py demo --credentials`,
 REPLAY_STACK_DIR/secrets/demo-users.json, owner-only), the council and admins with the
@@ -28,6 +31,8 @@ from tests.browser.test_journeys import DROP, EXPECTED, uploads_settled
 
 BASE_URL = os.environ.get("REPLAY_BROWSER_BASE_URL", "").rstrip("/")
 STACK_DIR = Path(os.environ.get("REPLAY_STACK_DIR", "var/prod"))
+STACK_DATABASE = os.environ.get("REPLAY_STACK_DATABASE", "replay_prod")
+STACK_PG = os.environ.get("REPLAY_STACK_PG_HOST", "127.0.0.1:5432")
 NO_STACK = "no production stack: set REPLAY_BROWSER_BASE_URL (and REPLAY_STACK_DIR); see .ci/run"
 
 
@@ -94,8 +99,18 @@ def stack_page(chromium, stack):
         context.close()
 
 
+def monitoring_token() -> str:
+    return (STACK_DIR / "secrets" / "monitoring_token").read_text().strip()
+
+
 def test_the_stack_is_healthy_on_postgresql_with_a_celery_broker(stack):
     with urllib.request.urlopen(f"{stack}/healthz", timeout=10) as response:  # noqa: S310
+        assert response.status == 200
+        assert response.read() == b'{"status": "ok"}'  # anyone: the status alone
+    monitor = urllib.request.Request(  # noqa: S310
+        f"{stack}/healthz", headers={"Authorization": f"Bearer {monitoring_token()}"}
+    )
+    with urllib.request.urlopen(monitor, timeout=10) as response:  # noqa: S310
         assert response.status == 200
         assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Request-ID"])
         body = json.load(response)
@@ -104,6 +119,79 @@ def test_the_stack_is_healthy_on_postgresql_with_a_celery_broker(stack):
     assert checks["database"]["vendor"] == "postgresql"
     assert (checks["broker"]["runner"], checks["broker"]["broker"]) == ("celery", "redis")
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", checks["ledger"]["hash"])
+
+
+def test_every_file_the_stack_wrote_is_owner_only(stack):
+    written = [STACK_DIR, *STACK_DIR.rglob("*")]
+    assert any(p.name.startswith("celerybeat-schedule") for p in written)  # beat ran
+    assert (STACK_DIR / "staticfiles").is_dir()  # collectstatic ran
+    loose = {str(p): oct(p.stat().st_mode & 0o777) for p in written if p.stat().st_mode & 0o077}
+    assert loose == {}
+
+
+@pytest.fixture
+def as_the_app(stack):
+    """A connection with the credentials the stack's processes use (the application role)."""
+    import psycopg
+
+    role = f"{STACK_DATABASE}_app"
+    password = (STACK_DIR / "secrets" / "database_app_password").read_text().strip()
+    host, port = STACK_PG.split(":")
+    with psycopg.connect(
+        host=host, port=port, dbname=STACK_DATABASE, user=role, password=password
+    ) as conn:
+        yield conn
+
+
+def test_the_stack_processes_connect_as_the_application_role(stack, as_the_app):
+    urllib.request.urlopen(f"{stack}/healthz", timeout=10).close()  # noqa: S310
+    users = as_the_app.execute(
+        "SELECT DISTINCT usename FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchall()
+    assert users == [(f"{STACK_DATABASE}_app",)]
+    super_, create_role = as_the_app.execute(
+        "SELECT rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user"
+    ).fetchone()
+    assert (super_, create_role) == (False, False)
+
+
+@pytest.mark.parametrize(
+    ("statement", "refusal"),
+    [
+        (
+            "SET session_replication_role = replica",
+            'permission denied to set parameter "session_replication_role"',
+        ),
+        (
+            "SET LOCAL session_replication_role = replica",
+            'permission denied to set parameter "session_replication_role"',
+        ),
+        (
+            "DROP TRIGGER governance_governanceevent_no_rewrite ON governance_governanceevent",
+            "must be owner of relation governance_governanceevent",
+        ),
+        (
+            "ALTER TABLE governance_governanceevent DISABLE TRIGGER ALL",
+            "must be owner of table governance_governanceevent",
+        ),
+        (
+            "UPDATE governance_governanceevent SET actor_label = 'x' WHERE seq = 1",
+            "permission denied for table governance_governanceevent",
+        ),
+        (
+            "DELETE FROM governance_governanceevent WHERE seq = 1",
+            "permission denied for table governance_governanceevent",
+        ),
+    ],
+)
+def test_the_application_role_cannot_switch_the_guards_off(as_the_app, statement, refusal):
+    import psycopg
+
+    with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+        as_the_app.execute(statement)
+    as_the_app.rollback()
+    assert str(refused.value).splitlines()[0] == refusal
 
 
 def test_the_auditor_uploads_and_replays_on_the_stack(stack_page, shots):

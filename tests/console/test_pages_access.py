@@ -234,6 +234,7 @@ def test_the_matrix_above_covers_every_page_route():
         "incident-declare",  # tests/console/test_incidents.py
         "checkpoint-check",
         "ledger-verify",  # tests/console/test_governance_pages.py
+        "run-requeue",  # tests/console/test_background.py
         "key-register",
         "key-confirm",
         "key-revoke",

@@ -57,10 +57,21 @@ def python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 # --- /healthz -----------------------------------------------------------------------------------
 
 
-def test_healthz_answers_ok_with_the_ledger_head(client, replayed):
+MONITORING_TOKEN = "a test monitoring token, not a secret"
+
+
+@pytest.fixture
+def monitor(client, settings):
+    """A monitor holding the configured token."""
+    settings.REPLAY_MONITORING_TOKEN = MONITORING_TOKEN
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {MONITORING_TOKEN}"
+    return client
+
+
+def test_healthz_answers_ok_with_the_ledger_head(monitor, replayed):
     replayed("ok", by="alice")
     head = GovernanceEvent.objects.order_by("-seq").first()
-    response = client.get("/healthz")
+    response = monitor.get("/healthz")
     assert response.status_code == 200
     assert response["Cache-Control"] == "max-age=0, no-cache, no-store, must-revalidate, private"
     body = json.loads(response.content)
@@ -73,7 +84,49 @@ def test_healthz_answers_ok_with_the_ledger_head(client, replayed):
     assert checks["blobs"]["backend"] == "FileSystemStorage"
 
 
-def test_healthz_answers_503_naming_the_blob_store_it_cannot_write(client, settings, tmp_path):
+def test_healthz_tells_an_anonymous_caller_the_status_only(client, settings, replayed):
+    settings.REPLAY_MONITORING_TOKEN = MONITORING_TOKEN
+    replayed("ok", by="alice")
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "max-age=0, no-cache, no-store, must-revalidate, private"
+    assert response.content == b'{"status": "ok"}'
+    for wrong in (f"Bearer {MONITORING_TOKEN}x", f"Token {MONITORING_TOKEN}", "Bearer ", ""):
+        refused = client.get("/healthz", HTTP_AUTHORIZATION=wrong)
+        assert refused.content == b'{"status": "ok"}', wrong
+
+
+def test_healthz_gives_no_details_to_any_token_when_none_is_configured(client, settings):
+    settings.REPLAY_MONITORING_TOKEN = ""
+    assert client.get("/healthz", HTTP_AUTHORIZATION="Bearer ").content == b'{"status": "ok"}'
+
+
+def test_healthz_gives_the_details_to_a_signed_in_admin_only(client):
+    from console.roles import ADMIN, ROLES
+    from tests.console.personas import BY_ROLE
+
+    for role in ROLES:
+        signed_in = sign_in(client, persona(BY_ROLE[role]))
+        body = json.loads(signed_in.get("/healthz").content)
+        if role == ADMIN:
+            assert list(body) == ["status", "failed", "checks"], role
+            assert list(body["checks"]) == ["database", "broker", "blobs", "ledger"]
+        else:
+            assert body == {"status": "ok"}, role
+        client.logout()
+    # an admin whose second factor is not verified is sent to enter it first
+    unverified = sign_in(client, persona("adam"), verified=False).get("/healthz")
+    assert (unverified.status_code, unverified.content) == (302, b"")
+
+
+def test_healthz_tells_an_anonymous_caller_it_is_failing_and_nothing_else(client, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.content == b'{"status": "failing"}'
+
+
+def test_healthz_answers_503_naming_the_blob_store_it_cannot_write(monitor, settings, tmp_path):
     not_a_directory = tmp_path / "a-file"
     not_a_directory.write_text("")
     settings.STORAGES = {
@@ -83,7 +136,7 @@ def test_healthz_answers_503_naming_the_blob_store_it_cannot_write(client, setti
             "OPTIONS": {"location": str(not_a_directory / "blobs")},
         },
     }
-    response = client.get("/healthz")
+    response = monitor.get("/healthz")
     assert response.status_code == 503
     body = json.loads(response.content)
     assert (body["status"], body["failed"]) == ("failing", ["blobs"])
@@ -95,19 +148,19 @@ def test_healthz_answers_503_naming_the_blob_store_it_cannot_write(client, setti
     assert body["checks"]["ledger"]["ok"] is True
 
 
-def test_healthz_answers_503_naming_the_broker_it_cannot_reach(client, settings):
+def test_healthz_answers_503_naming_the_broker_it_cannot_reach(monitor, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-    response = client.get("/healthz")
+    response = monitor.get("/healthz")
     assert response.status_code == 503
     body = json.loads(response.content)
     assert body["failed"] == ["broker"]
     assert body["checks"]["broker"]["ok"] is False
 
 
-def test_healthz_reports_the_embedded_runner_without_a_broker(client, settings):
+def test_healthz_reports_the_embedded_runner_without_a_broker(monitor, settings):
     settings.CELERY_BROKER_URL = ""
     settings.REPLAY_TASK_RUNNER = "thread"
-    broker = json.loads(client.get("/healthz").content)["checks"]["broker"]
+    broker = json.loads(monitor.get("/healthz").content)["checks"]["broker"]
     assert (broker["ok"], broker["runner"], broker["broker"]) == (True, "thread", "none configured")
 
 
@@ -160,6 +213,44 @@ def test_production_logs_are_one_json_object_a_line_with_the_request_id(tmp_path
     ]
     assert lines[0]["status"] == 200
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", lines[0]["time"])
+
+
+def test_the_access_log_masks_every_query_value_but_paging_and_filters(client, caplog):
+    sign_in(client, persona("alice"))
+    with caplog.at_level(logging.INFO, logger="console.access"):
+        client.get(
+            "/traces/?verdict=diverged&q=Alice+Smith&token=s3cret&page=2&reason=because+I+said"
+            "&verdict=ok&empty="
+        )
+    [record] = [r for r in caplog.records if r.name == "console.access"]
+    assert record.path == "/traces/"
+    assert record.query == "verdict=diverged&q=*&token=*&page=2&reason=*&verdict=ok&empty=*"
+    assert record.getMessage() == "GET /traces/ 200"
+
+
+def test_production_logs_keep_no_query_value_outside_the_allow_list(tmp_path):
+    """Both records a refused request makes in production (the access record and Django's
+    own 405, whose `request` field printed the full path) mask the query's values."""
+    code = (
+        "from django.test import Client; "
+        "Client().post('/healthz?reason=Alice+Smith&api_key=s3cret&cursor=abc&seq=7', "
+        "HTTP_HOST='example.com', secure=True)"
+    )
+    done = python(code, production_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "Alice" not in done.stderr
+    assert "s3cret" not in done.stderr
+    lines = {x["logger"]: x for x in map(json.loads, done.stderr.splitlines())}
+    assert lines["django.request"]["message"] == "Method Not Allowed (POST): /healthz"
+    assert lines["django.request"]["request"] == (
+        "<WSGIRequest: POST '/healthz?reason=*&api_key=*&cursor=abc&seq=7'>"
+    )
+    access = lines["console.access"]
+    assert (access["path"], access["query"], access["status"]) == (
+        "/healthz",
+        "reason=*&api_key=*&cursor=abc&seq=7",
+        405,
+    )
 
 
 def test_it_refuses_an_unknown_log_format(tmp_path):

@@ -81,3 +81,54 @@ def test_the_app_role_appends_but_cannot_rewrite(app_role):
             app_role,
             "DROP TRIGGER governance_governanceevent_no_rewrite ON governance_governanceevent",
         )
+
+
+@pytest.mark.parametrize(
+    ("statement", "refusal"),
+    [
+        (
+            "SET session_replication_role = replica",
+            'permission denied to set parameter "session_replication_role"',
+        ),
+        (
+            "SET LOCAL session_replication_role = replica",
+            'permission denied to set parameter "session_replication_role"',
+        ),
+        (
+            "ALTER TABLE governance_governanceevent DISABLE TRIGGER ALL",
+            "must be owner of table governance_governanceevent",
+        ),
+        (
+            "ALTER TABLE governance_governanceevent"
+            " DISABLE TRIGGER governance_governanceevent_no_rewrite",
+            "must be owner of table governance_governanceevent",
+        ),
+        (
+            "DROP TRIGGER governance_governanceevent_no_truncate ON governance_governanceevent",
+            "must be owner of relation governance_governanceevent",
+        ),
+        (
+            "UPDATE governance_governanceevent SET payload = '{}'",
+            "permission denied for table governance_governanceevent",
+        ),
+    ],
+)
+def test_the_app_role_cannot_switch_the_append_only_guards_off(app_role, statement, refusal):
+    """`SET LOCAL session_replication_role = replica` would silence every trigger for the
+    transaction: a superuser's right, which the application's credentials do not have."""
+    services.event_append(event_type=codes.PII_REVEALED, payload={"trace_id": "t"})
+    with pytest.raises(DatabaseError) as refused:
+        _as(app_role, statement)
+    assert str(refused.value).splitlines()[0] == refusal
+
+
+def test_the_app_role_marks_a_blob_expired_once_and_nothing_else(app_role):
+    """Retention runs as the application: it may set replay_blob.expired_at (the one column
+    granted), once (the trigger), and lock a trace joined to its blob without locking the blob."""
+    blob = Blob.objects.create(sha256="d" * 64, size=1, storage_name="dd/d")
+    _as(app_role, "UPDATE replay_blob SET expired_at = now() WHERE id = %s", [blob.id])
+    with pytest.raises(DatabaseError, match="append-only"):
+        _as(app_role, "UPDATE replay_blob SET expired_at = now() WHERE id = %s", [blob.id])
+    with pytest.raises(DatabaseError) as refused:
+        _as(app_role, "UPDATE replay_blob SET storage_name = 'x' WHERE id = %s", [blob.id])
+    assert str(refused.value).splitlines()[0] == "permission denied for table replay_blob"

@@ -11,6 +11,7 @@ from django.utils import timezone
 from governance import codes, ledger, selectors, services, signing
 from governance.models import Approval, ForceContinueRequest, GovernanceEvent
 from replay import errors
+from replay.canonical import jcs
 from replay.models import ReplayRun
 from tests.governance.factories import (
     DIVERGENCES,
@@ -374,6 +375,22 @@ class TestRefusals:
             "a signed approval is {payload, key_id, alg, signature}: "
             "decision or role is not recognised"
         )
+
+    @pytest.mark.parametrize("spelling", [str.upper, lambda hex_: hex_[:127].upper() + hex_[127]])
+    def test_it_refuses_a_signature_not_in_lower_case_hex(self, signers, request_, spelling):
+        """The same bytes in upper (or mixed) case are not the contract's spelling: refused,
+        not normalised, nothing stored (the signature would otherwise verify)."""
+        dave = signers["dave"]
+        document = approve(dave, request_, role="council")
+        document["signature"] = spelling(document["signature"])
+        public, signed = bytes.fromhex(dave.key.public_key), jcs(document["payload"])
+        assert signing.verify(public, signed, document["signature"].lower())
+        message = _refused(request_, dave, document, codes.APPROVAL_MALFORMED)
+        assert message == (
+            "a signed approval is {payload, key_id, alg, signature}: "
+            "signature is not 128 lower-case hex digits"
+        )
+        assert not signing.verify(public, signed, document["signature"])
 
     def test_it_refuses_a_document_that_is_not_a_signed_approval(self, signers, request_):
         dave = signers["dave"]
