@@ -85,3 +85,23 @@ def test_every_manage_py_command_the_readme_names_exists():
 def test_the_readme_stays_a_front_door():
     assert len(README.splitlines()) <= 160
     assert "ARCHITECTURE.md" not in README
+
+
+URL = re.compile(r"`(?:GET |POST )?(/[a-z][^`\s?]*)")
+
+
+@pytest.mark.parametrize(
+    "doc", [ROOT / "README.md", ROOT / "docs" / "user-guide.md"], ids=lambda p: p.name
+)
+def test_every_console_address_the_guide_names_is_served(doc):
+    from django.urls import Resolver404, resolve
+
+    addresses = sorted(set(URL.findall(doc.read_text(encoding="utf-8"))))
+    assert addresses
+    unserved = []
+    for address in addresses:
+        try:
+            resolve(address)
+        except Resolver404:
+            unserved.append(address)
+    assert unserved == []
