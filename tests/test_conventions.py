@@ -21,7 +21,7 @@ from replay import report
 from replay.errors import ERROR_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = ("replay", "governance", "console", "privacy")
+PROJECT_PACKAGES = ("replay", "governance", "console", "privacy", "dsr", "tlog", "witness")
 FRAMEWORKS = (
     "django",
     "rest_framework",
@@ -59,6 +59,7 @@ PURE_CORE = [
     "dsr/bundle_cli.py",
     "dsr/pdf.py",
     "replay/retention.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tlog").rglob("*.py")),
 ]
 
 
