@@ -27,7 +27,7 @@ from typing import Any, Final
 from django.db import connection
 from django.utils import timezone
 
-from governance import chain, codes, keystore, reconcile, signing
+from governance import chain, codes, keystore, reconcile, signing, transparency
 from governance.models import (
     Approval,
     ForceContinueRequest,
@@ -188,7 +188,8 @@ def insert(
 ) -> GovernanceEvent:
     """Hash, sign and insert the event after ``prev`` (a Head or an event, None for the first).
 
-    Call only with the lock held. One plain INSERT: this is the hot path of every append.
+    Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
+    completes (``governance.transparency``): this is the hot path of every append.
     """
     if event_type not in codes.BY_NAME:
         raise codes.GovernanceError(
@@ -225,6 +226,8 @@ def insert(
     ]
     with connection.cursor() as cur:
         cur.execute(_INSERT_SQL, params)
+    # the Merkle tree grows with the chain, in the same transaction, under the same lock
+    transparency.record_append(prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest)
     event = GovernanceEvent(**values)
     event._state.adding = False
     event._state.db = connection.alias

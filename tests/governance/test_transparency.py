@@ -1,0 +1,199 @@
+"""The ledger as a transparency log: the Merkle tree grown with every append, backfilled for
+events written around it, C2SP checkpoints signed by the server key, and inclusion and
+consistency proofs checked with the pure tlog package only."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+
+import pytest
+from django.apps import apps
+from django.db import transaction
+
+from governance import codes, ledger, services, transparency
+from governance.models import GovernanceEvent, MerkleNode, TreeCheckpoint
+from tlog import checkpoint as checkpoints
+from tlog import merkle
+from tlog import note as notes
+
+pytestmark = pytest.mark.django_db
+
+
+def append(n: int) -> None:
+    for i in range(n):
+        services.event_append(event_type=codes.SECURITY_INCIDENT, payload={"n": i})
+
+
+def expected_tree() -> merkle.MemoryTree:
+    """The tree as the docs define it, built in memory from the stored events."""
+    hashes = GovernanceEvent.objects.order_by("seq").values_list("hash", flat=True)
+    return merkle.MemoryTree([h.encode("ascii") for h in hashes])
+
+
+def stored_nodes() -> dict[tuple[int, int], bytes]:
+    return {
+        (lv, ix): bytes(h) for lv, ix, h in MerkleNode.objects.values_list("level", "index", "hash")
+    }
+
+
+def memory_nodes(tree: merkle.MemoryTree) -> dict[tuple[int, int], bytes]:
+    return {(lv, ix): h for lv, level in enumerate(tree.levels) for ix, h in enumerate(level)}
+
+
+def test_it_grows_the_tree_with_every_append():
+    append(13)  # 14 events: the server key's KEY_ADDED first
+
+    tree = expected_tree()
+    assert transparency.tree_size() == tree.size == 14
+    assert stored_nodes() == memory_nodes(tree)
+    for size in range(15):
+        assert transparency.root(size) == tree.root(size)
+
+
+def test_it_proves_every_event_and_every_pair_of_sizes_offline():
+    append(11)
+    tree = expected_tree()
+    size = tree.size
+
+    for seq in range(1, size + 1):
+        for at in (seq, size):
+            proof = transparency.inclusion(seq, at)
+            leaf = merkle.leaf_hash(proof.leaf.encode("ascii"))
+            assert proof.leaf == GovernanceEvent.objects.get(seq=seq).hash
+            assert proof.leaf_hash == leaf
+            assert proof.root_hash == tree.root(at)
+            assert merkle.verify_inclusion(seq - 1, at, leaf, proof.proof, tree.root(at))
+    for new in range(size + 1):
+        for old in range(new + 1):
+            proof = transparency.consistency(old, new)
+            assert proof.proof == tree.consistency_proof(old, new)
+            assert merkle.verify_consistency(old, new, proof.old_root, proof.new_root, proof.proof)
+
+
+def test_it_refuses_proofs_the_tree_cannot_give():
+    append(2)
+    with pytest.raises(
+        transparency.ProofError,
+        match=r"^no inclusion proof for event 4 in a tree of size 4 \(of 3\)$",
+    ):
+        transparency.inclusion(4, 4)
+    with pytest.raises(
+        transparency.ProofError,
+        match=r"^no inclusion proof for event 3 in a tree of size 2 \(of 3\)$",
+    ):
+        transparency.inclusion(3, 2)
+    with pytest.raises(
+        transparency.ProofError, match=r"^no consistency proof from size 3 to size 2 \(of 3\)$"
+    ):
+        transparency.consistency(3, 2)
+
+
+def test_it_keeps_the_tree_right_after_a_rolled_back_append():
+    append(3)
+
+    def append_then_fail() -> None:
+        with transaction.atomic():
+            ledger.append(event_type=codes.SECURITY_INCIDENT, payload={"n": "rolled back"})
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        append_then_fail()
+    assert transparency.tree_size() == 4
+    append(3)
+
+    assert stored_nodes() == memory_nodes(expected_tree())
+
+
+def test_it_backfills_events_written_around_the_tree(monkeypatch):
+    # events written in bulk (as the scale bench does) leave no nodes: sync and the
+    # migration's backfill both build exactly the tree the docs define
+    monkeypatch.setattr(transparency, "record_append", lambda **_: None)
+    append(9)
+    assert MerkleNode.objects.count() == 0
+
+    migration = importlib.import_module("governance.migrations.0008_merkle_nodes")
+    with transaction.atomic():
+        sid = transaction.savepoint()
+        migration.backfill(apps, None)
+        assert stored_nodes() == memory_nodes(expected_tree())
+        transaction.savepoint_rollback(sid)
+    assert MerkleNode.objects.count() == 0
+
+    assert transparency.sync() == 10
+    assert stored_nodes() == memory_nodes(expected_tree())
+    monkeypatch.undo()
+    append(1)  # the next append goes on from there
+    assert stored_nodes() == memory_nodes(expected_tree())
+
+
+def test_an_append_catches_up_a_tree_left_behind(monkeypatch):
+    monkeypatch.setattr(transparency, "record_append", lambda **_: None)
+    append(5)
+    monkeypatch.undo()
+    transparency._edge.clear()
+
+    append(1)
+
+    assert stored_nodes() == memory_nodes(expected_tree())
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+def test_it_signs_a_c2sp_checkpoint_that_verifies_with_the_published_vkey(settings):
+    settings.GOVERNANCE_TLOG_ORIGIN = "console.example.org/ledger"
+    append(4)
+
+    cp = transparency.checkpoint()
+
+    vkeys = transparency.verifier_keys()
+    assert len(vkeys) == 1
+    verifier = notes.parse_verifier(vkeys[0])
+    assert verifier.name == "console.example.org/ledger"
+    assert verifier.public_key == bytes.fromhex(ledger.server_key_current().public_key)
+    parsed, note = checkpoints.open_checkpoint(
+        cp.note.encode(), [verifier], origin="console.example.org/ledger"
+    )
+    assert parsed == checkpoints.Checkpoint("console.example.org/ledger", 5, expected_tree().root())
+    assert cp.note.startswith(
+        f"console.example.org/ledger\n5\n{base64.b64encode(expected_tree().root()).decode()}\n\n— "
+        "console.example.org/ledger "
+    )
+    assert [s.key_id for s in note.sigs] == [verifier.key_id]
+    # the same size again: the stored one
+    assert transparency.checkpoint().pk == cp.pk
+    assert transparency.open_checkpoint(cp.note).size == 5
+    # a past size, signed now
+    past = transparency.checkpoint(2)
+    assert transparency.open_checkpoint(past.note) == checkpoints.Checkpoint(
+        "console.example.org/ledger", 2, expected_tree().root(2)
+    )
+    assert TreeCheckpoint.objects.count() == 2
+
+
+def test_a_checkpoint_under_another_name_or_key_is_refused(settings):
+    append(1)
+    cp = transparency.checkpoint()
+    settings.GOVERNANCE_TLOG_ORIGIN = "another.example/ledger"
+
+    with pytest.raises(notes.UnverifiedNote):
+        transparency.open_checkpoint(cp.note)
+
+
+def test_checkpoints_verify_across_a_server_key_rotation():
+    append(2)
+    before = transparency.checkpoint()
+
+    services.signing_key_rotate()
+    append(2)
+    after = transparency.checkpoint()
+
+    assert before.key_id != after.key_id
+    assert len(transparency.verifier_keys()) == 2
+    assert transparency.open_checkpoint(before.note).size == before.size
+    assert transparency.open_checkpoint(after.note).size == after.size
+    proof = transparency.consistency(before.size, after.size)
+    assert merkle.verify_consistency(
+        before.size, after.size, bytes(before.root_hash), bytes(after.root_hash), proof.proof
+    )
