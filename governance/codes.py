@@ -232,6 +232,7 @@ DSR_SELF_APPROVAL: Final = "DSR_SELF_APPROVAL"
 DSR_ALREADY_APPROVED: Final = "DSR_ALREADY_APPROVED"
 DSR_STATE: Final = "DSR_STATE"
 DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
+PROOF_RANGE: Final = "PROOF_RANGE"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -281,6 +282,10 @@ REFUSALS: Final[dict[str, str]] = {
     DSR_ALREADY_APPROVED: "this person already approved it, or the approval is already complete",
     DSR_STATE: "the legal request cannot make this transition from its current state",
     DSR_REPLAY_MODE: "a data subject request replays traces in audit mode only",
+    PROOF_RANGE: (
+        "a Merkle proof or checkpoint asked for an event or a tree size the ledger's tree does "
+        "not have (the message names the sizes)"
+    ),
 }
 
 # --- ledger verification: why a seq is broken (governance.chain) -------------------------------

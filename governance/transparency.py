@@ -30,10 +30,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from governance import codes
 from governance.models import GovernanceEvent, MerkleNode, SigningKey, TreeCheckpoint
 from tlog import checkpoint as checkpoints
 from tlog import merkle
 from tlog import note as notes
+from tlog import proof as proof_docs
 
 DEFAULT_ORIGIN: Final = "replay-audit-console.localhost/ledger"
 _INSERT_SQL: Final = 'INSERT INTO governance_merklenode ("level", "index", "hash") VALUES '
@@ -42,8 +44,17 @@ _INSERT_SQL: Final = 'INSERT INTO governance_merklenode ("level", "index", "hash
 _edge: dict[tuple[int, str], dict[int, tuple[int, bytes]]] = {}
 
 
-class ProofError(ValueError):
-    """A proof asked for sizes or a seq the tree does not have."""
+TREE_DISAGREES_MESSAGE = (
+    "event {seq} is not leaf {index} of the Merkle tree: the ledger was rewritten or rolled "
+    "back under its tree"
+)
+
+
+class ProofError(codes.GovernanceError):
+    """A proof asked for sizes or a seq the tree does not have (``PROOF_RANGE``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(codes.PROOF_RANGE, message)
 
 
 def origin() -> str:
@@ -111,7 +122,7 @@ def _insert(new: Sequence[tuple[int, int, bytes]]) -> None:
 
 def _edge_from_db(size: int) -> dict[int, tuple[int, bytes]]:
     """The right edge of the stored tree of ``size`` leaves: the nodes an append reads."""
-    keys = merkle.append_nodes_needed(size)
+    keys = merkle.right_edge(size)
     found = nodes(keys)
     return {
         level: (index, found[(level, index)]) for level, index in keys if (level, index) in found
@@ -138,9 +149,25 @@ def record_append(*, prev_seq: int, prev_hash: str, seq: int, event_hash: str) -
     with the ledger lock held, in the append's transaction."""
     edge = _edge.pop((prev_seq, prev_hash), None)
     if edge is None:
-        if tree_size() != prev_seq:
-            sync(upto_seq=prev_seq)
+        size = tree_size()
+        if size > prev_seq:
+            # the tree is longer than the chain: events were removed under it (a restored
+            # backup, guards dropped). The append goes on; the tree, append-only, keeps the
+            # longer history, and every proof or checkpoint now refuses (LEDGER_BROKEN).
+            _edge.clear()
+            return
+        if size < prev_seq:
+            try:
+                sync(upto_seq=prev_seq)
+            except codes.GovernanceError:
+                _edge.clear()
+                return  # the tree disagrees with the chain before the gap (see sync)
         edge = _edge_from_db(prev_seq)
+        if prev_seq and edge.get(0) != (prev_seq - 1, merkle.leaf_hash(leaf_of(prev_hash))):
+            # the tree's last leaf is not the chain's head: the same, the history was
+            # replaced under the tree; it is not extended with the replacement
+            _edge.clear()
+            return
     _insert(_append(seq - 1, merkle.leaf_hash(leaf_of(event_hash)), edge))
     _edge.clear()
     _edge[(seq, event_hash)] = edge
@@ -149,8 +176,10 @@ def record_append(*, prev_seq: int, prev_hash: str, seq: int, event_hash: str) -
 def sync(*, upto_seq: int | None = None, batch: int = 5000) -> int:
     """Add to the tree every event it does not have yet (through ``upto_seq``), in seq order.
     Returns how many leaves were added. Call inside a transaction that holds the ledger lock
-    (or where nothing else appends, as in a migration)."""
+    (or where nothing else appends, as in a migration). Refused (``LEDGER_BROKEN``) when the
+    tree's last leaf is not the chain's event at that seq."""
     size = tree_size()
+    _check_agrees(size)  # never extend a tree whose history is not the chain's
     edge = _edge_from_db(size)
     events = GovernanceEvent.objects.filter(seq__gt=size)
     if upto_seq is not None:
@@ -234,6 +263,10 @@ def inclusion(seq: int, size: int) -> InclusionProof:
     get = _getter(found)
     event_hash = GovernanceEvent.objects.filter(seq=seq).values_list("hash", flat=True).get()
     leaf_hash = get(0, index)
+    if leaf_hash != merkle.leaf_hash(leaf_of(event_hash)):
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN, TREE_DISAGREES_MESSAGE.format(seq=seq, index=index)
+        )
     return InclusionProof(
         seq,
         size,
@@ -287,6 +320,19 @@ def verifier_keys() -> list[str]:
     return [verifier_key(k) for k in keys]
 
 
+def _check_agrees(size: int) -> None:
+    """The tree's leaf ``size - 1`` is event ``size``'s: the chain (each hash commits to all
+    before it) and the tree then hold the same history up to ``size``."""
+    if size == 0:
+        return
+    leaf = nodes([(0, size - 1)]).get((0, size - 1))
+    event_hash = GovernanceEvent.objects.filter(seq=size).values_list("hash", flat=True).first()
+    if leaf is None or event_hash is None or leaf != merkle.leaf_hash(leaf_of(event_hash)):
+        raise codes.GovernanceError(
+            codes.LEDGER_BROKEN, TREE_DISAGREES_MESSAGE.format(seq=size, index=size - 1)
+        )
+
+
 def checkpoint(size: int | None = None) -> TreeCheckpoint:
     """The signed checkpoint at ``size`` (the tree's whole size when None): the one stored, or
     a new one signed now by the server key in use and stored."""
@@ -298,6 +344,7 @@ def checkpoint(size: int | None = None) -> TreeCheckpoint:
             if head is not None and tree_size() != head.seq:
                 sync(upto_seq=head.seq)
             size = tree_size()
+        _check_agrees(size)
         root_hash = root(size)
         found = TreeCheckpoint.objects.filter(size=size).order_by("-id").first()
         if found is not None and bytes(found.root_hash) == root_hash:
@@ -325,3 +372,26 @@ def open_checkpoint(note: str | bytes) -> checkpoints.Checkpoint:
     ]
     cp, _ = checkpoints.open_checkpoint(raw, verifiers, origin=origin())
     return cp
+
+
+# --- proof documents (checked offline by tlog.proof / python -m tlog) -------------------------
+
+
+def inclusion_document(seq: int, size: int | None = None) -> dict[str, Any]:
+    """Event ``seq``'s inclusion proof in the signed checkpoint at ``size`` (the newest)."""
+    cp = checkpoint(size)
+    return {
+        "type": proof_docs.INCLUSION_TYPE,
+        "checkpoint": cp.note,
+        **inclusion(seq, cp.size).as_dict(),
+    }
+
+
+def consistency_document(old_size: int, new_size: int | None = None) -> dict[str, Any]:
+    """The consistency proof from ``old_size`` to the signed checkpoint at ``new_size``."""
+    cp = checkpoint(new_size)
+    return {
+        "type": proof_docs.CONSISTENCY_TYPE,
+        "checkpoint": cp.note,
+        **consistency(old_size, cp.size).as_dict(),
+    }

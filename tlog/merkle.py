@@ -265,6 +265,12 @@ def append_nodes_needed(size: int) -> list[NodeKey]:
     return keys
 
 
+def right_edge(size: int) -> list[NodeKey]:
+    """The last complete node of every level of a tree of ``size`` leaves: every node that
+    appending leaves ``size``, ``size + 1``, ... reads before it writes the next one there."""
+    return [(level, (size >> level) - 1) for level in range(size.bit_length())]
+
+
 class MemoryTree:
     """A Merkle tree held in memory: the perfect nodes by level, grown one leaf at a time.
     For tools, tests and benches; the ledger keeps the same nodes in its database."""

@@ -75,16 +75,17 @@ def test_it_refuses_proofs_the_tree_cannot_give():
     append(2)
     with pytest.raises(
         transparency.ProofError,
-        match=r"^no inclusion proof for event 4 in a tree of size 4 \(of 3\)$",
+        match=r"^PROOF_RANGE: no inclusion proof for event 4 in a tree of size 4 \(of 3\)$",
     ):
         transparency.inclusion(4, 4)
     with pytest.raises(
         transparency.ProofError,
-        match=r"^no inclusion proof for event 3 in a tree of size 2 \(of 3\)$",
+        match=r"^PROOF_RANGE: no inclusion proof for event 3 in a tree of size 2 \(of 3\)$",
     ):
         transparency.inclusion(3, 2)
     with pytest.raises(
-        transparency.ProofError, match=r"^no consistency proof from size 3 to size 2 \(of 3\)$"
+        transparency.ProofError,
+        match=r"^PROOF_RANGE: no consistency proof from size 3 to size 2 \(of 3\)$",
     ):
         transparency.consistency(3, 2)
 
@@ -196,4 +197,163 @@ def test_checkpoints_verify_across_a_server_key_rotation():
     proof = transparency.consistency(before.size, after.size)
     assert merkle.verify_consistency(
         before.size, after.size, bytes(before.root_hash), bytes(after.root_hash), proof.proof
+    )
+
+
+def test_it_grows_the_tree_from_the_stored_edge_when_another_process_appended():
+    # no edge kept between appends (as when writers are several processes)
+    for i in range(19):
+        transparency._edge.clear()
+        services.event_append(event_type=codes.SECURITY_INCIDENT, payload={"n": i})
+
+    assert stored_nodes() == memory_nodes(expected_tree())
+
+
+def _unguarded(sql: str, params=()) -> None:
+    from django.db import connection
+
+    from replay.dbguards import drop_append_only_sql
+
+    with connection.cursor() as cur:
+        for drop in drop_append_only_sql(connection.vendor, "governance_governanceevent"):
+            cur.execute(drop)
+        cur.execute(sql, params)
+
+
+def test_a_rolled_back_ledger_gets_no_checkpoint_and_no_proof():
+    append(5)
+    kept = transparency.checkpoint()
+    _unguarded("DELETE FROM governance_governanceevent WHERE seq >= 4")  # an old backup
+    append(4)  # life goes on: 7 events, the tree still holds the 6 it saw first
+
+    assert GovernanceEvent.objects.count() == 7
+    assert transparency.tree_size() == 6
+    with pytest.raises(codes.GovernanceError) as info:
+        transparency.checkpoint()
+    assert (info.value.code, info.value.message) == (
+        codes.LEDGER_BROKEN,
+        transparency.TREE_DISAGREES_MESSAGE.format(seq=6, index=5),
+    )
+    with pytest.raises(codes.GovernanceError) as info:
+        transparency.inclusion(4, 6)
+    assert info.value.code == codes.LEDGER_BROKEN
+    # what the auditor kept still proves the tree's own history
+    assert transparency.open_checkpoint(kept.note).size == 6
+
+
+def test_a_rewritten_event_gets_no_inclusion_proof():
+    append(4)
+    _unguarded(
+        "UPDATE governance_governanceevent SET hash = %s WHERE seq = 3", ["sha256:" + "0" * 64]
+    )
+
+    with pytest.raises(codes.GovernanceError) as info:
+        transparency.inclusion(3, 5)
+    assert (info.value.code, info.value.message) == (
+        codes.LEDGER_BROKEN,
+        transparency.TREE_DISAGREES_MESSAGE.format(seq=3, index=2),
+    )
+
+
+# --- the command line, and the offline check of what it prints --------------------------------
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    import io
+
+    from django.core.management import call_command
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("governance", *args, stdout=out, stderr=err)
+    except SystemExit as exc:
+        return int(exc.code or 0), out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
+
+
+def offline(*args: str) -> tuple[int, str]:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tlog", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_command_prints_the_vkey_a_checkpoint_and_proofs_python_m_tlog_checks(tmp_path):
+    import json
+
+    append(9)
+    code, out, _ = run("tlog-vkey")
+    assert code == 0
+    vkey = out.strip()
+    assert vkey == transparency.verifier_keys()[0]
+
+    assert run("tlog-checkpoint", "--size", "4", "--out", str(tmp_path / "kept.txt"))[0] == 0
+    code, out, _ = run("tlog-checkpoint")
+    assert code == 0
+    assert transparency.open_checkpoint(out).size == 10
+
+    code, out, _ = run("proof", "inclusion", "--seq", "7", "--out", str(tmp_path / "inc.json"))
+    assert code == 0
+    doc = json.loads((tmp_path / "inc.json").read_text())
+    assert (doc["type"], doc["seq"], doc["tree_size"]) == (
+        "replay-audit-console/inclusion-proof/v1",
+        7,
+        10,
+    )
+    assert offline("check-inclusion", str(tmp_path / "inc.json"), "--vkey", vkey) == (
+        0,
+        f"ok: event 7 is in {transparency.origin()} at size 10\n",
+    )
+    doc["leaf"] = GovernanceEvent.objects.get(seq=6).hash  # another event's leaf
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    assert offline("check-inclusion", str(tmp_path / "bad.json"), "--vkey", vkey) == (
+        1,
+        "FAILED: event 7 is not in the checkpoint's tree of size 10\n",
+    )
+
+    run("proof", "consistency", "--old", "4", "--out", str(tmp_path / "con.json"))
+    kept = str(tmp_path / "kept.txt")
+    assert offline(
+        "check-consistency", str(tmp_path / "con.json"), "--kept", kept, "--vkey", vkey
+    ) == (
+        0,
+        f"ok: {transparency.origin()} at size 10 extends size 4\n",
+    )
+    # a kept checkpoint that is not in this history
+    other = notes.Signer.from_seed(transparency.origin(), bytes(32))
+    forged = notes.sign_note(
+        checkpoints.Checkpoint(transparency.origin(), 4, bytes(32)).body(), [other]
+    )
+    (tmp_path / "forged.txt").write_bytes(forged)
+    code, out = offline(
+        "check-consistency",
+        str(tmp_path / "con.json"),
+        "--kept",
+        str(tmp_path / "forged.txt"),
+        "--vkey",
+        vkey,
+        "--vkey",
+        other.verifier.vkey,
+    )
+    assert (code, out) == (
+        1,
+        "FAILED: the checkpoint at size 10 does not extend the one at size 4\n",
+    )
+
+
+def test_the_command_refuses_a_proof_outside_the_tree():
+    append(1)
+
+    assert run("proof", "inclusion", "--seq", "9") == (
+        1,
+        "",
+        "PROOF_RANGE: no inclusion proof for event 9 in a tree of size 2 (of 2)\n",
     )

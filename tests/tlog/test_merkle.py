@@ -212,6 +212,21 @@ def test_it_appends_by_reading_only_the_right_edge():
     assert new[-1][2] == ROOTS[8]
 
 
+def test_it_names_the_right_edge_every_later_append_reads():
+    assert merkle.right_edge(0) == []
+    assert merkle.right_edge(11) == [(0, 10), (1, 4), (2, 1), (3, 0)]
+    for size in range(MAX):
+        tree = merkle.MemoryTree(LEAVES[:size])
+        # grow to MAX from the edge alone, as a store that loaded only these nodes does
+        known = {key: tree.get(*key) for key in merkle.right_edge(size)}
+        for i in range(size, MAX):
+            for level, index, value in merkle.append_leaf(
+                i, merkle.leaf_hash(LEAVES[i]), getter(known)
+            ):
+                known[(level, index)] = value
+        assert known[(6, 0)] == ROOTS[MAX]
+
+
 # --- other implementations' vectors ----------------------------------------------------------
 
 # The RFC 6962 test tree used by Trillian and transparency-dev/merkle (its eight leaves and
