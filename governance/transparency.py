@@ -344,6 +344,9 @@ def checkpoint(size: int | None = None) -> TreeCheckpoint:
             if head is not None and tree_size() != head.seq:
                 sync(upto_seq=head.seq)
             size = tree_size()
+        have = tree_size()
+        if not 0 <= size <= have:
+            raise ProofError(f"no checkpoint at size {size}: the tree has {have} leaves")
         _check_agrees(size)
         root_hash = root(size)
         found = TreeCheckpoint.objects.filter(size=size).order_by("-id").first()
