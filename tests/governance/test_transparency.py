@@ -357,3 +357,43 @@ def test_the_command_refuses_a_proof_outside_the_tree():
         "",
         "PROOF_RANGE: no inclusion proof for event 9 in a tree of size 2 (of 2)\n",
     )
+
+
+# --- a witness co-signs the ledger's checkpoints ------------------------------------------------
+
+
+def test_a_witness_cosigns_the_ledger_only_along_one_history(tmp_path):
+    from witness.core import Witness
+    from witness.state import FileStore
+
+    append(4)
+    log_key = notes.parse_verifier(transparency.verifier_keys()[0])
+    witness_key = notes.Signer.from_seed("witness.test/w1", bytes(range(32)))
+    witness = Witness(witness_key, {log_key.name: [log_key]}, FileStore(tmp_path), lambda: 1)
+
+    def submit(doc_old: int, doc: dict) -> int:
+        lines = "".join(p + "\n" for p in doc["proof"])
+        body = f"old {doc_old}\n{lines}\n".encode() + doc["checkpoint"].encode()
+        return witness.add_checkpoint(body).status
+
+    first = transparency.consistency_document(0)
+    assert submit(0, first) == 200
+    append(3)
+    assert submit(5, transparency.consistency_document(5)) == 200
+    # the ledger replaced under its tree: no checkpoint to show the witness at all
+    _unguarded("DELETE FROM governance_governanceevent WHERE seq >= 6")
+    append(3)
+    with pytest.raises(codes.GovernanceError):
+        transparency.consistency_document(8)
+    # and a checkpoint of another history, signed with the server key, is refused
+    forged_tree = merkle.MemoryTree([b"forged"] * 9)
+    forged = notes.sign_note(
+        checkpoints.Checkpoint(log_key.name, 9, forged_tree.root()).body(),
+        [transparency._signer(ledger.server_key_current())],
+    )
+    lines = "".join(base64.b64encode(p).decode() + "\n" for p in forged_tree.consistency_proof(8))
+    response = witness.add_checkpoint(f"old 8\n{lines}\n".encode() + forged)
+    assert (response.status, response.body) == (
+        422,
+        b"the consistency proof from size 8 to 9 does not verify\n",
+    )
