@@ -255,11 +255,17 @@ class ConsistencyProof:
 
 def inclusion(seq: int, size: int) -> InclusionProof:
     """Event ``seq`` is leaf ``seq - 1`` of the tree of ``size`` leaves."""
-    have = tree_size()
-    if not 1 <= seq <= size <= have:
+    # one query for every node, the tree's leaf size - 1 among them: there iff size <= the
+    # tree's size (the tree is asked its size only to word a refusal)
+    found = (
+        nodes([*merkle.inclusion_nodes(seq - 1, size), *merkle.root_nodes(size), (0, size - 1)])
+        if 1 <= seq <= size
+        else {}
+    )
+    if (0, size - 1) not in found:
+        have = tree_size()
         raise ProofError(f"no inclusion proof for event {seq} in a tree of size {size} (of {have})")
     index = seq - 1
-    found = nodes([*merkle.inclusion_nodes(index, size), *merkle.root_nodes(size)])
     get = _getter(found)
     event_hash = GovernanceEvent.objects.filter(seq=seq).values_list("hash", flat=True).get()
     leaf_hash = get(0, index)
@@ -278,18 +284,23 @@ def inclusion(seq: int, size: int) -> InclusionProof:
 
 
 def consistency(old_size: int, new_size: int) -> ConsistencyProof:
-    have = tree_size()
-    if not 0 <= old_size <= new_size <= have:
+    found = (
+        nodes(
+            [
+                *merkle.consistency_nodes(old_size, new_size),
+                *merkle.root_nodes(old_size),
+                *merkle.root_nodes(new_size),
+                *([(0, new_size - 1)] if new_size else []),
+            ]
+        )
+        if 0 <= old_size <= new_size
+        else {}
+    )
+    if not 0 <= old_size <= new_size or (new_size and (0, new_size - 1) not in found):
+        have = tree_size()
         raise ProofError(
             f"no consistency proof from size {old_size} to size {new_size} (of {have})"
         )
-    found = nodes(
-        [
-            *merkle.consistency_nodes(old_size, new_size),
-            *merkle.root_nodes(old_size),
-            *merkle.root_nodes(new_size),
-        ]
-    )
     get = _getter(found)
     return ConsistencyProof(
         old_size,
