@@ -156,10 +156,10 @@ def stored(args: argparse.Namespace, log) -> dict[str, Any]:
             return count / (time.perf_counter() - began)
 
         with_tree = one_writer(args.appends)
-        keep = transparency.record_append
-        transparency.record_append = lambda **_: None  # type: ignore[assignment]
+        keep = transparency.nodes_for_append
+        transparency.nodes_for_append = lambda **_: []  # type: ignore[assignment]
         without_tree = one_writer(args.appends)
-        transparency.record_append = keep
+        transparency.nodes_for_append = keep
         # the tree is behind by the appends made without it: the next append catches it up
         one_writer(1)
         assert transparency.tree_size() == transparency.GovernanceEvent.objects.count()

@@ -224,10 +224,20 @@ def insert(
         )
         for name in _COLUMNS
     ]
+    # the Merkle tree grows with the chain, in the same transaction, under the same lock; on
+    # PostgreSQL the event and its nodes go in one statement (one round trip under the lock)
+    new_nodes = transparency.nodes_for_append(
+        prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest
+    )
     with connection.cursor() as cur:
-        cur.execute(_INSERT_SQL, params)
-    # the Merkle tree grows with the chain, in the same transaction, under the same lock
-    transparency.record_append(prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest)
+        if new_nodes and connection.vendor == "postgresql":
+            cur.execute(
+                f"WITH event AS ({_INSERT_SQL}) {transparency.insert_sql(len(new_nodes))}",
+                [*params, *(value for node in new_nodes for value in node)],
+            )
+        else:
+            cur.execute(_INSERT_SQL, params)
+            transparency.insert_nodes(new_nodes)
     event = GovernanceEvent(**values)
     event._state.adding = False
     event._state.db = connection.alias

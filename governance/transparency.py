@@ -114,10 +114,7 @@ def _insert(new: Sequence[tuple[int, int, bytes]]) -> None:
     if not new:
         return
     with connection.cursor() as cur:
-        cur.execute(
-            _INSERT_SQL + ", ".join(["(%s, %s, %s)"] * len(new)),
-            [value for node in new for value in node],
-        )
+        cur.execute(insert_sql(len(new)), [value for node in new for value in node])
 
 
 def _edge_from_db(size: int) -> dict[int, tuple[int, bytes]]:
@@ -147,6 +144,27 @@ def _append(
 def record_append(*, prev_seq: int, prev_hash: str, seq: int, event_hash: str) -> None:
     """Add event ``seq`` (whose predecessor is ``prev_seq``/``prev_hash``) to the tree. Call
     with the ledger lock held, in the append's transaction."""
+    insert_nodes(
+        nodes_for_append(prev_seq=prev_seq, prev_hash=prev_hash, seq=seq, event_hash=event_hash)
+    )
+
+
+def insert_nodes(new: Sequence[tuple[int, int, bytes]]) -> None:
+    _insert(new)
+
+
+def insert_sql(count: int) -> str:
+    """``INSERT`` of ``count`` nodes (``%s`` placeholders for level, index, hash each)."""
+    return _INSERT_SQL + ", ".join(["(%s, %s, %s)"] * count)
+
+
+def nodes_for_append(
+    *, prev_seq: int, prev_hash: str, seq: int, event_hash: str
+) -> list[tuple[int, int, bytes]]:
+    """The nodes appending event ``seq`` (after ``prev_seq``/``prev_hash``) completes, for the
+    caller to insert with the event (``governance.ledger.insert``: one round trip on
+    PostgreSQL). Empty when the tree does not follow the chain (see below). Reads the database
+    only when this process did not make the previous append."""
     edge = _edge.pop((prev_seq, prev_hash), None)
     if edge is None:
         size = tree_size()
@@ -155,22 +173,23 @@ def record_append(*, prev_seq: int, prev_hash: str, seq: int, event_hash: str) -
             # backup, guards dropped). The append goes on; the tree, append-only, keeps the
             # longer history, and every proof or checkpoint now refuses (LEDGER_BROKEN).
             _edge.clear()
-            return
+            return []
         if size < prev_seq:
             try:
                 sync(upto_seq=prev_seq)
             except codes.GovernanceError:
                 _edge.clear()
-                return  # the tree disagrees with the chain before the gap (see sync)
+                return []  # the tree disagrees with the chain before the gap (see sync)
         edge = _edge_from_db(prev_seq)
         if prev_seq and edge.get(0) != (prev_seq - 1, merkle.leaf_hash(leaf_of(prev_hash))):
             # the tree's last leaf is not the chain's head: the same, the history was
             # replaced under the tree; it is not extended with the replacement
             _edge.clear()
-            return
-    _insert(_append(seq - 1, merkle.leaf_hash(leaf_of(event_hash)), edge))
+            return []
+    new = _append(seq - 1, merkle.leaf_hash(leaf_of(event_hash)), edge)
     _edge.clear()
     _edge[(seq, event_hash)] = edge
+    return new
 
 
 def sync(*, upto_seq: int | None = None, batch: int = 5000) -> int:
