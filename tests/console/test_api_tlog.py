@@ -85,3 +85,14 @@ def test_the_ledger_page_shows_the_verifier_key(ledger_of_12, as_persona):
     assert f'<ul id="tlog-vkeys"><li><code>{vkey}</code> (current)</li></ul>' in page
     assert f'<span id="tlog-size">{size}</span>' in page
     assert f'<code id="tlog-origin">{transparency.origin()}</code>' in page
+
+
+def test_each_event_on_the_ledger_page_links_its_inclusion_proof(ledger_of_12, as_persona):
+    client = as_persona("vera")
+
+    page = client.get("/governance/").content.decode()
+
+    assert 'id="proof-7" href="/api/governance/tlog/inclusion/?seq=7"' in page
+    doc = client.get("/api/governance/tlog/inclusion/?seq=7").json()
+    vkeys = [notes.parse_verifier(v) for v in transparency.verifier_keys()]
+    assert proof.check_inclusion(doc, vkeys).origin == transparency.origin()
