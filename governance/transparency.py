@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from governance import codes
@@ -68,26 +69,31 @@ def leaf_of(event_hash: str) -> bytes:
 # --- the stored tree --------------------------------------------------------------------------
 
 
+_NODES_SQL: Final = (
+    'SELECT m.level, m."index", m.hash FROM unnest(%s::smallint[], %s::bigint[]) AS k(lv, ix) '
+    'JOIN governance_merklenode m ON m.level = k.lv AND m."index" = k.ix'
+)
+
+
 def nodes(keys: Iterable[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-    """The stored nodes at ``keys`` (one query)."""
+    """The stored nodes at ``keys`` (one query: on PostgreSQL one index lookup per key, no
+    planning of a long OR)."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    by_level: dict[int, list[int]] = {}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute(_NODES_SQL, [[k[0] for k in wanted], [k[1] for k in wanted]])
+            return {(level, index): bytes(value) for level, index, value in cur.fetchall()}
+    query = Q()
     for level, index in wanted:
-        by_level.setdefault(level, []).append(index)
-    found: dict[tuple[int, int], bytes] = {}
-    query = None
-    from django.db.models import Q
-
-    for level, indexes in by_level.items():
-        clause = Q(level=level, index__in=indexes)
-        query = clause if query is None else query | clause
-    for level, index, value in MerkleNode.objects.filter(query).values_list(
-        "level", "index", "hash"
-    ):
-        found[(level, index)] = bytes(value)
-    return found
+        query |= Q(level=level, index=index)
+    return {
+        (level, index): bytes(value)
+        for level, index, value in MerkleNode.objects.filter(query).values_list(
+            "level", "index", "hash"
+        )
+    }
 
 
 def _getter(found: dict[tuple[int, int], bytes]) -> merkle.Get:
