@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-KNOWN = ("canonical", "diff", "replay", "governance", "console")
+KNOWN = ("canonical", "diff", "replay", "governance", "tlog", "console")
 
 #: small sizes for scripts that have no --quick of their own
 QUICK_ARGS: dict[str, list[str]] = {

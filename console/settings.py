@@ -457,6 +457,8 @@ GOVERNANCE_FORCE_CONTINUE_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_HOURS", 24)
 GOVERNANCE_FORCE_CONTINUE_MAX_HOURS = env_int("GOVERNANCE_FORCE_CONTINUE_MAX_HOURS", 168)
 GOVERNANCE_VERIFY_INLINE_MAX = env_int("GOVERNANCE_VERIFY_INLINE_MAX", 1000)
 GOVERNANCE_VERIFICATION_STALE_SECONDS = env_int("GOVERNANCE_VERIFICATION_STALE_SECONDS", 900)
+# the origin line of the ledger's C2SP checkpoints and the key name they are signed under
+GOVERNANCE_TLOG_ORIGIN = env_str("GOVERNANCE_TLOG_ORIGIN", "replay-audit-console.localhost/ledger")
 
 # --- data subject requests (issue 14 D1; dsr/conf.py documents each) ----------------------
 DSR_APPROVAL_BY = env_str("DSR_APPROVAL_BY", "admin")

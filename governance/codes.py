@@ -235,6 +235,7 @@ DSR_REPLAY_MODE: Final = "DSR_REPLAY_MODE"
 DSR_RELEASE_NOT_APPROVED: Final = "DSR_RELEASE_NOT_APPROVED"
 DSR_PLAN_CHANGED: Final = "DSR_PLAN_CHANGED"
 RUN_NOT_STALE: Final = "RUN_NOT_STALE"
+PROOF_RANGE: Final = "PROOF_RANGE"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -295,6 +296,10 @@ REFUSALS: Final[dict[str, str]] = {
     RUN_NOT_STALE: (
         "only a replay still queued, not picked up for longer than REPLAY_STALE_SECONDS, can "
         "be queued again"
+    ),
+    PROOF_RANGE: (
+        "a Merkle proof or checkpoint asked for an event or a tree size the ledger's tree does "
+        "not have (the message names the sizes)"
     ),
 }
 

@@ -13,6 +13,10 @@ Set them in the environment (console/settings.py reads ``GOVERNANCE_*`` variable
 * ``GOVERNANCE_VERIFICATION_STALE_SECONDS`` (900): a background verification queued, or
   running, without progress for this long is marked ``abandoned`` (its worker died) and a
   new one may start.
+* ``GOVERNANCE_TLOG_ORIGIN`` (``replay-audit-console.localhost/ledger``): names this
+  installation's ledger in its C2SP checkpoints (their origin line) and is the key name they
+  are signed under, so the verifier key string starts with it (``governance.transparency``).
+  A schema-less URL, unique to the installation; never change it once witnesses know it.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from django.db import connection
 from django.dispatch import Signal
 from django.utils import timezone
 
-from governance import chain, codes, keystore, reconcile, signing
+from governance import chain, codes, keystore, reconcile, signing, transparency
 from governance.models import (
     Approval,
     ForceContinueRequest,
@@ -189,7 +189,8 @@ def insert(
 ) -> GovernanceEvent:
     """Hash, sign and insert the event after ``prev`` (a Head or an event, None for the first).
 
-    Call only with the lock held. One plain INSERT: this is the hot path of every append.
+    Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
+    completes (``governance.transparency``): this is the hot path of every append.
     """
     if event_type not in codes.BY_NAME:
         raise codes.GovernanceError(
@@ -224,8 +225,20 @@ def insert(
         )
         for name in _COLUMNS
     ]
+    # the Merkle tree grows with the chain, in the same transaction, under the same lock; on
+    # PostgreSQL the event and its nodes go in one statement (one round trip under the lock)
+    new_nodes = transparency.nodes_for_append(
+        prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest
+    )
     with connection.cursor() as cur:
-        cur.execute(_INSERT_SQL, params)
+        if new_nodes and connection.vendor == "postgresql":
+            cur.execute(
+                f"WITH event AS ({_INSERT_SQL}) {transparency.insert_sql(len(new_nodes))}",
+                [*params, *(value for node in new_nodes for value in node)],
+            )
+        else:
+            cur.execute(_INSERT_SQL, params)
+            transparency.insert_nodes(new_nodes)
     event = GovernanceEvent(**values)
     event._state.adding = False
     event._state.db = connection.alias

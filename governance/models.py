@@ -530,3 +530,44 @@ class LedgerVerification(models.Model):
     @property
     def percent(self) -> int:
         return 100 if not self.total else min(100, self.checked * 100 // self.total)
+
+
+class MerkleNode(AppendOnlyModel):
+    """A node of the ledger's RFC 9162 Merkle tree (``governance.transparency``): the hash of
+    the perfect subtree over leaves ``[index * 2**level, (index + 1) * 2**level)``, leaf ``i``
+    being the event ``seq = i + 1``. Written once, when its last leaf is appended
+    (``tlog.merkle.append_leaf``), never changed: proofs read O(log n) of them."""
+
+    level = models.PositiveSmallIntegerField()
+    index = models.BigIntegerField()
+    hash = models.BinaryField(max_length=32)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["level", "index"], name="governance_merklenode_at")
+        ]
+
+    def __str__(self) -> str:
+        return f"merkle node {self.level}/{self.index}"
+
+
+class TreeCheckpoint(AppendOnlyModel):
+    """A C2SP checkpoint of the ledger's Merkle tree signed by a server key as a C2SP signed
+    note: ``note`` is the whole signed note, byte for byte as it is handed out."""
+
+    size = models.BigIntegerField()
+    root_hash = models.BinaryField(max_length=32)
+    note = models.TextField()
+    key_id = models.CharField(max_length=128)
+    created_at = models.DateTimeField()
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-size", "-id"]
+        indexes = [models.Index(fields=["size"], name="governance_treecp_size")]
+
+    def __str__(self) -> str:
+        return f"checkpoint at size {self.size}"

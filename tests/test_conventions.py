@@ -1,6 +1,7 @@
 """Conventions that keep the code and its docs from drifting (STYLE.md, "Conventions we keep").
 
 - the pure core imports no Django, DRF or Celery, directly or through any project module;
+- the witness (`witness/`) imports nothing of the console, only the pure `tlog`;
 - `replay` never imports `governance`, `console` or `privacy`;
 - every error code is documented, and the docs list no code that does not exist.
 
@@ -21,7 +22,7 @@ from replay import report
 from replay.errors import ERROR_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = ("replay", "governance", "console", "privacy")
+PROJECT_PACKAGES = ("replay", "governance", "console", "privacy", "dsr", "tlog", "witness")
 FRAMEWORKS = (
     "django",
     "rest_framework",
@@ -61,6 +62,7 @@ PURE_CORE = [
     "dsr/bundle_cli.py",
     "dsr/pdf.py",
     "replay/retention.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tlog").rglob("*.py")),
 ]
 
 
@@ -162,6 +164,16 @@ def test_it_keeps_the_pure_core_free_of_django_drf_and_celery(relative):
     path = ROOT / relative
     assert path.exists(), f"{relative} is listed as pure core but does not exist"
     assert _offenders(import_chains(path), FRAMEWORKS) == []
+
+
+#: the witness ships with the project but runs apart from it (another machine, another operator)
+WITNESS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "witness").rglob("*.py"))
+
+
+@pytest.mark.parametrize("relative", WITNESS)
+def test_it_keeps_the_witness_apart_from_the_console(relative):
+    console = ("replay", "governance", "console", "privacy", "dsr")
+    assert _offenders(import_chains(ROOT / relative), (*FRAMEWORKS, *console)) == []
 
 
 def test_it_sees_an_import_hidden_in_a_function_and_through_a_package():

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from console import roles
 from console.api.common import ErrorOutput
-from governance import codes, conf, signing
+from governance import codes, conf, signing, transparency
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.models import ForceContinueRequest, Halt
@@ -441,3 +441,107 @@ class LedgerVerificationApi(APIView):
         roles.require(request.user, roles.BROWSE)
         result = ledger_verification_read(actor=request.user).as_dict()
         return Response(self.OutputSerializer(result).data)
+
+
+# --- the ledger as a transparency log (governance.transparency) --------------------------------
+
+
+class TransparencyOutput(serializers.Serializer):
+    origin = serializers.CharField()
+    vkeys = serializers.ListField(child=serializers.CharField())
+    tree_size = serializers.IntegerField()
+    checkpoint = serializers.CharField()
+
+
+class TransparencyApi(APIView):
+    """The ledger's Merkle tree: this installation's origin line, the verifier key strings of
+    its checkpoints (C2SP signed-note vkeys, the current key first) and the signed checkpoint
+    (C2SP tlog-checkpoint) of the whole tree, or of the tree at ``size``."""
+
+    class FilterSerializer(serializers.Serializer):
+        size = serializers.IntegerField(required=False, min_value=0)
+
+    @extend_schema(
+        operation_id="governance_transparency",
+        parameters=[FilterSerializer],
+        responses={200: TransparencyOutput, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        cp = transparency.checkpoint(params.validated_data.get("size"))
+        body = {
+            "origin": transparency.origin(),
+            "vkeys": transparency.verifier_keys(),
+            "tree_size": transparency.tree_size(),
+            "checkpoint": cp.note,
+        }
+        return Response(TransparencyOutput(body).data)
+
+
+class InclusionProofOutput(serializers.Serializer):
+    type = serializers.CharField()
+    checkpoint = serializers.CharField()
+    seq = serializers.IntegerField()
+    leaf_index = serializers.IntegerField()
+    tree_size = serializers.IntegerField()
+    leaf = serializers.CharField()
+    leaf_hash = serializers.CharField()
+    proof = serializers.ListField(child=serializers.CharField())
+    root_hash = serializers.CharField()
+
+
+class InclusionProofApi(APIView):
+    """Event ``seq``'s RFC 9162 inclusion proof in the signed checkpoint at ``size`` (the
+    whole tree by default): ``python -m tlog check-inclusion`` checks it offline."""
+
+    class FilterSerializer(serializers.Serializer):
+        seq = serializers.IntegerField(min_value=1)
+        size = serializers.IntegerField(required=False, min_value=1)
+
+    @extend_schema(
+        operation_id="governance_inclusion_proof",
+        parameters=[FilterSerializer],
+        responses={200: InclusionProofOutput, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        document = transparency.inclusion_document(data["seq"], data.get("size"))
+        return Response(InclusionProofOutput(document).data)
+
+
+class ConsistencyProofOutput(serializers.Serializer):
+    type = serializers.CharField()
+    checkpoint = serializers.CharField()
+    old_size = serializers.IntegerField()
+    new_size = serializers.IntegerField()
+    old_root = serializers.CharField()
+    new_root = serializers.CharField()
+    proof = serializers.ListField(child=serializers.CharField())
+
+
+class ConsistencyProofApi(APIView):
+    """The RFC 9162 consistency proof from tree size ``old`` to the signed checkpoint at
+    ``size`` (the whole tree by default): ``python -m tlog check-consistency`` checks it
+    against the checkpoint an auditor kept."""
+
+    class FilterSerializer(serializers.Serializer):
+        old = serializers.IntegerField(min_value=0)
+        size = serializers.IntegerField(required=False, min_value=0)
+
+    @extend_schema(
+        operation_id="governance_consistency_proof",
+        parameters=[FilterSerializer],
+        responses={200: ConsistencyProofOutput, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        roles.require(request.user, roles.BROWSE)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        document = transparency.consistency_document(data["old"], data.get("size"))
+        return Response(ConsistencyProofOutput(document).data)

@@ -130,4 +130,15 @@ urlpatterns = [
         governance.LedgerVerificationApi.as_view(),
         name="api-ledger-verification",
     ),
+    path("governance/tlog/", governance.TransparencyApi.as_view(), name="api-tlog"),
+    path(
+        "governance/tlog/inclusion/",
+        governance.InclusionProofApi.as_view(),
+        name="api-tlog-inclusion",
+    ),
+    path(
+        "governance/tlog/consistency/",
+        governance.ConsistencyProofApi.as_view(),
+        name="api-tlog-consistency",
+    ),
 ]

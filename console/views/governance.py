@@ -22,7 +22,7 @@ from console import roles
 from console.api.errors import INVALID_INPUT
 from console.refusals import governance_status
 from console.views.common import partial_or_page, signed_in
-from governance import codes, conf, ledger, membership, signing
+from governance import codes, conf, ledger, membership, signing, transparency
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
@@ -335,6 +335,11 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
         "query": query,
         "older_url": "?" + _qs({**query, "before": str(older)}) if older else None,
         "filtered": code_range is not None or before is not None,
+        "tlog": {
+            "origin": transparency.origin(),
+            "vkeys": transparency.verifier_keys(),
+            "tree_size": transparency.tree_size(),
+        },
     }
     return partial_or_page(request, "console/ledger_browse.html", "ledger-table", context)
 

@@ -7,17 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from governance import ledger
+from governance import ledger, transparency
 
 
 @pytest.fixture(autouse=True)
 def _fresh_key_cache():
-    # server keys are cached per process; each test database starts without keys
+    # server keys (and the Merkle tree's right edge) are cached per process; each test
+    # database starts without them
     ledger._private_keys.clear()
     ledger._keys_by_id.clear()
+    transparency._edge.clear()
     yield
     ledger._private_keys.clear()
     ledger._keys_by_id.clear()
+    transparency._edge.clear()
 
 
 TRACE_KEY_ID = "governance-tests"

@@ -105,3 +105,23 @@ def test_eight_processes_append_one_gapless_chain_that_verifies(scratch_database
         )
     assert seqs == list(range(1, 1 + WRITERS * EACH + 1))
     assert per_writer == {f"w{i}": EACH for i in range(WRITERS)}
+
+    # the Merkle tree the writers grew together is exactly the tree of the chain
+    from tlog import merkle
+
+    with psycopg.connect(scratch_database) as conn:
+        hashes = [
+            r[0] for r in conn.execute("SELECT hash FROM governance_governanceevent ORDER BY seq")
+        ]
+        stored = {
+            (level, index): bytes(value)
+            for level, index, value in conn.execute(
+                'SELECT level, "index", hash FROM governance_merklenode'
+            )
+        }
+    tree = merkle.MemoryTree([h.encode("ascii") for h in hashes])
+    assert stored == {
+        (level, index): value
+        for level, nodes in enumerate(tree.levels)
+        for index, value in enumerate(nodes)
+    }

@@ -41,7 +41,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from governance import keystore, membership, roles, selectors, services, signing
+from governance import keystore, membership, roles, selectors, services, signing, transparency
 from governance.cli import ActionCommand, is_uuid, user_named
 from governance.models import (
     ForceContinueRequest,
@@ -79,6 +79,23 @@ class Command(ActionCommand):
         p = sub.add_parser("checkpoint", help="print (or --out) a signed checkpoint of the head")
         p.add_argument("--out", default=None)
         p.add_argument("--workers", type=int, default=None)
+
+        sub.add_parser("tlog-vkey", help="print the verifier keys of the ledger's checkpoints")
+
+        p = sub.add_parser(
+            "tlog-checkpoint", help="print (or --out) the C2SP signed checkpoint of the tree"
+        )
+        p.add_argument("--size", type=int, default=None, help="a past tree size (default: all)")
+        p.add_argument("--out", default=None)
+
+        p = sub.add_parser(
+            "proof", help="an inclusion or consistency proof document (python -m tlog checks it)"
+        )
+        p.add_argument("kind", choices=["inclusion", "consistency"])
+        p.add_argument("--seq", type=int, default=None, help="inclusion: the event")
+        p.add_argument("--old", type=int, default=None, help="consistency: the older size")
+        p.add_argument("--size", type=int, default=None, help="the checkpoint's size (newest)")
+        p.add_argument("--out", default=None)
 
         p = sub.add_parser("check-checkpoint", help="prove the ledger extends a checkpoint")
         p.add_argument("file")
@@ -236,6 +253,36 @@ class Command(ActionCommand):
 
     def do_checkpoint(self, *, out: str | None, workers: int | None, **_: Any) -> None:
         document = selectors.checkpoint_export(workers=workers)
+        self._write(json.dumps(document, indent=2, sort_keys=True), out)
+
+    def do_tlog_vkey(self, **_: Any) -> None:
+        for vkey in transparency.verifier_keys():
+            self.stdout.write(vkey)
+
+    def do_tlog_checkpoint(self, *, size: int | None, out: str | None, **_: Any) -> None:
+        note = transparency.checkpoint(size).note
+        if out:
+            Path(out).write_text(note, encoding="utf-8")
+        else:
+            self.stdout.write(note, ending="")
+
+    def do_proof(
+        self,
+        *,
+        kind: str,
+        seq: int | None,
+        old: int | None,
+        size: int | None,
+        out: str | None,
+        **_: Any,
+    ) -> None:
+        needed = "--seq" if kind == "inclusion" else "--old"
+        if (seq if kind == "inclusion" else old) is None:
+            raise CommandError(f"proof {kind} needs {needed}", returncode=2)
+        if seq is not None and kind == "inclusion":
+            document = transparency.inclusion_document(seq, size)
+        elif old is not None:
+            document = transparency.consistency_document(old, size)
         self._write(json.dumps(document, indent=2, sort_keys=True), out)
 
     def do_check_checkpoint(
