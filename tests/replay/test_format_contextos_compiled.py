@@ -360,6 +360,27 @@ def test_the_module_builds_without_warnings_and_hashes_alike_with_or_without_ope
         assert module.hash_kept(record, plist, frozenset(plist)) == EXPECTED[name]["record_hash"]
 
 
+@settings(max_examples=examples(300), deadline=None, database=None)
+@given(value=FAST_JSON, limit=st.integers(0, 8), depth=st.integers(1, 4))
+def test_the_compiled_nesting_walk_is_jsonstricts(value, limit, depth):
+    from replay.formats.jsonstrict import deeper_than
+
+    assert compiled.deeper_than(value, limit, depth) is deeper_than(value, limit, depth)
+
+
+def test_the_compiled_nesting_walk_stops_at_its_limit():
+    nested: Any = []
+    for _ in range(100_000):  # deeper than any C stack would follow
+        nested = [nested]
+    assert compiled.deeper_than(nested, 64, 1) is True
+    assert compiled.deeper_than([[[]]], 3, 1) is False
+    assert compiled.deeper_than([[[]]], 2, 1) is True
+    assert compiled.deeper_than({"a": {"b": 1}}, 2, 1) is False
+    assert compiled.deeper_than("a string", 0, 1) is False
+    with pytest.raises(ValueError, match="0 <= limit <= 1000"):
+        compiled.deeper_than([], 1001, 1)
+
+
 # --- values taken away while they are written (issue 20: a use-after-free) -----------------
 
 

@@ -702,7 +702,61 @@ bad:
     return NULL;
 }
 
+/* 1 when a container in o (at level ``depth``) is deeper than ``limit``, else 0; the
+ * recursion stops at the limit, so it never goes deeper than limit - depth + 1 frames. No
+ * Python code runs: the values cannot change under it. */
+static int
+deeper(PyObject *o, Py_ssize_t depth, Py_ssize_t limit)
+{
+    if (depth > limit)
+        return 1;
+    if (PyDict_CheckExact(o)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &key, &value)) {
+            if ((PyDict_CheckExact(value) || PyList_CheckExact(value)) &&
+                deeper(value, depth + 1, limit))
+                return 1;
+        }
+    }
+    else {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) {
+            PyObject *item = PyList_GET_ITEM(o, i);
+            if ((PyDict_CheckExact(item) || PyList_CheckExact(item)) &&
+                deeper(item, depth + 1, limit))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(deeper_than_doc,
+"deeper_than(value, limit, depth) -> bool\n\n"
+"Whether ``value`` (at level ``depth``) holds a dict or list deeper than ``limit`` levels\n"
+"(only dicts and lists are followed, as a JSON reader builds them; ``limit`` at most 1000).");
+
+static PyObject *
+deeper_than(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "deeper_than takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]), depth = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (limit < 0 || limit > 1000 || depth < 1) {
+        PyErr_SetString(PyExc_ValueError, "deeper_than: 0 <= limit <= 1000, depth >= 1");
+        return NULL;
+    }
+    PyObject *o = args[0];
+    if (!PyDict_CheckExact(o) && !PyList_CheckExact(o))
+        Py_RETURN_FALSE;
+    return PyBool_FromLong(deeper(o, depth, limit));
+}
+
 static PyMethodDef methods[] = {
+    {"deeper_than", (PyCFunction)(void (*)(void))deeper_than, METH_FASTCALL, deeper_than_doc},
     {"write_kept", (PyCFunction)(void (*)(void))write_kept, METH_FASTCALL, write_kept_doc},
     {"hash_kept", (PyCFunction)(void (*)(void))hash_kept, METH_FASTCALL, hash_kept_doc},
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL, chain_doc},

@@ -48,6 +48,11 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the exact writ
 else:
     _indented = functools.partial(_orjson.dumps, option=_orjson.OPT_INDENT_2)
 
+try:  # the nesting walk, compiled (built at install); else jsonstrict's, in Python
+    from replay.formats.contextos._compiled import deeper_than as _compiled_deeper_than
+except ImportError:  # pragma: no cover - a source tree without `pip install`
+    _compiled_deeper_than = None  # type: ignore[assignment]
+
 FORMAT = "contextos-trace"
 SCHEMA_VERSION = 1
 
@@ -88,6 +93,13 @@ _BATCH_TRIES = 8
 _BATCH_GUESSES = 4
 #: JSON's blanks between tokens
 _BLANKS = re.compile(r"[ \t\r\n]*")
+
+
+def _too_deep(value: Any, depth: int) -> bool:
+    """Whether ``value``, at level ``depth``, holds a container deeper than ``MAX_DEPTH``."""
+    if _compiled_deeper_than is not None:
+        return _compiled_deeper_than(value, MAX_DEPTH, depth)
+    return deeper_than(value, MAX_DEPTH, depth)
 
 
 def _malformed(message: str) -> ReplayError:
@@ -188,7 +200,7 @@ class _Reader:
         """Refuse a value read from ``buf[start:end]`` that nests deeper than ``MAX_DEPTH``
         (quick when its text has too few brackets to)."""
         brackets = self.buf.count("{", start, end) + self.buf.count("[", start, end)
-        if brackets > MAX_DEPTH - depth + 1 and deeper_than(value, MAX_DEPTH, depth):
+        if brackets > MAX_DEPTH - depth + 1 and _too_deep(value, depth):
             self.refuse_deep(start, pointer, depth)
 
     def check_containers(self, what: str) -> None:
@@ -357,9 +369,7 @@ class _Reader:
                 break
             if written != text.encode():
                 break  # another spelling: the strict read decides
-            if text.count("{") + text.count("[") > MAX_DEPTH - 2 and any(
-                deeper_than(item, MAX_DEPTH, 3) for item in items
-            ):
+            if text.count("{") + text.count("[") > MAX_DEPTH - 2 and _too_deep(items, 2):
                 break  # read value by value: the one too deep is refused, naming where
             self.pos = cut
             return items, cut - pos
@@ -634,7 +644,7 @@ def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
             _refuse_lone_surrogates(doc, filename)
     if not isinstance(doc, dict) or not isinstance(doc.get("tool_envelopes"), list):
         return None
-    if data.count(b"{") + data.count(b"[") > MAX_DEPTH and deeper_than(doc, MAX_DEPTH):
+    if data.count(b"{") + data.count(b"[") > MAX_DEPTH and _too_deep(doc, 1):
         return None  # the streaming read refuses it, naming where
     items = doc.pop("tool_envelopes")  # what is left is the head (the document is ours)
     for index, item in enumerate(items):
