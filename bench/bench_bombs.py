@@ -225,6 +225,13 @@ def contextos_empty_arrays(count: int = 16_000_000) -> bytes:
     return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
 
 
+def jsonl_empty_arrays(count: int = 10_000_000) -> bytes:
+    """A native ``.trace.jsonl`` whose first event's payload holds ``count`` ``[]`` (one
+    30 MB line, under the 32 MiB line limit)."""
+    record = b'{"record":"event","payload":[' + b",".join([b"[]"] * count) + b"]}\n"
+    return header_line() + record
+
+
 def verist_empty_arrays(count: int = 16_000_000) -> bytes:
     """A Verist snapshot whose ``input`` holds ``count`` ``[]`` (48 MB for 16 million)."""
     doc = json.loads((ROOT / "tests/replay/fixtures/verist/pass.snapshot.json").read_bytes())
@@ -265,6 +272,7 @@ def server_shapes(quick: bool = False) -> list[tuple[str, str, str, bytes]]:
         ("ContextOS 20000 deep", "upload", "deep.trace.json", contextos_deep()),
         ("8M {} events .json.gz", "upload", "empty.trace.json.gz", empty_events_gz()),
         ("16M [] Verist", "upload", "arrays.snapshot.json", verist_empty_arrays()),
+        ("10M [] in a JSONL record", "upload", "arrays.trace.jsonl", jsonl_empty_arrays()),
         ("16M [] ContextOS args", "upload", "arrays.trace.json", contextos_empty_arrays()),
     ]
 

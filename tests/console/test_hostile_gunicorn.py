@@ -102,3 +102,12 @@ def test_a_contextos_value_of_millions_of_empty_arrays_is_refused(api):
         "refused before parsing it"
     )
     assert sent.over_idle < BOUND_MIB
+
+
+def test_a_json_lines_record_of_millions_of_empty_arrays_is_refused(api):
+    sent = api.send("upload", "arrays.trace.jsonl", bench_bombs.jsonl_empty_arrays())
+    assert (sent.status, sent.body["error_code"]) == (400, "MALFORMED_TRACE")
+    assert sent.body["message"] == (
+        "line 2: more than 1000000 objects and arrays; refused before parsing it"
+    )
+    assert sent.over_idle < BOUND_MIB
