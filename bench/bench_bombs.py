@@ -13,18 +13,35 @@ The bombs (issue 9): a gzip of 1 GiB of newlines (JSON Lines), a small ``.json.g
 inflates to 256 MiB, 2 million keys in ``meta`` (a document) and in one JSON Lines record,
 and an AHD token whose YAML aliases a large anchor 99 times (~200 MB once written out).
 ``--quick`` makes each smaller (still over every limit) for a smoke run.
+
+``--server`` (issue 20) sends the shapes that cost a long-lived web process memory through
+the API of a real gunicorn (deploy/gunicorn.conf.py, one sync worker, SQLite under a private
+``REPLAY_VAR_DIR``), each as one upload, and prints the worker's peak RSS during that upload
+above its idle RSS just before (``VmHWM``, reset through ``/proc/<pid>/clear_refs`` before
+each upload) and what it still holds after (``VmRSS``): a ContextOS trace whose left-out
+pointers once filled a per-process cache, the same through the verify-only endpoint, a
+``.json.gz`` of millions of ``{}`` events, a Verist file of millions of ``[]`` and a
+ContextOS trace nested deeper than any server's recursion limit. :func:`gunicorn_api` and
+:func:`server_shapes` are what tests/console/test_hostile_gunicorn.py runs too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,6 +175,257 @@ def make_bombs(directory: Path, quick: bool) -> list[tuple[str, Path, Path, str,
     return bombs
 
 
+# --- through the API of a real gunicorn (--server) ---------------------------------------------
+
+
+def contextos_pointer_bomb(
+    depth: int = 900, levels: int = 60, keys: int = 4096, prefix: str = "k"
+) -> bytes:
+    """seed 004's passing trace with its first tool call nested ``depth`` deep (``call`` in
+    ``call``: kept keys, each level a pointer longer than the last), the deepest ``levels``
+    levels each holding ``keys`` left-out keys: every left-out pointer is ~5 x ``depth``
+    characters, ~2.4 MB of text naming ~1 GB of pointers (``prefix`` spells the keys: another
+    prefix, other pointers)."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/contextos/pass.trace.json").read_bytes())
+    filler = ",".join(f'"{prefix}{i}":0' for i in range(keys))
+    opening = "".join(
+        '{"call":' if n < depth - levels else "{" + filler + ',"call":' for n in range(depth)
+    )
+    body = opening + "0" + "}" * depth
+    marker = '"__NESTED__"'
+    doc["tool_envelopes"][0]["call"]["call"] = "__NESTED__"
+    return json.dumps(doc, separators=(",", ":")).replace(marker, body).encode()
+
+
+def contextos_deep(depth: int = 20_000) -> bytes:
+    """seed 004's passing trace with ``depth`` nested arrays in its first tool call's args."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/contextos/pass.trace.json").read_bytes())
+    doc["tool_envelopes"][0]["call"]["args"] = "__DEEP__"
+    text = json.dumps(doc, separators=(",", ":"))
+    return text.replace('"__DEEP__"', "[" * depth + "]" * depth).encode()
+
+
+def empty_events_gz(count: int = 8_000_000) -> bytes:
+    """A native ``.trace.json.gz`` of ``count`` ``{}`` events: ~23 KB for 8 million."""
+    head = b'{"format":"replay-trace","schema_version":1,"events":['
+    tail = b"]}"
+    out = gzip.compress(head, mtime=0)
+    block = 1_000_000
+    member = gzip.compress(b"{}," * block, compresslevel=9, mtime=0)
+    whole, rest = divmod(count - 1, block)
+    out += member * whole + gzip.compress(b"{}," * rest + b"{}" + tail, mtime=0)
+    return out
+
+
+def contextos_empty_arrays(count: int = 16_000_000) -> bytes:
+    """seed 004's passing trace with ``count`` ``[]`` in its first tool call's args."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/contextos/pass.trace.json").read_bytes())
+    doc["tool_envelopes"][0]["call"]["args"] = "__ARRAYS__"
+    text = json.dumps(doc, separators=(",", ":"))
+    return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
+
+
+def jsonl_empty_arrays(count: int = 10_000_000) -> bytes:
+    """A native ``.trace.jsonl`` whose first event's payload holds ``count`` ``[]`` (one
+    30 MB line, under the 32 MiB line limit)."""
+    record = b'{"record":"event","payload":[' + b",".join([b"[]"] * count) + b"]}\n"
+    return header_line() + record
+
+
+def verist_empty_arrays(count: int = 16_000_000) -> bytes:
+    """A Verist snapshot whose ``input`` holds ``count`` ``[]`` (48 MB for 16 million)."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/verist/pass.snapshot.json").read_bytes())
+    doc["input"] = "__ARRAYS__"
+    text = json.dumps(doc, separators=(",", ":"))
+    return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
+
+
+def server_shapes(quick: bool = False) -> list[tuple[str, str, str, bytes]]:
+    """(name, endpoint, file name, bytes) of each shape sent to the server."""
+    levels = 15 if quick else 60
+    shallow = 12 if quick else 50
+    return [
+        (
+            "ContextOS pointers 900 deep",
+            "upload",
+            "pointers.trace.json",
+            contextos_pointer_bomb(levels=levels),
+        ),
+        (
+            "ContextOS pointers 60 deep",
+            "upload",
+            "pointers60.trace.json",
+            contextos_pointer_bomb(depth=60, levels=shallow),
+        ),
+        (
+            "the same, other keys",
+            "upload",
+            "pointers60b.trace.json",
+            contextos_pointer_bomb(depth=60, levels=shallow, prefix="j"),
+        ),
+        (
+            "the same, verify endpoint",
+            "verify",
+            "pointers60c.trace.json",
+            contextos_pointer_bomb(depth=60, levels=shallow, prefix="i"),
+        ),
+        ("ContextOS 20000 deep", "upload", "deep.trace.json", contextos_deep()),
+        ("8M {} events .json.gz", "upload", "empty.trace.json.gz", empty_events_gz()),
+        ("16M [] Verist", "upload", "arrays.snapshot.json", verist_empty_arrays()),
+        ("10M [] in a JSONL record", "upload", "arrays.trace.jsonl", jsonl_empty_arrays()),
+        ("16M [] ContextOS args", "upload", "arrays.trace.json", contextos_empty_arrays()),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_status(pid: int, field: str) -> float:
+    """A memory line of /proc/<pid>/status, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+@dataclass
+class Sent:
+    status: int
+    body: dict
+    idle: float  # the worker's RSS before the upload, MiB
+    peak: float  # its peak RSS during it (VmHWM), MiB
+    held: float  # its RSS after it, MiB
+
+    @property
+    def over_idle(self) -> float:
+        return self.peak - self.idle
+
+
+class GunicornApi:
+    """A gunicorn (deploy/gunicorn.conf.py) with one sync worker, and an API token."""
+
+    def __init__(self, base: str, token: str, master: subprocess.Popen) -> None:
+        self.base, self.token, self.master = base, token, master
+
+    def worker(self) -> int:
+        children = Path(f"/proc/{self.master.pid}/task/{self.master.pid}/children")
+        pids = [int(p) for p in children.read_text().split()]
+        assert len(pids) == 1, pids
+        return pids[0]
+
+    def send(self, endpoint: str, filename: str, data: bytes) -> Sent:
+        pid = self.worker()
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+        idle = proc_status(pid, "VmRSS")
+        request = urllib.request.Request(  # noqa: S310 - our own http server
+            f"{self.base}/api/traces/{endpoint}/?filename={filename}",
+            data=data,
+            method="POST",
+            headers={
+                "Authorization": f"Token {self.token}",
+                "Content-Type": "application/octet-stream",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:  # noqa: S310 - http
+                status, body = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, exc.read()
+        assert self.worker() == pid, "the worker was replaced during the upload"
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = {"text": body[:300].decode("utf-8", "replace")}
+        return Sent(status, parsed, idle, proc_status(pid, "VmHWM"), proc_status(pid, "VmRSS"))
+
+
+@contextlib.contextmanager
+def gunicorn_api(directory: Path) -> Iterator[GunicornApi]:
+    """Migrate a fresh SQLite database under ``directory``, give alice (the demo's uploader)
+    an API token, and serve the console with gunicorn until the block ends."""
+    env = {
+        **os.environ,
+        "REPLAY_VAR_DIR": str(directory / "var"),
+        "DJANGO_DEBUG": "1",
+        "REPLAY_TASK_RUNNER": "eager",
+        "WEB_CONCURRENCY": "1",
+    }
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
+        env.pop(name, None)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    subprocess.run([*manage, "demo", "--no-traces"], env=env, cwd=ROOT, check=True,
+                   capture_output=True)  # fmt: skip
+    token = subprocess.run(
+        [*manage, "api_token", "create", "alice", "--name", "bombs"],
+        env=env, cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    port = free_port()
+    env["GUNICORN_BIND"] = f"127.0.0.1:{port}"
+    with (directory / "gunicorn.log").open("wb") as log:  # the child keeps its own copy
+        master = subprocess.Popen(
+            [str(Path(sys.executable).with_name("gunicorn")), "-c", "deploy/gunicorn.conf.py"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/accounts/login/", timeout=30).read()  # noqa: S310
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline or master.poll() is not None:
+                    raise RuntimeError(
+                        "gunicorn did not start: " + (directory / "gunicorn.log").read_text()
+                    ) from None
+                time.sleep(0.3)
+        yield GunicornApi(base, token, master)
+    finally:
+        master.send_signal(signal.SIGTERM)
+        try:
+            master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+
+
+def answer(sent: Sent) -> str:
+    body = sent.body.get("report", sent.body)
+    code = body.get("error_code") or body.get("verdict") or body.get("status")
+    return f"{sent.status} {code} {str(body.get('message', body.get('text', '')))[:90]}"
+
+
+def run_server(quick: bool) -> int:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-bombs-server-") as tmp,
+        gunicorn_api(Path(tmp)) as api,
+    ):
+        header = (
+            f"{'shape':<28} {'sent KiB':>9} {'idle MiB':>9} {'peak MiB':>9} {'over idle':>10} "
+            f"{'held after':>11}  answer"
+        )
+        print("each shape as one API upload to gunicorn (one sync worker)")
+        print(header)
+        print("-" * len(header))
+        worst = 0.0
+        for name, endpoint, filename, data in server_shapes(quick):
+            sent = api.send(endpoint, filename, data)
+            worst = max(worst, sent.over_idle)
+            print(
+                f"{name:<28} {len(data) / 1024:>9.0f} {sent.idle:>9.0f} {sent.peak:>9.0f} "
+                f"{sent.over_idle:>10.0f} {sent.held - sent.idle:>+11.0f}  {answer(sent)}"
+            )
+        print(f"worst peak over idle: {worst:.0f} MiB")
+    return 0
+
+
 def measured(argv: list[str], env: dict[str, str]) -> tuple[int, float, float, str]:
     """Exit code, wall seconds, peak RSS (MiB, the child's own VmHWM) and stdout of `argv`
     in its own process."""
@@ -183,7 +451,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller bombs: a smoke run")
     parser.add_argument("--core", action="store_true", help="parsers only, no Django")
+    parser.add_argument(
+        "--server", action="store_true", help="the API of a real gunicorn, peak RSS per upload"
+    )
     args = parser.parse_args()
+    if args.server:
+        return run_server(args.quick)
     core = args.core or args.quick
     with tempfile.TemporaryDirectory(prefix="bench-bombs-") as tmp:
         directory = Path(tmp)

@@ -28,6 +28,10 @@ BOM = b"\xef\xbb\xbf"
 #: bytes once parsed: 2 million keys in one object grew the server by ~650 MB)
 MAX_OBJECT_KEYS = 100_000
 MAX_KEYS = 1_000_000
+#: objects and arrays one JSON text may hold: ``{}`` and ``[]`` cost ~60 bytes each once
+#: parsed, whatever their three bytes (8 million ``{}`` events, 23 KB gzipped, grew the
+#: server by 1.3 GB; 16 million ``[]`` by 2.2 GB)
+MAX_CONTAINERS = 1_000_000
 
 
 def _refuse_constant(name: str) -> Any:
@@ -151,6 +155,31 @@ def out_of_range(
 # A string (a key when a colon follows), or a brace: enough to count keys per object without
 # building anything. Inside a string a quote is always escaped, so matches stay aligned.
 _KEY_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"[ \t\r\n]*(:)?|[{}]')
+#: a string, or an opening bracket: enough to count containers outside strings
+_OPEN_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{\[]')
+
+
+def has_many_containers(data: bytes, max_containers: int = MAX_CONTAINERS) -> bool:
+    """Whether the JSON text `data` may hold more than `max_containers` objects and arrays
+    (cheap: each needs its own ``{`` or ``[`` byte, and two bytes at least)."""
+    return len(data) > 2 * max_containers and (data.count(b"{") + data.count(b"[") > max_containers)
+
+
+def check_container_count(data: bytes, *, where: str, max_containers: int = MAX_CONTAINERS) -> None:
+    """Refuse a JSON text with more than `max_containers` objects and arrays, before it is
+    parsed: the brackets outside strings are counted, up to the first one past the limit."""
+    if not has_many_containers(data, max_containers):
+        return
+    count = 0
+    for m in _OPEN_TOKEN.finditer(data):
+        if m.end() - m.start() == 1:
+            count += 1
+            if count > max_containers:
+                raise ReplayError(
+                    MALFORMED_TRACE,
+                    f"{where}: more than {max_containers} objects and arrays; refused before "
+                    "parsing it",
+                )
 
 
 def check_key_count(
@@ -162,6 +191,7 @@ def check_key_count(
     Every key needs a colon, so a text with few colons is let through without a scan; the
     scan walks strings and braces only, and stops at the first limit crossed.
     """
+    check_container_count(data, where=where)
     if data.count(b":") <= min(max_keys, max_object_keys):
         return
     total = 0
@@ -187,6 +217,61 @@ def check_key_count(
             here = 0
         elif m.group() == b"}":
             here = outer.pop() if outer else 0
+
+
+#: a JSON token, enough to follow nesting: a string, an opening or closing bracket, a colon
+#: (the string before it was a key) or a comma
+_NEST_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]')
+
+
+def deeper_than(value: Any, limit: int, depth: int = 1) -> bool:
+    """Whether `value` (at `depth`: 1 for a document) holds a container deeper than `limit`
+    levels; iterative, so any nesting a decoder built is walked on any thread's stack."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack = [(value, depth)]
+    while stack:
+        node, level = stack.pop()
+        if level > limit:
+            return True
+        for child in node.values() if type(node) is dict else node:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, level + 1))
+    return False
+
+
+def locate_too_deep(
+    text: str, start: int, limit: int, depth: int = 1, pointer: str = ""
+) -> tuple[int, str] | None:
+    """Where the first container deeper than `limit` levels opens in the JSON value at
+    ``text[start]`` (at `depth`, at JSON pointer `pointer`): its index in `text` and its JSON
+    pointer;
+    None when there is none (up to where the value, or the text, ends). Reads tokens only."""
+    path: list[str | int | None] = []  # per open container: the current key or index
+    last_string = ""
+    for m in _NEST_TOKEN.finditer(text, start):
+        token = m.group()
+        first = token[0]
+        if first == '"':
+            last_string = token
+        elif first in "{[":
+            if depth + len(path) > limit:
+                return m.start(), pointer + pointer_join(p for p in path if p is not None)
+            path.append(None if first == "{" else 0)
+        elif first in "}]":
+            if path:
+                path.pop()
+            if not path:
+                return None  # the value ended
+        elif first == ":":
+            if path:
+                try:
+                    path[-1] = json.loads(last_string)
+                except ValueError:
+                    return None
+        elif path and isinstance(path[-1], int):
+            path[-1] += 1
+    return None
 
 
 def _utf8_error(data: bytes, exc: UnicodeDecodeError, where: str) -> ReplayError:
@@ -300,6 +385,8 @@ if _orjson is not None:
         again, wherever it runs. Anything else (other spacing or escapes, ``1E5``, huge
         integers, duplicate keys, errors of any kind) is `NOT_PROVEN`.
         """
+        if has_many_containers(data):
+            return NOT_PROVEN  # loads_strict counts them before it parses (and refuses)
         try:
             value = _fast_loads(data)
             out = _fast_dumps(value)

@@ -638,16 +638,22 @@ def deep(depth: int) -> bytes:
     return json.dumps(doc).replace('"DEEP"', "[" * depth + "]" * depth).encode()
 
 
-def test_nesting_past_the_decoders_limit_is_refused():
+@pytest.mark.parametrize("depth", [62, 800, 5000])
+def test_nesting_past_the_limit_is_refused_naming_where(depth):
+    # invoke is level 2, request 3, kind's arrays from 4: the 62nd array is level 65 (issue
+    # 20: one limit, MAX_DEPTH, not whatever the decoder's recursion reached on that stack)
+    data = deep(depth)
     with pytest.raises(cx.ReplayError) as caught:
-        cx.loads(deep(5000), "deep.json")
+        cx.loads(data, "deep.json")
+    column = data.index(b"[" * depth) + 61 + 1
     assert (caught.value.code, caught.value.message) == (
         MALFORMED_TRACE,
-        "deep.json: invoke nests too deeply",
+        f"deep.json: nesting deeper than 64 levels at line 1 column {column} "
+        "(/invoke/request/kind" + "/0" * 61 + ")",
     )
 
 
-@pytest.mark.parametrize("depth", [200, 800])
+@pytest.mark.parametrize("depth", [30, 61])
 def test_deep_but_readable_nesting_is_a_precise_verdict_never_a_crash(depth):
     trace = cx.loads(deep(depth), "deep.json")
     report = cx.replay(trace, inputs_for(trace), keys=golden_key_ring()).to_json()

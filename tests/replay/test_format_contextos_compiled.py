@@ -9,6 +9,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,14 @@ from tests.replay.test_format_contextos import EXPECTED, FAST_JSON, HERE, KEYS, 
 
 compiled = cx_chain._compiled
 KIND_ORDER = ("invoke", "tool_call", "tool_result", "decision_record")
+ROOT = Path(__file__).resolve().parents[2]
+#: the property tests' examples are divided by this (the AddressSanitizer run below: ~10x
+#: slower per example, it runs a tenth of them, within CI's minute)
+DIVISOR = max(1, int(os.environ.get("REPLAY_EXAMPLES_DIVISOR", "1")))
+
+
+def examples(n: int) -> int:
+    return max(10, n // DIVISOR)
 
 
 def test_the_compiled_chain_is_built():
@@ -59,7 +72,7 @@ def compiled_entry_bytes(kind: str, values: list[Any], sink: set[str]) -> bytes:
     return b"".join(out)
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=examples(400), deadline=None, database=None)
 @given(kind=st.sampled_from(KIND_ORDER), a=FAST_JSON, b=FAST_JSON)
 def test_the_compiled_writer_writes_the_exact_writers_bytes_and_pointers(kind, a, b):
     names = [k for k in cx._PLISTS[kind] if k != "kind"]
@@ -81,7 +94,7 @@ def test_the_compiled_writer_writes_the_exact_writers_bytes_and_pointers(kind, a
     )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=examples(300), deadline=None, database=None)
 @given(record=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=8))
 def test_the_compiled_record_hash_is_the_seeds(record):
     plist = tuple(sorted(record))
@@ -181,7 +194,7 @@ def both(doc: dict[str, Any], **kw: Any) -> tuple[Any, Any]:
     return (got, got_u), (want, want_u)
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=examples(300), deadline=None, database=None)
 @given(doc=traces())
 def test_the_compiled_chain_gives_the_python_loops_result_and_pointers(doc):
     try:
@@ -195,7 +208,7 @@ def test_the_compiled_chain_gives_the_python_loops_result_and_pointers(doc):
     assert got == want
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=examples(150), deadline=None, database=None)
 @given(doc=traces(), bound=st.integers(0, 8), run=st.integers(1, 3))
 def test_runs_progress_and_the_pointer_bound_change_nothing(doc, bound, run):
     try:
@@ -345,3 +358,187 @@ def test_the_module_builds_without_warnings_and_hashes_alike_with_or_without_ope
         record = head["decision_record"]
         plist = tuple(sorted(record))
         assert module.hash_kept(record, plist, frozenset(plist)) == EXPECTED[name]["record_hash"]
+
+
+@settings(max_examples=examples(300), deadline=None, database=None)
+@given(value=FAST_JSON, limit=st.integers(0, 8), depth=st.integers(1, 4))
+def test_the_compiled_nesting_walk_is_jsonstricts(value, limit, depth):
+    from replay.formats.jsonstrict import deeper_than
+
+    assert compiled.deeper_than(value, limit, depth) is deeper_than(value, limit, depth)
+
+
+def test_the_compiled_nesting_walk_stops_at_its_limit():
+    nested: Any = []
+    for _ in range(100_000):  # deeper than any C stack would follow
+        nested = [nested]
+    assert compiled.deeper_than(nested, 64, 1) is True
+    assert compiled.deeper_than([[[]]], 3, 1) is False
+    assert compiled.deeper_than([[[]]], 2, 1) is True
+    assert compiled.deeper_than({"a": {"b": 1}}, 2, 1) is False
+    assert compiled.deeper_than("a string", 0, 1) is False
+    with pytest.raises(ValueError, match="0 <= limit <= 1000"):
+        compiled.deeper_than([], 1001, 1)
+
+
+# --- values taken away while they are written (issue 20: a use-after-free) -----------------
+
+
+def _reconfigured(js_number=None, pointer_part=None):
+    """The module configured with other callbacks (restored by the caller)."""
+    compiled.configure(
+        js_number or cx_chain._js_number,
+        pointer_part or cx_chain._pointer_part,
+        hashlib.sha256,
+        cx_chain._KINDS,
+    )
+
+
+@pytest.fixture
+def restored():
+    yield
+    _reconfigured()
+
+
+def test_a_value_its_object_drops_while_it_is_written_is_held_until_written(restored):
+    # write_dict wrote a value it held no reference to: the number inside it calls Python
+    # (js_number), which here takes that value out of its object, its only other holder
+    # (a list: its items are freed memory when it goes, which AddressSanitizer watches)
+    plist, allowed, _ = cx_chain._KINDS[1]  # ("call", "kind")
+    outer = {"kind": [1.5, "after", {"call": {"kind": 1}}]}
+
+    def js_number(value):
+        outer.pop("kind", None)
+        return cx_chain._js_number(value)
+
+    _reconfigured(js_number=js_number)
+    written = compiled.write_kept(outer, plist, allowed, None, None, None)
+    assert written == b'{"kind":[1.5,"after",{"call":{"kind":1}}]}'
+    assert outer == {}
+
+
+def test_a_key_and_a_cache_level_emptied_while_a_pointer_is_spelt_are_held(restored):
+    plist, allowed, _ = cx_chain._KINDS[1]
+    cache: dict = {}
+    value = {"left out " + "x" * 40: 1, "call": {"also left out": 2}}
+
+    def pointer_part(key):
+        cache.clear()  # the level below() looked up, and was about to fill
+        value.clear()  # the key being spelt
+        return cx_chain._pointer_part(key)
+
+    _reconfigured(pointer_part=pointer_part)
+    sink: set[str] = set()
+    assert compiled.write_kept(value, plist, allowed, "/x", sink, cache) == b"{}"
+    assert sink == {"/x/left out " + "x" * 40}
+
+
+def test_envelopes_taken_away_while_the_chain_runs_hand_the_entry_back(restored):
+    trace = cx.loads((HERE / "pass.trace.json").read_bytes(), "t.json")
+    envelopes = trace.envelopes.in_memory()
+    call = envelopes[0]["call"]
+    call["kind"] = 2.5  # a number: js_number runs while entry 1 is written
+    call["payload_hash"] = python_chain(trace).expected  # and entry 1 verifies
+    head = trace.head
+
+    def js_number(value):
+        envelopes.clear()  # the list the loop reads entry 2 from
+        return cx_chain._js_number(value)
+
+    _reconfigured(js_number=js_number)
+    state, position, _prev, done, *_ = compiled.chain(
+        head["invoke"]["run_context"], head["invoke"]["request"],
+        head["invoke"]["envelope_hash"], envelopes, head["decision_record"],
+        head["audit"]["chain_prev_hash"], 0, 10**9, b"", None, 200, None,
+    )  # fmt: skip
+    assert (state, position, done) == (2, 2, 2)  # handed back: the Python loop decides
+
+
+def test_one_entry_never_grows_the_sink_past_the_bound():
+    # 4096 left-out keys in one tool call: the sink stops one past the bound, as the Python
+    # writers stop (it once took every one, each pointer as long as the nesting)
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    doc["tool_envelopes"][0]["call"]["call"] = {f"k{i}": {"k": i} for i in range(4096)}
+    trace = cx.loads(json.dumps(doc).encode(), "t.json")
+    got: set[str] = set()
+    result = cx.verify_chain(trace, cx.REFERENCE, unprotected=got)
+    want: set[str] = set()
+    assert result == python_chain(trace, unprotected=want)
+    assert got == want
+    assert len(got) == cx_chain.MAX_UNPROTECTED + 1
+
+
+def test_the_caches_live_for_one_trace_or_hold_only_small_shapes():
+    assert not hasattr(cx_chain, "_POINTERS")  # once a module global, never emptied
+    doc = json.loads((HERE / "pass.trace.json").read_text())
+    wide = {f"key {i} " + "x" * 100: {"call": i} for i in range(40)}
+    long_keys = {"y" * 300: 1, "call": {"z" * 300: 2}}
+    doc["tool_envelopes"][0]["call"]["call"] = [wide, long_keys, {"call": {"k": 1}}]
+    trace = cx.loads(json.dumps(doc).encode(), "t.json")
+    for compiled_or_not in (compiled, None):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(cx_chain, "_compiled", compiled_or_not)
+            cx.verify_chain(trace, cx.REFERENCE, unprotected=set())
+    shapes = [
+        *((at, keys) for _plist, at, keys in cx_chain._PLANS),
+        *cx_chain._DROPPED,
+        *((None, keys) for keys in cx_chain._RECORD_PLISTS),
+    ]
+    assert ("/tool_envelopes/*/call/call/*/call", ("k",)) in shapes  # small ones are kept
+    for at, keys in shapes:
+        assert len(keys) <= 32, keys
+        assert sum(map(len, keys)) <= 256, keys
+        assert at is None or len(at) <= 256
+    assert max(map(len, (cx_chain._PLANS, cx_chain._DROPPED, cx_chain._RECORD_PLISTS))) <= 4096
+
+
+def test_the_compiled_tests_pass_under_address_sanitizer(tmp_path):
+    """The module built with -fsanitize=address, put in place of the installed one (a
+    plugin puts it in sys.modules first), and this file's tests run against it in a fresh
+    interpreter with libasan preloaded and Python's allocator off (PYTHONMALLOC=malloc, so
+    that a freed object is freed memory ASan watches). CI runs this file."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    assert gcc, "a C compiler builds the module at install; the tests build it the same way"
+    libasan = subprocess.run(
+        [gcc, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert os.path.isabs(libasan), "libasan is not installed (Debian: libasan8, with gcc)"
+    source = Path(cx_chain.__file__).with_name("_compiled.c")
+    target = tmp_path / ("_compiled_asan" + sysconfig.get_config_var("EXT_SUFFIX"))
+    done = subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
+         "-DHAVE_OPENSSL_SHA=1", f"-I{sysconfig.get_paths()['include']}", str(source),
+         "-o", str(target), "-lcrypto"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "asan_compiled.py").write_text(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('_compiled', {str(target)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "sys.modules['replay.formats.contextos._compiled'] = module\n"
+    )
+    env = {
+        **os.environ,
+        "LD_PRELOAD": libasan,
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=99",
+        "PYTHONMALLOC": "malloc",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+        "REPLAY_EXAMPLES_DIVISOR": "10",
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+         "-p", "asan_compiled", str(Path(__file__)),
+         "-k", "not address_sanitizer and not builds_without_warnings"],
+        capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=600,
+    )  # fmt: skip
+    assert "AddressSanitizer" not in run.stderr, run.stderr[-4000:]
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert str(target) in (
+        subprocess.run(
+            [sys.executable, "-c", "import asan_compiled, replay.formats.contextos.chain as c;"
+             "print(c._compiled.__file__)"],
+            capture_output=True, text=True, cwd=ROOT, env=env, check=True,
+        ).stdout
+    )  # fmt: skip

@@ -143,6 +143,7 @@ typedef struct {
     PyObject *allowed; /* frozenset of the same */
     PyObject *sink;    /* set the left-out pointers go to, or NULL */
     PyObject *cache;   /* {pointer: {key: pointer below it}}, or NULL */
+    Py_ssize_t limit;  /* no pointer is added to a sink already holding more than this */
 } Walk;
 
 /* The pointer below ``at`` for ``key``: "at/key" for a kept key, "at/<escaped key>" for one
@@ -151,28 +152,33 @@ typedef struct {
 static PyObject *
 below(Walk *w, PyObject *at, PyObject *key, int dropped)
 {
-    PyObject *level = PyDict_GetItemWithError(w->cache, at);
-    if (level == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        if (PyDict_GET_SIZE(w->cache) < CACHE_MAX) {
-            level = PyDict_New();
-            if (level == NULL || PyDict_SetItem(w->cache, at, level) < 0) {
-                Py_XDECREF(level);
+    /* a strong reference: pointer_part is Python code, which may empty the cache */
+    PyObject *level = NULL;
+    if (w->cache != NULL) {
+        level = Py_XNewRef(PyDict_GetItemWithError(w->cache, at));
+        if (level == NULL) {
+            if (PyErr_Occurred())
                 return NULL;
+            if (PyDict_GET_SIZE(w->cache) < CACHE_MAX) {
+                level = PyDict_New();
+                if (level == NULL || PyDict_SetItem(w->cache, at, level) < 0) {
+                    Py_XDECREF(level);
+                    return NULL;
+                }
             }
-            Py_DECREF(level); /* the cache holds it */
         }
     }
     PyObject *name = key == NULL ? Py_None : key; /* None: no key spells it */
     if (level != NULL) {
         PyObject *hit = PyDict_GetItemWithError(level, name);
         if (hit != NULL) {
-            Py_INCREF(hit);
-            return hit;
+            Py_DECREF(level);
+            return Py_NewRef(hit);
         }
-        if (PyErr_Occurred())
+        if (PyErr_Occurred()) {
+            Py_DECREF(level);
             return NULL;
+        }
     }
     PyObject *made;
     if (key == NULL) {
@@ -180,21 +186,17 @@ below(Walk *w, PyObject *at, PyObject *key, int dropped)
     }
     else if (dropped) {
         PyObject *part = PyObject_CallOneArg(pointer_part, key);
-        if (part == NULL)
-            return NULL;
-        made = PyUnicode_FromFormat("%U/%U", at, part);
-        Py_DECREF(part);
+        made = part == NULL ? NULL : PyUnicode_FromFormat("%U/%U", at, part);
+        Py_XDECREF(part);
     }
     else {
         made = PyUnicode_FromFormat("%U/%U", at, key);
     }
-    if (made == NULL)
-        return NULL;
-    if (level != NULL && PyDict_GET_SIZE(level) < CACHE_MAX &&
+    if (made != NULL && level != NULL && PyDict_GET_SIZE(level) < CACHE_MAX &&
         PyDict_SetItem(level, name, made) < 0) {
-        Py_DECREF(made);
-        return NULL;
+        Py_CLEAR(made);
     }
+    Py_XDECREF(level);
     return made;
 }
 
@@ -211,11 +213,16 @@ write_dict(Buf *b, PyObject *o, PyObject *at, Walk *w)
                 PyErr_SetString(Slow, "a key that is not a string");
                 return -1;
             }
+            if (PySet_GET_SIZE(w->sink) > w->limit)
+                continue; /* enough to say (the keys are still checked) */
             int kept = PySet_Contains(w->allowed, key);
             if (kept < 0)
                 return -1;
             if (!kept) {
+                /* held: below() runs Python code (pointer_part), which may change o */
+                Py_INCREF(key);
                 PyObject *pointer = below(w, at, key, 1);
+                Py_DECREF(key);
                 if (pointer == NULL)
                     return -1;
                 int added = PySet_Add(w->sink, pointer);
@@ -231,22 +238,22 @@ write_dict(Buf *b, PyObject *o, PyObject *at, Walk *w)
     Py_ssize_t n = PyTuple_GET_SIZE(w->plist);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *k = PyTuple_GET_ITEM(w->plist, i);
-        PyObject *v = PyDict_GetItemWithError(o, k);
+        /* a strong reference: writing v runs Python code (js_number, pointer_part), which
+         * may take v out of o (a borrowed v would then be freed while it is written) */
+        PyObject *v = Py_XNewRef(PyDict_GetItemWithError(o, k));
         if (v == NULL) {
             if (PyErr_Occurred())
                 return -1;
             continue;
         }
-        if (!first && buf_put(b, ",", 1) < 0)
-            return -1;
-        first = 0;
-        if (write_str(b, k) < 0 || buf_put(b, ":", 1) < 0)
-            return -1;
+        int done = -1;
         PyObject *sub = NULL;
-        if (at != NULL && (sub = below(w, at, k, 0)) == NULL)
-            return -1;
-        int done = write_value(b, v, sub, w);
+        if ((first || buf_put(b, ",", 1) == 0) && write_str(b, k) == 0 &&
+            buf_put(b, ":", 1) == 0 && (at == NULL || (sub = below(w, at, k, 0)) != NULL))
+            done = write_value(b, v, sub, w);
+        first = 0;
         Py_XDECREF(sub);
+        Py_DECREF(v);
         if (done < 0)
             return -1;
     }
@@ -375,7 +382,7 @@ write_kept(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!configured() || check_plist(args[1], args[2]) < 0)
         return NULL;
-    Walk w = {args[1], args[2], args[4], args[5]};
+    Walk w = {args[1], args[2], args[4], args[5], PY_SSIZE_T_MAX};
     PyObject *at = args[3] == Py_None ? NULL : args[3];
     if (collecting(&w.sink, &w.cache) < 0)
         return NULL;
@@ -448,7 +455,7 @@ hash_kept(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!configured() || check_plist(args[1], args[2]) < 0)
         return NULL;
-    Walk w = {args[1], args[2], NULL, NULL};
+    Walk w = {args[1], args[2], NULL, NULL, PY_SSIZE_T_MAX};
     Buf b = {NULL, 0, 0};
     char hashed[HASH_LEN];
     PyObject *out = NULL;
@@ -463,27 +470,32 @@ hash_kept(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * bytes the reference rule hashes, after ``prev``, into b. -1 with Slow (or another error). */
 static int
 write_entry(Buf *b, int k, const char *prev, Py_ssize_t prev_len, PyObject *const *values,
-            PyObject *sink, PyObject *cache)
+            PyObject *sink, PyObject *cache, Py_ssize_t limit)
 {
-    PyObject *kind = PyTuple_GET_ITEM(kinds, k);
-    Walk w = {PyTuple_GET_ITEM(kind, 0), PyTuple_GET_ITEM(kind, 1), sink, cache};
+    /* held: configure() (Python code may call it meanwhile) replaces the kinds */
+    PyObject *kind = Py_NewRef(PyTuple_GET_ITEM(kinds, k));
+    Walk w = {PyTuple_GET_ITEM(kind, 0), PyTuple_GET_ITEM(kind, 1), sink, cache, limit};
     PyObject *pieces = PyTuple_GET_ITEM(kind, 2);
+    int failed = 0;
     b->len = 0;
     if (buf_put(b, prev, prev_len) < 0)
-        return -1;
+        failed = 1;
     int v = 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pieces); i++) {
+    for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(pieces); i++) {
         PyObject *piece = PyTuple_GET_ITEM(pieces, i); /* (bytes before, pointer or None) */
         PyObject *before = PyTuple_GET_ITEM(piece, 0);
-        if (buf_put(b, PyBytes_AS_STRING(before), PyBytes_GET_SIZE(before)) < 0)
-            return -1;
+        if (buf_put(b, PyBytes_AS_STRING(before), PyBytes_GET_SIZE(before)) < 0) {
+            failed = 1;
+            break;
+        }
         PyObject *at = PyTuple_GET_ITEM(piece, 1);
         if (at == Py_None)
             continue;
         if (write_value(b, values[v++], sink == NULL ? NULL : at, &w) < 0)
-            return -1;
+            failed = 1;
     }
-    return 0;
+    Py_DECREF(kind);
+    return failed ? -1 : 0;
 }
 
 enum { CHAIN_DONE = 0, CHAIN_BROKE = 1, CHAIN_SLOW = 2, CHAIN_FULL = 3 };
@@ -551,6 +563,10 @@ chain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         else {
             int part = (int)((position - 1) % 2);
+            if ((position - 1) / 2 >= PyList_GET_SIZE(envelopes)) {
+                state = CHAIN_SLOW; /* the list changed under us: the Python loop decides */
+                break;
+            }
             PyObject *env = PyList_GET_ITEM(envelopes, (position - 1) / 2);
             k = 1 + part;
             body = PyDict_CheckExact(env) ? PyDict_GetItemWithError(env, str_parts[part]) : NULL;
@@ -572,7 +588,7 @@ chain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* held while the values are written: Python code (js_number) runs meanwhile */
         Py_XINCREF(body);
         Py_XINCREF(recorded);
-        int written = write_entry(&b, k, prev, prev_len, values, sink, cache);
+        int written = write_entry(&b, k, prev, prev_len, values, sink, cache, limit);
         Py_XDECREF(body);
         if (written < 0 || hash_into(b.data, b.len, computed) < 0) {
             Py_XDECREF(recorded);
@@ -686,7 +702,61 @@ bad:
     return NULL;
 }
 
+/* 1 when a container in o (at level ``depth``) is deeper than ``limit``, else 0; the
+ * recursion stops at the limit, so it never goes deeper than limit - depth + 1 frames. No
+ * Python code runs: the values cannot change under it. */
+static int
+deeper(PyObject *o, Py_ssize_t depth, Py_ssize_t limit)
+{
+    if (depth > limit)
+        return 1;
+    if (PyDict_CheckExact(o)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &key, &value)) {
+            if ((PyDict_CheckExact(value) || PyList_CheckExact(value)) &&
+                deeper(value, depth + 1, limit))
+                return 1;
+        }
+    }
+    else {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) {
+            PyObject *item = PyList_GET_ITEM(o, i);
+            if ((PyDict_CheckExact(item) || PyList_CheckExact(item)) &&
+                deeper(item, depth + 1, limit))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(deeper_than_doc,
+"deeper_than(value, limit, depth) -> bool\n\n"
+"Whether ``value`` (at level ``depth``) holds a dict or list deeper than ``limit`` levels\n"
+"(only dicts and lists are followed, as a JSON reader builds them; ``limit`` at most 1000).");
+
+static PyObject *
+deeper_than(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "deeper_than takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]), depth = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (limit < 0 || limit > 1000 || depth < 1) {
+        PyErr_SetString(PyExc_ValueError, "deeper_than: 0 <= limit <= 1000, depth >= 1");
+        return NULL;
+    }
+    PyObject *o = args[0];
+    if (!PyDict_CheckExact(o) && !PyList_CheckExact(o))
+        Py_RETURN_FALSE;
+    return PyBool_FromLong(deeper(o, depth, limit));
+}
+
 static PyMethodDef methods[] = {
+    {"deeper_than", (PyCFunction)(void (*)(void))deeper_than, METH_FASTCALL, deeper_than_doc},
     {"write_kept", (PyCFunction)(void (*)(void))write_kept, METH_FASTCALL, write_kept_doc},
     {"hash_kept", (PyCFunction)(void (*)(void))hash_kept, METH_FASTCALL, hash_kept_doc},
     {"chain", (PyCFunction)(void (*)(void))chain, METH_FASTCALL, chain_doc},

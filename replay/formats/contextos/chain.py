@@ -109,13 +109,56 @@ def canonical_for(rule: str) -> Callable[[Any], bytes]:
 
 
 class _Full(set):
-    """A sink that keeps nothing more (the writers add one pointer or a shape's at once)."""
+    """A sink that keeps nothing more (the writers add one pointer or a shape's at once);
+    it says it is over any bound, so that the writers do not even spell the pointers."""
 
     def add(self, _item: Any) -> None:
         return None
 
     def update(self, *_others: Any) -> None:
         return None
+
+    def __len__(self) -> int:
+        return _OVER
+
+
+_OVER = 2**62
+
+
+def _add_paths(dropped: Any, paths: tuple[str, ...]) -> None:
+    """``paths`` added to ``dropped`` in their order while it holds at most
+    ``MAX_UNPROTECTED`` pointers (the compiled writer's rule: one entry's pointers never grow
+    a sink past the bound by more than one, however many keys it leaves out)."""
+    if len(dropped) + len(paths) <= MAX_UNPROTECTED + 1:
+        dropped.update(paths)
+        return
+    for path in paths:
+        if len(dropped) > MAX_UNPROTECTED:
+            return
+        dropped.add(path)
+
+
+def _add_left_out(dropped: Any, o: dict[str, Any], allowed: frozenset[str], at: str) -> None:
+    """The pointers of ``o``'s left-out keys, in its order, added as :func:`_add_paths`
+    adds them; none spelt past the bound (a hostile object has many)."""
+    for key in o:
+        if len(dropped) > MAX_UNPROTECTED:
+            return
+        if key not in allowed:
+            dropped.add(f"{at}/{_pointer_part(key)}")
+
+
+#: shapes (objects) the writers remember what they keep and drop of: at most this many keys,
+#: at a pointer of at most ``_SHAPE_AT`` characters (the caches stay small whatever comes)
+_SHAPE_KEYS = 32
+_SHAPE_AT = 256
+
+
+def _small(keys: tuple[str, ...]) -> bool:
+    """Whether a shape's keys are short enough to remember: each cache then holds at most
+    4096 shapes of at most 32 keys of 256 characters in all, at pointers of at most 256
+    characters, whatever the uploads were."""
+    return sum(map(len, keys)) <= _SHAPE_AT
 
 
 @dataclass
@@ -173,7 +216,7 @@ def verify_chain(
                 if plan is not None:
                     keys, paths = plan
                     if paths:
-                        sink.update(paths)
+                        _add_paths(sink, paths)
                     if len(keys) == 1:
                         k = keys[0]
                         kept = {k: body_of[k]}
@@ -196,7 +239,7 @@ def verify_chain(
                         body = _exact_reference_bytes(exact, sink)
                     except (CanonicalError, RecursionError) as exc:
                         return ChainResult(rule, False, done, idx, kind, None, recorded, str(exc))
-                if len(sink) > MAX_UNPROTECTED:
+                if len(sink) > MAX_UNPROTECTED and type(sink) is not _Full:
                     if unprotected is not None:
                         unprotected.update(sink)
                     sink = _Full()
@@ -219,7 +262,8 @@ def verify_chain(
             return ChainResult(
                 rule, False, done, entry.idx, entry.kind, None, entry.recorded, str(exc)
             )
-        if len(sink) > MAX_UNPROTECTED:  # enough to say; stop collecting (bounded memory)
+        # enough to say; stop collecting (bounded memory)
+        if len(sink) > MAX_UNPROTECTED and type(sink) is not _Full:
             if unprotected is not None:
                 unprotected.update(sink)
             sink = _Full()
@@ -306,7 +350,7 @@ _TOOL_PARTS = (
     ),
 )
 _QUOTED = {k: f'"{k}":' for plist in _PLISTS.values() for k in plist}
-_DROPPED: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
+_DROPPED: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}  # small shapes only
 #: (allow-list, pointer or None, keys in order) -> (kept keys in allow-list order, dropped)
 _PLANS: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
@@ -317,14 +361,17 @@ def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
     if type(o) is dict:
         # the same shapes repeat from entry to entry and file to file: their dropped
         # pointers are spelt once (the parent pointer fixes the allow-list)
-        shape = (at, frozenset(o))
-        paths = _DROPPED.get(shape)
-        if paths is None:
-            paths = tuple(f"{at}/{_pointer_part(key)}" for key in o.keys() - allowed)
-            if len(_DROPPED) < 4096:  # a bounded cache
-                _DROPPED[shape] = paths
-        if paths:
-            dropped.update(paths)
+        if len(o) > _SHAPE_KEYS or len(at) > _SHAPE_AT:
+            _add_left_out(dropped, o, allowed, at)
+        else:
+            shape = (at, tuple(o))
+            paths = _DROPPED.get(shape)
+            if paths is None:
+                paths = tuple(f"{at}/{_pointer_part(key)}" for key in o if key not in allowed)
+                if len(_DROPPED) < 4096 and _small(shape[1]):  # a bounded cache
+                    _DROPPED[shape] = paths
+            if paths:
+                _add_paths(dropped, paths)
         out.append("{")
         first = True
         for k in plist:
@@ -378,20 +425,26 @@ def _fast_keep(
         # (in the allow-list's order) and the pointers it drops are worked out once per
         # (allow-list, pointer, keys in the file's order); ``at`` is None when the dropped
         # pointers are not collected
-        shape = (plist, at, tuple(o))
-        plan = _PLANS.get(shape)
-        if plan is None:
-            plan = (
-                tuple(k for k in plist if k in o),
-                ()
-                if at is None
-                else tuple(f"{at}/{_pointer_part(key)}" for key in o if key not in allowed),
-            )
-            if len(_PLANS) < 4096:  # a bounded cache
-                _PLANS[shape] = plan
-        keys, paths = plan
-        if paths:
-            dropped.update(paths)
+        if len(o) > _SHAPE_KEYS or (at is not None and len(at) > _SHAPE_AT):
+            # a large shape: neither remembered nor its pointers spelt past the bound
+            keys = tuple(k for k in plist if k in o)
+            if at is not None:
+                _add_left_out(dropped, o, allowed, at)
+        else:
+            shape = (plist, at, tuple(o))
+            plan = _PLANS.get(shape)
+            if plan is None:
+                plan = (
+                    tuple(k for k in plist if k in o),
+                    ()
+                    if at is None
+                    else tuple(f"{at}/{_pointer_part(key)}" for key in o if key not in allowed),
+                )
+                if len(_PLANS) < 4096 and _small(shape[2]):  # a bounded cache
+                    _PLANS[shape] = plan
+            keys, paths = plan
+            if paths:
+                _add_paths(dropped, paths)
         if not keys:
             return {}
         if len(keys) == 1:
@@ -409,7 +462,7 @@ def _fast_keep(
                 plan = _PLANS.get((plist, sub, tuple(v)))
                 if plan is not None and not plan[0]:
                     if plan[1]:
-                        dropped.update(plan[1])
+                        _add_paths(dropped, plan[1])
                     kept[k] = {}
                 else:
                     kept[k] = _fast_keep(v, plist, allowed, sub, dropped)
@@ -434,7 +487,7 @@ def _fast_keep(
                 plan = _PLANS.get((plist, inner, tuple(v)))
                 if plan is not None and not plan[0]:
                     if plan[1]:
-                        dropped.update(plan[1])
+                        _add_paths(dropped, plan[1])
                     out.append({})
                 else:
                     out.append(_fast_keep(v, plist, allowed, inner, dropped))
@@ -551,7 +604,8 @@ def _parsed_record_hash(record: dict[str, Any]) -> str:
             plist = tuple(sorted(record))
             fast = _PROTO not in record and all(k.isascii() for k in plist)
             lists = (plist, frozenset(plist)) if fast else ()
-            if len(_RECORD_PLISTS) < 4096:  # a bounded cache
+            # a bounded cache, of records with few short keys
+            if len(_RECORD_PLISTS) < 4096 and len(shape) <= _SHAPE_KEYS and _small(shape):
                 _RECORD_PLISTS[shape] = lists
         if lists:
             plist, allowed = lists
@@ -596,9 +650,6 @@ _KINDS = (
         ),
     ),
 )
-#: the pointers below each level, spelt once (bounded in C); one cache serves every kind, as
-#: each kind's pointers start where no other kind's do
-_POINTERS: dict[Any, Any] = {}
 #: envelopes per compiled call when the trace is spooled or progress is reported
 _RUN = 500
 
@@ -670,6 +721,9 @@ def _verify_chain_compiled(
         invoke["envelope_hash"],
     )
     record_prev = head["audit"]["chain_prev_hash"]
+    # the pointers below each level, spelt once (bounded in C), for this trace only: one
+    # cache serves every kind, as each kind's pointers start where no other kind's do
+    pointers: dict[Any, Any] = {}
     total = len(trace.envelopes)
     prev = b""
     done = 0
@@ -690,7 +744,7 @@ def _verify_chain_compiled(
                 prev,
                 sink,
                 MAX_UNPROTECTED,
-                None if sink is None else _POINTERS,
+                None if sink is None else pointers,
             )
             done += count
             if state == 0:

@@ -28,11 +28,15 @@ from replay.diff import pointer_join
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import (
     _DECODER,
+    _NEST_TOKEN,
     _SURROGATE_ESCAPE,
     BOM,
+    MAX_CONTAINERS,
     NOT_PROVEN,
     NumberOutOfRange,
     _refuse_lone_surrogates,
+    deeper_than,
+    locate_too_deep,
     out_of_range,
     parse_compact,
 )
@@ -43,6 +47,11 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the exact writ
     _orjson = None  # type: ignore[assignment]
 else:
     _indented = functools.partial(_orjson.dumps, option=_orjson.OPT_INDENT_2)
+
+try:  # the nesting walk, compiled (built at install); else jsonstrict's, in Python
+    from replay.formats.contextos._compiled import deeper_than as _compiled_deeper_than
+except ImportError:  # pragma: no cover - a source tree without `pip install`
+    _compiled_deeper_than = None  # type: ignore[assignment]
 
 FORMAT = "contextos-trace"
 SCHEMA_VERSION = 1
@@ -64,6 +73,11 @@ TOP_KEYS = frozenset(
 
 MAX_DOCUMENT_BYTES = 4 * 1024**3
 MAX_VALUE_CHARS = 64 * 1024**2  # one tool envelope, or one other top-level value
+#: levels of nesting, the document's own object being the first (a tool envelope is the
+#: third): refused past it with its line, column and pointer, before any recursive code
+#: (a decoder, a writer, a spooled envelope read back) sees it, so that what is accepted
+#: does not depend on the server's thread, stack or recursion limit
+MAX_DEPTH = 64
 SPOOL_AFTER_BYTES = 1024**2
 SMALL_DOCUMENT_BYTES = 256 * 1024
 _CHUNK = 1 << 20
@@ -79,6 +93,13 @@ _BATCH_TRIES = 8
 _BATCH_GUESSES = 4
 #: JSON's blanks between tokens
 _BLANKS = re.compile(r"[ \t\r\n]*")
+
+
+def _too_deep(value: Any, depth: int) -> bool:
+    """Whether ``value``, at level ``depth``, holds a container deeper than ``MAX_DEPTH``."""
+    if _compiled_deeper_than is not None:
+        return _compiled_deeper_than(value, MAX_DEPTH, depth)
+    return deeper_than(value, MAX_DEPTH, depth)
 
 
 def _malformed(message: str) -> ReplayError:
@@ -163,18 +184,68 @@ class _Reader:
         column = index - newline if newline != -1 else self.column_before + index + 1
         return line, column
 
-    def value(self, what: str, pointer: str = "") -> tuple[Any, int]:
+    def refuse_deep(self, start: int, pointer: str, depth: int) -> None:
+        """Refuse the value at ``buf[start]`` (at ``pointer``, ``depth``) if it nests deeper
+        than ``MAX_DEPTH``: the refusal names where the first container too deep opens."""
+        found = locate_too_deep(self.buf, start, MAX_DEPTH, depth, pointer)
+        if found is not None:
+            index, where = found
+            line, column = self.place(index)
+            raise _malformed(
+                f"{self.where}: nesting deeper than {MAX_DEPTH} levels at line {line} column "
+                f"{column} ({where})"
+            )
+
+    def check_depth(self, value: Any, start: int, end: int, pointer: str, depth: int) -> None:
+        """Refuse a value read from ``buf[start:end]`` that nests deeper than ``MAX_DEPTH``
+        (quick when its text has too few brackets to)."""
+        brackets = self.buf.count("{", start, end) + self.buf.count("[", start, end)
+        if brackets > MAX_DEPTH - depth + 1 and _too_deep(value, depth):
+            self.refuse_deep(start, pointer, depth)
+
+    def check_containers(self, what: str) -> None:
+        """Refuse the value at ``pos`` once its text holds more than ``MAX_CONTAINERS``
+        objects and arrays, before a decoder builds them (quick while the buffer has too
+        few brackets to)."""
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos <= 2 * MAX_CONTAINERS or buf[pos] not in "{[":
+            return
+        if buf.count("{", pos) + buf.count("[", pos) <= MAX_CONTAINERS:
+            return
+        count = 0
+        depth = 0
+        for m in _NEST_TOKEN.finditer(buf, pos):
+            part = m.group()
+            if part in "{[":
+                count += 1
+                depth += 1
+                if count > MAX_CONTAINERS:
+                    raise _malformed(
+                        f"{self.where}: {what} holds more than {MAX_CONTAINERS} objects and "
+                        "arrays; refused before parsing it"
+                    )
+            elif part in "}]":
+                depth -= 1
+                if depth <= 0:
+                    return  # the value ended
+
+    def value(self, what: str, pointer: str = "", depth: int = 2) -> tuple[Any, int]:
         """The next JSON value and how many characters it took (``pointer``: where the value
-        is in the document, for a refusal)."""
+        is in the document, for a refusal; ``depth``: its level, the document being 1)."""
         self.skip_ws()
+        self.check_containers(what)
         if _orjson is not None:
+            start = self.pos
             fast = self._proven_value()
             if fast is not None:
+                self.check_depth(fast[0], start, self.pos, pointer, depth)
                 return fast
         while True:
+            self.check_containers(what)
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
             except RecursionError:
+                self.refuse_deep(self.pos, pointer, depth)
                 raise _malformed(f"{self.where}: {what} nests too deeply") from None
             except NumberOutOfRange:
                 raise out_of_range(
@@ -208,6 +279,7 @@ class _Reader:
                     self.buf, self.pos, end
                 ):
                     _refuse_lone_surrogates(value, self.where)
+                self.check_depth(value, self.pos, end, pointer, depth)
                 self.pos = end
                 return value, size
             # a number may go on in the next chunk: parse it again
@@ -297,6 +369,8 @@ class _Reader:
                 break
             if written != text.encode():
                 break  # another spelling: the strict read decides
+            if text.count("{") + text.count("[") > MAX_DEPTH - 2 and _too_deep(items, 2):
+                break  # read value by value: the one too deep is refused, naming where
             self.pos = cut
             return items, cut - pos
         self.batch_misses += 1
@@ -570,6 +644,8 @@ def _parse_small(data: bytes, filename: str) -> ContextosTrace | None:
             _refuse_lone_surrogates(doc, filename)
     if not isinstance(doc, dict) or not isinstance(doc.get("tool_envelopes"), list):
         return None
+    if data.count(b"{") + data.count(b"[") > MAX_DEPTH and _too_deep(doc, 1):
+        return None  # the streaming read refuses it, naming where
     items = doc.pop("tool_envelopes")  # what is left is the head (the document is ours)
     for index, item in enumerate(items):
         _check_envelope(item, index)
@@ -654,7 +730,9 @@ def _read_envelopes(reader: _Reader, envelopes: Envelopes) -> None:
             envelopes.extend(items, size)
         else:
             index = envelopes.count
-            item, size = reader.value(f"tool_envelopes[{index}]", f"/tool_envelopes/{index}")
+            item, size = reader.value(
+                f"tool_envelopes[{index}]", f"/tool_envelopes/{index}", depth=3
+            )
             envelopes.append(_check_envelope(item, index), size)
         if reader.expect(",]", "',' or ']' in tool_envelopes") == "]":
             return
