@@ -45,8 +45,10 @@ from governance.selectors import (
     halts_on_trace,
     production_requests,
     replay_halt_preview,
+    trace_notes,
 )
 from governance.services import pii_access_record
+from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
 from replay.formats.native.compare import SEAL_ALONE
@@ -326,6 +328,9 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "can_ask_production": roles.MODE_PRODUCTION not in modes
         and roles.can(request.user, roles.REPLAY_PRODUCTION_REQUEST),
         "production_requests": list(production_requests(trace=trace)[:20]),
+        "notes": list(trace_notes(trace)),
+        "can_note": roles.can(request.user, roles.TRACE_NOTE_ADD),
+        "note_max": NOTE_MAX_CHARS,
         "copies": copies,
         # "compare with…": the other runs of the same job first, then the other copies
         "compare_choices": same_job
