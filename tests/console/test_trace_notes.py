@@ -182,6 +182,14 @@ class TestThePage:
         assert "visible to all" in page
         assert ('id="note-form"' in page) is (name in MAY_NOTE)
 
+    @pytest.mark.parametrize("name", EVERYONE)
+    def test_the_notes_page_is_read_by_everyone_who_browses(self, as_persona, trace, name):
+        trace_note_add(trace=trace, actor=persona("alice"), text="read me")
+        response = as_persona(name).get(self.url(trace))
+        assert response.status_code == (403 if name == "nora" else 200)
+        if name != "nora":
+            assert "read me" in response.content.decode()
+
     def test_there_is_no_edit_or_delete(self, as_persona, trace):
         client = as_persona("adam")
         trace_note_add(trace=trace, actor=persona("alice"), text="kept")
@@ -223,6 +231,14 @@ class TestTheApi:
             assert response.status_code == 403
             assert response.json()["error_code"] == "PERMISSION_DENIED"
             assert _notes() == []
+
+    @pytest.mark.parametrize("name", EVERYONE)
+    def test_everyone_who_browses_lists_them(self, as_persona, trace, name):
+        trace_note_add(trace=trace, actor=persona("alice"), text="listed")
+        response = as_persona(name).get(self.url(trace))
+        assert response.status_code == (403 if name == "nora" else 200)
+        if name != "nora":
+            assert [n["text"] for n in response.json()] == ["listed"]
 
     def test_an_empty_note_is_a_400_with_the_services_message(self, as_persona, trace):
         response = as_persona("alice").post(
