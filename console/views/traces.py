@@ -452,6 +452,10 @@ def tombstone_page(request: HttpRequest, trace: Trace, *, status: int = 200) -> 
         "event": event,
         "snapshots": [r for r in trace.required_snapshot_ids or [] if isinstance(r, dict)],
         "runs": runs_for_trace(trace),
+        # a note may still be added after the content is gone: the hashes it names stay
+        "notes": list(trace_notes(trace)),
+        "can_note": roles.can(request.user, roles.TRACE_NOTE_ADD),
+        "note_max": NOTE_MAX_CHARS,
     }
     return render(request, "console/trace_tombstone.html", context, status=status)
 
