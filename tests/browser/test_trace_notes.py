@@ -22,11 +22,13 @@ def stored(trace_key):
     return trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
 
 
-def test_alice_adds_a_note_and_vera_reads_it(new_context, shots, stored):
+@pytest.mark.parametrize("width", [1440, 390])
+def test_alice_adds_a_note_and_vera_reads_it(new_context, shots, stored, width):
     from governance.models import GovernanceEvent
     from governance.services import NOTE_EMPTY_MESSAGE
 
     page = sign_in(new_context, "alice")
+    page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"/traces/{stored.blob.sha256}/")
     page.fill("#note-text", "   ")
     page.click("#note-submit")
@@ -37,7 +39,7 @@ def test_alice_adds_a_note_and_vera_reads_it(new_context, shots, stored):
     ]
     page.errors.clear()  # type: ignore[attr-defined]
     page.fill("#note-text", "Seal checked against the archived copy.")
-    shots(page, "typed")
+    shots(page, f"typed-{width}")
     page.click("#note-submit")
     page.wait_for_selector("#note-list")
     note = GovernanceEvent.objects.get(type="TRACE_NOTE")
@@ -46,7 +48,10 @@ def test_alice_adds_a_note_and_vera_reads_it(new_context, shots, stored):
     assert f"alice, {note.created_at:%Y-%m-%d %H:%M:%S} UTC, ledger seq {note.seq}" in (
         item.inner_text()
     )
-    shots(page, "added")
+    shots(page, f"added-{width}")
+    # the section fits the viewport: nothing in it scrolls sideways
+    overflow = page.eval_on_selector("#notes", "e => e.scrollWidth - e.clientWidth")
+    assert overflow == 0
     no_console_errors(page)
 
     viewer = sign_in(new_context, "vera")
