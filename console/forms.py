@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from console.selectors import VERDICT_ALIASES, TraceFilters
+from console.selectors import SORT_DEFAULT, VERDICT_ALIASES, SortError, TraceFilters, sort_parse
 from replay.models import Trace
 
 _REPLAYABLE = {"": None, "yes": True, "no": False}
@@ -20,12 +20,21 @@ class TraceFilterForm(forms.Form):
     date_to = forms.DateField(required=False, label="uploaded to")
     q = forms.CharField(required=False, max_length=255, label="search")
     cursor = forms.CharField(required=False, max_length=512)
+    sort = forms.CharField(required=False, max_length=32)
 
     def __init__(self, data=None, *args, **kwargs):
         if data is not None and data.get("verdict") in VERDICT_ALIASES:
             data = data.copy()
             data["verdict"] = VERDICT_ALIASES[data["verdict"]]
         super().__init__(data, *args, **kwargs)
+
+    def clean_sort(self) -> str:
+        sort = self.cleaned_data.get("sort") or SORT_DEFAULT
+        try:
+            sort_parse(sort)
+        except SortError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return sort
 
     def filters(self) -> TraceFilters:
         data = self.cleaned_data

@@ -76,6 +76,7 @@ from governance.roles import (
     ROLES,
     SIGNING_KEY_REGISTER,
     STRONG_ROLES,
+    TRACE_NOTE_ADD,
     UPLOAD,
     VIEWER,
     allowed,
@@ -114,6 +115,7 @@ __all__ = [
     "ROLE_GRANT_APPROVE",
     "SIGNING_KEY_REGISTER",
     "STRONG_ROLES",
+    "TRACE_NOTE_ADD",
     "UPLOAD",
     "VIEWER",
 ]

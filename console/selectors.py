@@ -59,21 +59,70 @@ class TracePage:
     prev_cursor: str | None  # newer rows
 
 
-def cursor_encode(created_at: datetime, pk: int, direction: str) -> str:
-    raw = json.dumps([direction, created_at.isoformat(), pk], separators=(",", ":"))
+#: ``?sort=`` key (ascending; ``-key`` descending) -> the Trace column; the id breaks ties
+SORTS: dict[str, str] = {
+    "created_at": "created_at",
+    "trace_id": "trace_id",
+    "format": "format",
+    "job": "job_id",
+    "verdict": "last_status",
+}
+SORT_DEFAULT = "-created_at"
+SORT_CHOICES = tuple(key for name in SORTS for key in (name, f"-{name}"))
+SORT_UNKNOWN_MESSAGE = "unknown sort {sort!r}: sort by one of " + ", ".join(SORT_CHOICES)
+
+
+class SortError(ValueError):
+    """A ``?sort=`` key that is not in :data:`SORTS` (``-`` for descending)."""
+
+
+def sort_parse(sort: str | None) -> tuple[str, bool]:
+    """``"-created_at"`` -> ("created_at", True): the Trace column and whether descending."""
+    sort = sort or SORT_DEFAULT
+    name = sort.removeprefix("-")
+    if name not in SORTS or sort.count("-") > 1:
+        raise SortError(SORT_UNKNOWN_MESSAGE.format(sort=sort))
+    return SORTS[name], sort.startswith("-")
+
+
+def sort_ordering(sort: str | None) -> tuple[str, str]:
+    """The ``order_by`` of a sort: its column, then the id the same way round."""
+    column, descending = sort_parse(sort)
+    sign = "-" if descending else ""
+    return f"{sign}{column}", f"{sign}id"
+
+
+def _cursor_value(trace: Trace, column: str) -> str:
+    value = getattr(trace, column)
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def cursor_encode(value: datetime | str, pk: int, direction: str, sort: str = SORT_DEFAULT) -> str:
+    """A page link's position: ``direction`` ("older": on in the sort's order, "newer": back),
+    the sort it belongs to, and the last row's sort value and id."""
+    stamp = value.isoformat() if isinstance(value, datetime) else value
+    raw = json.dumps([direction, sort, stamp, pk], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def cursor_decode(cursor: str) -> tuple[str, datetime, int]:
+def cursor_decode(cursor: str, sort: str = SORT_DEFAULT) -> tuple[str, Any, int]:
+    """(direction, sort value, id); CursorError for a cursor we did not make, or made for
+    another sort (its position means nothing in this order)."""
+    column, _descending = sort_parse(sort)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        direction, stamp, pk = json.loads(raw)
-        when = parse_datetime(stamp)
+        direction, made_for, stamp, pk = json.loads(raw)
+        value = parse_datetime(stamp) if column == "created_at" else stamp
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
         raise CursorError("invalid cursor") from exc
-    if direction not in ("older", "newer") or when is None or type(pk) is not int:
+    if (
+        direction not in ("older", "newer")
+        or made_for != (sort or SORT_DEFAULT)
+        or not isinstance(value, (str, datetime))
+        or type(pk) is not int
+    ):
         raise CursorError("invalid cursor")
-    return direction, when, pk
+    return direction, value, pk
 
 
 # Replayable: no missing external output, and every required snapshot is referenced and has a
@@ -130,37 +179,51 @@ def trace_queryset(filters: TraceFilters) -> QuerySet[Trace]:
 
 
 def trace_page(
-    *, filters: TraceFilters, cursor: str | None = None, limit: int | None = None
+    *,
+    filters: TraceFilters,
+    cursor: str | None = None,
+    limit: int | None = None,
+    sort: str | None = None,
 ) -> TracePage:
-    """One page of traces, newest first. Raises CursorError for a cursor we did not make."""
+    """One page of traces in ``sort``'s order (newest first by default). Raises SortError for
+    an unknown sort, CursorError for a cursor we did not make or made for another sort.
+
+    Keyset paging on (the sort's column, id): the default walks the ``trace_newest`` index;
+    the other columns are indexed too (the id orders the equal values)."""
+    sort = sort or SORT_DEFAULT
+    column, descending = sort_parse(sort)
     limit = max(1, min(limit or PAGE_SIZE, MAX_PAGE_SIZE))
     # the list never shows the verification report, which is the largest column
     qs = trace_queryset(filters).select_related("uploaded_by").defer("ingest_report")
     direction = "older"
     if cursor:
-        direction, when, pk = cursor_decode(cursor)
-        if direction == "older":
-            # The first conjunct bounds the index range; the second trims the equal stamps.
-            qs = qs.filter(created_at__lte=when).filter(Q(created_at__lt=when) | Q(id__lt=pk))
-        else:
-            qs = qs.filter(created_at__gte=when).filter(Q(created_at__gt=when) | Q(id__gt=pk))
+        direction, value, pk = cursor_decode(cursor, sort)
+        # "on" is the sort's own direction; the first conjunct bounds the index range and the
+        # second trims the rows equal to the cursor's value
+        on = descending == (direction == "older")
+        lt, lte = ("lt", "lte") if on else ("gt", "gte")
+        qs = qs.filter(**{f"{column}__{lte}": value}).filter(
+            Q(**{f"{column}__{lt}": value}) | Q(**{f"id__{lt}": pk})
+        )
+    forward = sort_ordering(sort)
     if direction == "older":
-        rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
+        rows = list(qs.order_by(*forward)[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
         has_older, has_newer = more, bool(cursor)
     else:
-        rows = list(qs.order_by("created_at", "id")[: limit + 1])
+        backward = [f[1:] if f.startswith("-") else f"-{f}" for f in forward]
+        rows = list(qs.order_by(*backward)[: limit + 1])
         more = len(rows) > limit
         rows = list(reversed(rows[:limit]))
         has_older, has_newer = True, more
     next_cursor = prev_cursor = None
     if rows and has_older:
         last = rows[-1]
-        next_cursor = cursor_encode(last.created_at, last.pk, "older")
+        next_cursor = cursor_encode(_cursor_value(last, column), last.pk, "older", sort)
     if rows and has_newer:
         first = rows[0]
-        prev_cursor = cursor_encode(first.created_at, first.pk, "newer")
+        prev_cursor = cursor_encode(_cursor_value(first, column), first.pk, "newer", sort)
     traces_mark_replayable(rows)
     traces_mark_shared_ids(rows)
     return TracePage(traces=rows, next_cursor=next_cursor, prev_cursor=prev_cursor)

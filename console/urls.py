@@ -12,6 +12,7 @@ from console.views import (
     governance,
     health,
     inbox,
+    notes,
     ops,
     production,
     runs,
@@ -41,6 +42,7 @@ urlpatterns = [
     ),
     path("traces/<str:trace_ref>/", traces.trace_detail_view, name="trace-detail"),
     path("traces/<str:trace_ref>/replay/", runs.run_start_view, name="run-start"),
+    path("traces/<str:trace_ref>/notes/", notes.trace_notes_view, name="trace-notes"),
     path(
         "traces/<str:trace_ref>/compare/",
         traces.trace_compare_pick_view,

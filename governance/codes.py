@@ -8,7 +8,8 @@ Pure (no Django). Two tables live here and nowhere else:
 
   ====  ==================================================================================
   1xx   replay: requests, results, divergences, integrity failures, timeouts, the
-        council's signed approval of a production replay, and retention's expiries
+        council's signed approval of a production replay, retention's expiries, and
+        auditors' notes on a trace
   2xx   force-continue: requests, signed approvals and denials, quorum decisions
   3xx   halts: FORCE_HALT_REPLAY, council signatures toward FORCE_HALT_CLEAR, incidents
   4xx   keys: server signing keys and council/admin member keys (added, rotated, revoked);
@@ -36,7 +37,7 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   103   INTEGRITY_FAILURE        104  REPLAY_TIMEOUT
   105   PRODUCTION_REPLAY_REQUEST                        106  PRODUCTION_REPLAY_APPROVAL
   107   PRODUCTION_REPLAY_APPROVED                       108  PRODUCTION_REPLAY_REJECTED
-  109   TRACE_EXPIRED
+  109   TRACE_EXPIRED            110  TRACE_NOTE
   200   FORCE_CONTINUE_REQUEST   201  FORCE_CONTINUE_APPROVAL
   202   FORCE_CONTINUE_APPROVED  203  FORCE_CONTINUE_REJECTED
   204   FORCE_CONTINUE_REFUSED
@@ -92,6 +93,7 @@ PRODUCTION_REPLAY_APPROVAL: Final = "PRODUCTION_REPLAY_APPROVAL"
 PRODUCTION_REPLAY_APPROVED: Final = "PRODUCTION_REPLAY_APPROVED"
 PRODUCTION_REPLAY_REJECTED: Final = "PRODUCTION_REPLAY_REJECTED"
 TRACE_EXPIRED: Final = "TRACE_EXPIRED"
+TRACE_NOTE: Final = "TRACE_NOTE"
 # --- 2xx force-continue ----------------------------------------------------------------------
 FORCE_CONTINUE_REQUEST: Final = "FORCE_CONTINUE_REQUEST"
 FORCE_CONTINUE_APPROVAL: Final = "FORCE_CONTINUE_APPROVAL"
@@ -150,6 +152,9 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(108, PRODUCTION_REPLAY_REJECTED, "a production replay reached the deny threshold"),
     EventType(
         109, TRACE_EXPIRED, "retention removed a stored file's content; its row and hashes stay"
+    ),
+    EventType(
+        110, TRACE_NOTE, "an auditor's note on a stored trace (append-only, no personal data)"
     ),
     EventType(200, FORCE_CONTINUE_REQUEST, "a force-continue past a divergence was requested"),
     EventType(201, FORCE_CONTINUE_APPROVAL, "one signed approval or denial of a force-continue"),
@@ -236,6 +241,8 @@ DSR_RELEASE_NOT_APPROVED: Final = "DSR_RELEASE_NOT_APPROVED"
 DSR_PLAN_CHANGED: Final = "DSR_PLAN_CHANGED"
 RUN_NOT_STALE: Final = "RUN_NOT_STALE"
 PROOF_RANGE: Final = "PROOF_RANGE"
+NOTE_INVALID: Final = "NOTE_INVALID"
+NOTE_PERSONAL_DATA: Final = "NOTE_PERSONAL_DATA"
 
 REFUSALS: Final[dict[str, str]] = {
     APPROVAL_SELF: "the requester tried to approve their own request",
@@ -300,6 +307,11 @@ REFUSALS: Final[dict[str, str]] = {
     PROOF_RANGE: (
         "a Merkle proof or checkpoint asked for an event or a tree size the ledger's tree does "
         "not have (the message names the sizes)"
+    ),
+    NOTE_INVALID: "a note on a trace is empty or longer than the limit",
+    NOTE_PERSONAL_DATA: (
+        "a note quotes a personal value of its trace (the ledger cannot be erased): name the "
+        "subject by its opaque ref instead"
     ),
 }
 

@@ -50,6 +50,7 @@ SIGNING_KEY_REGISTER: Final = "signing_key_register"  # register one's own publi
 API_TOKENS_OWN: Final = "api_tokens_own"  # create, list and revoke one's own API tokens
 LEDGER_VERIFY_FULL: Final = "ledger_verify_full"  # a background re-verification from seq 1
 INBOX: Final = "inbox"  # the governed requests waiting for one's own signature
+TRACE_NOTE_ADD: Final = "trace_note_add"  # a TRACE_NOTE; everyone who browses reads them
 
 ACTIONS: Final = (
     BROWSE,
@@ -72,6 +73,7 @@ ACTIONS: Final = (
     API_TOKENS_OWN,
     LEDGER_VERIFY_FULL,
     INBOX,
+    TRACE_NOTE_ADD,
 )
 
 #: action -> the roles that grant it on their own (ARCHITECTURE.md, "Roles")
@@ -96,6 +98,7 @@ MATRIX: Final[dict[str, frozenset[str]]] = {
     API_TOKENS_OWN: frozenset(ROLES),  # anyone with a role, for their own tokens only
     LEDGER_VERIFY_FULL: frozenset({ADMIN}),  # minutes of a worker; checking new events: BROWSE
     INBOX: frozenset(ROLES),  # anyone with a role; it lists only what they may sign
+    TRACE_NOTE_ADD: frozenset({AUDITOR, ADMIN}),
 }
 
 #: action -> sets of roles that grant it only when held together

@@ -816,3 +816,11 @@ def _checkpoint_check_from_mark(
             state=reading.run.state if reading.run else "-",
         )
     return ledger.CheckpointVerdict(True, None, message, size, reading.head_seq)
+
+
+def trace_notes(trace: Trace) -> QuerySet[GovernanceEvent]:
+    """The TRACE_NOTE events on ``trace``'s stored file, oldest first (the ledger's code index
+    narrows the scan to notes; a note names the file by its ``file_sha256``)."""
+    return GovernanceEvent.objects.filter(
+        code=codes.code_of(codes.TRACE_NOTE), payload__file_sha256=trace.blob.sha256
+    ).order_by("seq")

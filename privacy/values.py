@@ -47,3 +47,21 @@ def subject_values(refs: Sequence[str], *, reveal: bool) -> list[tuple[Hit, str]
         key = keys[value.subject_id]
         out.append((hit, ERASED if key is None else _decoded(raw_value(value, key))))
     return out
+
+
+def trace_plain_values(trace_pk: int) -> list[str]:
+    """The trace's personal values still readable (not erased), decrypted for a server-side
+    comparison only: never shown, never logged (``governance.services.notes`` refuses a note
+    quoting one)."""
+    out: list[str] = []
+    keys: dict[int, bytes | None] = {}
+    rows = PersonalValue.objects.filter(trace_id=trace_pk, ciphertext__isnull=False)
+    for value in rows.select_related("subject__key"):
+        if value.subject.erased_at is not None:
+            continue
+        if value.subject_id not in keys:
+            keys[value.subject_id] = subject_key(value.subject)
+        key = keys[value.subject_id]
+        if key is not None:
+            out.append(_decoded(raw_value(value, key)))
+    return out

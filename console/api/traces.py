@@ -21,9 +21,13 @@ from console.api.common import ErrorOutput, OctetStreamParser, RunOutput, TraceO
 from console.api.errors import INVALID_INPUT, ApiError
 from console.selectors import (
     MAX_PAGE_SIZE,
+    SORT_CHOICES,
+    SORT_DEFAULT,
     VERDICT_ALIASES,
     CursorError,
+    SortError,
     TraceFilters,
+    sort_parse,
     trace_page,
     traces_mark_replayable,
 )
@@ -185,7 +189,7 @@ class TraceUploadApi(APIView):
 
 
 class TraceListApi(APIView):
-    """Traces newest first, with filters and cursor pagination."""
+    """Traces newest first (or in ``?sort=``'s order), with filters and cursor pagination."""
 
     @extend_schema_serializer(component_name="TraceListFilter")
     class FilterSerializer(serializers.Serializer):
@@ -199,6 +203,19 @@ class TraceListApi(APIView):
         q = serializers.CharField(required=False, max_length=255, help_text="trace or job id")
         cursor = serializers.CharField(required=False, max_length=512)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
+        sort = serializers.CharField(
+            required=False,
+            max_length=32,
+            help_text=f"one of {', '.join(SORT_CHOICES)} (``-``: descending); "
+            f"default {SORT_DEFAULT}; a cursor keeps the sort it was made for",
+        )
+
+        def validate_sort(self, value: str) -> str:
+            try:
+                sort_parse(value)
+            except SortError as exc:
+                raise serializers.ValidationError(str(exc)) from None
+            return value
 
     @extend_schema_serializer(component_name="TraceListOutput")
     class OutputSerializer(serializers.Serializer):
@@ -225,7 +242,12 @@ class TraceListApi(APIView):
             q=data.get("q", "").strip(),
         )
         try:
-            page = trace_page(filters=filters, cursor=data.get("cursor"), limit=data.get("limit"))
+            page = trace_page(
+                filters=filters,
+                cursor=data.get("cursor"),
+                limit=data.get("limit"),
+                sort=data.get("sort"),
+            )
         except CursorError:
             raise ApiError(
                 INVALID_INPUT, "invalid cursor", 400, fields={"cursor": ["invalid"]}

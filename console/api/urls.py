@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.api import governance, inbox, production, replays, traces, users
+from console.api import governance, inbox, notes, production, replays, traces, users
 from dsr import api as dsr_api
 
 urlpatterns = [
@@ -11,6 +11,7 @@ urlpatterns = [
     path("traces/upload/", traces.TraceUploadApi.as_view(), name="api-trace-upload"),
     path("traces/verify/", traces.TraceVerifyApi.as_view(), name="api-trace-verify"),
     path("traces/<str:trace_ref>/", traces.TraceDetailApi.as_view(), name="api-trace-detail"),
+    path("traces/<str:trace_ref>/notes/", notes.TraceNotesApi.as_view(), name="api-trace-notes"),
     path(
         "traces/<str:trace_ref>/production-requests/",
         production.ProductionRequestCreateApi.as_view(),

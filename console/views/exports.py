@@ -1,11 +1,12 @@
 """The trace list, filtered as on the page, exported as CSV or JSON.
 
 Streamed: rows are read from the database in chunks and written as they come, so 100,000
-traces never sit in memory at once. The columns are the list's, one row per stored file,
-newest first; the filters are the page's own (`TraceFilterForm`), so an export is exactly what
-the list shows. A CSV cell that a spreadsheet would run as a formula (it starts with ``=``,
-``+``, ``-``, ``@``, a tab or a carriage return) is written with a leading ``'``, as OWASP
-advises: a file name is chosen by whoever uploaded it.
+traces never sit in memory at once. The columns are the list's, one row per stored file, in
+the list's order (``?sort=``, newest first by default); the filters are the page's own
+(`TraceFilterForm`), so an export is exactly what the list shows. A CSV cell that a
+spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+carriage return) is written with a leading ``'``, as OWASP advises: a file name is chosen by
+whoever uploaded it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.views.decorators.http import require_GET
 
 from console import roles
 from console.forms import TraceFilterForm
-from console.selectors import trace_queryset, traces_mark_replayable
+from console.selectors import sort_ordering, trace_queryset, traces_mark_replayable
 from console.views.common import signed_in
 
 #: the exported columns, in order (the CSV header, and each JSON object's keys)
@@ -50,7 +51,7 @@ def _rows(request: HttpRequest, form: TraceFilterForm) -> Iterator[dict[str, Any
         trace_queryset(form.filters())
         .select_related("blob", "uploaded_by")
         .defer("ingest_report")
-        .order_by("-created_at", "-id")
+        .order_by(*sort_ordering(form.cleaned_data["sort"]))
     )
     chunk: list[Any] = []
     for trace in qs.iterator(chunk_size=CHUNK):

@@ -19,6 +19,7 @@ from console.forms import TraceFilterForm
 from console.jsonview import json_tree
 from console.redaction import policy_pointers, redact
 from console.selectors import (
+    SORT_DEFAULT,
     CursorError,
     TraceUnreadable,
     brief_step,
@@ -45,8 +46,10 @@ from governance.selectors import (
     halts_on_trace,
     production_requests,
     replay_halt_preview,
+    trace_notes,
 )
 from governance.services import pii_access_record
+from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
 from replay.formats.native.compare import SEAL_ALONE
@@ -63,6 +66,32 @@ MESSAGE_NO_FILE = "Choose at least one trace file to upload."
 NO_FILE = "NO_FILE"
 
 
+#: the list's sortable columns, in the header's order: (label, ``?sort=`` key, first click)
+SORT_COLUMNS = (
+    ("Trace", "trace_id", "trace_id"),
+    ("Format", "format", "format"),
+    ("Job", "job", "job"),
+    ("Verdict", "verdict", "verdict"),
+    ("Uploaded", "created_at", "-created_at"),
+)
+MESSAGE_CURSOR_STALE = "This page link is no longer valid; start from the newest."
+
+
+def sort_headers(base: dict[str, str], sort: str) -> dict[str, dict[str, str]]:
+    """Per sortable column: its link (the filters kept, the cursor dropped, the sort set;
+    the active column's link turns it round) and its ``aria-sort``."""
+    headers = {}
+    for label, key, first in SORT_COLUMNS:
+        if sort.removeprefix("-") == key:
+            aria = "descending" if sort.startswith("-") else "ascending"
+            target = key if sort.startswith("-") else f"-{key}"
+        else:
+            aria, target = "none", first
+        query = {**{k: v for k, v in base.items() if k != "sort"}, "sort": target}
+        headers[key] = {"label": label, "href": "?" + urlencode(query), "aria": aria}
+    return headers
+
+
 @require_GET
 @signed_in
 def trace_list_view(request: HttpRequest) -> HttpResponse:
@@ -70,11 +99,15 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
     form = TraceFilterForm(request.GET)
     status = 200
     page = None
+    sort = SORT_DEFAULT
     if form.is_valid():
+        sort = form.cleaned_data["sort"]
         try:
-            page = trace_page(filters=form.filters(), cursor=form.cleaned_data["cursor"] or None)
+            page = trace_page(
+                filters=form.filters(), cursor=form.cleaned_data["cursor"] or None, sort=sort
+            )
         except CursorError:
-            form.add_error("cursor", "This page link is no longer valid; start from the newest.")
+            form.add_error("cursor", MESSAGE_CURSOR_STALE)
             status = 400
     else:
         status = 400
@@ -90,6 +123,8 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
         "export_query": "?" + urlencode(base) if base else "",
         "older_url": link(page.next_cursor) if page else None,
         "newer_url": link(page.prev_cursor) if page else None,
+        "sort": sort,
+        "sort_headers": sort_headers(base, sort),
     }
     return partial_or_page(request, "console/trace_list.html", "trace-table", context, status)
 
@@ -326,6 +361,9 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "can_ask_production": roles.MODE_PRODUCTION not in modes
         and roles.can(request.user, roles.REPLAY_PRODUCTION_REQUEST),
         "production_requests": list(production_requests(trace=trace)[:20]),
+        "notes": list(trace_notes(trace)),
+        "can_note": roles.can(request.user, roles.TRACE_NOTE_ADD),
+        "note_max": NOTE_MAX_CHARS,
         "copies": copies,
         # "compare with…": the other runs of the same job first, then the other copies
         "compare_choices": same_job
@@ -414,6 +452,10 @@ def tombstone_page(request: HttpRequest, trace: Trace, *, status: int = 200) -> 
         "event": event,
         "snapshots": [r for r in trace.required_snapshot_ids or [] if isinstance(r, dict)],
         "runs": runs_for_trace(trace),
+        # a note may still be added after the content is gone: the hashes it names stay
+        "notes": list(trace_notes(trace)),
+        "can_note": roles.can(request.user, roles.TRACE_NOTE_ADD),
+        "note_max": NOTE_MAX_CHARS,
     }
     return render(request, "console/trace_tombstone.html", context, status=status)
 

@@ -13,7 +13,8 @@ permission matrix, checked by its views before the call.
 One module per concern: ``actors`` (who acts), ``events`` (any event), ``replays`` (governed
 runs), ``halts`` (halts and security incidents), ``votes`` (signed votes on a request or a
 halt), ``force_continue``, ``production`` (production replays approved by the council),
-``keys``, ``api_tokens``, ``personal_data`` and ``user_roles``. This package re-exports what
+``keys``, ``api_tokens``, ``personal_data``, ``notes`` (auditors' notes on a trace) and
+``user_roles``. This package re-exports what
 other code imports from ``governance.services``; anything else is imported from its module.
 """
 
@@ -57,6 +58,12 @@ from governance.services.keys import (
     member_key_revoke,
     signing_key_revoke,
     signing_key_rotate,
+)
+from governance.services.notes import (
+    NOTE_EMPTY_MESSAGE,
+    NOTE_PERSONAL_DATA_MESSAGE,
+    NOTE_TOO_LONG_MESSAGE,
+    trace_note_add,
 )
 from governance.services.personal_data import pii_access_record
 from governance.services.production import (
@@ -135,6 +142,9 @@ __all__ = [
     "KEY_DUPLICATE_MESSAGE",
     "KEY_INVALID_MESSAGE",
     "KEY_UNANNOUNCED_MESSAGE",
+    "NOTE_EMPTY_MESSAGE",
+    "NOTE_PERSONAL_DATA_MESSAGE",
+    "NOTE_TOO_LONG_MESSAGE",
     "PRODUCTION_HALTED_MESSAGE",
     "PRODUCTION_PENDING_MESSAGE",
     "PRODUCTION_REASON_MESSAGE",
@@ -185,5 +195,6 @@ __all__ = [
     "selectors",
     "signing_key_revoke",
     "signing_key_rotate",
+    "trace_note_add",
     "user_roles_change",
 ]

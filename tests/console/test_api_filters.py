@@ -46,7 +46,7 @@ def _day(days_ago: int) -> str:
     return (NOW - timedelta(days=days_ago)).date().isoformat()
 
 
-# (query string, the rows it must list, newest first); every parameter the schema documents
+# (query string, the rows it must list, in order); every parameter the schema documents
 FILTERS = {
     "format": ("format=replay-trace", ["new", "missing", "diverged"]),
     "format_other": ("format=paxman", ["old_paxman"]),
@@ -60,6 +60,8 @@ FILTERS = {
     "date_to": (f"date_to={_day(5)}", ["diverged", "old_paxman"]),
     "q_job": ("q=job-missing", ["missing"]),
     "limit": ("limit=2", ["new", "missing"]),
+    "sort": ("sort=job", ["diverged", "missing", "new", "old_paxman"]),
+    "sort_descending": ("sort=-created_at", ["new", "missing", "diverged", "old_paxman"]),
     "combined": ("format=replay-trace&verdict=ok&date_from=" + _day(3), ["missing"]),
 }
 

@@ -248,6 +248,7 @@ def test_the_matrix_above_covers_every_page_route():
         "checkpoint-export",
         "schema",
         "trace-compare-pick",  # a redirect: tests/console/test_trace_compare.py
+        "trace-notes",  # GET and POST, every role: tests/console/test_trace_notes.py
     }
     public_tested_elsewhere = {"healthz"}  # tests/console/test_production.py
     # streamed files, every role: tests/console/test_trace_export.py

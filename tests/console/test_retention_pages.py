@@ -91,6 +91,19 @@ def test_an_expired_traces_page_is_its_tombstone(as_persona, expired, name):
     assert 'id="events"' not in body  # no content is read or shown
 
 
+def test_an_expired_trace_still_takes_a_note_and_its_tombstone_lists_it(as_persona, expired):
+    client = as_persona("alice")
+    response = client.post(f"/traces/{expired.blob.sha256}/notes/", {"text": "after expiry"})
+    note = GovernanceEvent.objects.get(code=codes.code_of(codes.TRACE_NOTE))
+
+    assert response.status_code == 303
+    body = client.get(f"/traces/{expired.blob.sha256}/").content.decode()
+    assert "This trace expired on" in body
+    assert f'<li id="note-{note.seq}">' in body
+    assert "after expiry" in body
+    assert 'id="note-form"' in body
+
+
 def test_an_expired_traces_event_page_answers_410(as_persona, expired):
     response = as_persona("adam").get(f"/traces/{expired.blob.sha256}/events/1/")
 

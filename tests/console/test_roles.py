@@ -38,6 +38,7 @@ EXPECTED = {
     roles.API_TOKENS_OWN: {V, AU, OP, AD, CO, LE},
     roles.LEDGER_VERIFY_FULL: {AD},
     roles.INBOX: {V, AU, OP, AD, CO, LE},
+    roles.TRACE_NOTE_ADD: {AU, AD},
 }
 
 

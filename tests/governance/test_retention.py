@@ -97,6 +97,18 @@ def test_it_never_expires_a_trace_a_governance_event_names(alpha, beta):
     assert storages["blobs"].exists(alpha.blob.storage_name)
 
 
+def test_a_note_on_a_trace_keeps_it(alpha, beta):
+    from governance.services import trace_note_add
+
+    trace_note_add(trace=alpha, actor=None, text="kept as evidence")
+
+    outcome = retention.retention_run(now=LATER)
+
+    assert [e.tombstone.trace_pk for e in outcome.expired] == [beta.pk]
+    alpha.refresh_from_db()
+    assert alpha.expired_at is None
+
+
 def test_a_halt_on_one_of_its_snapshots_protects_a_trace(alpha):
     from django.db import transaction
 
