@@ -161,3 +161,37 @@ class TestRoleGrant:
         assert "<h1>Role grants</h1>" in body
         assert str(grant.id) in body
         assert "lena" in body
+
+
+class TestTheOldUrls:
+    """The old per-kind URLs move permanently to ``/requests/<kind>/``; a POST there (a form
+    or script that still posts to it) is still taken: tests/console/test_*_pages.py post
+    their signatures there."""
+
+    def test_each_get_moves_permanently(self, as_persona, fc, asked, grant):
+        client = as_persona("cora")
+        for old, new in (
+            ("/force-continue/", "/requests/force-continue/"),
+            (f"/force-continue/{fc.id}/", f"/requests/force-continue/{fc.id}/"),
+            ("/production/", "/requests/production-replay/"),
+            (f"/production/{asked.id}/", f"/requests/production-replay/{asked.id}/"),
+            ("/governance/role-grants/", "/requests/role-grant/"),
+            (f"/governance/role-grants/{grant.id}/", f"/requests/role-grant/{grant.id}/"),
+            (
+                f"/force-continue/{fc.id}/?decision=deny&role=council",
+                f"/requests/force-continue/{fc.id}/?decision=deny&role=council",
+            ),
+        ):
+            response = client.get(old)
+            assert (response.status_code, response["Location"]) == (301, new), old
+
+    def test_a_kind_without_these_pages_is_not_found(self, as_persona):
+        client = as_persona("cora")
+        for url in ("/requests/halt-clear/", "/requests/legal-release/1/", "/requests/nope/"):
+            assert client.get(url).status_code == 404, url
+
+    def test_the_inbox_links_to_the_new_pages(self, as_persona, fc, asked, grant):
+        body = get(as_persona("cora"), "/inbox/")
+        assert f'href="/requests/force-continue/{fc.id}/"' in body
+        assert f'href="/requests/production-replay/{asked.id}/"' in body
+        assert f'href="/requests/role-grant/{grant.id}/"' in body
