@@ -65,7 +65,7 @@ def test_a_council_member_denies_in_the_browser_after_typing_a_reason_and_asking
         run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
     )
     cora = browser_key_for(new_context, "cora")
-    cora.goto(f"/force-continue/{fc.id}/")
+    cora.goto(f"/requests/force-continue/{fc.id}/")
     cora.wait_for_selector("#sign-button:visible")
     cora.fill("#payload-choices input[name=reason]", REASON)
     cora.check("#payload-choices input[name=decision][value=deny]")
@@ -119,7 +119,7 @@ def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
         run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
     )
     cora = browser_key_for(new_context, "cora")
-    cora.goto(f"/force-continue/{fc.id}/")
+    cora.goto(f"/requests/force-continue/{fc.id}/")
     cora.wait_for_selector("#sign-button:visible")
     cora.check("#payload-choices input[name=decision][value=deny]")
     cora.wait_for_selector('#payload-text:has-text(\'"decision":"deny"\')')

@@ -195,3 +195,12 @@ class TestTheOldUrls:
         assert f'href="/requests/force-continue/{fc.id}/"' in body
         assert f'href="/requests/production-replay/{asked.id}/"' in body
         assert f'href="/requests/role-grant/{grant.id}/"' in body
+
+    def test_the_navigation_marks_the_kinds_section(self, as_persona, fc, asked, grant):
+        client = as_persona("cora")
+        for url, link in (
+            (f"/requests/force-continue/{fc.id}/", "Force-continue"),
+            ("/requests/production-replay/", "Production"),
+            (f"/requests/role-grant/{grant.id}/", "Role grants"),
+        ):
+            assert f' aria-current="page">{link}</a>' in get(client, url), url
