@@ -1,6 +1,6 @@
-"""Governance pages: force-continue requests and signed approvals, the ledger, halts, keys,
-users and roles. Signing happens in the browser (static/js/sign.js); the server only ever
-sees public keys and signatures."""
+"""Governance pages: filing a force-continue, the ledger, halts, keys, users and roles (the
+request list and approval pages are console/views/requests.py). Signing happens in the browser
+(static/js/sign.js); the server only ever sees public keys and signatures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Council-approved production replay: ask for one, see them all, sign one in the browser.
+"""Council-approved production replay: ask for one. Its list and approval page are the
+request pages every council kind shares (``console/views/requests.py``).
 
 Who holds auditor and admin together starts a production replay from the trace page; who
 holds only one of them asks here, and a council quorum's signatures queue the run for them.
