@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from console import roles
@@ -68,10 +69,12 @@ def access_request(user: Any, kind: CouncilRequestKind, request_id: str) -> Any:
     return roles.by_uuid_after_check(rows, request_id, kind.what)
 
 
-def _blocker(kind: CouncilRequestKind, asked: Any, user: Any, approvals: list[Any]) -> str:
+def _blocker(
+    kind: CouncilRequestKind, asked: Any, user: Any, approvals: list[Any], *, expired: bool
+) -> str:
     if asked.state != kind.model.State.PENDING:
         return f"This {kind.noun} is {asked.state}: it can no longer be signed."
-    if gov.request_is_expired(request=asked):
+    if expired:
         return f"This {kind.noun} expired at {signing.format_time(asked.expires_at)}."
     if asked.requested_by_id == user.pk:
         return kind.own_message
@@ -90,16 +93,25 @@ def request_list_view(request: HttpRequest, kind: str) -> HttpResponse:
     _require_sight(request.user, the_kind)
     may_sign = bool(signer_roles(request.user, the_kind))
     rows = []
-    for asked in the_kind.rows()[:LIST_LIMIT]:
-        ballots = the_kind.ballots(request=asked)  # the ledger's votes, not the rows
+    listed = list(the_kind.rows()[:LIST_LIMIT])
+    # the signed filings and votes (the ledger's, not the rows): a fixed number of queries
+    filings = gov.request_filings(requests=listed)
+    votes = the_kind.ballots_of_rows(listed, filings=filings)
+    now = timezone.now()
+    for asked in listed:
+        ballots = votes[str(asked.id)]
+        expired = asked.state == asked.State.PENDING and now >= gov.request_expiry(
+            request=asked, filing=filings[asked.id]
+        )
         rows.append(
             {
                 "asked": asked,
                 "subject": the_kind.subject(asked),
                 "tally": the_kind.tally(request=asked, ballots=ballots),
-                "expired": gov.request_is_expired(request=asked),
+                "expired": expired,
                 "outcome_run_id": the_kind.outcome_run_id(asked),
-                "awaits_me": may_sign and not _blocker(the_kind, asked, request.user, ballots),
+                "awaits_me": may_sign
+                and not _blocker(the_kind, asked, request.user, ballots, expired=expired),
             }
         )
     rows.sort(key=lambda r: not r["awaits_me"])
@@ -117,6 +129,7 @@ def _approval_context(request: HttpRequest, kind: CouncilRequestKind, asked: Any
         role = capacities[0] if capacities else signing.ROLE_COUNCIL
     reason = request.GET.get("reason", request.POST.get("reason_text", ""))
     approvals = kind.ballots(request=asked)  # the ledger's votes, not the rows
+    expired = gov.request_is_expired(request=asked)
     payload = kind.payload_for(asked, decision=decision, role=role, reason=reason)
     return {
         "kind": kind,
@@ -124,11 +137,11 @@ def _approval_context(request: HttpRequest, kind: CouncilRequestKind, asked: Any
         **kind.page_facts(asked),
         "tally": kind.tally(request=asked, ballots=approvals),
         "approvals": approvals,
-        "expired": gov.request_is_expired(request=asked),
+        "expired": expired,
         "outcome_run_id": kind.outcome_run_id(asked),
         "signer_roles": capacities,
         "choose_role": len(kind.signed_in) > 1,
-        "blocker": _blocker(kind, asked, user, approvals),
+        "blocker": _blocker(kind, asked, user, approvals, expired=expired),
         "decision": decision,
         "decisions": signing.DECISIONS,
         "role": role,

@@ -105,10 +105,7 @@ class CouncilRequestKind:
             .order_by("created_at")
         )
         filings = selectors.request_filings(requests=rows)
-        after = {str(r.id): (f.seq if (f := filings[r.id]) is not None else 0) for r in rows}
-        ballots = selectors.ballots_by_subject(
-            event_type=self.codes.vote, field="request_id", after=after
-        )
+        ballots = self.ballots_of_rows(rows, filings=filings)
         found = []
         for row in rows:
             expires_at = selectors.request_expiry(request=row, filing=filings[row.id])
@@ -128,6 +125,18 @@ class CouncilRequestKind:
                 )
             )
         return found
+
+    def ballots_of_rows(
+        self, rows: list[Any], *, filings: Mapping[Any, Any] | None = None
+    ) -> dict[str, list[Any]]:
+        """The signed votes on each of ``rows`` (by request id), from the ledger, as
+        ``ballots`` reads them one request at a time: two queries whatever their number."""
+        if filings is None:
+            filings = selectors.request_filings(requests=rows)
+        after = {str(r.id): (f.seq if (f := filings[r.id]) is not None else 0) for r in rows}
+        return selectors.ballots_by_subject(
+            event_type=self.codes.vote, field="request_id", after=after
+        )
 
     def refusal(
         self,

@@ -204,3 +204,19 @@ class TestTheOldUrls:
             (f"/requests/role-grant/{grant.id}/", "Role grants"),
         ):
             assert f' aria-current="page">{link}</a>' in get(client, url), url
+
+
+def test_the_list_reads_the_ledger_in_a_fixed_number_of_queries(as_persona, grant):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = as_persona("cora")
+    with CaptureQueriesContext(connection) as one:
+        assert client.get("/requests/role-grant/").status_code == 200
+    gov_services.user_roles_change(
+        actor=persona("adam"), user=persona("vera"), roles=["council"], reason="elected too"
+    )
+    with CaptureQueriesContext(connection) as two:
+        body = client.get("/requests/role-grant/").content.decode()
+    assert body.count('<tr class="awaits-me">') == 2
+    assert len(two.captured_queries) == len(one.captured_queries)
