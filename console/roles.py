@@ -236,6 +236,12 @@ def access_trace_to_replay(user: User, trace_ref: str, action: str) -> Trace:
 def _by_uuid(user: User, action: str, rows: Any, ref: uuid.UUID | str, what: str) -> Any:
     """The row of ``rows`` with this uuid primary key, after the role check (see above)."""
     require(user, action)
+    return by_uuid_after_check(rows, ref, what)
+
+
+def by_uuid_after_check(rows: Any, ref: uuid.UUID | str, what: str) -> Any:
+    """The row of ``rows`` with this uuid primary key (404 naming ``what`` when there is
+    none), for a caller that has checked the roles first."""
     try:
         key = uuid.UUID(str(ref))
     except ValueError:

@@ -15,9 +15,17 @@ from console.views import (
     notes,
     ops,
     production,
+    requests,
     runs,
     tokens,
     traces,
+)
+
+#: (old URL prefix, kind) of the pages each council kind had before they became one pair
+LEGACY_REQUEST_URLS = (
+    ("force-continue", "force-continue"),
+    ("production", "production-replay"),
+    ("governance/role-grants", "role-grant"),
 )
 
 handler400 = errors.bad_request
@@ -77,17 +85,21 @@ urlpatterns = [
     ),
     # governance
     path("inbox/", inbox.inbox_view, name="inbox"),
-    path("force-continue/", governance.force_continue_list_view, name="force-continue-list"),
+    # one list and one approval page for every kind of council request (issue 19)
+    path("requests/<str:kind>/", requests.request_list_view, name="request-list"),
     path(
-        "force-continue/<str:request_id>/",
-        governance.force_continue_detail_view,
-        name="force-continue-detail",
+        "requests/<str:kind>/<str:request_id>/",
+        requests.request_detail_view,
+        name="request-detail",
     ),
-    path("production/", production.production_list_view, name="production-list"),
-    path(
-        "production/<str:request_id>/",
-        production.production_detail_view,
-        name="production-detail",
+    # their old URLs, one copy per kind: GET moves permanently, POST is still taken
+    *(
+        pattern
+        for prefix, kind in LEGACY_REQUEST_URLS
+        for pattern in (
+            path(f"{prefix}/", requests.legacy_list_view, {"kind": kind}),
+            path(f"{prefix}/<str:request_id>/", requests.legacy_detail_view, {"kind": kind}),
+        )
     ),
     path("governance/", governance.ledger_view, name="ledger"),
     path("governance/verify/", governance.ledger_verify_view, name="ledger-verify"),
@@ -137,12 +149,6 @@ urlpatterns = [
         name="key-revoke",
     ),
     path("governance/users/", governance.user_list_view, name="user-list"),
-    path("governance/role-grants/", governance.role_grant_list_view, name="role-grant-list"),
-    path(
-        "governance/role-grants/<str:request_id>/",
-        governance.role_grant_detail_view,
-        name="role-grant-detail",
-    ),
     path("ops/", ops.dashboard_view, name="ops-dashboard"),
     # data subject requests (issue 14)
     path("dsr/", include("dsr.urls")),

@@ -1,6 +1,6 @@
-"""Governance pages: force-continue requests and signed approvals, the ledger, halts, keys,
-users and roles. Signing happens in the browser (static/js/sign.js); the server only ever
-sees public keys and signatures."""
+"""Governance pages: filing a force-continue, the ledger, halts, keys, users and roles (the
+request list and approval pages are console/views/requests.py). Signing happens in the browser
+(static/js/sign.js); the server only ever sees public keys and signatures."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
 from governance.models import (
-    ForceContinueRequest,
     GovernanceEvent,
     Halt,
     RoleGrantRequest,
@@ -38,10 +37,8 @@ from replay.canonical import jcs
 from replay.keys import KeyRegistryError, key_add_ed25519, key_add_hmac, key_revoke
 from replay.models import VerificationKey
 
-MESSAGE_OWN_REQUEST = "You filed this request: someone else must approve it."
 MESSAGE_NO_DOCUMENT = "Sign the payload in this browser, or paste a signed approval document."
 MESSAGE_BAD_DOCUMENT = "The signed approval document is not JSON: {problem}"
-MESSAGE_OWN_GRANT = "This grant gives you roles: someone else must sign it."
 EXPIRY_CHOICES = (4, 24, 72, 168)
 LEDGER_PAGE = 50
 MESSAGE_VERIFICATION_JOINED = "A verification is already running; you joined it."
@@ -88,89 +85,14 @@ def force_continue_request_view(request: HttpRequest, run_id: str) -> HttpRespon
         except GovernanceError as exc:
             return refused(request, exc, "console/forcecontinue_request.html", context)
         messages.success(request, "Force-continue requested. Approvers can now sign it.")
-        return HttpResponseRedirect(reverse("force-continue-detail", args=[filed.id]), status=303)
-    return render(request, "console/forcecontinue_request.html", context)
-
-
-def _awaits(user: Any, fc: ForceContinueRequest, signed_by: set[int]) -> bool:
-    return (
-        fc.state == ForceContinueRequest.State.PENDING
-        and fc.expires_at > timezone.now()
-        and fc.requested_by_id != user.pk
-        and user.pk not in signed_by
-        and bool(roles.signing_capacities(user))
-    )
-
-
-@require_GET
-@signed_in
-def force_continue_list_view(request: HttpRequest) -> HttpResponse:
-    roles.require(request.user, roles.BROWSE)
-    requests = list(gov.force_continue_requests()[:200])
-    rows = []
-    for fc in requests:
-        ballots = gov.force_continue_ballots(request=fc)  # the ledger's votes, not the rows
-        signers = {b.approver_id for b in ballots}
-        rows.append(
-            {
-                "fc": fc,
-                "tally": gov.force_continue_tally(request=fc, ballots=ballots),
-                "expired": gov.request_is_expired(request=fc),
-                "awaits_me": _awaits(request.user, fc, signers),
-            }
+        return HttpResponseRedirect(
+            reverse("request-detail", args=["force-continue", filed.id]), status=303
         )
-    rows.sort(key=lambda r: not r["awaits_me"])
-    return render(request, "console/forcecontinue_list.html", {"rows": rows})
+    return render(request, "console/forcecontinue_request.html", context)
 
 
 def payload_text(payload: dict[str, Any]) -> str:
     return jcs(payload).decode("utf-8")
-
-
-def _approval_context(request: HttpRequest, fc: ForceContinueRequest) -> dict[str, Any]:
-    user = request.user
-    signer_roles = roles.signing_capacities(user)
-    decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
-    if decision not in signing.DECISIONS:
-        decision = signing.APPROVE
-    role = request.GET.get("role") or request.POST.get("role") or ""
-    if role not in signer_roles:
-        role = signer_roles[0] if signer_roles else signing.ROLE_COUNCIL
-    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
-    payload = gov_services.force_continue_payload_for(
-        request=fc, decision=decision, role=role, reason=reason
-    )
-    approvals = gov.force_continue_ballots(request=fc)  # the ledger's votes, not the rows
-    expired = gov.request_is_expired(request=fc)
-    blocker = ""
-    if fc.state != ForceContinueRequest.State.PENDING:
-        blocker = f"This request is {fc.state}: it can no longer be signed."
-    elif expired:
-        blocker = f"This request expired at {signing.format_time(fc.expires_at)}."
-    elif fc.requested_by_id == user.pk:
-        blocker = MESSAGE_OWN_REQUEST
-    elif any(a.approver_id == user.pk for a in approvals):
-        blocker = "You have already signed this request."
-    report = fc.run.report or {}
-    first = next((d for d in report.get("divergences", []) if d.get("step") == fc.step), None)
-    return {
-        "fc": fc,
-        "run": fc.run,
-        "trace": fc.run.trace,
-        "tally": gov.force_continue_tally(request=fc, ballots=approvals),
-        "approvals": approvals,
-        "expired": expired,
-        "signer_roles": signer_roles,
-        "decision": decision,
-        "role": role,
-        "reason": reason,
-        "payload_text": payload_text(payload),
-        "keys": list(gov.member_keys(user=user, usable=True)),
-        "blocker": blocker,
-        "first_divergence": first,
-        "divergence_count": len(report.get("divergences", [])),
-        "decisions": signing.DECISIONS,
-    }
 
 
 def signed_document(request: HttpRequest) -> dict[str, Any]:
@@ -201,36 +123,14 @@ def signed_document(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-@signed_in
-@require_http_methods(["GET", "POST"])
-def force_continue_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
-    fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
-    template = "console/forcecontinue_approve.html"
-    if request.method == "POST":
-        roles.require_signing(request.user)
-        context = _approval_context(request, fc)
-        try:
-            document = signed_document(request)
-            payload = document.get("payload")
-            roles.require_signing(
-                request.user, payload.get("role") if isinstance(payload, dict) else None
-            )
-            gov_services.approval_record(request=fc, approver=request.user, document=document)
-        except GovernanceError as exc:
-            return refused(request, exc, template, context)
-        messages.success(request, "Your signed decision is recorded in the ledger.")
-        return HttpResponseRedirect(reverse("force-continue-detail", args=[fc.id]), status=303)
-    return partial_or_page(request, template, "signing-payload", _approval_context(request, fc))
-
-
 # --- the ledger ----------------------------------------------------------------------------
 
 
-#: the request page of an event that names a request_id, by the prefix of its type
+#: the request kind (its page) of an event that names a request_id, by the prefix of its type
 REQUEST_PAGES = (
-    ("FORCE_CONTINUE_", "force-continue-detail"),
-    ("PRODUCTION_REPLAY_", "production-detail"),
-    ("ROLE_GRANT_", "role-grant-detail"),
+    ("FORCE_CONTINUE_", "force-continue"),
+    ("PRODUCTION_REPLAY_", "production-replay"),
+    ("ROLE_GRANT_", "role-grant"),
 )
 
 
@@ -241,9 +141,10 @@ def _event_links(event: GovernanceEvent) -> list[tuple[str, str]]:
     payload = event.payload if isinstance(event.payload, dict) else {}
     links: list[tuple[str, str]] = []
 
-    def link(label: str, name: str, arg: Any, anchor: str = "") -> None:
+    def link(label: str, name: str, arg: Any, anchor: str = "", kind: str = "") -> None:
+        args = [arg] if arg is not None else []
         try:
-            url = reverse(name, args=[arg] if arg is not None else [])
+            url = reverse(name, args=[kind, *args] if kind else args)
         except NoReverseMatch:
             return
         links.append((label, url + anchor))
@@ -253,9 +154,9 @@ def _event_links(event: GovernanceEvent) -> list[tuple[str, str]]:
         link(f"run {run_id}", "run-detail", run_id)
     request_id = payload.get("request_id")
     if isinstance(request_id, str) and request_id:
-        for prefix, name in REQUEST_PAGES:
+        for prefix, kind in REQUEST_PAGES:
             if event.type.startswith(prefix):
-                link(f"request {request_id}", name, request_id)
+                link(f"request {request_id}", "request-detail", request_id, kind=kind)
                 break
     key_id = payload.get("key_id")
     if isinstance(key_id, str) and key_id and event.type.startswith("KEY_"):
@@ -702,69 +603,3 @@ def user_list_view(request: HttpRequest) -> HttpResponse:
         return HttpResponseRedirect(reverse("user-list"), status=303)
     context = {"rows": _user_rows(), "all_roles": roles.ROLES}
     return render(request, template, context)
-
-
-@require_GET
-@signed_in
-def role_grant_list_view(request: HttpRequest) -> HttpResponse:
-    if not roles.may_see_role_grants(request.user):
-        roles.require(request.user, roles.MANAGE)
-    grants = list(gov.role_grants()[:200])
-    rows = [{"grant": g, "tally": gov.role_grant_tally(request=g)} for g in grants]
-    return render(request, "console/rolegrant_list.html", {"rows": rows})
-
-
-def _role_grant_context(request: HttpRequest, grant: RoleGrantRequest) -> dict[str, Any]:
-    user = request.user
-    decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
-    if decision not in signing.DECISIONS:
-        decision = signing.APPROVE
-    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
-    approvals = gov.role_grant_ballots(request=grant)  # the ledger's signed votes, not rows
-    expired = gov.request_is_expired(request=grant)
-    blocker = ""
-    if grant.state != RoleGrantRequest.State.PENDING:
-        blocker = f"This grant is {grant.state}: it can no longer be signed."
-    elif expired:
-        blocker = f"This grant expired at {signing.format_time(grant.expires_at)}."
-    elif grant.requested_by_id == user.pk:
-        blocker = MESSAGE_OWN_REQUEST
-    elif grant.user_id == user.pk:
-        blocker = MESSAGE_OWN_GRANT
-    elif any(a.approver_id == user.pk for a in approvals):
-        blocker = "You have already signed this grant."
-    payload = gov_services.role_grant_payload_for(request=grant, decision=decision, reason=reason)
-    return {
-        "grant": grant,
-        "tally": gov.role_grant_tally(request=grant, ballots=approvals),
-        "approvals": approvals,
-        "expired": expired,
-        "can_sign": roles.can(user, roles.ROLE_GRANT_APPROVE),
-        "blocker": blocker,
-        "decision": decision,
-        "decisions": signing.DECISIONS,
-        "reason": reason,
-        "payload_text": payload_text(payload),
-        "keys": list(gov.member_keys(user=user, usable=True)),
-    }
-
-
-@signed_in
-@require_http_methods(["GET", "POST"])
-def role_grant_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
-    grant = roles.access_role_grant_by_id(request.user, request_id)
-    template = "console/rolegrant_approve.html"
-    if request.method == "POST":
-        roles.require(request.user, roles.ROLE_GRANT_APPROVE)
-        context = _role_grant_context(request, grant)
-        try:
-            gov_services.role_grant_approval_record(
-                request=grant, approver=request.user, document=signed_document(request)
-            )
-        except GovernanceError as exc:
-            return refused(request, exc, template, context)
-        messages.success(request, "Your signed decision is recorded in the ledger.")
-        return HttpResponseRedirect(reverse("role-grant-detail", args=[grant.id]), status=303)
-    return partial_or_page(
-        request, template, "signing-payload", _role_grant_context(request, grant)
-    )

@@ -30,14 +30,62 @@ class CouncilRequestKind:
     label: str
     codes: KindCodes
     summary: str
-    #: the model, what its rows select with it, and its approval page's URL name
+    #: the model and what its rows select with it
     model: type[CouncilRequest]
     related: tuple[str, ...] = ("requested_by",)
-    url_name: str
     #: capacity (the role a vote is signed in) -> the roles-matrix action allowing it
     signed_in: ClassVar[Mapping[str, str]]
     admins_required = 0
     tally: Callable[..., Any]
+    #: its signed votes on one request, from the ledger (``request=``), never from the rows
+    ballots: Callable[..., Any]
+
+    # --- what its pages need: one list and one approval page for every kind
+    # (console/views/requests.py, templates/console/request_list.html, request_approve.html)
+    #: the approval page's heading, the list's heading, hint and what it says when empty
+    title: str
+    list_title: str
+    list_hint = ""
+    list_empty: str
+    #: what the page calls one row ("This grant is approved", "no such role grant")
+    noun = "request"
+    what: str
+    #: the template of its "What is asked" facts (``asked`` is the row)
+    summary_partial: str
+    #: the roles-matrix actions that let someone see its pages (any one of them)
+    seen_by: tuple[str, ...] = (matrix.BROWSE,)
+    #: what the approval page selects with a row
+    page_related: tuple[str, ...] = ("requested_by",)
+    #: the navigation section its pages are under
+    nav_section: str
+    #: what a filer who may sign is told
+    own_message = "You filed this request: someone else must approve it."
+    #: (link id, words) of the run its approval started, where it starts one
+    outcome: tuple[str, str] | None = None
+
+    def rows(self) -> Any:
+        """Its requests for the list, newest first."""
+        return self.model.objects.select_related(*self.related).order_by("-created_at")
+
+    def payload_for(self, request: Any, *, decision: str, role: str, reason: str) -> dict:
+        """The exact payload a signer signs (its service's ``*_payload_for``)."""
+        raise NotImplementedError
+
+    def record(self, request: Any, *, approver: Any, document: Any) -> Any:
+        """Record one signed vote (its service's ``*_approval_record``); refuses with a
+        ``GovernanceError``."""
+        raise NotImplementedError
+
+    def page_facts(self, request: Any) -> dict[str, Any]:
+        """What its summary partial reads besides the row."""
+        return {}
+
+    def outcome_run_id(self, request: Any) -> Any:
+        return None
+
+    def blocker_of(self, request: Any, *, user: Any) -> str:
+        """Why ``user`` may not sign ``request`` beyond the common reasons, or ""."""
+        return ""
 
     def signer_roles(self) -> frozenset[str]:
         return signer_roles_of(self.signed_in)
@@ -57,10 +105,7 @@ class CouncilRequestKind:
             .order_by("created_at")
         )
         filings = selectors.request_filings(requests=rows)
-        after = {str(r.id): (f.seq if (f := filings[r.id]) is not None else 0) for r in rows}
-        ballots = selectors.ballots_by_subject(
-            event_type=self.codes.vote, field="request_id", after=after
-        )
+        ballots = self.ballots_of_rows(rows, filings=filings)
         found = []
         for row in rows:
             expires_at = selectors.request_expiry(request=row, filing=filings[row.id])
@@ -73,13 +118,25 @@ class CouncilRequestKind:
                     subject=self.subject(row),
                     filed_by=row.requested_by.get_username(),
                     filed_at=row.created_at,
-                    url=reverse(self.url_name, args=[row.id]),
+                    url=reverse("request-detail", args=[self.name, row.id]),
                     request=row,
                     expires_at=expires_at,
                     facts={"ballots": ballots[str(row.id)]},
                 )
             )
         return found
+
+    def ballots_of_rows(
+        self, rows: list[Any], *, filings: Mapping[Any, Any] | None = None
+    ) -> dict[str, list[Any]]:
+        """The signed votes on each of ``rows`` (by request id), from the ledger, as
+        ``ballots`` reads them one request at a time: two queries whatever their number."""
+        if filings is None:
+            filings = selectors.request_filings(requests=rows)
+        after = {str(r.id): (f.seq if (f := filings[r.id]) is not None else 0) for r in rows}
+        return selectors.ballots_by_subject(
+            event_type=self.codes.vote, field="request_id", after=after
+        )
 
     def refusal(
         self,

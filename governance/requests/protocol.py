@@ -24,6 +24,13 @@ erasure. A kind is an object with:
 - ``key_of(payload, seq)``: the ``key`` of the request its ``codes.announced_by`` event (with
   this payload and seq) announces.
 
+The council kinds (force-continue, production replay, role grant; ``governance.requests.
+common.CouncilRequestKind``) also carry what their one pair of pages needs (``/requests/<kind>/``
+and ``/requests/<kind>/<id>/``, ``console/views/requests.py``): their titles, a summary partial
+(``templates/console/requests/<kind>_summary.html``), the payload builder (``payload_for``),
+the signing service (``record``), their ledger ballots and tally, and who may see them
+(``seen_by``). A kind without them (halt clear, the legal approvals) keeps its own page.
+
 Built-in kinds are the four council kinds, registered in :mod:`governance.requests.builtin`
 (whose ``kinds()`` is the one registry). Installed
 packages (and the other apps of this console, which governance does not import: the legal

@@ -12,7 +12,11 @@ from governance import roles as matrix
 from governance.models import RoleGrantRequest
 from governance.requests.common import CouncilRequestKind
 from governance.requests.protocol import KindCodes, OpenRequest
-from governance.services.user_roles import role_grant_refusal
+from governance.services.user_roles import (
+    role_grant_approval_record,
+    role_grant_payload_for,
+    role_grant_refusal,
+)
 
 
 class RoleGrantKind(CouncilRequestKind):
@@ -27,9 +31,34 @@ class RoleGrantKind(CouncilRequestKind):
     summary = "grant someone admin or council: a council quorum signs, never the grantee"
     model = RoleGrantRequest
     related = ("requested_by", "user")
-    url_name = "role-grant-detail"
     signed_in: ClassVar[Mapping[str, str]] = {signing.ROLE_COUNCIL: matrix.ROLE_GRANT_APPROVE}
     tally = staticmethod(selectors.role_grant_tally)
+    ballots = staticmethod(selectors.role_grant_ballots)
+    title = "Role grant"
+    list_title = "Role grants"
+    list_hint = (
+        "An admin asked for someone to be granted admin or council; it takes effect once a"
+        " council quorum has signed it."
+    )
+    list_empty = "No role grant yet."
+    noun = "grant"
+    what = "role grant"
+    summary_partial = "console/requests/role_grant_summary.html"
+    #: admins file them and the council signs them: both see them
+    seen_by = (matrix.MANAGE, matrix.ROLE_GRANT_APPROVE)
+    page_related = ("user", "requested_by")
+    nav_section = "role-grants"
+
+    def payload_for(self, request: Any, *, decision: str, role: str, reason: str) -> dict:
+        return role_grant_payload_for(request=request, decision=decision, reason=reason)
+
+    def record(self, request: Any, *, approver: Any, document: Any) -> Any:
+        return role_grant_approval_record(request=request, approver=approver, document=document)
+
+    def blocker_of(self, request: Any, *, user: Any) -> str:
+        if request.user_id == user.pk:
+            return "This grant gives you roles: someone else must sign it."
+        return ""
 
     def subject(self, request: Any) -> str:
         return f"grant {', '.join(request.roles)} to {request.user.get_username()}"

@@ -55,7 +55,7 @@ def test_a_council_member_works_through_her_inbox(new_context, shots, trace_key)
 
     cora.goto("/inbox/")
     cora.click("#inbox tr[data-kind=production-replay] a")
-    cora.wait_for_url(f"**/production/{production.id}/")
+    cora.wait_for_url(f"**/requests/production-replay/{production.id}/")
     assert f'"request_id":"{production.id}"' in cora.inner_text("#payload-text")
     cora.click("#sign-button")
     cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")

@@ -148,7 +148,7 @@ def test_auditor_council_and_admin_journeys(new_context, shots, trace_key, tmp_p
     # --- each signs the exact payload in the browser ------------------------------------------
     for name in ("cora", "colin", "adam"):
         page = signers[name]
-        page.goto("/force-continue/")
+        page.goto("/requests/force-continue/")
         page.click("text=Awaits your signature")
         payload = page.inner_text("#payload-text")
         assert '"type":"replay-audit-console/force-continue-approval/v1"' in payload
@@ -208,7 +208,7 @@ def test_a_production_replay_approved_by_the_council_in_their_browsers(
         adam.wait_for_selector(f"text=Key {key.key_id} of {key.user.username} confirmed.")
 
     for name, page in council.items():
-        page.goto("/production/")
+        page.goto("/requests/production-replay/")
         page.click("text=Awaits your signature")
         payload = page.inner_text("#payload-text")
         assert '"type":"replay-audit-console/production-replay-approval/v1"' in payload

@@ -65,7 +65,7 @@ def test_a_council_member_denies_in_the_browser_after_typing_a_reason_and_asking
         run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
     )
     cora = browser_key_for(new_context, "cora")
-    cora.goto(f"/force-continue/{fc.id}/")
+    cora.goto(f"/requests/force-continue/{fc.id}/")
     cora.wait_for_selector("#sign-button:visible")
     cora.fill("#payload-choices input[name=reason]", REASON)
     cora.check("#payload-choices input[name=decision][value=deny]")
@@ -119,7 +119,7 @@ def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
         run=replayed("diverged"), actor=persona("alice"), reason="continue the audit"
     )
     cora = browser_key_for(new_context, "cora")
-    cora.goto(f"/force-continue/{fc.id}/")
+    cora.goto(f"/requests/force-continue/{fc.id}/")
     cora.wait_for_selector("#sign-button:visible")
     cora.check("#payload-choices input[name=decision][value=deny]")
     cora.wait_for_selector('#payload-text:has-text(\'"decision":"deny"\')')
@@ -134,3 +134,31 @@ def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
     no_console_errors(cora)
     vote = Approval.objects.get(request=fc)
     assert (vote.decision, vote.reason) == ("deny", REASON)
+
+
+def test_a_council_member_signs_a_role_grant_on_the_shared_request_page(
+    new_context, shots, trace_key
+):
+    """The role grant's page is the one every council kind shares (issue 19): its reason is
+    in the payload before the browser signs it."""
+    from governance.models import RoleGrantRequest
+    from governance.services import user_roles_change
+
+    grant = user_roles_change(
+        actor=persona("adam"), user=persona("lena"), roles=["council"], reason="elected"
+    ).grant
+    cora = browser_key_for(new_context, "cora")
+    cora.goto(f"/governance/role-grants/{grant.id}/")  # the old URL moves to the new one
+    cora.wait_for_url(f"**/requests/role-grant/{grant.id}/")
+    cora.wait_for_selector("#sign-button:visible")
+    cora.fill("#payload-choices input[name=reason]", "Elected at the meeting")
+    cora.click("#payload-choices button[type=submit]")
+    cora.wait_for_selector('#payload-text:has-text(\'"reason":"Elected at the meeting"\')')
+    cora.click("#sign-button")
+    cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+    shots(cora, "role-grant-signed")
+    no_console_errors(cora)
+    event = GovernanceEvent.objects.get(type="ROLE_GRANT_APPROVAL")
+    assert (event.payload["request_id"], event.payload["decision"]) == (str(grant.id), "approve")
+    assert event.payload["reason"] == "Elected at the meeting"
+    assert RoleGrantRequest.objects.get(id=grant.id).state == "pending"  # one of two

@@ -74,7 +74,7 @@ class TestRequest:
         )
         fc = ForceContinueRequest.objects.get()
         assert response.status_code == 303
-        assert response["Location"] == f"/force-continue/{fc.id}/"
+        assert response["Location"] == f"/requests/force-continue/{fc.id}/"
         assert fc.reason == "we expect this drift"
         assert fc.requested_by.username == "alice"
 
@@ -158,7 +158,7 @@ class TestRequest:
         body = as_persona("alice").get(f"/runs/{approved.run_id}/").content.decode()
         section = body[body.index('id="force-continue"') : body.index('id="report-json-box"')]
         assert 'id="request-force-continue"' not in section
-        assert f'href="/force-continue/{approved.id}/"' in section
+        assert f'href="/requests/force-continue/{approved.id}/"' in section
         assert '<span class="badge">approved</span>' in section
         assert f'href="/runs/{approved.resumed_run_id}/" id="resumed-run-link"' in section
 
@@ -197,7 +197,7 @@ class TestApprovalPage:
         self, as_persona, fc, member_key
     ):
         member_key("cora")
-        body = as_persona("cora").get(f"/force-continue/{fc.id}/").content.decode()
+        body = as_persona("cora").get(f"/requests/force-continue/{fc.id}/").content.decode()
         text = jcs(payload_for(fc, "council")).decode()
         assert f'<pre class="payload" id="payload-text">{html.escape(text)}</pre>' in body
         assert f'name="payload" value="{html.escape(text)}"' in body
@@ -209,7 +209,8 @@ class TestApprovalPage:
         self, as_persona, fc, htmx_headers
     ):
         response = as_persona("cora").get(
-            f"/force-continue/{fc.id}/?decision=deny&role=council&reason=no", **htmx_headers
+            f"/requests/force-continue/{fc.id}/?decision=deny&role=council&reason=no",
+            **htmx_headers,
         )
         body = response.content.decode()
         assert body.strip().startswith('<div id="signing-payload">')
@@ -218,15 +219,15 @@ class TestApprovalPage:
     def test_the_requester_is_told_someone_else_must_approve(self, as_persona, replayed):
         run = replayed("diverged", by="sam")
         fc = gov_services.force_continue_request_file(run=run, actor=persona("sam"), reason="x")
-        body = as_persona("sam").get(f"/force-continue/{fc.id}/").content.decode()
+        body = as_persona("sam").get(f"/requests/force-continue/{fc.id}/").content.decode()
         assert '<p class="notice" id="sign-blocker">You filed this request' in body
 
     def test_the_list_puts_what_awaits_me_first(self, as_persona, fc):
-        body = as_persona("cora").get("/force-continue/").content.decode()
+        body = as_persona("cora").get("/requests/force-continue/").content.decode()
         assert "Awaits your signature" in body
         assert (
             "Awaits your signature"
-            not in as_persona("vera").get("/force-continue/").content.decode()
+            not in as_persona("vera").get("/requests/force-continue/").content.decode()
         )
 
 

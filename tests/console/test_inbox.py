@@ -285,9 +285,9 @@ def _reread(filed: Any) -> Any:
 
 def _approval_url(kind: str, filed: Any) -> str:
     return {
-        "force-continue": f"/force-continue/{getattr(filed, 'id', '')}/",
-        "production-replay": f"/production/{getattr(filed, 'id', '')}/",
-        "role-grant": f"/governance/role-grants/{getattr(filed, 'id', '')}/",
+        "force-continue": f"/requests/force-continue/{getattr(filed, 'id', '')}/",
+        "production-replay": f"/requests/production-replay/{getattr(filed, 'id', '')}/",
+        "role-grant": f"/requests/role-grant/{getattr(filed, 'id', '')}/",
         "halt-clear": f"/governance/halts/{getattr(filed, 'seq', '')}/",
         "legal-release": f"/dsr/{getattr(filed, 'id', '')}/approve/release/",
         "legal-erasure": f"/dsr/{getattr(filed, 'id', '')}/approve/erasure/",

@@ -35,7 +35,7 @@ def test_the_force_continue_page_counts_the_ledgers_decision_not_a_flipped_row(
             cur.execute(sql)
         cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
 
-    body = as_persona("cora").get(f"/force-continue/{fc.id}/").content.decode()
+    body = as_persona("cora").get(f"/requests/force-continue/{fc.id}/").content.decode()
 
     assert "Still needed: <strong>2 council approval(s)</strong> (1/1 admin, 0/2 council)" in body
     assert "adam as admin: <strong>approve</strong>" in body
@@ -50,7 +50,7 @@ def test_the_list_counts_the_ledgers_decision_too(as_persona, fc, member_key):
             cur.execute(sql)
         cur.execute("UPDATE governance_approval SET decision = 'deny'", [])
 
-    body = as_persona("cora").get("/force-continue/").content.decode()
+    body = as_persona("cora").get("/requests/force-continue/").content.decode()
 
     assert "2 council approval(s)" in body
     assert "1 admin approval(s)" not in body

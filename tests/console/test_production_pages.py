@@ -62,7 +62,7 @@ class TestTheTracePage:
 
     def test_the_trace_page_lists_its_production_requests(self, as_persona, asked, ok_trace):
         body = as_persona("vera").get(f"/traces/{ok_trace.blob.sha256}/").content.decode()
-        assert f'href="/production/{asked.id}/"' in body
+        assert f'href="/requests/production-replay/{asked.id}/"' in body
 
 
 class TestAsking:
@@ -73,7 +73,7 @@ class TestAsking:
         )
         asked = ProductionReplayRequest.objects.get()
         assert response.status_code == 303
-        assert response["Location"] == f"/production/{asked.id}/"
+        assert response["Location"] == f"/requests/production-replay/{asked.id}/"
         assert (asked.reason, asked.requested_by.username) == ("restore job 7 exactly", "alice")
         assert asked.request_event.type == codes.PRODUCTION_REPLAY_REQUEST
 
@@ -119,7 +119,7 @@ class TestAsking:
 
 class TestSigning:
     def test_the_page_shows_the_exact_payload_to_sign(self, as_persona, asked):
-        body = as_persona("cora").get(f"/production/{asked.id}/").content.decode()
+        body = as_persona("cora").get(f"/requests/production-replay/{asked.id}/").content.decode()
         payload = gov_services.production_replay_payload_for(request=asked, decision="approve")
         assert (
             f'<pre class="payload" id="payload-text">{html.escape(jcs(payload).decode())}</pre>'
@@ -128,10 +128,11 @@ class TestSigning:
         assert 'id="sign-form"' in body
 
     def test_the_list_shows_what_awaits_cora(self, as_persona, asked):
-        body = as_persona("cora").get("/production/").content.decode()
+        body = as_persona("cora").get("/requests/production-replay/").content.decode()
         assert "Awaits your signature" in body
         assert (
-            "Awaits your signature" not in as_persona("alice").get("/production/").content.decode()
+            "Awaits your signature"
+            not in as_persona("alice").get("/requests/production-replay/").content.decode()
         )
 
     def test_two_council_signatures_run_alices_production_replay(
@@ -153,10 +154,10 @@ class TestSigning:
             "ok",
             "alice",
         )
-        body = as_persona("alice").get(f"/production/{asked.id}/").content.decode()
+        body = as_persona("alice").get(f"/requests/production-replay/{asked.id}/").content.decode()
         assert f'href="/runs/{run.id}/" id="production-run-link"' in body
         # the list's "Still needs" says nothing is needed, not "the replay"
-        listed = as_persona("cora").get("/production/").content.decode()
+        listed = as_persona("cora").get("/requests/production-replay/").content.decode()
         assert f'<td>nothing: <a href="/runs/{run.id}/">its replay ran</a></td>' in listed
 
     def test_an_admin_who_is_not_on_the_council_gets_403(self, as_persona, asked, member_key):

@@ -72,7 +72,7 @@ class TestUsersPage:
         assert last_event().type == codes.ROLE_GRANT_REQUEST
         assert held(alice) == {"auditor"}
         page = as_persona("adam").get("/governance/users/").content.decode()
-        assert f'href="/governance/role-grants/{grant.id}/"' in page
+        assert f'href="/requests/role-grant/{grant.id}/"' in page
 
     def test_a_grant_without_a_reason_is_refused_with_its_code(self, as_persona):
         alice = persona("alice")
@@ -108,7 +108,7 @@ class TestUsersPage:
         grant = gov_services.user_roles_change(
             actor=persona("adam"), user=alice, roles=["auditor", "admin"], reason="ops lead"
         ).grant
-        page = as_persona("cora").get(f"/governance/role-grants/{grant.id}/").content.decode()
+        page = as_persona("cora").get(f"/requests/role-grant/{grant.id}/").content.decode()
         payload = gov_services.role_grant_payload_for(request=grant, decision="approve")
         assert html.escape(jcs(payload).decode()) in page
         for name in ("cora", "colin"):

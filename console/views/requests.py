@@ -1,0 +1,194 @@
+"""One list and one approval page for every kind of council request (issue 19), driven by
+the kind from the registry (``governance.requests``): the payload that will be signed, the
+tally, who may still sign, and the browser signing (static/js/sign.js). Each view checks the
+roles matrix: who may see a kind's pages (``kind.seen_by``) and sign in which capacity
+(``kind.signed_in``). The kind's old URLs redirect here (``legacy_list_view``,
+``legacy_detail_view``); a POST to an old approval URL is still taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from console import roles
+from console.views.common import partial_or_page, signed_in
+from console.views.governance import payload_text, refused, signed_document
+from governance import selectors as gov
+from governance import signing
+from governance.codes import GovernanceError
+from governance.requests.builtin import kinds
+from governance.requests.common import CouncilRequestKind
+
+LIST_TEMPLATE = "console/request_list.html"
+APPROVE_TEMPLATE = "console/request_approve.html"
+LIST_LIMIT = 200
+
+
+def kind_with_pages(name: str) -> CouncilRequestKind:
+    """The registered kind ``name`` if it has these pages; 404 otherwise."""
+    kind = kinds().get(name)
+    if not isinstance(kind, CouncilRequestKind):
+        raise Http404("no such kind of request")
+    return kind
+
+
+def signer_roles(user: Any, kind: CouncilRequestKind) -> list[str]:
+    """The capacities ``user`` may sign ``kind`` in, in the order the page offers them."""
+    return [capacity for capacity, action in kind.signed_in.items() if roles.can(user, action)]
+
+
+def _require_sight(user: Any, kind: CouncilRequestKind) -> None:
+    if len(kind.seen_by) == 1:
+        roles.require(user, kind.seen_by[0])
+    elif not any(roles.can(user, action) for action in kind.seen_by):
+        raise PermissionDenied(f"your roles do not allow seeing {kind.list_title.lower()}")
+
+
+def _require_signing(user: Any, kind: CouncilRequestKind, capacity: object = None) -> None:
+    """``user`` may sign ``kind`` at all, and in ``capacity`` where a payload names one."""
+    if isinstance(capacity, str) and capacity in kind.signed_in:
+        roles.require(user, kind.signed_in[capacity])
+    elif len(kind.signed_in) == 1:
+        roles.require(user, next(iter(kind.signed_in.values())))
+    elif not signer_roles(user, kind):
+        raise PermissionDenied(roles.MESSAGE_CANNOT_SIGN)
+
+
+def access_request(user: Any, kind: CouncilRequestKind, request_id: str) -> Any:
+    """One request of ``kind``: the role check first (403 whether or not it exists), then the
+    lookup (404)."""
+    _require_sight(user, kind)
+    rows = kind.model.objects.select_related(*kind.page_related)
+    return roles.by_uuid_after_check(rows, request_id, kind.what)
+
+
+def _blocker(
+    kind: CouncilRequestKind, asked: Any, user: Any, approvals: list[Any], *, expired: bool
+) -> str:
+    if asked.state != kind.model.State.PENDING:
+        return f"This {kind.noun} is {asked.state}: it can no longer be signed."
+    if expired:
+        return f"This {kind.noun} expired at {signing.format_time(asked.expires_at)}."
+    if asked.requested_by_id == user.pk:
+        return kind.own_message
+    extra = kind.blocker_of(asked, user=user)
+    if extra:
+        return extra
+    if any(a.approver_id == user.pk for a in approvals):
+        return f"You have already signed this {kind.noun}."
+    return ""
+
+
+@require_GET
+@signed_in
+def request_list_view(request: HttpRequest, kind: str) -> HttpResponse:
+    the_kind = kind_with_pages(kind)
+    _require_sight(request.user, the_kind)
+    may_sign = bool(signer_roles(request.user, the_kind))
+    rows = []
+    listed = list(the_kind.rows()[:LIST_LIMIT])
+    # the signed filings and votes (the ledger's, not the rows): a fixed number of queries
+    filings = gov.request_filings(requests=listed)
+    votes = the_kind.ballots_of_rows(listed, filings=filings)
+    now = timezone.now()
+    for asked in listed:
+        ballots = votes[str(asked.id)]
+        expired = asked.state == asked.State.PENDING and now >= gov.request_expiry(
+            request=asked, filing=filings[asked.id]
+        )
+        rows.append(
+            {
+                "asked": asked,
+                "subject": the_kind.subject(asked),
+                "tally": the_kind.tally(request=asked, ballots=ballots),
+                "expired": expired,
+                "outcome_run_id": the_kind.outcome_run_id(asked),
+                "awaits_me": may_sign
+                and not _blocker(the_kind, asked, request.user, ballots, expired=expired),
+            }
+        )
+    rows.sort(key=lambda r: not r["awaits_me"])
+    return render(request, LIST_TEMPLATE, {"kind": the_kind, "rows": rows})
+
+
+def _approval_context(request: HttpRequest, kind: CouncilRequestKind, asked: Any) -> dict[str, Any]:
+    user = request.user
+    capacities = signer_roles(user, kind)
+    decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
+    if decision not in signing.DECISIONS:
+        decision = signing.APPROVE
+    role = request.GET.get("role") or request.POST.get("role") or ""
+    if role not in capacities:
+        role = capacities[0] if capacities else signing.ROLE_COUNCIL
+    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
+    approvals = kind.ballots(request=asked)  # the ledger's votes, not the rows
+    expired = gov.request_is_expired(request=asked)
+    payload = kind.payload_for(asked, decision=decision, role=role, reason=reason)
+    return {
+        "kind": kind,
+        "asked": asked,
+        **kind.page_facts(asked),
+        "tally": kind.tally(request=asked, ballots=approvals),
+        "approvals": approvals,
+        "expired": expired,
+        "outcome_run_id": kind.outcome_run_id(asked),
+        "signer_roles": capacities,
+        "choose_role": len(kind.signed_in) > 1,
+        "blocker": _blocker(kind, asked, user, approvals, expired=expired),
+        "decision": decision,
+        "decisions": signing.DECISIONS,
+        "role": role,
+        "reason": reason,
+        "payload_text": payload_text(payload),
+        "keys": list(gov.member_keys(user=user, usable=True)),
+    }
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def request_detail_view(request: HttpRequest, kind: str, request_id: str) -> HttpResponse:
+    the_kind = kind_with_pages(kind)
+    asked = access_request(request.user, the_kind, request_id)
+    if request.method == "POST":
+        _require_signing(request.user, the_kind)
+        context = _approval_context(request, the_kind, asked)
+        try:
+            document = signed_document(request)
+            payload = document.get("payload")
+            _require_signing(
+                request.user, the_kind, payload.get("role") if isinstance(payload, dict) else None
+            )
+            the_kind.record(asked, approver=request.user, document=document)
+        except GovernanceError as exc:
+            return refused(request, exc, APPROVE_TEMPLATE, context)
+        messages.success(request, "Your signed decision is recorded in the ledger.")
+        url = reverse("request-detail", args=[the_kind.name, asked.id])
+        return HttpResponseRedirect(url, status=303)
+    context = _approval_context(request, the_kind, asked)
+    return partial_or_page(request, APPROVE_TEMPLATE, "signing-payload", context)
+
+
+# --- the old URLs, one copy per kind, now only redirect ----------------------------------
+
+
+@require_GET
+def legacy_list_view(request: HttpRequest, kind: str) -> HttpResponse:
+    return HttpResponseRedirect(reverse("request-list", args=[kind]), status=301)
+
+
+@require_http_methods(["GET", "POST"])
+def legacy_detail_view(request: HttpRequest, kind: str, request_id: str) -> HttpResponse:
+    """GET moves permanently; a POST (a form or script still posting here) is taken as is."""
+    if request.method == "POST":
+        return request_detail_view(request, kind=kind, request_id=request_id)
+    url = reverse("request-detail", args=[kind, request_id])
+    if request.META.get("QUERY_STRING"):
+        url += "?" + request.META["QUERY_STRING"]
+    return HttpResponseRedirect(url, status=301)
