@@ -280,7 +280,10 @@ class TestSigning:
             f"/force-continue/{fc.id}/", {"payload": text, "key_id": key.key_id, "signature": "zz"}
         )
         assert response.status_code == 400
-        assert "APPROVAL_BAD_SIGNATURE" in response.content.decode()
+        assert (
+            '<code class="code">APPROVAL_MALFORMED</code> a signed approval is {payload, key_id, '
+            "alg, signature}: signature is not 128 lower-case hex digits"
+        ) in response.content.decode()
 
     def test_a_payload_that_is_not_json_is_refused(self, as_persona, fc, member_key):
         key, _private = member_key("cora")

@@ -181,4 +181,7 @@ class TestSigning:
         key, _ = member_key("cora")
         response = post_vote(as_persona("cora"), asked, key, b"", signature="not hex")
         assert response.status_code == 400
-        assert '<code class="code">APPROVAL_BAD_SIGNATURE</code>' in response.content.decode()
+        assert (
+            '<code class="code">APPROVAL_MALFORMED</code> a signed approval is {payload, key_id, '
+            "alg, signature}: signature is not 128 lower-case hex digits"
+        ) in response.content.decode()
