@@ -194,6 +194,11 @@ def test_an_approved_erasure_shreds_once_and_leaves_a_receipt_without_personal_d
     for trace in traces:
         assert trace.blob.sha256 in text
     assert ADA not in text
+    # the plan reads as JSON (a tree to fold), not as a Python dict's repr
+    plan = text[text.index('id="erasure-plan"') :]
+    assert '<div class="json-tree">' in plan
+    assert "{&#x27;" not in plan
+    assert "': " not in plan
     approve(legal, signing.DSR_ERASURE, member_key)
     other = opened(kind="erasure")  # the same subject, in a second request opened meanwhile
     assert other.subject_refs == legal.subject_refs
@@ -213,6 +218,11 @@ def test_an_approved_erasure_shreds_once_and_leaves_a_receipt_without_personal_d
     assert receipt.payload["approval_seqs"] == [legal.approvals.get().event_id]
     page = lena.get(reverse("dsr-detail", args=[legal.id])).content.decode()
     assert 'id="erasure-receipt"' in page
+    receipt_html = page[page.index('id="erasure-receipt"') :]
+    assert '<span class="jt-key">"first_time"</span>: <span class="jt-bool">true</span>' in (
+        receipt_html
+    )
+    assert "&#x27;first_time&#x27;" not in page
     assert "[erased]" in page
     assert ADA not in page
     assert ADA_NAME not in page
