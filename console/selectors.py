@@ -13,6 +13,7 @@ import io
 import json
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import IO, Any
@@ -422,15 +423,18 @@ def trace_outline_empty(trace: Trace) -> Outline:
     return Outline({}, [], [], trace.step_count, [], None, "")
 
 
-def trace_outline(trace: Trace, report: dict[str, Any] | None) -> Outline:
+def trace_outline(
+    trace: Trace, report: dict[str, Any] | None, opened: OpenedTrace | None = None
+) -> Outline:
     """What the trace page shows of the file's header (snapshots with their status) and
     where the chain broke. Only the header is read here; the events and steps are read a
-    window at a time through the trace's index (:func:`trace_window`)."""
+    window at a time through the trace's index (:func:`trace_window`). ``opened``: the
+    request's opening of the stored file (else one is made for this call)."""
     broke_at, break_detail = _chain_break(report)
     steps_total = trace.step_count
     try:
-        with blob_open(trace.blob.storage_name) as fh:
-            header = open_trace(fh, trace.filename, limits=_page_limits()).header
+        with _borrowed_or_own(trace, opened) as stored:
+            header = stored.header()
     except ReplayError as exc:
         message = page_budget_message() if _over_page_budget(exc) else str(exc)
         return Outline({}, [], [], steps_total, [], broke_at, break_detail, message)
@@ -458,10 +462,29 @@ class TraceUnreadable(Exception):
     """The stored file cannot be read (or does not match its index); the message says why."""
 
 
-def _decompressed(storage_name: str) -> IO[bytes]:
-    """The stored file, decompressed, at its start; seekable when the store's file is (a
-    gzip seeks forward by decompressing, which parses nothing)."""
-    fh = blob_open(storage_name)
+class _Borrowed:
+    """The request's open stored file lent to a reader that closes what it is given: its
+    close leaves the file open (the :class:`OpenedTrace` closes it)."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self._fh = fh
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fh, name)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Borrowed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _decompressed_of(fh: IO[bytes]) -> IO[bytes]:
+    """``fh`` (a stored file, opened) decompressed, at its start; seekable when the store's
+    file is (a gzip seeks forward by decompressing, which parses nothing)."""
     head = fh.read(2)
     source: IO[bytes]
     if fh.seekable():
@@ -474,22 +497,121 @@ def _decompressed(storage_name: str) -> IO[bytes]:
     return source
 
 
-def _document_records(trace: Trace) -> Iterator[tuple[str, dict[str, Any]]]:
-    with blob_open(trace.blob.storage_name) as fh:
-        for record in open_trace(fh, trace.filename, limits=_page_limits()).records():
-            yield record.kind, record.body
+def _decompressed(storage_name: str) -> IO[bytes]:
+    """The stored file, decompressed, at its start (opened here; the caller closes it)."""
+    return _decompressed_of(blob_open(storage_name))
 
 
-def _index_build(trace: Trace) -> dict[str, Any]:
-    if trace.encoding == "jsonl":
-        with _decompressed(trace.blob.storage_name) as stream:
+class OpenedTrace:
+    """One stored native file for one request: opened once (so its personal values are
+    reassembled once, ``privacy.ingest.reassemble``), its header parsed once, a JSON
+    document's records parsed once; the windows of events and steps, the index and the
+    privacy policy all read this one opening. Closed with the request (``with``); nothing of
+    it outlives the request.
+
+    A file whose store cannot seek is opened again for each reader (a store's files seek:
+    the filesystem's and S3's do)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._fh: IO[bytes] | None = None
+        self._native: native.NativeTrace | None = None
+        self._failed: BaseException | None = None
+        self._records: list[tuple[str, dict[str, Any]]] = []
+        self._source: Iterator[Any] | None = None
+        self._source_error: BaseException | None = None
+        self._extra: list[IO[bytes]] = []
+
+    def __enter__(self) -> OpenedTrace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fh in [self._fh, *self._extra]:
+            if fh is not None:
+                fh.close()
+        self._fh, self._extra = None, []
+
+    def _file(self) -> IO[bytes]:
+        """The stored file at its start, lent (its close does nothing)."""
+        if self._fh is None:
+            self._fh = blob_open(self.trace.blob.storage_name)
+        elif self._fh.seekable():
+            self._fh.seek(0)
+        else:
+            fh = blob_open(self.trace.blob.storage_name)
+            self._extra.append(fh)
+            return _Borrowed(fh)  # type: ignore[return-value]
+        return _Borrowed(self._fh)  # type: ignore[return-value]
+
+    def opened(self) -> native.NativeTrace:
+        """The file opened as a native trace within the page's read budget (once)."""
+        if self._failed is not None:
+            raise self._failed
+        if self._native is None:
+            try:
+                self._native = open_trace(self._file(), self.trace.filename, limits=_page_limits())
+            except (ReplayError, OSError) as exc:
+                self._failed = exc
+                raise
+            self._source = ((r.kind, r.body) for r in self._native.records())
+        return self._native
+
+    def header(self) -> dict[str, Any]:
+        return self.opened().header
+
+    def records(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The ``(kind, body)`` records in file order, each parsed once however often this is
+        called (what a JSON document's windows read; a JSON Lines file's index reads it by
+        offsets through :meth:`decompressed` instead)."""
+        self.opened()
+        i = 0
+        while True:
+            if i < len(self._records):
+                yield self._records[i]
+                i += 1
+                continue
+            if self._source_error is not None:
+                raise self._source_error
+            if self._source is None:
+                return
+            try:
+                item = next(self._source)
+            except StopIteration:
+                self._source = None
+                return
+            except (ReplayError, OSError, ValueError) as exc:
+                self._source_error = exc
+                raise
+            self._records.append(item)
+
+    def decompressed(self) -> IO[bytes]:
+        """The file decompressed at its start, for reading by offsets (lent)."""
+        return _decompressed_of(self._file())
+
+
+@contextmanager
+def _borrowed_or_own(trace: Trace, opened: OpenedTrace | None) -> Iterator[OpenedTrace]:
+    if opened is not None:
+        yield opened
+        return
+    with OpenedTrace(trace) as own:
+        yield own
+
+
+def _index_build(trace: Trace, opened: OpenedTrace) -> dict[str, Any]:
+    if trace.encoding.startswith("jsonl"):  # gzipped too: its windows seek by offset
+        with opened.decompressed() as stream:
             return traceindex.build_jsonl(stream, page_read_limit())
-    return traceindex.build_records(_document_records(trace))
+    return traceindex.build_records(opened.records())
 
 
-def trace_index(trace: Trace) -> dict[str, Any]:
+def trace_index(trace: Trace, opened: OpenedTrace | None = None) -> dict[str, Any]:
     """The trace's index, built and stored the first time a page asks for it (one pass over
-    at most REPLAY_PAGE_READ_BYTES of the file), read from its row ever after.
+    at most REPLAY_PAGE_READ_BYTES of the file), read from its row ever after. ``opened``:
+    the request's opening of the stored file.
 
     Raises TraceUnreadable when the file cannot be read.
     """
@@ -497,7 +619,8 @@ def trace_index(trace: Trace) -> dict[str, Any]:
     if row is not None:
         return row.index
     try:
-        index = _index_build(trace)
+        with _borrowed_or_own(trace, opened) as stored:
+            index = _index_build(trace, stored)
     except ReplayError as exc:
         message = page_budget_message() if _over_page_budget(exc) else str(exc)
         raise TraceUnreadable(message) from None
@@ -519,32 +642,35 @@ def trace_window(
     before: int | None = None,
     limit: int = WINDOW_SIZE,
     index: dict[str, Any] | None = None,
+    opened: OpenedTrace | None = None,
 ) -> traceindex.Window:
     """A page of the trace's events (``kind="event"``) or steps, by seq (keyset): the ones
     after ``after`` or just before ``before``. Reads the records of the window and at most
     one index stride more, never the ones before it. ``index``: the trace's index when the
-    caller has read it already (else it is read here). Raises TraceUnreadable."""
-    if index is None:
-        index = trace_index(trace)
+    caller has read it already (else it is read here); ``opened``: the request's opening of
+    the stored file. Raises TraceUnreadable."""
     limit = max(1, min(limit, MAX_WINDOW_SIZE))
-    try:
-        return traceindex.read_window(
-            index,
-            lambda: _decompressed(trace.blob.storage_name),
-            kind,
-            after=after,
-            before=before,
-            limit=limit,
-            max_line=page_read_limit(),
-            records=lambda: _document_records(trace),
-        )
-    except traceindex.IndexMismatch as exc:
-        raise TraceUnreadable(f"the stored file does not match its index: {exc}") from None
-    except ReplayError as exc:
-        message = page_budget_message() if _over_page_budget(exc) else str(exc)
-        raise TraceUnreadable(message) from None
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceUnreadable(str(exc)) from None
+    with _borrowed_or_own(trace, opened) as stored:
+        if index is None:
+            index = trace_index(trace, stored)
+        try:
+            return traceindex.read_window(
+                index,
+                stored.decompressed,
+                kind,
+                after=after,
+                before=before,
+                limit=limit,
+                max_line=page_read_limit(),
+                records=stored.records,
+            )
+        except traceindex.IndexMismatch as exc:
+            raise TraceUnreadable(f"the stored file does not match its index: {exc}") from None
+        except ReplayError as exc:
+            message = page_budget_message() if _over_page_budget(exc) else str(exc)
+            raise TraceUnreadable(message) from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceUnreadable(str(exc)) from None
 
 
 def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | str, Any]:
@@ -572,10 +698,10 @@ def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | st
     return found
 
 
-def trace_event(trace: Trace, seq: int) -> dict[str, Any] | None:
+def trace_event(trace: Trace, seq: int, opened: OpenedTrace | None = None) -> dict[str, Any] | None:
     """One event of the stored file, read through the trace's index (its window only)."""
     try:
-        window = trace_window(trace, traceindex.EVENT, after=seq - 1, limit=1)
+        window = trace_window(trace, traceindex.EVENT, after=seq - 1, limit=1, opened=opened)
     except TraceUnreadable:
         return None
     if window.records and window.records[0].get("seq") == seq:
@@ -583,11 +709,11 @@ def trace_event(trace: Trace, seq: int) -> dict[str, Any] | None:
     return None
 
 
-def trace_privacy_policy(trace: Trace) -> Any:
+def trace_privacy_policy(trace: Trace, opened: OpenedTrace | None = None) -> Any:
     """The body of the trace's `privacy` snapshot: in the file, else in the store, else None."""
     try:
-        with blob_open(trace.blob.storage_name) as fh:
-            header = open_trace(fh, trace.filename, limits=_page_limits()).header
+        with _borrowed_or_own(trace, opened) as stored:
+            header = stored.header()
     except (ReplayError, OSError):
         return None
     for snap in header.get("snapshots", []):

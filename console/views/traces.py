@@ -18,6 +18,7 @@ from console.forms import TraceFilterForm
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
+    OpenedTrace,
     TraceUnreadable,
     brief_step,
     page_budget_message,
@@ -226,6 +227,7 @@ def _pager(  # noqa: PLR0917 - one call per section, each argument named at the 
     unreadable: str,
     *,
     index: dict[str, Any] | None = None,
+    opened: OpenedTrace | None = None,
 ) -> Pager:
     """The window the query asks for: ``{prefix}after``, ``{prefix}before`` or the jump
     ``{prefix}seq`` (the window that starts at that seq); other parameters are kept."""
@@ -238,7 +240,7 @@ def _pager(  # noqa: PLR0917 - one call per section, each argument named at the 
     if unreadable:
         return Pager([], None, None, None, "", error or unreadable, bool(error))
     try:
-        window = trace_window(trace, kind, after=after, before=before, index=index)
+        window = trace_window(trace, kind, after=after, before=before, index=index, opened=opened)
     except TraceUnreadable as exc:
         return Pager([], None, None, None, "", error or str(exc), bool(error))
     own = {f"{prefix}after", f"{prefix}before", f"{prefix}seq"}
@@ -270,23 +272,35 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
     if trace.expired_at is not None:
         return tombstone_page(request, trace)
+    with OpenedTrace(trace) as opened:  # the stored file read once for the whole page
+        context, status = _detail_context(request, trace, opened)
+    partial = {"events": "events", "steps": "steps"}.get(
+        request.headers.get("HX-Target", ""), "trace-runs"
+    )
+    return partial_or_page(request, "console/trace_detail.html", partial, context, status)
+
+
+def _detail_context(
+    request: HttpRequest, trace: Trace, opened: OpenedTrace
+) -> tuple[dict[str, Any], int]:
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
     panel = trace_panel(trace)
-    outline = trace_outline(trace, report) if panel is None else trace_outline_empty(trace)
+    outline = trace_outline(trace, report, opened) if panel is None else trace_outline_empty(trace)
     halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
     index: dict[str, Any] = {}
     unreadable = outline.unreadable  # then the file is not read again for its index
     if not unreadable:
         try:
-            index = trace_index(trace)
+            index = trace_index(trace, opened)
         except TraceUnreadable as exc:
             unreadable = str(exc)
     # the index read once for both windows (a large trace's index is tens of KB of JSON)
-    events = _pager(request, trace, "event", "", "#events", unreadable, index=index or None)
+    idx = index or None
+    events = _pager(request, trace, "event", "", "#events", unreadable, index=idx, opened=opened)
     events.records = [_brief_event(e) for e in events.records]
-    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable, index=index or None)
+    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable, index=idx, opened=opened)
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []
@@ -323,10 +337,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
             .order_by("-created_at")[:20]
         ),
     }
-    partial = {"events": "events", "steps": "steps"}.get(
-        request.headers.get("HX-Target", ""), "trace-runs"
-    )
-    return partial_or_page(request, "console/trace_detail.html", partial, context, status)
+    return context, status
 
 
 @require_GET
@@ -378,10 +389,12 @@ def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResp
         roles.require(request.user, roles.PII_REVEAL)
     if trace.expired_at is not None:
         return tombstone_page(request, trace, status=410)
-    event = trace_event(trace, seq)
+    with OpenedTrace(trace) as opened:  # one opening for the event and the policy
+        event = trace_event(trace, seq, opened)
+        policy = trace_privacy_policy(trace, opened) if event is not None else None
     if event is None:
         raise Http404("no such event")
-    pointers = policy_pointers(trace_privacy_policy(trace))
+    pointers = policy_pointers(policy)
     redacted, fields = redact(event.get("payload"), pointers)
     shown, revealed, error, status = redacted, False, "", 200
     if request.method == "POST":
