@@ -27,7 +27,7 @@ from django.utils.dateparse import parse_datetime
 from replay import traceindex
 from replay.errors import ReplayError
 from replay.formats import format_names, native, open_trace
-from replay.models import Snapshot, Trace, TraceIndex
+from replay.models import Snapshot, Trace, TraceIndex, TraceIndexBuild
 from replay.storage import blob_open
 
 PAGE_SIZE = 50
@@ -601,23 +601,110 @@ def _borrowed_or_own(trace: Trace, opened: OpenedTrace | None) -> Iterator[Opene
         yield own
 
 
-def _index_build(trace: Trace, opened: OpenedTrace) -> dict[str, Any]:
+def _index_build(trace: Trace, opened: OpenedTrace, progress: Any = None) -> dict[str, Any]:
     if trace.encoding.startswith("jsonl"):  # gzipped too: its windows seek by offset
         with opened.decompressed() as stream:
-            return traceindex.build_jsonl(stream, page_read_limit())
+            return traceindex.build_jsonl(stream, page_read_limit(), progress)
     return traceindex.build_records(opened.records())
 
 
+class IndexPending(TraceUnreadable):
+    """A large trace's index is being built in the background; the page says how far (a
+    reader that only knows TraceUnreadable says so too)."""
+
+    def __init__(self, events_read: int, events: int) -> None:
+        self.events_read = events_read
+        self.events = events
+        super().__init__(
+            f"its index is being built in the background: {events_read} of {events} events read"
+        )
+
+
+#: a build not heard of for this long is queued again (its worker stopped)
+INDEX_BUILD_STALE = timedelta(minutes=2)
+
+
+def index_inline_records() -> int:
+    """Up to how many records (events and steps) a page builds a missing index itself: a
+    JSON document's records are parsed for its windows anyway; a larger JSON Lines trace's
+    index is built in the background (``REPLAY_INDEX_INLINE_RECORDS``)."""
+    return int(getattr(settings, "REPLAY_INDEX_INLINE_RECORDS", 5000))
+
+
+def _builds_inline(trace: Trace) -> bool:
+    if not trace.encoding.startswith("jsonl"):
+        return True
+    return trace.event_count + trace.step_count <= index_inline_records()
+
+
+def trace_index_queue(trace: Trace) -> TraceIndexBuild | None:
+    """Queue the background build of the trace's index (once; again when the last build
+    went stale): the row that says how far it is, or None when the index is there."""
+    from console.tasks import trace_index_build as task
+    from replay.background import enqueue
+
+    if TraceIndex.objects.filter(blob_id=trace.blob_id).exists():
+        return None
+    now = timezone.now()
+    build, created = TraceIndexBuild.objects.get_or_create(blob_id=trace.blob_id)
+    if created or (not build.error and build.updated_at < now - INDEX_BUILD_STALE):
+        if not created:  # claim it: one request re-queues a stale build
+            claimed = TraceIndexBuild.objects.filter(
+                blob_id=trace.blob_id, updated_at=build.updated_at
+            ).update(events_read=0, updated_at=now)
+            if not claimed:
+                return build
+            build.events_read, build.updated_at = 0, now
+        enqueue(task, trace.pk)
+    return build
+
+
+def trace_index_build(trace: Trace) -> dict[str, Any] | None:
+    """Build and store the trace's index (the background task's body), saying how far it is
+    on its build row as it reads. None when the file cannot be read (the row says why)."""
+    row = TraceIndex.objects.filter(blob_id=trace.blob_id).first()
+    if row is not None:
+        return row.index
+
+    def progress(events: int) -> None:
+        TraceIndexBuild.objects.filter(blob_id=trace.blob_id).update(
+            events_read=events, updated_at=timezone.now()
+        )
+
+    try:
+        with OpenedTrace(trace) as opened:
+            index = _index_build(trace, opened, progress)
+    except (ReplayError, OSError, EOFError, zlib.error, ValueError) as exc:
+        TraceIndexBuild.objects.filter(blob_id=trace.blob_id).update(
+            error=str(exc)[:2000], updated_at=timezone.now()
+        )
+        return None
+    try:
+        with transaction.atomic():
+            TraceIndex.objects.create(blob_id=trace.blob_id, index=index)
+    except IntegrityError:
+        pass  # another build stored the same index first
+    TraceIndexBuild.objects.filter(blob_id=trace.blob_id).delete()
+    return index
+
+
 def trace_index(trace: Trace, opened: OpenedTrace | None = None) -> dict[str, Any]:
-    """The trace's index, built and stored the first time a page asks for it (one pass over
-    at most REPLAY_PAGE_READ_BYTES of the file), read from its row ever after. ``opened``:
-    the request's opening of the stored file.
+    """The trace's index, read from its row. A large JSON Lines trace's is built at ingest in
+    the background (:func:`trace_index_queue`): until it is there this raises IndexPending
+    (and queues the build again if it went stale); a small trace's missing index is built
+    here (one pass over at most REPLAY_PAGE_READ_BYTES of the file). ``opened``: the
+    request's opening of the stored file.
 
     Raises TraceUnreadable when the file cannot be read.
     """
     row = TraceIndex.objects.filter(blob_id=trace.blob_id).first()
     if row is not None:
         return row.index
+    if not _builds_inline(trace):
+        build = trace_index_queue(trace)
+        if build is not None and build.error:
+            raise TraceUnreadable(f"the stored file cannot be indexed: {build.error}")
+        raise IndexPending(build.events_read if build else 0, trace.event_count)
     try:
         with _borrowed_or_own(trace, opened) as stored:
             index = _index_build(trace, stored)

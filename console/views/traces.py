@@ -18,6 +18,7 @@ from console.forms import TraceFilterForm
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     CursorError,
+    IndexPending,
     OpenedTrace,
     TraceUnreadable,
     brief_step,
@@ -291,16 +292,27 @@ def _detail_context(
     modes = roles.replay_modes_for(request.user)
     index: dict[str, Any] = {}
     unreadable = outline.unreadable  # then the file is not read again for its index
+    pending: IndexPending | None = None
     if not unreadable:
         try:
             index = trace_index(trace, opened)
+        except IndexPending as exc:  # a large trace's, built in the background: say how far
+            pending = exc
         except TraceUnreadable as exc:
             unreadable = str(exc)
     # the index read once for both windows (a large trace's index is tens of KB of JSON)
     idx = index or None
-    events = _pager(request, trace, "event", "", "#events", unreadable, index=idx, opened=opened)
+    if pending is None:
+        events = _pager(
+            request, trace, "event", "", "#events", unreadable, index=idx, opened=opened
+        )
+        steps = _pager(
+            request, trace, "step", "steps_", "#steps", unreadable, index=idx, opened=opened
+        )
+    else:  # nothing to page through yet
+        events = Pager([], None, None, None, "")
+        steps = Pager([], None, None, None, "")
     events.records = [_brief_event(e) for e in events.records]
-    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable, index=idx, opened=opened)
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []
@@ -315,6 +327,7 @@ def _detail_context(
         "events": events,
         "steps": steps,
         "index_cut_short": page_budget_message() if index.get("cut_short") else "",
+        "index_pending": pending,
         "timeline": charts.overview(
             index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
         ),
