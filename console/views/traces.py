@@ -37,6 +37,7 @@ from console.selectors import (
     traces_same_artifact,
     traces_same_job,
 )
+from console.tables import trace_rows_html
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
 from governance.models import GovernanceEvent
@@ -86,6 +87,7 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
         "form": form,
         "page": page,
         "formats": trace_formats(),
+        "trace_rows": trace_rows_html(page.traces) if page else "",  # the rows, in Python
         "older_url": link(page.next_cursor) if page else None,
         "newer_url": link(page.prev_cursor) if page else None,
     }
