@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-KNOWN = ("canonical", "diff", "replay", "governance", "tlog", "console")
+KNOWN = ("canonical", "diff", "replay", "governance", "tlog", "console", "pages")
 
 #: small sizes for scripts that have no --quick of their own
 QUICK_ARGS: dict[str, list[str]] = {
@@ -32,7 +32,7 @@ QUICK_ARGS: dict[str, list[str]] = {
 
 #: scripts that need longer than --timeout by default (bench_scale fills 1,000,000 signed
 #: ledger events, then drives two servers: about 25 minutes on a shared 2-core machine)
-LONGER: dict[str, float] = {"scale": 3600.0}
+LONGER: dict[str, float] = {"scale": 3600.0, "pages": 3600.0}
 
 
 def scripts() -> list[tuple[str, Path | None]]:

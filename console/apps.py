@@ -14,3 +14,17 @@ class ConsoleConfig(AppConfig):
 
         # no broker: the serving process runs the periodic jobs itself (replay/background.py)
         request_started.connect(periodic_on_request, dispatch_uid="replay.background.periodic")
+
+        from replay.signals import trace_stored
+
+        trace_stored.connect(_index_at_ingest, dispatch_uid="console.trace_index")
+
+
+def _index_at_ingest(sender: object, trace: object, **kwargs: object) -> None:
+    """A stored native trace's index is built in the background once its upload commits, so
+    no page request builds it (a large trace's takes seconds)."""
+    from console.selectors import trace_index_queue
+    from replay.formats import native
+
+    if getattr(trace, "format", None) == native.FORMAT:
+        trace_index_queue(trace)  # type: ignore[arg-type]

@@ -200,8 +200,9 @@ class VerificationKey(models.Model):
 
 class TraceIndex(AppendOnlyModel):
     """Where each stretch of a stored file's events and steps starts, and its events in
-    buckets (``replay.traceindex``): built once, the first time a page needs it, so no page
-    parses the records before the ones it shows. One per blob (the bytes never change)."""
+    buckets (``replay.traceindex``): built once, at ingest in the background (a small trace's
+    by the first page that needs it), so no page parses the records before the ones it
+    shows. One per blob (the bytes never change)."""
 
     blob = models.OneToOneField(Blob, on_delete=models.PROTECT, primary_key=True)
     index = models.JSONField()
@@ -209,3 +210,18 @@ class TraceIndex(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"index of {self.blob}"
+
+
+class TraceIndexBuild(models.Model):
+    """A background build of a stored file's index under way (``console.tasks``): how many of
+    its events it has read, so the trace page says how far it is instead of building it in
+    the request. ``updated_at`` ages: a build not heard of for a while is queued again."""
+
+    blob = models.OneToOneField(Blob, on_delete=models.CASCADE, primary_key=True)
+    events_read = models.BigIntegerField(default=0)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    error = models.TextField(blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"index build of {self.blob}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -42,9 +42,15 @@ def _loads(line: bytes) -> Any:
     return json.loads(line)
 
 
-def build_jsonl(stream: IO[bytes], budget: int) -> dict[str, Any]:
+PROGRESS_EVERY = 10_000
+
+
+def build_jsonl(
+    stream: IO[bytes], budget: int, progress: Callable[[int], None] | None = None
+) -> dict[str, Any]:
     """The index of a JSON Lines trace read from ``stream`` (decompressed), reading at most
-    ``budget`` bytes (``cut_short`` says the build stopped there)."""
+    ``budget`` bytes (``cut_short`` says the build stopped there). ``progress(events)`` is
+    called every ``PROGRESS_EVERY`` events read."""
     marks: dict[str, list[list[int]]] = {EVENT: [], STEP: []}
     counts = {EVENT: 0, STEP: 0}
     types: list[str] = []
@@ -76,6 +82,8 @@ def build_jsonl(stream: IO[bytes], budget: int) -> dict[str, Any]:
         if kind == EVENT:
             seqs.append(seq)
             types.append(str(obj.get("type", "")))
+            if progress is not None and counts[EVENT] % PROGRESS_EVERY == 0:
+                progress(counts[EVENT])
     index = _index("jsonl", marks, counts, seqs, types, cut_short)
     index["end"] = offset if not cut_short else start  # windows never read past it
     return index

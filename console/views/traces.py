@@ -21,6 +21,8 @@ from console.redaction import policy_pointers, redact
 from console.selectors import (
     SORT_DEFAULT,
     CursorError,
+    IndexPending,
+    OpenedTrace,
     TraceUnreadable,
     brief_step,
     page_budget_message,
@@ -38,6 +40,7 @@ from console.selectors import (
     traces_same_artifact,
     traces_same_job,
 )
+from console.tables import trace_rows_html
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
 from governance.models import GovernanceEvent
@@ -121,6 +124,7 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
         "page": page,
         "formats": trace_formats(),
         "export_query": "?" + urlencode(base) if base else "",
+        "trace_rows": trace_rows_html(page.traces) if page else "",  # the rows, in Python
         "older_url": link(page.next_cursor) if page else None,
         "newer_url": link(page.prev_cursor) if page else None,
         "sort": sort,
@@ -265,6 +269,7 @@ def _pager(  # noqa: PLR0917 - one call per section, each argument named at the 
     unreadable: str,
     *,
     index: dict[str, Any] | None = None,
+    opened: OpenedTrace | None = None,
 ) -> Pager:
     """The window the query asks for: ``{prefix}after``, ``{prefix}before`` or the jump
     ``{prefix}seq`` (the window that starts at that seq); other parameters are kept."""
@@ -277,7 +282,7 @@ def _pager(  # noqa: PLR0917 - one call per section, each argument named at the 
     if unreadable:
         return Pager([], None, None, None, "", error or unreadable, bool(error))
     try:
-        window = trace_window(trace, kind, after=after, before=before, index=index)
+        window = trace_window(trace, kind, after=after, before=before, index=index, opened=opened)
     except TraceUnreadable as exc:
         return Pager([], None, None, None, "", error or str(exc), bool(error))
     own = {f"{prefix}after", f"{prefix}before", f"{prefix}seq"}
@@ -309,23 +314,46 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
     trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
     if trace.expired_at is not None:
         return tombstone_page(request, trace)
+    with OpenedTrace(trace) as opened:  # the stored file read once for the whole page
+        context, status = _detail_context(request, trace, opened)
+    partial = {"events": "events", "steps": "steps"}.get(
+        request.headers.get("HX-Target", ""), "trace-runs"
+    )
+    return partial_or_page(request, "console/trace_detail.html", partial, context, status)
+
+
+def _detail_context(
+    request: HttpRequest, trace: Trace, opened: OpenedTrace
+) -> tuple[dict[str, Any], int]:
     runs = runs_for_trace(trace)
     report = latest_report(trace, runs)
     panel = trace_panel(trace)
-    outline = trace_outline(trace, report) if panel is None else trace_outline_empty(trace)
+    outline = trace_outline(trace, report, opened) if panel is None else trace_outline_empty(trace)
     halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
     index: dict[str, Any] = {}
     unreadable = outline.unreadable  # then the file is not read again for its index
+    pending: IndexPending | None = None
     if not unreadable:
         try:
-            index = trace_index(trace)
+            index = trace_index(trace, opened)
+        except IndexPending as exc:  # a large trace's, built in the background: say how far
+            pending = exc
         except TraceUnreadable as exc:
             unreadable = str(exc)
     # the index read once for both windows (a large trace's index is tens of KB of JSON)
-    events = _pager(request, trace, "event", "", "#events", unreadable, index=index or None)
+    idx = index or None
+    if pending is None:
+        events = _pager(
+            request, trace, "event", "", "#events", unreadable, index=idx, opened=opened
+        )
+        steps = _pager(
+            request, trace, "step", "steps_", "#steps", unreadable, index=idx, opened=opened
+        )
+    else:  # nothing to page through yet
+        events = Pager([], None, None, None, "")
+        steps = Pager([], None, None, None, "")
     events.records = [_brief_event(e) for e in events.records]
-    steps = _pager(request, trace, "step", "steps_", "#steps", unreadable, index=index or None)
     steps.records = [brief_step(st) for st in steps.records]
     status = 400 if events.bad_query or steps.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []
@@ -346,6 +374,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "events": events,
         "steps": steps,
         "index_cut_short": page_budget_message() if index.get("cut_short") else "",
+        "index_pending": pending,
         "timeline": charts.overview(
             index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
         ),
@@ -369,10 +398,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         "compare_choices": same_job
         + [c for c in copies if c not in same_job and c.format == trace.format],
     }
-    partial = {"events": "events", "steps": "steps"}.get(
-        request.headers.get("HX-Target", ""), "trace-runs"
-    )
-    return partial_or_page(request, "console/trace_detail.html", partial, context, status)
+    return context, status
 
 
 MESSAGE_PICK_OTHER = "Choose a trace to compare with, or give its trace id or sha256."
@@ -474,10 +500,12 @@ def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResp
         roles.require(request.user, roles.PII_REVEAL)
     if trace.expired_at is not None:
         return tombstone_page(request, trace, status=410)
-    event = trace_event(trace, seq)
+    with OpenedTrace(trace) as opened:  # one opening for the event and the policy
+        event = trace_event(trace, seq, opened)
+        policy = trace_privacy_policy(trace, opened) if event is not None else None
     if event is None:
         raise Http404("no such event")
-    pointers = policy_pointers(trace_privacy_policy(trace))
+    pointers = policy_pointers(policy)
     redacted, fields = redact(event.get("payload"), pointers)
     shown, revealed, error, status = redacted, False, "", 200
     if request.method == "POST":

@@ -152,9 +152,6 @@ def out_of_range(
     )
 
 
-# A string (a key when a colon follows), or a brace: enough to count keys per object without
-# building anything. Inside a string a quote is always escaped, so matches stay aligned.
-_KEY_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"[ \t\r\n]*(:)?|[{}]')
 #: a string, or an opening bracket: enough to count containers outside strings
 _OPEN_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{\[]')
 
@@ -182,41 +179,84 @@ def check_container_count(data: bytes, *, where: str, max_containers: int = MAX_
                 )
 
 
+_BRACE = re.compile(rb"[{}]")
+
+
+_CHUNK = 1 << 18
+
+
+def _outside_strings(data: bytes) -> bytes:
+    """The JSON text without its strings: what is left is its structure, whose colons are its
+    keys and whose braces are its objects. Byte operations only (no regex over the strings):
+    escaped backslashes, then escaped quotes, are blanked (two bytes for two, left to right as
+    a decoder reads them), so every quote left delimits a string; then the text is split at
+    its quotes a chunk at a time (so a text of millions of keys never becomes millions of
+    pieces at once)."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    kept: list[bytes] = []
+    inside = 0
+    for start in range(0, len(data), _CHUNK):
+        parts = data[start : start + _CHUNK].split(b'"')
+        kept.append(b"".join(parts[inside::2]))
+        inside = (inside + len(parts) - 1) % 2
+    return b"".join(kept)
+
+
 def check_key_count(
     data: bytes, *, where: str, max_keys: int = MAX_KEYS, max_object_keys: int = MAX_OBJECT_KEYS
 ) -> None:
     """Refuse a JSON text with more than `max_object_keys` keys in one object or `max_keys`
     in all, before it is parsed (a parsed key costs far more than its bytes).
 
-    Every key needs a colon, so a text with few colons is let through without a scan; the
-    scan walks strings and braces only, and stops at the first limit crossed.
+    Every key needs a colon, so a text with few colons is let through without a scan. The
+    scan drops the strings (byte operations), then counts the colons between consecutive
+    braces (``bytes.count``): a step per object, not per string, and it stops at the first
+    limit crossed, naming the one a key-by-key count would have crossed first.
     """
     check_container_count(data, where=where)
     if data.count(b":") <= min(max_keys, max_object_keys):
         return
+    skeleton = _outside_strings(data)
     total = 0
     here = 0
     outer: list[int] = []
-    for m in _KEY_TOKEN.finditer(data):
-        if m.group(1) is not None:
-            total += 1
-            here += 1
-            if here > max_object_keys:
+    last = 0
+    for m in _BRACE.finditer(skeleton):
+        pos = m.start()
+        keys = skeleton.count(b":", last, pos)
+        last = pos + 1
+        if keys:
+            object_room = max_object_keys - here
+            total_room = max_keys - total
+            if keys > object_room and object_room <= total_room:
                 raise ReplayError(
                     MALFORMED_TRACE,
                     f"{where}: an object has more than {max_object_keys} keys; refused before "
                     "parsing it",
                 )
-            if total > max_keys:
+            if keys > total_room:
                 raise ReplayError(
                     MALFORMED_TRACE,
                     f"{where}: more than {max_keys} keys in all; refused before parsing it",
                 )
-        elif m.group() == b"{":
+            here += keys
+            total += keys
+        if m.group() == b"{":
             outer.append(here)
             here = 0
-        elif m.group() == b"}":
+        else:
             here = outer.pop() if outer else 0
+    keys = skeleton.count(b":", last)
+    if keys > max_object_keys - here and max_object_keys - here <= max_keys - total:
+        raise ReplayError(
+            MALFORMED_TRACE,
+            f"{where}: an object has more than {max_object_keys} keys; refused before parsing it",
+        )
+    if keys > max_keys - total:
+        raise ReplayError(
+            MALFORMED_TRACE, f"{where}: more than {max_keys} keys in all; refused before parsing it"
+        )
 
 
 #: a JSON token, enough to follow nesting: a string, an opening or closing bracket, a colon

@@ -48,3 +48,40 @@ def test_it_prints_the_pages_and_upload_tables_in_a_small_run():
     assert "trace list, deep cursor page" in done.stdout
     assert "trace page (random trace)" in done.stdout
     assert "server RSS before" in done.stdout
+
+
+def test_the_pages_bench_measures_every_page_on_both_servers(tmp_path):
+    """bench_pages --tiny: the stack and runserver on a scratch database, every page of
+    issue 23 answered 200 to a signed-in auditor at 1 and 2 clients."""
+    import json
+
+    db = settings.DATABASES["default"]
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    figures = tmp_path / "pages.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_pages.py"),
+            "--tiny",
+            "--pg",
+            f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}",
+            "--json",
+            str(figures),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(figures.read_text())["rows"]
+    pages = {r["page"] for r in rows}
+    assert {"trace list, page 1", "run report", "event payload", "API trace detail"} <= pages
+    assert any(p.startswith("small trace (") for p in pages)
+    assert {(r["server"], r["clients"]) for r in rows} == {
+        ("stack", 1), ("stack", 2), ("dev", 1), ("dev", 2)
+    }  # fmt: skip
+    assert [r for r in rows if r["errors"]] == []
+    assert "p95 ms" in done.stdout
+    assert "load" in done.stdout

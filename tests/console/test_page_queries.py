@@ -1,0 +1,101 @@
+"""What a page costs in queries does not grow with what it shows (issue 23): a trace page opens
+its stored file once, so the personal values are reassembled once
+(``privacy.ingest.reassemble`` reads ``privacy_sealedblob`` once per opening), whether the
+trace has 11 events or 100,000; the trace list's queries do not grow with its rows; the run
+report reads the file once too. The bounds are today's counts: a new query per page is a
+choice to make here, not a drift."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from replay.formats import native
+
+pytestmark = pytest.mark.django_db
+
+
+def _openings(queries: CaptureQueriesContext) -> int:
+    """How many times the request opened a stored file (each opening asks whether the file
+    is sealed, ``privacy.ingest.reassemble``)."""
+    return sum('FROM "privacy_sealedblob"' in q["sql"] for q in queries.captured_queries)
+
+
+def _get(client, url: str, max_queries: int, django_assert_max_num_queries) -> tuple[int, int]:
+    with (
+        django_assert_max_num_queries(max_queries),
+        CaptureQueriesContext(connection) as queries,
+    ):
+        response = client.get(url)
+    assert response.status_code == 200, response.content[:500]
+    return len(queries.captured_queries), _openings(queries)
+
+
+def test_a_small_trace_page_opens_its_file_once(as_persona, ingest, django_assert_max_num_queries):
+    from privacy.models import PersonalValue
+
+    trace = ingest("ok")
+    assert PersonalValue.objects.filter(trace=trace).exists()  # it is reassembled on reading
+    client = as_persona("vera")
+    client.get(f"/traces/{trace.blob.sha256}/")  # its index stored
+
+    _count, openings = _get(
+        client, f"/traces/{trace.blob.sha256}/", 14, django_assert_max_num_queries
+    )
+    assert openings == 1
+    steps = f"/traces/{trace.blob.sha256}/?steps_after=2&after=3"
+    assert _get(client, steps, 14, django_assert_max_num_queries)[1] == 1
+
+
+def test_an_event_page_opens_its_file_once(as_persona, ingest, django_assert_max_num_queries):
+    trace = ingest("ok")
+    client = as_persona("vera")
+    client.get(f"/traces/{trace.blob.sha256}/")
+
+    _count, openings = _get(
+        client, f"/traces/{trace.blob.sha256}/events/3/", 10, django_assert_max_num_queries
+    )
+    assert openings == 1
+
+
+def test_a_window_deep_in_a_100k_event_trace_costs_what_a_small_page_costs(
+    as_persona, trace_key, django_assert_max_num_queries, django_capture_on_commit_callbacks
+):
+    from replay.services import trace_ingest
+    from tests.console.test_trace_paging import _recorded
+
+    data = b"".join(native.iter_jsonl(_recorded(100_000)))
+    with django_capture_on_commit_callbacks(execute=True):  # its index built at ingest
+        trace = trace_ingest(source=io.BytesIO(data), filename="large.trace.jsonl").trace
+    assert trace.event_count > 100_000
+    client = as_persona("vera")
+
+    url = f"/traces/{trace.blob.sha256}/?seq=100000"
+    _count, openings = _get(client, url, 14, django_assert_max_num_queries)
+    assert openings == 1
+    body = client.get(url).content.decode()
+    assert ">seq 100000: " in body
+
+
+def test_the_trace_list_queries_do_not_grow_with_its_rows(
+    as_persona, ingest, django_assert_max_num_queries
+):
+    client = as_persona("vera")
+    ingest("ok")
+    few, _ = _get(client, "/traces/", 6, django_assert_max_num_queries)
+    for name in ("diverged", "broken_chain", "ok", "diverged"):
+        ingest(name)
+    many, openings = _get(client, "/traces/", 6, django_assert_max_num_queries)
+    assert many == few
+    assert openings == 0  # the list opens no stored file
+
+
+def test_the_run_report_opens_its_file_once(as_persona, replayed, django_assert_max_num_queries):
+    run = replayed("diverged")
+    client = as_persona("vera")
+
+    _count, openings = _get(client, f"/runs/{run.id}/", 9, django_assert_max_num_queries)
+    assert openings == 1

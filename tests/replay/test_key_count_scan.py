@@ -1,0 +1,86 @@
+"""check_key_count scans the structure outside strings with byte operations (issue 23: the
+whole-document reader had slowed by the key-by-key regex scan): the same refusal, with the
+same message, as the key-by-key scan it replaced, on any JSON text and any limits."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replay.errors import ReplayError
+from replay.formats.jsonstrict import check_key_count
+
+#: the key-by-key scan check_key_count used (kept to compare)
+_KEY_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"[ \t\r\n]*(:)?|[{}]')
+
+
+def _reference(data: bytes, *, where: str, max_keys: int, max_object_keys: int) -> None:
+    if data.count(b":") <= min(max_keys, max_object_keys):
+        return
+    total = here = 0
+    outer: list[int] = []
+    for m in _KEY_TOKEN.finditer(data):
+        if m.group(1) is not None:
+            total += 1
+            here += 1
+            if here > max_object_keys:
+                raise ReplayError(
+                    "MALFORMED_TRACE",
+                    f"{where}: an object has more than {max_object_keys} keys; refused before "
+                    "parsing it",
+                )
+            if total > max_keys:
+                raise ReplayError(
+                    "MALFORMED_TRACE",
+                    f"{where}: more than {max_keys} keys in all; refused before parsing it",
+                )
+        elif m.group() == b"{":
+            outer.append(here)
+            here = 0
+        elif m.group() == b"}":
+            here = outer.pop() if outer else 0
+
+
+def _outcome(check, data: bytes, max_keys: int, max_object_keys: int) -> str:
+    try:
+        check(data, where="t", max_keys=max_keys, max_object_keys=max_object_keys)
+    except ReplayError as exc:
+        return exc.message
+    return "ok"
+
+
+TEXT = st.text(alphabet=st.sampled_from('ab:{}[]",\\\n é'), max_size=8)
+VALUES = st.recursive(
+    st.none() | st.integers() | TEXT,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(TEXT, inner, max_size=6),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES, st.integers(0, 12), st.integers(0, 12), st.booleans())
+def test_it_refuses_exactly_what_the_key_by_key_scan_refused(value, most, total, spaced):
+    data = json.dumps(value, ensure_ascii=False, indent=1 if spaced else None).encode()
+    assert _outcome(check_key_count, data, total, most) == _outcome(_reference, data, total, most)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        rb'{"a\\":1}',  # an escaped quote inside a key
+        rb'{"a\\\\":1,"b":{"c:":2,"d":"}{"},"e":3}',  # an escaped backslash, then the quote
+        rb'[{"x":1,"y":2},{"x":1,"y":2,"z":3}]',
+        rb'{"a":{"b":{"c":{"d":1,"e":2}}},"f":1,"g":2}',
+    ],
+)
+def test_escapes_and_nesting(text):
+    json.loads(text)
+    for total in range(8):
+        for most in range(5):
+            assert _outcome(check_key_count, text, total, most) == _outcome(
+                _reference, text, total, most
+            )
