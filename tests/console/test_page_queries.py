@@ -34,6 +34,13 @@ def _get(client, url: str, max_queries: int, django_assert_max_num_queries) -> t
     return len(queries.captured_queries), _openings(queries)
 
 
+#: a trace page's queries: the session and user, roles, the trace, its runs, its sealed blob and
+#: personal values (one reassembly), snapshots, halts, the ledger's evidence, its index, the
+#: other copies and other runs of its job (the compare-with form), its production requests
+#: and its auditors' notes
+TRACE_PAGE = 16
+
+
 def test_a_small_trace_page_opens_its_file_once(as_persona, ingest, django_assert_max_num_queries):
     from privacy.models import PersonalValue
 
@@ -43,11 +50,11 @@ def test_a_small_trace_page_opens_its_file_once(as_persona, ingest, django_asser
     client.get(f"/traces/{trace.blob.sha256}/")  # its index stored
 
     _count, openings = _get(
-        client, f"/traces/{trace.blob.sha256}/", 14, django_assert_max_num_queries
+        client, f"/traces/{trace.blob.sha256}/", TRACE_PAGE, django_assert_max_num_queries
     )
     assert openings == 1
     steps = f"/traces/{trace.blob.sha256}/?steps_after=2&after=3"
-    assert _get(client, steps, 14, django_assert_max_num_queries)[1] == 1
+    assert _get(client, steps, TRACE_PAGE, django_assert_max_num_queries)[1] == 1
 
 
 def test_an_event_page_opens_its_file_once(as_persona, ingest, django_assert_max_num_queries):
@@ -74,7 +81,7 @@ def test_a_window_deep_in_a_100k_event_trace_costs_what_a_small_page_costs(
     client = as_persona("vera")
 
     url = f"/traces/{trace.blob.sha256}/?seq=100000"
-    _count, openings = _get(client, url, 14, django_assert_max_num_queries)
+    _count, openings = _get(client, url, TRACE_PAGE, django_assert_max_num_queries)
     assert openings == 1
     body = client.get(url).content.decode()
     assert ">seq 100000: " in body
