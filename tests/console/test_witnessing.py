@@ -254,3 +254,28 @@ def test_the_command_and_the_button_push(
         response = adam.post("/governance/witness-push/")
     assert response.status_code == 303
     assert WitnessCosignature.objects.order_by("-tree_size").first().tree_size == 7
+
+
+def test_the_schedule_runs_the_push_and_a_broken_ledger_is_logged_not_raised(witnesses, settings):
+    from governance import tasks
+
+    assert settings.CELERY_BEAT_SCHEDULE["witness-push"]["task"] == "governance.tasks.witness_push"
+    settings.GOVERNANCE_WITNESSES = [witnesses[0].config]
+    assert tasks.witness_push() == {"witness.test/w1": "cosigned"}
+
+    with connection.cursor() as cur:  # events gone under the tree, which keeps what it saw
+        for drop in drop_append_only_sql(connection.vendor, "governance_governanceevent"):
+            cur.execute(drop)
+        cur.execute("DELETE FROM governance_governanceevent WHERE seq > 3")
+    transparency._edge.clear()
+    append(3)  # no checkpoint of this history: LEDGER_BROKEN
+
+    assert tasks.witness_push() == {"error": codes.LEDGER_BROKEN}
+    assert WitnessCosignature.objects.count() == 1
+
+
+def test_without_witnesses_nothing_is_pushed_or_shown(settings, as_persona):
+    settings.GOVERNANCE_WITNESSES = []
+    assert witnessing.push_all() == []
+    page = as_persona("vera").get("/governance/").content.decode()
+    assert "No witness configured (<code>GOVERNANCE_WITNESSES</code>)." in page
