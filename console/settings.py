@@ -460,6 +460,8 @@ GOVERNANCE_VERIFICATION_STALE_SECONDS = env_int("GOVERNANCE_VERIFICATION_STALE_S
 # the origin line of the ledger's C2SP checkpoints and the key name they are signed under
 GOVERNANCE_TLOG_ORIGIN = env_str("GOVERNANCE_TLOG_ORIGIN", "replay-audit-console.localhost/ledger")
 # [{"url": "http://host:port", "vkey": "<witness vkey>"}, ...]: checkpoints are pushed to each
+from tlog import note as _tlog_note  # noqa: E402 - pure, no Django
+
 try:
     GOVERNANCE_WITNESSES = json.loads(env_str("GOVERNANCE_WITNESSES", "[]") or "[]")
     if not isinstance(GOVERNANCE_WITNESSES, list) or not all(
@@ -467,6 +469,10 @@ try:
         for w in GOVERNANCE_WITNESSES
     ):
         raise ValueError('a list of {"url": ..., "vkey": ...}')
+    for _w in GOVERNANCE_WITNESSES:
+        if not _w["url"].startswith(("http://", "https://")):
+            raise ValueError(f"{_w['url']!r} is not an http(s) URL")
+        _tlog_note.parse_verifier(_w["vkey"])  # a NoteError (a ValueError) names what is wrong
 except ValueError as _exc:
     raise ImproperlyConfigured(f"GOVERNANCE_WITNESSES: {_exc}") from None
 GOVERNANCE_WITNESS_QUORUM = env_int("GOVERNANCE_WITNESS_QUORUM", 1)

@@ -279,3 +279,32 @@ def test_without_witnesses_nothing_is_pushed_or_shown(settings, as_persona):
     assert witnessing.push_all() == []
     page = as_persona("vera").get("/governance/").content.decode()
     assert "No witness configured (<code>GOVERNANCE_WITNESSES</code>)." in page
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"url": "http://w"}', 'a list of {"url": ..., "vkey": ...}'),
+        ('[{"url": "ftp://w", "vkey": "w+00000000+AA=="}]', "'ftp://w' is not an http(s) URL"),
+        ('[{"url": "http://w", "vkey": "w+00000000+AA=="}]', "invalid verifier hash"),
+        ("[nope", "Expecting value"),
+    ],
+)
+def test_a_witness_setting_that_is_not_one_stops_the_start_up(value, message):
+    import os
+
+    env = {
+        **os.environ,
+        "GOVERNANCE_WITNESSES": value,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert f"ImproperlyConfigured: GOVERNANCE_WITNESSES: {message}" in done.stderr
