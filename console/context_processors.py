@@ -58,6 +58,8 @@ def console(request: HttpRequest) -> dict[str, Any]:
         "console_can": {action: roles.can(user, action) for action in roles.ACTIONS},
         # called by the layout only, once ({% with %}): htmx fragments never pay for it
         "console_inbox": _Once(lambda: _inbox_count(request, user, in_effect)),
+        # a witness refused the ledger's history: admins and council see it on every page
+        "console_witness_alerts": _Once(lambda: _witness_alerts(in_effect)),
     }
 
 
@@ -86,3 +88,13 @@ def _inbox_count(request: HttpRequest, user: Any, in_effect: frozenset[str]) -> 
     if listed is None:
         listed = inbox.waiting_for(user, roles=in_effect)
     return len(listed)
+
+
+def _witness_alerts(in_effect: frozenset[str]) -> list[Any]:
+    """The unacknowledged witness alerts, for admins and council only (one query)."""
+    from governance import witnessing
+    from governance.roles import STRONG_ROLES
+
+    if not in_effect & STRONG_ROLES:
+        return []
+    return witnessing.open_alerts()

@@ -459,6 +459,27 @@ GOVERNANCE_VERIFY_INLINE_MAX = env_int("GOVERNANCE_VERIFY_INLINE_MAX", 1000)
 GOVERNANCE_VERIFICATION_STALE_SECONDS = env_int("GOVERNANCE_VERIFICATION_STALE_SECONDS", 900)
 # the origin line of the ledger's C2SP checkpoints and the key name they are signed under
 GOVERNANCE_TLOG_ORIGIN = env_str("GOVERNANCE_TLOG_ORIGIN", "replay-audit-console.localhost/ledger")
+# [{"url": "http://host:port", "vkey": "<witness vkey>"}, ...]: checkpoints are pushed to each
+from tlog import note as _tlog_note  # noqa: E402 - pure, no Django
+
+try:
+    GOVERNANCE_WITNESSES = json.loads(env_str("GOVERNANCE_WITNESSES", "[]") or "[]")
+    if not isinstance(GOVERNANCE_WITNESSES, list) or not all(
+        isinstance(w, dict) and isinstance(w.get("url"), str) and isinstance(w.get("vkey"), str)
+        for w in GOVERNANCE_WITNESSES
+    ):
+        raise ValueError('a list of {"url": ..., "vkey": ...}')
+    for _w in GOVERNANCE_WITNESSES:
+        if not _w["url"].startswith(("http://", "https://")):
+            raise ValueError(f"{_w['url']!r} is not an http(s) URL")
+        _tlog_note.parse_verifier(_w["vkey"])  # a NoteError (a ValueError) names what is wrong
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"GOVERNANCE_WITNESSES: {_exc}") from None
+GOVERNANCE_WITNESS_QUORUM = env_int("GOVERNANCE_WITNESS_QUORUM", 1)
+CELERY_BEAT_SCHEDULE["witness-push"] = {
+    "task": "governance.tasks.witness_push",
+    "schedule": float(env_int("GOVERNANCE_WITNESS_PUSH_EVERY_SECONDS", 300)),
+}
 
 # --- data subject requests (issue 14 D1; dsr/conf.py documents each) ----------------------
 DSR_APPROVAL_BY = env_str("DSR_APPROVAL_BY", "admin")

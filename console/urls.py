@@ -103,6 +103,12 @@ urlpatterns = [
     ),
     path("governance/", governance.ledger_view, name="ledger"),
     path("governance/verify/", governance.ledger_verify_view, name="ledger-verify"),
+    path("governance/witness-push/", governance.witness_push_view, name="ledger-witness-push"),
+    path(
+        "governance/witness-alert/<int:alert_id>/ack/",
+        governance.witness_alert_ack_view,
+        name="ledger-witness-ack",
+    ),
     path(
         "governance/verification/",
         governance.ledger_verification_view,

@@ -17,6 +17,9 @@ Set them in the environment (console/settings.py reads ``GOVERNANCE_*`` variable
   installation's ledger in its C2SP checkpoints (their origin line) and is the key name they
   are signed under, so the verifier key string starts with it (``governance.transparency``).
   A schema-less URL, unique to the installation; never change it once witnesses know it.
+* ``GOVERNANCE_WITNESSES`` (``[]``, JSON in the environment): ``[{"url", "vkey"}]`` of the
+  C2SP tlog-witnesses every new checkpoint is pushed to (``governance.witnessing``).
+* ``GOVERNANCE_WITNESS_QUORUM`` (1): cosignatures a tree size needs to be "witnessed".
 """
 
 from __future__ import annotations
@@ -46,3 +49,16 @@ def verify_inline_max() -> int:
 
 def verification_stale_seconds() -> int:
     return max(1, int(getattr(settings, "GOVERNANCE_VERIFICATION_STALE_SECONDS", 900)))
+
+
+def witnesses() -> list[dict[str, str]]:
+    """``GOVERNANCE_WITNESSES``: the witnesses the console pushes its checkpoints to, each
+    ``{"url": ..., "vkey": ...}`` (the url without ``/add-checkpoint``, the vkey the one
+    ``python -m witness keygen`` printed)."""
+    found = getattr(settings, "GOVERNANCE_WITNESSES", []) or []
+    return [{"url": str(w["url"]).rstrip("/"), "vkey": str(w["vkey"])} for w in found]
+
+
+def witness_quorum() -> int:
+    """``GOVERNANCE_WITNESS_QUORUM``: cosignatures a size needs to count as witnessed."""
+    return max(1, int(getattr(settings, "GOVERNANCE_WITNESS_QUORUM", 1)))

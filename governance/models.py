@@ -571,3 +571,50 @@ class TreeCheckpoint(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"checkpoint at size {self.size}"
+
+
+class WitnessCosignature(AppendOnlyModel):
+    """A witness's cosignature/v1 of one of the ledger's checkpoints, verified with the
+    witness's configured vkey (``GOVERNANCE_WITNESSES``) before it was stored: ``line`` is the
+    note signature line as the witness returned it (``— <name> <base64>``)."""
+
+    witness = models.CharField(max_length=255)
+    key_id = models.CharField(max_length=8)
+    tree_size = models.BigIntegerField()
+    root_hash = models.BinaryField(max_length=32)
+    timestamp = models.BigIntegerField()
+    line = models.TextField()
+    created_at = models.DateTimeField()
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-tree_size", "-id"]
+        indexes = [models.Index(fields=["tree_size"], name="governance_wcosig_size")]
+
+    def __str__(self) -> str:
+        return f"cosignature of {self.witness} at size {self.tree_size}"
+
+
+class WitnessAlert(models.Model):
+    """A witness refused the ledger's history (422 inconsistent, or 409 holding a size larger
+    than the tree): one per (witness, size), with the SECURITY_INCIDENT recorded for it; shown
+    to admins and council on every page until an admin acknowledges it."""
+
+    witness = models.CharField(max_length=255)
+    size = models.BigIntegerField()
+    status = models.PositiveSmallIntegerField()
+    reason = models.TextField()
+    incident_seq = models.BigIntegerField()
+    created_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=("witness", "size"), name="governance_walert_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"witness {self.witness} refused size {self.size}"

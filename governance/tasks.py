@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.db import OperationalError
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -45,3 +49,19 @@ def retention_run() -> dict[str, int]:
 
     outcome = run()
     return {"expired": len(outcome.expired), "skipped": len(outcome.skipped)}
+
+
+@shared_task(acks_late=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3)
+def witness_push() -> dict[str, str]:
+    """Push the newest checkpoint to every configured witness (celery beat: ``witness-push``
+    in settings; also enqueued on demand). Harmless to rerun: a witness holding the size
+    already answers 409 with it and the next attempt starts from there."""
+    from governance.codes import GovernanceError
+    from governance.witnessing import push_all
+
+    try:
+        outcomes = push_all()
+    except GovernanceError as exc:  # no checkpoint to push (LEDGER_BROKEN: reported there)
+        logger.warning("witness push: no checkpoint: %s %s", exc.code, exc.message)
+        return {"error": exc.code}
+    return {o.witness: o.outcome for o in outcomes}

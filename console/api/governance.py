@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from console import roles
 from console.api.common import ErrorOutput
-from governance import codes, conf, signing, transparency
+from governance import codes, conf, signing, transparency, witnessing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.models import ForceContinueRequest, Halt
@@ -446,11 +446,37 @@ class LedgerVerificationApi(APIView):
 # --- the ledger as a transparency log (governance.transparency) --------------------------------
 
 
+class WitnessCosignatureOutput(serializers.Serializer):
+    witness = serializers.CharField()
+    key_id = serializers.CharField()
+    tree_size = serializers.IntegerField()
+    timestamp = serializers.IntegerField()
+    line = serializers.CharField()
+
+
+class WitnessLatestOutput(serializers.Serializer):
+    name = serializers.CharField()
+    url = serializers.CharField()
+    key_id = serializers.CharField()
+    size = serializers.IntegerField(allow_null=True)
+    timestamp = serializers.IntegerField(allow_null=True)
+
+
+class WitnessedOutput(serializers.Serializer):
+    quorum = serializers.IntegerField()
+    configured = serializers.IntegerField()
+    witnessed_size = serializers.IntegerField(allow_null=True)
+    witnesses = WitnessLatestOutput(many=True)
+
+
 class TransparencyOutput(serializers.Serializer):
     origin = serializers.CharField()
     vkeys = serializers.ListField(child=serializers.CharField())
     tree_size = serializers.IntegerField()
     checkpoint = serializers.CharField()
+    cosigned_checkpoint = serializers.CharField()
+    cosignatures = WitnessCosignatureOutput(many=True)
+    witnessed = WitnessedOutput()
 
 
 class TransparencyApi(APIView):
@@ -476,6 +502,9 @@ class TransparencyApi(APIView):
             "vkeys": transparency.verifier_keys(),
             "tree_size": transparency.tree_size(),
             "checkpoint": cp.note,
+            "cosigned_checkpoint": witnessing.cosigned_note(cp),
+            "cosignatures": witnessing.cosignatures(cp.size, bytes(cp.root_hash)),
+            "witnessed": witnessing.summary(),
         }
         return Response(TransparencyOutput(body).data)
 

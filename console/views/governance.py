@@ -22,7 +22,7 @@ from console import roles
 from console.api.errors import INVALID_INPUT
 from console.refusals import governance_status
 from console.views.common import partial_or_page, signed_in
-from governance import codes, conf, ledger, membership, signing, transparency
+from governance import codes, conf, ledger, membership, signing, transparency, witnessing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.codes import GovernanceError
@@ -240,9 +240,34 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
             "origin": transparency.origin(),
             "vkeys": transparency.verifier_keys(),
             "tree_size": transparency.tree_size(),
+            "witnessed": witnessing.summary(),
         },
     }
     return partial_or_page(request, "console/ledger_browse.html", "ledger-table", context)
+
+
+MESSAGE_WITNESS_PUSH_QUEUED = "The checkpoint is being pushed to the witnesses."
+MESSAGE_WITNESS_ACK = "Witness alert acknowledged."
+
+
+@signed_in
+@require_POST
+def witness_push_view(request: HttpRequest) -> HttpResponse:
+    """Queue a push of the newest checkpoint to every witness (admins)."""
+    roles.require(request.user, roles.MANAGE)
+    witnessing.enqueue_push()
+    messages.info(request, MESSAGE_WITNESS_PUSH_QUEUED)
+    return HttpResponseRedirect(reverse("ledger"), status=303)
+
+
+@signed_in
+@require_POST
+def witness_alert_ack_view(request: HttpRequest, alert_id: int) -> HttpResponse:
+    """An admin acknowledges a witness alert: the banner stops showing it."""
+    roles.require(request.user, roles.MANAGE)
+    witnessing.alert_acknowledge(alert_id=alert_id, by=request.user.get_username())
+    messages.info(request, MESSAGE_WITNESS_ACK)
+    return HttpResponseRedirect(reverse("ledger"), status=303)
 
 
 @require_GET

@@ -230,6 +230,8 @@ def test_the_matrix_above_covers_every_page_route():
         "incident-declare",  # tests/console/test_incidents.py
         "checkpoint-check",
         "ledger-verify",  # tests/console/test_governance_pages.py
+        "ledger-witness-push",  # tests/console/test_witnessing.py
+        "ledger-witness-ack",
         "run-requeue",  # tests/console/test_background.py
         "key-register",
         "key-confirm",

@@ -81,6 +81,9 @@ class Command(ActionCommand):
         p.add_argument("--workers", type=int, default=None)
 
         sub.add_parser("tlog-vkey", help="print the verifier keys of the ledger's checkpoints")
+        sub.add_parser(
+            "witness-push", help="push the newest checkpoint to every GOVERNANCE_WITNESSES witness"
+        )
 
         p = sub.add_parser(
             "tlog-checkpoint", help="print (or --out) the C2SP signed checkpoint of the tree"
@@ -259,8 +262,22 @@ class Command(ActionCommand):
         for vkey in transparency.verifier_keys():
             self.stdout.write(vkey)
 
+    def do_witness_push(self, **_: Any) -> None:
+        from governance import witnessing
+
+        outcomes = witnessing.push_all()
+        if not outcomes:
+            raise CommandError("no witness configured (GOVERNANCE_WITNESSES)")
+        for o in outcomes:
+            self.stdout.write(
+                f"{o.witness}: {o.outcome} at size {o.size}"
+                + (f" ({o.detail})" if o.detail else "")
+            )
+
     def do_tlog_checkpoint(self, *, size: int | None, out: str | None, **_: Any) -> None:
-        note = transparency.checkpoint(size).note
+        from governance import witnessing
+
+        note = witnessing.cosigned_note(transparency.checkpoint(size))
         if out:
             Path(out).write_text(note, encoding="utf-8")
         else:
