@@ -135,29 +135,6 @@ def _events(request: LegalRequest, traces: list[Trace]) -> list[tuple[Any, ...]]
     return list(GovernanceEvent.objects.filter(found).order_by("seq").values_list(*chain.FIELDS))
 
 
-def _tlog(rows_: list[tuple[Any, ...]]) -> dict[str, Any]:
-    """The bundle's ``ledger/tlog.json``: the signed checkpoint of the whole tree now, each
-    cited event's inclusion proof in it, and a consistency proof from the checkpoint signed
-    before it (the one an auditor most likely kept)."""
-    from dsr import bundle
-    from governance import transparency
-    from governance.models import TreeCheckpoint
-
-    cp = transparency.checkpoint()
-    seq_i = chain.FIELDS.index("seq")
-    inclusion = {r[seq_i]: transparency.inclusion(r[seq_i], cp.size).proof for r in rows_}
-    earlier = (
-        TreeCheckpoint.objects.filter(size__lt=cp.size, size__gt=0)
-        .order_by("-size")
-        .values_list("size", flat=True)
-        .first()
-    )
-    consistency = (
-        {} if earlier is None else {earlier: transparency.consistency(earlier, cp.size).proof}
-    )
-    return bundle.tlog_section(cp.note, transparency.verifier_keys(), inclusion, consistency)
-
-
 def _sign(message: bytes) -> tuple[str, str, str]:
     key = ledger.server_key_current()
     if key is None:  # pragma: no cover - a request's own DSR_OPENED made one
@@ -229,7 +206,7 @@ def bundle_build(*, request_id: Any) -> LegalRequest:
                 events=[bundle.event_record(r) for r in rows_],
                 server_keys=server_keys,
                 member_keys=member_keys,
-                tlog=_tlog(rows_),
+                tlog=evidence.tlog_evidence(rows_),
             ),
             _sign,
         )

@@ -38,7 +38,8 @@ def _load_checkpoint(path: str) -> dict[str, Any]:
 
 def _load_older(path: str) -> str:
     """A checkpoint note the auditor kept: the note's text, or a JSON document with it under
-    ``checkpoint`` (a proof document, ``GET /api/governance/tlog/``, a bundle's tlog section)."""
+    ``checkpoint`` (a proof document, a bundle's tlog section) or ``tlog.checkpoint`` (the
+    ledger page's exported checkpoint)."""
     with open(path, "rb") as handle:
         raw = handle.read(1024 * 1024 + 1)
     if len(raw) > 1024 * 1024:
@@ -48,7 +49,9 @@ def _load_older(path: str) -> str:
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8") from None
     if text.lstrip().startswith("{"):
-        note = _load_checkpoint(path).get("checkpoint")
+        document = _load_checkpoint(path)
+        tlog = document.get("tlog")  # an exported ledger checkpoint carries its note here
+        note = tlog.get("checkpoint") if isinstance(tlog, dict) else document.get("checkpoint")
         if not isinstance(note, str):
             raise ValueError(f"{path}: no checkpoint note in this JSON document")
         return note

@@ -384,3 +384,16 @@ def test_the_module_runs_without_django_with_vkey_and_older_checkpoint(tmp_path)
 
     assert done.returncode == 0, done.stderr
     assert "it extends the older checkpoint (size 3)\n" in done.stdout
+
+
+def test_the_cli_reads_the_note_of_an_exported_ledger_checkpoint_as_the_older_one(tmp_path):
+    path, kept = tmp_path / "b.json", tmp_path / "ledger-checkpoint-3.json"
+    path.write_bytes(BUNDLE)
+    kept.write_text(json.dumps({"checkpoint": {"size": 3}, "tlog": {"checkpoint": note_at(3)}}))
+    out = io.StringIO()
+
+    status = bundle_cli.verify_bundle_file(
+        str(path), out, vkeys=[VKEY], older_path=str(kept), err=out
+    )
+    assert status == bundle_cli.OK, out.getvalue()
+    assert "it extends the older checkpoint (size 3)\n" in out.getvalue()
