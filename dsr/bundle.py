@@ -1120,4 +1120,7 @@ def pdf_summary(data: bytes) -> dict[str, Any]:
         "public_key": check.public_key,
         "signature": doc["signature"],
         "bundle_sha256": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "tlog_size": check.tlog_size,
+        "tlog_root": check.tlog_root,
+        "proven": check.proven,
     }

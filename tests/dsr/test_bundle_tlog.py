@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dsr import bundle, bundle_cli
+from dsr import bundle, bundle_cli, pdf
 from governance import chain, codes
 from replay.canonical import jcs
 from tests.dsr import bundles as b
@@ -397,3 +397,14 @@ def test_the_cli_reads_the_note_of_an_exported_ledger_checkpoint_as_the_older_on
     )
     assert status == bundle_cli.OK, out.getvalue()
     assert "it extends the older checkpoint (size 3)\n" in out.getvalue()
+
+
+def test_the_printable_summary_prints_the_checkpoint_and_where_the_proofs_are():
+    from tests.dsr.test_pdf import page_text
+
+    text = page_text(pdf.render_summary(bundle.pdf_summary(BUNDLE)))
+
+    assert "Transparency log" in text.splitlines()
+    assert "7" in text.splitlines()
+    assert ROOT_B64 in text.replace("\n", "")
+    assert "ledger/tlog.json" in text.replace("\n", " ")
