@@ -29,6 +29,7 @@ from django.utils import timezone
 from dsr import scope, services, signed, subjects_port
 from dsr.models import DsrRelease, LegalRequest
 from governance import chain, codes, ledger, signing
+from governance import evidence as ledger_evidence
 from governance import services as gov_services
 from governance.models import GovernanceEvent
 from replay.models import ReplayRun, Trace
@@ -206,6 +207,7 @@ def bundle_build(*, request_id: Any) -> LegalRequest:
                 events=[bundle.event_record(r) for r in rows_],
                 server_keys=server_keys,
                 member_keys=member_keys,
+                tlog=ledger_evidence.tlog_evidence(rows_),
             ),
             _sign,
         )

@@ -22,7 +22,8 @@ ledger, checkpoints and approvals already use)::
 A member's ``sha256`` and ``size`` are those of ``jcs(value)``; the manifest lists them in a
 fixed order (``summary.json``, then per trace ``traces/<file sha256>/data.json`` and
 ``report.json``, then ``ledger/keys.json``, ``ledger/events.json`` and, when given,
-``ledger/checkpoint.json``). Subjects are named by opaque refs only, never by identifier.
+``ledger/checkpoint.json``, then, from bundles with proofs on, ``ledger/tlog.json``).
+Subjects are named by opaque refs only, never by identifier.
 
 Why canonical JSON rather than a zip: the bytes are a function of the content alone, so a
 build is reproducible with nothing to pin (a zip carries timestamps, attributes, extra fields,
@@ -42,6 +43,23 @@ not the whole ledger, so links are checked where two events are consecutive, and
 ledger checkpoint when one is included (its genesis and head hashes); that events *between*
 them were not removed is what ``governance check-checkpoint`` proves on the server.
 
+Transparency log (``ledger/tlog.json``, versioned by its ``type`` :data:`TLOG_TYPE`; bundles
+made before it have no such member and verify as before)::
+
+    {"type": TLOG_TYPE,
+     "checkpoint": "<C2SP signed note: origin, size, base64 root; one or more signature lines>",
+     "vkeys": ["<name>+<hex id>+<base64 key>", ...],
+     "inclusion": [{"seq": int, "proof": [base64 hash, ...]}, ...],
+     "consistency": [{"old_size": int, "proof": [base64 hash, ...]}, ...]}
+
+The leaf of event ``seq`` is its ``hash`` string (``docs/transparency.md``), recomputed from
+its body and ``prev_hash`` by the event check above, so each event is proven in the
+checkpoint's RFC 9162 tree with O(log n) hashes. The note is checked with the verifier keys
+the auditor gives (``--vkey``; without one, with the ``vkeys`` the bundle carries, which says
+only that it is intact). Signature lines of keys not given (a witness's cosignature) are
+ignored by the check and kept in the note: that is where cosignatures go. ``consistency``
+holds proofs that the checkpoint extends earlier ones (``--older-checkpoint``).
+
 Checks run in this order and the first failure is named (codes in ``governance.codes``):
 size and JSON (``BUNDLE_MALFORMED``), canonical form, the envelope and the manifest, the
 signature over the manifest (``BUNDLE_SIGNATURE``), trust (``BUNDLE_UNTRUSTED_KEY``, only when
@@ -49,11 +67,15 @@ a trusted key or checkpoint is given), each listed member present (``BUNDLE_MEMB
 with its hash and size (``BUNDLE_MEMBER_HASH``), no unlisted member
 (``BUNDLE_MEMBER_EXTRA``), the members' shapes, each ledger event's hash
 (``BUNDLE_EVENT_HASH``) and signatures (``BUNDLE_EVENT_SIGNATURE``), their order and links
-(``BUNDLE_CHAIN``).
+(``BUNDLE_CHAIN``), then the transparency log: the checkpoint's signature
+(``BUNDLE_CHECKPOINT``), each event's inclusion proof (``BUNDLE_INCLUSION``), and that it
+extends an older checkpoint (``BUNDLE_CONSISTENCY``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -65,6 +87,10 @@ from governance import chain, codes, signing
 from replay.canonical import CanonicalError, jcs
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import check_shape, loads_strict
+from tlog import checkpoint as checkpoints
+from tlog import merkle
+from tlog import note as notes
+from tlog import proof as proof_docs
 
 BUNDLE_FORMAT: Final = "replay-audit-console/evidence-bundle/v1"
 MANIFEST_TYPE: Final = "replay-audit-console/evidence-bundle-manifest/v1"
@@ -77,6 +103,9 @@ SUMMARY: Final = "summary.json"
 KEYS: Final = "ledger/keys.json"
 EVENTS: Final = "ledger/events.json"
 CHECKPOINT: Final = "ledger/checkpoint.json"
+TLOG: Final = "ledger/tlog.json"
+TLOG_TYPE: Final = "replay-audit-console/bundle-tlog/v1"
+MAX_PROOF_HASHES: Final = 64
 
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
 MAX_DEPTH: Final = 200
@@ -143,6 +172,31 @@ class BundleInputs:
     server_keys: Sequence[Mapping[str, Any]] = ()
     member_keys: Mapping[str, str] = field(default_factory=dict)
     checkpoint: Mapping[str, Any] | None = None
+    tlog: Mapping[str, Any] | None = None
+
+
+def tlog_section(
+    checkpoint_note: str,
+    vkeys: Sequence[str],
+    inclusion: Mapping[int, Sequence[bytes]],
+    consistency: Mapping[int, Sequence[bytes]] | None = None,
+) -> dict[str, Any]:
+    """``ledger/tlog.json``: the signed checkpoint, its verifier keys, each event's inclusion
+    proof (seq -> hashes) and consistency proofs from earlier sizes (old size -> hashes)."""
+
+    def b64(hashes: Sequence[bytes]) -> list[str]:
+        return [base64.b64encode(h).decode("ascii") for h in hashes]
+
+    return {
+        "type": TLOG_TYPE,
+        "checkpoint": checkpoint_note,
+        "vkeys": list(vkeys),
+        "inclusion": [{"seq": seq, "proof": b64(inclusion[seq])} for seq in sorted(inclusion)],
+        "consistency": [
+            {"old_size": size, "proof": b64(hashes)}
+            for size, hashes in sorted((consistency or {}).items())
+        ],
+    }
 
 
 def event_record(row: chain.Row) -> dict[str, Any]:
@@ -242,6 +296,8 @@ def _members(inputs: BundleInputs) -> list[tuple[str, Any]]:
     tail: list[tuple[str, Any]] = [(KEYS, keys), (EVENTS, [dict(e) for e in inputs.events])]
     if inputs.checkpoint is not None:
         tail.append((CHECKPOINT, dict(inputs.checkpoint)))
+    if inputs.tlog is not None:
+        tail.append((TLOG, dict(inputs.tlog)))
     return [(SUMMARY, summary), *members, *tail]
 
 
@@ -350,6 +406,11 @@ class BundleCheck:
     members: int = 0
     traces: int = 0
     events: int = 0
+    tlog_size: int | None = None
+    tlog_root: str | None = None
+    tlog_trust: str | None = None
+    proven: int = 0
+    extends: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -368,6 +429,11 @@ class BundleCheck:
             "members": self.members,
             "traces": self.traces,
             "events": self.events,
+            "tlog_size": self.tlog_size,
+            "tlog_root": self.tlog_root,
+            "tlog_trust": self.tlog_trust,
+            "proven": self.proven,
+            "extends": self.extends,
         }
 
 
@@ -647,7 +713,7 @@ def _event_row(record: Any, where: str) -> tuple[Any, ...]:
     return tuple(values[f] for f in chain.FIELDS)
 
 
-def _check_events(members: dict[str, Any]) -> int:
+def _check_events(members: dict[str, Any]) -> list[tuple[Any, ...]]:
     server, member = _ledger_keys(members)
     events = members[EVENTS]
     _need(isinstance(events, list), EVENTS, "events are a list")
@@ -682,7 +748,7 @@ def _check_events(members: dict[str, Any]) -> int:
         previous = row
     if CHECKPOINT in members:
         _check_checkpoint(members[CHECKPOINT], rows, server, seq_i, hash_i)
-    return len(rows)
+    return rows
 
 
 def _check_checkpoint(
@@ -718,6 +784,210 @@ def _check_checkpoint(
             raise _Fail(codes.BUNDLE_CHAIN, where, "event 1 is not the checkpoint's genesis")
         if row[seq_i] == body["size"] and row[hash_i] != body.get("head_hash"):
             raise _Fail(codes.BUNDLE_CHAIN, where, "the head event is not the checkpoint's head")
+
+
+def _proof_hashes(value: Any, where: str) -> list[bytes]:
+    _need(
+        isinstance(value, list) and len(value) <= MAX_PROOF_HASHES,
+        where,
+        f"a proof is a list of at most {MAX_PROOF_HASHES} hashes",
+    )
+    out = []
+    for i, item in enumerate(value):
+        try:
+            raw = base64.b64decode(item, validate=True) if isinstance(item, str) else b""
+        except (binascii.Error, ValueError):
+            raw = b""
+        _need(len(raw) == merkle.HASH_SIZE, f"{where}[{i}]", "not a base64 SHA-256 hash")
+        out.append(raw)
+    return out
+
+
+def _verifiers(vkeys: Iterable[str]) -> list[notes.Verifier]:
+    """Verifier key strings; ``ValueError`` (the caller's input) for one that does not parse."""
+    out = []
+    for vkey in vkeys:
+        try:
+            out.append(notes.parse_verifier(vkey))
+        except notes.NoteError as exc:
+            raise ValueError(f"the verifier key {vkey!r} does not parse: {exc}") from None
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _TlogFound:
+    size: int
+    root: str
+    trust: str
+    proven: int
+    extends: int | None
+
+
+def _check_tlog(
+    members: dict[str, Any],
+    rows: list[tuple[Any, ...]],
+    vkeys: Sequence[str] | None,
+    older: str | None,
+    consistency: Mapping[str, Any] | None,
+) -> _TlogFound | None:
+    if TLOG not in members:
+        if vkeys or older is not None:
+            raise _Fail(
+                codes.BUNDLE_CHECKPOINT,
+                TLOG,
+                "the bundle carries no transparency-log checkpoint (made before proofs were "
+                "added), so --vkey and --older-checkpoint cannot be checked",
+            )
+        return None
+    section = members[TLOG]
+    fields_ = {"type", "checkpoint", "vkeys", "inclusion", "consistency"}
+    _need(
+        isinstance(section, dict) and set(section) == fields_,
+        TLOG,
+        f"the section has exactly the members {sorted(fields_)}",
+    )
+    _need(section["type"] == TLOG_TYPE, f"{TLOG}: type", f"the type is not {TLOG_TYPE}")
+    _need(isinstance(section["checkpoint"], str), f"{TLOG}: checkpoint", "not a signed note")
+    carried = section["vkeys"]
+    _need(
+        isinstance(carried, list) and all(isinstance(v, str) for v in carried),
+        f"{TLOG}: vkeys",
+        "not a list of verifier keys",
+    )
+    if vkeys:
+        verifiers, trust = _verifiers(vkeys), "vkey"
+    else:
+        try:
+            verifiers, trust = _verifiers(carried), "bundle vkeys"
+        except ValueError as exc:
+            raise _malformed(f"{TLOG}: vkeys", str(exc)) from None
+    try:
+        cp, _ = checkpoints.open_checkpoint(section["checkpoint"].encode("utf-8"), verifiers)
+    except (notes.NoteError, checkpoints.CheckpointError) as exc:
+        names = ", ".join(v.vkey for v in verifiers) or "none"
+        raise _Fail(
+            codes.BUNDLE_CHECKPOINT,
+            f"{TLOG}: checkpoint",
+            f"{exc} (verifier keys: {names})",
+        ) from None
+    root_b64 = base64.b64encode(cp.root_hash).decode("ascii")
+    proofs: dict[int, list[bytes]] = {}
+    _need(isinstance(section["inclusion"], list), f"{TLOG}: inclusion", "not a list")
+    for i, entry in enumerate(section["inclusion"]):
+        where = f"{TLOG}: inclusion[{i}]"
+        _need(
+            isinstance(entry, dict) and set(entry) == {"seq", "proof"} and _is_int(entry["seq"]),
+            where,
+            "an inclusion proof is {seq, proof}",
+        )
+        _need(entry["seq"] not in proofs, where, f"event {entry['seq']} has two proofs")
+        proofs[entry["seq"]] = _proof_hashes(entry["proof"], f"{where}.proof")
+    seq_i, hash_i = chain.FIELDS.index("seq"), chain.FIELDS.index("hash")
+    for row in rows:
+        seq, where = row[seq_i], f"{TLOG}: event seq {row[seq_i]}"
+        if seq > cp.size:
+            raise _Fail(codes.BUNDLE_INCLUSION, where, f"after the checkpoint (size {cp.size})")
+        if seq not in proofs:
+            raise _Fail(codes.BUNDLE_INCLUSION, where, "no inclusion proof for this event")
+        leaf = merkle.leaf_hash(str(row[hash_i]).encode("utf-8"))
+        if not merkle.verify_inclusion(seq - 1, cp.size, leaf, proofs[seq], cp.root_hash):
+            raise _Fail(
+                codes.BUNDLE_INCLUSION,
+                where,
+                f"its hash {row[hash_i]} is not leaf {seq - 1} of the checkpoint's tree (size "
+                f"{cp.size}, root {root_b64})",
+            )
+    extends = None
+    if older is not None:
+        extends = _check_older(section, cp, older, verifiers, consistency)
+    return _TlogFound(cp.size, root_b64, trust, len(rows), extends)
+
+
+def _check_older(
+    section: dict[str, Any],
+    cp: checkpoints.Checkpoint,
+    older: str,
+    verifiers: Sequence[notes.Verifier],
+    consistency: Mapping[str, Any] | None,
+) -> int:
+    where = "--older-checkpoint"
+    try:
+        old, _ = checkpoints.open_checkpoint(older.encode("utf-8"), verifiers)
+    except (notes.NoteError, checkpoints.CheckpointError) as exc:
+        raise _Fail(codes.BUNDLE_CONSISTENCY, where, f"the older checkpoint: {exc}") from None
+    if old.origin != cp.origin:
+        raise _Fail(
+            codes.BUNDLE_CONSISTENCY,
+            where,
+            f"the checkpoints name two logs: {old.origin!r}, {cp.origin!r}",
+        )
+    if old.size > cp.size:
+        raise _Fail(
+            codes.BUNDLE_CONSISTENCY,
+            where,
+            f"the older checkpoint (size {old.size}) is larger than the bundle's (size {cp.size})",
+        )
+    if old.size == cp.size:
+        if old.root_hash != cp.root_hash:
+            raise _Fail(
+                codes.BUNDLE_CONSISTENCY,
+                where,
+                f"two different roots at size {cp.size}: the log was forked or rewritten",
+            )
+        return old.size
+    hashes: list[bytes] | None = None
+    entries = section["consistency"]
+    _need(isinstance(entries, list), f"{TLOG}: consistency", "not a list")
+    for i, entry in enumerate(entries):
+        at = f"{TLOG}: consistency[{i}]"
+        _need(
+            isinstance(entry, dict)
+            and set(entry) == {"old_size", "proof"}
+            and _is_int(entry["old_size"]),
+            at,
+            "a consistency proof is {old_size, proof}",
+        )
+        if entry["old_size"] == old.size:
+            hashes = _proof_hashes(entry["proof"], f"{at}.proof")
+    if hashes is None and consistency is not None:
+        hashes = _fetched_consistency(consistency, old, cp)
+    if hashes is None:
+        raise _Fail(
+            codes.BUNDLE_CONSISTENCY,
+            where,
+            f"no consistency proof from size {old.size} to size {cp.size} in the bundle or the "
+            "file given (--consistency)",
+        )
+    if not merkle.verify_consistency(old.size, cp.size, old.root_hash, cp.root_hash, hashes):
+        raise _Fail(
+            codes.BUNDLE_CONSISTENCY,
+            where,
+            f"the bundle's checkpoint (size {cp.size}) does not extend the older checkpoint "
+            f"(size {old.size})",
+        )
+    return old.size
+
+
+def _fetched_consistency(
+    doc: Mapping[str, Any], old: checkpoints.Checkpoint, cp: checkpoints.Checkpoint
+) -> list[bytes]:
+    """A consistency proof document (``GET /api/governance/tlog/consistency/``) from the older
+    checkpoint to the bundle's: its sizes and roots must be the two checkpoints'."""
+    where = "--consistency"
+    root = base64.b64encode(cp.root_hash).decode("ascii")
+    old_root = base64.b64encode(old.root_hash).decode("ascii")
+    if (
+        doc.get("type") != proof_docs.CONSISTENCY_TYPE
+        or (doc.get("old_size"), doc.get("old_root")) != (old.size, old_root)
+        or (doc.get("new_size"), doc.get("new_root")) != (cp.size, root)
+    ):
+        raise _Fail(
+            codes.BUNDLE_CONSISTENCY,
+            where,
+            f"not a consistency proof from size {old.size} (root {old_root}) to the bundle's "
+            f"checkpoint at size {cp.size} (root {root})",
+        )
+    return _proof_hashes(doc.get("proof"), f"{where}: proof")
 
 
 def _check_summary(members: dict[str, Any], manifest: dict[str, Any]) -> int:
@@ -768,6 +1038,9 @@ def verify_bundle(
     *,
     checkpoint: Mapping[str, Any] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    vkeys: Sequence[str] | None = None,
+    older_checkpoint: str | None = None,
+    consistency: Mapping[str, Any] | None = None,
 ) -> BundleCheck:
     """Check a bundle offline; the first failure is named (see the module docstring).
 
@@ -775,8 +1048,13 @@ def verify_bundle(
     be one of; ``checkpoint``: a checkpoint document (``governance checkpoint``) whose signer
     must be the manifest's key. Without either, a valid bundle is ok with ``trusted=False``:
     it is intact and signed by the key it names, and nothing said whose key that is.
+    ``vkeys``: verifier keys (``<name>+<id>+<key>``) the transparency-log checkpoint must be
+    signed by; ``older_checkpoint``: a checkpoint note the auditor kept, which the bundle's
+    must extend (proven by the bundle's ``consistency`` or the ``consistency`` document).
     Raises ``ValueError`` only for a bad trust anchor (the caller's input, not the bundle's).
     """
+    if vkeys:
+        _verifiers(vkeys)  # a bad key is the caller's, refused before anything is read
     found: dict[str, Any] = {}
     try:
         doc, member_bytes = _parse(data, max_bytes)
@@ -797,7 +1075,17 @@ def verify_bundle(
             member_bytes = {name: jcs(value) for name, value in doc["members"].items()}
         _check_members(doc, manifest, member_bytes)
         found["traces"] = _check_summary(doc["members"], manifest)
-        found["events"] = _check_events(doc["members"])
+        rows = _check_events(doc["members"])
+        found["events"] = len(rows)
+        tlog = _check_tlog(doc["members"], rows, vkeys, older_checkpoint, consistency)
+        if tlog is not None:
+            found.update(
+                tlog_size=tlog.size,
+                tlog_root=tlog.root,
+                tlog_trust=tlog.trust,
+                proven=tlog.proven,
+                extends=tlog.extends,
+            )
     except _Fail as fail:
         return BundleCheck(
             ok=False, code=fail.code, where=fail.where, message=fail.message, **found
@@ -832,4 +1120,7 @@ def pdf_summary(data: bytes) -> dict[str, Any]:
         "public_key": check.public_key,
         "signature": doc["signature"],
         "bundle_sha256": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "tlog_size": check.tlog_size,
+        "tlog_root": check.tlog_root,
+        "proven": check.proven,
     }

@@ -1,6 +1,6 @@
 """Check an evidence bundle offline: ``python -m dsr.bundle_cli FILE [--trust-key HEX]
-[--checkpoint FILE] [--json]``, or ``manage.py dsr verify-bundle FILE`` (which calls
-:func:`verify_bundle_file`).
+[--checkpoint FILE] [--vkey VKEY] [--older-checkpoint FILE [--consistency FILE]] [--json]``,
+or ``manage.py dsr verify-bundle FILE`` (which calls :func:`verify_bundle_file`).
 
 Pure: no Django (this runs on a machine with only this package and ``cryptography``). Exit
 status 0 when the bundle verifies, 1 when it does not (the first failure is named), 2 for a
@@ -36,6 +36,28 @@ def _load_checkpoint(path: str) -> dict[str, Any]:
     return document
 
 
+def _load_older(path: str) -> str:
+    """A checkpoint note the auditor kept: the note's text, or a JSON document with it under
+    ``checkpoint`` (a proof document, a bundle's tlog section) or ``tlog.checkpoint`` (the
+    ledger page's exported checkpoint)."""
+    with open(path, "rb") as handle:
+        raw = handle.read(1024 * 1024 + 1)
+    if len(raw) > 1024 * 1024:
+        raise ValueError(f"{path}: larger than a checkpoint (1 MiB)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8") from None
+    if text.lstrip().startswith("{"):
+        document = _load_checkpoint(path)
+        tlog = document.get("tlog")  # an exported ledger checkpoint carries its note here
+        note = tlog.get("checkpoint") if isinstance(tlog, dict) else document.get("checkpoint")
+        if not isinstance(note, str):
+            raise ValueError(f"{path}: no checkpoint note in this JSON document")
+        return note
+    return text
+
+
 def _report(check: BundleCheck, path: str, checkpoint_path: str | None, out: TextIO) -> None:
     out.write(f"bundle {path}\n")
     if check.key_id is not None:
@@ -53,6 +75,18 @@ def _report(check: BundleCheck, path: str, checkpoint_path: str | None, out: Tex
         subjects = ", ".join(check.subject_refs)
         out.write(f"request {check.request_ref}; subjects {subjects}\n")
         out.write(f"manifest {check.manifest_sha256}\n")
+    if check.tlog_size is not None:
+        signed = (
+            "signed by the verifier key given"
+            if check.tlog_trust == "vkey"
+            else "signed by the vkeys the bundle carries (NOT CHECKED: give --vkey)"
+        )
+        out.write(
+            f"checkpoint: size {check.tlog_size}, root {check.tlog_root}, {signed}; "
+            f"{check.proven} event(s) proven in it\n"
+        )
+        if check.extends is not None:
+            out.write(f"it extends the older checkpoint (size {check.extends})\n")
     if check.ok:
         held = (
             "nothing held for these subjects"
@@ -75,6 +109,9 @@ def verify_bundle_file(
     trust_keys: Sequence[str] = (),
     checkpoint_path: str | None = None,
     as_json: bool = False,
+    vkeys: Sequence[str] = (),
+    older_path: str | None = None,
+    consistency_path: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     err: TextIO | None = None,
 ) -> int:
@@ -83,6 +120,8 @@ def verify_bundle_file(
     try:
         size = os.stat(path).st_size
         checkpoint = _load_checkpoint(checkpoint_path) if checkpoint_path else None
+        older = _load_older(older_path) if older_path else None
+        consistency = _load_checkpoint(consistency_path) if consistency_path else None
     except (OSError, ValueError) as exc:
         err.write(f"error: {exc}\n")
         return USAGE
@@ -102,7 +141,13 @@ def verify_bundle_file(
             return USAGE
         try:
             check = verify_bundle(
-                data, list(trust_keys) or None, checkpoint=checkpoint, max_bytes=max_bytes
+                data,
+                list(trust_keys) or None,
+                checkpoint=checkpoint,
+                max_bytes=max_bytes,
+                vkeys=list(vkeys) or None,
+                older_checkpoint=older,
+                consistency=consistency,
             )
         except ValueError as exc:  # a bad trust anchor: the caller's input
             err.write(f"error: {exc}\n")
@@ -134,6 +179,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a checkpoint exported by `manage.py governance checkpoint`: trust the key that "
         "signed it",
     )
+    parser.add_argument(
+        "--vkey",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="the ledger's verifier key (`manage.py governance tlog-vkey`): the bundle's "
+        "checkpoint must be signed by it; may be repeated",
+    )
+    parser.add_argument(
+        "--older-checkpoint",
+        metavar="FILE",
+        help="a checkpoint you kept (the note, or JSON with it under `checkpoint`): the "
+        "bundle's checkpoint must extend it",
+    )
+    parser.add_argument(
+        "--consistency",
+        metavar="FILE",
+        help="a consistency proof (GET /api/governance/tlog/consistency/?old=N&size=M) from "
+        "the older checkpoint to the bundle's, when the bundle holds none",
+    )
     parser.add_argument("--json", action="store_true", help="print the finding as JSON")
     args = parser.parse_args(argv)
     return verify_bundle_file(
@@ -142,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         trust_keys=args.trust_key,
         checkpoint_path=args.checkpoint,
         as_json=args.json,
+        vkeys=args.vkey,
+        older_path=args.older_checkpoint,
+        consistency_path=args.consistency,
         err=sys.stderr,
     )
 

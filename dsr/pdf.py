@@ -153,4 +153,15 @@ def render_summary(summary: Mapping[str, Any]) -> bytes:
     _field(pdf, "signing key", summary["key_id"], mono=True)
     _field(pdf, "public key", summary["public_key"], mono=True)
     _field(pdf, "signature", summary["signature"], mono=True)
+    if summary.get("tlog_size") is not None:
+        _heading(pdf, "Transparency log")
+        _field(pdf, "checkpoint size", summary["tlog_size"])
+        _field(pdf, "checkpoint root", summary["tlog_root"], mono=True)
+        _field(
+            pdf,
+            "proofs",
+            f"{summary.get('proven', 0)} event(s): the signed checkpoint and each event's "
+            "inclusion proof are in ledger/tlog.json of the bundle; check them with "
+            "python -m dsr.bundle_cli FILE --vkey KEY",
+        )
     return bytes(pdf.output())

@@ -396,6 +396,9 @@ BUNDLE_UNTRUSTED_KEY: Final = "BUNDLE_UNTRUSTED_KEY"
 BUNDLE_EVENT_HASH: Final = "BUNDLE_EVENT_HASH"
 BUNDLE_EVENT_SIGNATURE: Final = "BUNDLE_EVENT_SIGNATURE"
 BUNDLE_CHAIN: Final = "BUNDLE_CHAIN"
+BUNDLE_CHECKPOINT: Final = "BUNDLE_CHECKPOINT"
+BUNDLE_INCLUSION: Final = "BUNDLE_INCLUSION"
+BUNDLE_CONSISTENCY: Final = "BUNDLE_CONSISTENCY"
 
 BUNDLE_FAILURES: Final[dict[str, str]] = {
     BUNDLE_MALFORMED: "the file is not a bundle: too large, not canonical JSON, or a part of it"
@@ -412,6 +415,12 @@ BUNDLE_FAILURES: Final[dict[str, str]] = {
     " server key is unknown or was not effective when the event was created",
     BUNDLE_CHAIN: "the ledger events are out of order, repeated, not linked by prev_hash where"
     " consecutive, or disagree with the ledger checkpoint in the bundle",
+    BUNDLE_CHECKPOINT: "the bundle's transparency-log checkpoint is not signed by the verifier"
+    " key given (--vkey), or the bundle carries none",
+    BUNDLE_INCLUSION: "a ledger event's inclusion proof does not lead to the checkpoint's root,"
+    " or an event has no proof in the checkpoint",
+    BUNDLE_CONSISTENCY: "the bundle's checkpoint is not proven to extend the older checkpoint"
+    " given (--older-checkpoint)",
 }
 
 

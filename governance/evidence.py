@@ -106,7 +106,30 @@ def ledger_evidence(traces: Sequence[Trace], *, checkpoint: bool = True) -> dict
         "server_keys": [server_key_record(keys[k]) for k in sorted(used_server) if k in keys],
         "member_keys": {k: members[k].hex() for k in sorted(used_member) if k in members},
         "checkpoint": selectors.checkpoint_export() if checkpoint and ordered else None,
+        "tlog": tlog_evidence(ordered) if checkpoint and ordered else None,
     }
+
+
+def tlog_evidence(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """A bundle's ``ledger/tlog.json`` for these events: the signed checkpoint of the whole
+    tree now, each event's inclusion proof in it (O(log n) hashes), and a consistency proof
+    from the checkpoint signed before it (the one an auditor most likely kept)."""
+    from dsr.bundle import tlog_section
+    from governance import transparency
+    from governance.models import TreeCheckpoint
+
+    cp = transparency.checkpoint()
+    inclusion = {r[_SEQ]: transparency.inclusion(r[_SEQ], cp.size).proof for r in rows}
+    earlier = (
+        TreeCheckpoint.objects.filter(size__lt=cp.size, size__gt=0)
+        .order_by("-size")
+        .values_list("size", flat=True)
+        .first()
+    )
+    consistency = (
+        {} if earlier is None else {earlier: transparency.consistency(earlier, cp.size).proof}
+    )
+    return tlog_section(cp.note, transparency.verifier_keys(), inclusion, consistency)
 
 
 def server_sign(message: bytes) -> tuple[str, str, str]:

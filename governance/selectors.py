@@ -582,6 +582,25 @@ def ledger_verify(*, workers: int | None = None) -> reconcile.Verdict:
     return ledger.verify_all(workers=workers)
 
 
+def tlog_checkpoint(size: int, *, catch_up: bool = True) -> dict[str, Any] | None:
+    """The transparency-log side of an exported checkpoint: the C2SP signed note of the
+    Merkle tree at the same size (what ``python -m tlog`` and ``python -m dsr.bundle_cli
+    --older-checkpoint`` read; witness cosignatures are extra signature lines of this note)
+    and the verifier keys to check it with.
+
+    The tree grows with the chain; only events written around the service (a bulk load) leave
+    it behind. ``catch_up`` (the command) then builds it up to ``size``; a request does not
+    (that is O(n)) and exports no note (None) until the tree has caught up."""
+    from governance import transparency
+
+    if transparency.tree_size() < size:
+        if not catch_up:
+            return None
+        transparency.sync(upto_seq=size)
+    note = transparency.checkpoint(size).note
+    return {"checkpoint": note, "vkeys": transparency.verifier_keys()}
+
+
 def checkpoint_export(*, workers: int | None = None) -> dict[str, Any]:
     """A signed head of a verified ledger: ``{"checkpoint": body, "alg", "signature"}``."""
     result = ledger.verify_all(workers=workers)
@@ -608,6 +627,7 @@ def checkpoint_export(*, workers: int | None = None) -> dict[str, Any]:
         "checkpoint": body,
         "alg": signing.ALG,
         "signature": signing.sign(ledger.private_key_of(key), jcs(body)),
+        "tlog": tlog_checkpoint(body["size"]),
     }
 
 
@@ -657,6 +677,7 @@ def checkpoint_export_verified(*, actor: Any) -> dict[str, Any]:
         "checkpoint": body,
         "alg": signing.ALG,
         "signature": signing.sign(ledger.private_key_of(key), jcs(body)),
+        "tlog": tlog_checkpoint(body["size"], catch_up=False),
     }
 
 

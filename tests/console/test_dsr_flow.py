@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from dsr import access, bundle, services
 from dsr.models import DsrRelease, LegalRequest
-from governance import codes, ledger, signing
-from governance.models import GovernanceEvent
+from governance import codes, ledger, signing, transparency
+from governance.models import GovernanceEvent, TreeCheckpoint
 from privacy import subjects
 from replay.canonical import jcs
 from tests.console.personas import client_for, persona
@@ -114,6 +114,38 @@ def test_the_subject_is_found_in_every_trace_replayed_in_audit_mode_and_the_bund
         assert status == 1, (position, text)
         assert "BUNDLE_" in text
     assert ledger.verify().ok
+
+
+def test_the_bundle_proves_each_event_in_a_signed_checkpoint_extending_a_kept_one(
+    traces, django_capture_on_commit_callbacks, tmp_path
+):
+    kept = transparency.checkpoint()  # what an auditor fetched before the request
+    legal = built(opened(), django_capture_on_commit_callbacks)
+    data = access.bundle_path(legal).read_bytes()
+    vkeys = transparency.verifier_keys()
+
+    check = bundle.verify_bundle(data, vkeys=vkeys, older_checkpoint=kept.note)
+    assert check.ok, check
+    assert check.tlog_trust == "vkey"
+    assert check.proven == check.events > 0
+    assert check.extends == kept.size
+    newest = TreeCheckpoint.objects.order_by("-size").first()
+    assert newest is not None
+    assert check.tlog_size == newest.size > kept.size
+    tlog = bundle.read_members(data)["ledger/tlog.json"]
+    assert tlog["checkpoint"] == newest.note
+    assert tlog["vkeys"] == vkeys
+    # offline, by the command an auditor runs: the key given, the kept checkpoint extended
+    path, older = tmp_path / "bundle.json", tmp_path / "kept.note"
+    path.write_bytes(data)
+    older.write_text(kept.note)
+    out = io.StringIO()
+    call_command(
+        "dsr", "verify-bundle", str(path), "--vkey", vkeys[0],
+        "--older-checkpoint", str(older), stdout=out,
+    )  # fmt: skip
+    assert f"{check.proven} event(s) proven in it\n" in out.getvalue()
+    assert f"it extends the older checkpoint (size {kept.size})\n" in out.getvalue()
 
 
 def test_legal_sees_redacted_values_and_an_admin_release_is_one_pii_revealed_event(

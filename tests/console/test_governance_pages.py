@@ -133,6 +133,13 @@ class TestLedger:
             'attachment; filename="ledger-checkpoint-'
         )
         document = exported.json()
+        # the tree's signed note at the same size rides along, with the keys to check it
+        from governance import transparency
+
+        assert document["tlog"] == {
+            "checkpoint": transparency.checkpoint(document["checkpoint"]["size"]).note,
+            "vkeys": transparency.verifier_keys(),
+        }
         checked = client.post(
             "/governance/checkpoint/check/",
             {"checkpoint": SimpleUploadedFile("c.json", json.dumps(document).encode())},

@@ -138,6 +138,9 @@ class Command(ActionCommand):
         p.add_argument("file")
         p.add_argument("--trust-key", action="append", default=[])
         p.add_argument("--checkpoint", default=None)
+        p.add_argument("--vkey", action="append", default=[])
+        p.add_argument("--older-checkpoint", default=None, dest="older_checkpoint")
+        p.add_argument("--consistency", default=None)
         p.add_argument("--json", action="store_true", dest="as_json")
 
         p = sub.add_parser("approve", help="record a signed approval document for a user")
@@ -323,6 +326,9 @@ class Command(ActionCommand):
         trust_key: list[str],
         checkpoint: str | None,
         as_json: bool,
+        vkey: list[str] | None = None,
+        older_checkpoint: str | None = None,
+        consistency: str | None = None,
         **_: Any,
     ) -> None:
         from dsr.bundle_cli import verify_bundle_file
@@ -333,6 +339,9 @@ class Command(ActionCommand):
             trust_keys=trust_key,
             checkpoint_path=checkpoint,
             as_json=as_json,
+            vkeys=vkey or (),
+            older_path=older_checkpoint,
+            consistency_path=consistency,
             err=self.stderr,
         )
         if status:
