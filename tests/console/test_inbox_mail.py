@@ -41,7 +41,7 @@ def test_a_production_request_mails_each_council_member_once_it_is_committed(
         f"Production replay: production replay of trace {trace.trace_id}\n"
         "Filed by alice. It needs 2 more council signatures; you may sign it as council.\n\n"
         "Read exactly what you would sign, and sign it, at:\n"
-        f"https://console.example/production/{request.id}/\n\n"
+        f"https://console.example/requests/production-replay/{request.id}/\n\n"
         "Everything waiting for you: https://console.example/inbox/\n"
     )
 

@@ -34,7 +34,7 @@ def test_it_shows_each_payload_as_sorted_indented_json(as_persona, fc):
 def test_it_links_a_force_continue_event_to_its_run_and_request(as_persona, fc):
     body = as_persona("vera").get("/governance/").content.decode()
     assert f'<a href="/runs/{fc.run_id}/">run {fc.run_id}</a>' in body
-    assert f'<a href="/force-continue/{fc.id}/">request {fc.id}</a>' in body
+    assert f'<a href="/requests/force-continue/{fc.id}/">request {fc.id}</a>' in body
 
 
 def test_it_links_a_halt_event_to_its_halt(as_persona, replayed):
