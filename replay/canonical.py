@@ -364,7 +364,15 @@ def _contextos_write(o: Any, plist: list[str], out: list[str]) -> None:
             _contextos_write(v, plist, out)
         out.append("]")
     else:
-        _js_sorted_write(o, out)  # primitives: same as JSON.stringify
+        _js_primitive_write(o, out)  # primitives: same as JSON.stringify
+
+
+def _js_primitive_write(o: Any, out: list[str]) -> None:
+    """A primitive as ``JSON.stringify`` writes it, for the profiles of JSON documents: the
+    ``bytes`` that :func:`js_sorted` takes for npm yaml's ``!!binary`` are no JSON value."""
+    if isinstance(o, bytes):
+        raise CanonicalError("bytes is not a JSON value")
+    _js_sorted_write(o, out)
 
 
 def contextos(obj: Any) -> bytes:

@@ -21,7 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from replay.canonical import CanonicalError, _js_number, _js_sorted_write, contextos, js_sorted
+from replay.canonical import (
+    CanonicalError,
+    _js_number,
+    _js_primitive_write,
+    contextos,
+    js_sorted,
+)
 from replay.formats.contextos.reader import ContextosTrace, Envelopes, _orjson
 
 try:
@@ -395,7 +401,7 @@ def _fused_write(  # noqa: PLR0917 - the hot recursion: positional on purpose
             _fused_write(v, plist, allowed, out, inner, dropped)
         out.append("]")
     else:
-        _js_sorted_write(o, out)
+        _js_primitive_write(o, out)
 
 
 class _Slow(Exception):
