@@ -155,7 +155,11 @@ def test_a_council_member_signs_a_role_grant_on_the_shared_request_page(
     cora.click("#payload-choices button[type=submit]")
     cora.wait_for_selector('#payload-text:has-text(\'"reason":"Elected at the meeting"\')')
     cora.click("#sign-button")
-    cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
+    # the recorded decision, or the refusal that says why not (a failure then names it)
+    done = cora.get_by_text("Your signed decision is recorded in the ledger.")
+    outcome = done.or_(cora.locator("main [role=alert]")).first
+    outcome.wait_for(timeout=60_000)
+    assert outcome.inner_text().strip() == "Your signed decision is recorded in the ledger."
     shots(cora, "role-grant-signed")
     no_console_errors(cora)
     event = GovernanceEvent.objects.get(type="ROLE_GRANT_APPROVAL")
