@@ -88,7 +88,10 @@ def state_env(args: argparse.Namespace, state: Path) -> dict[str, str]:
     ns = argparse.Namespace(
         dir=str(state), pg=args.pg, database=args.database, redis=args.redis, port=0
     )
-    env = stack.stack_env(ns)
+    # stack_env gives the served processes' environment (the limited app role) and the owner
+    # role's URL; the bench migrates and fills the scratch database, so it acts as the owner
+    env, owner_url = stack.stack_env(ns)
+    env["DATABASE_URL"] = owner_url
     env.pop("GUNICORN_BIND", None)
     return env
 
