@@ -203,6 +203,37 @@ def _outside_strings(data: bytes) -> bytes:
     return b"".join(kept)
 
 
+#: every byte but the braces and the colon: deleted, they leave the objects and their keys
+_NOT_OBJECT_OR_KEY = bytes(b for b in range(256) if b not in b"{}:")
+#: an object holding no other object: its keys are the colons between its braces
+_FLAT_OBJECT = re.compile(rb"\{:*\}")
+#: object nesting the fast pass follows (a pass per level); deeper texts get the exact scan
+_FAST_DEPTH = 64
+
+
+def _clearly_within(skeleton: bytes, max_keys: int, max_object_keys: int) -> bool:
+    """Whether the structure `skeleton` (:func:`_outside_strings`) surely holds no more than
+    `max_keys` keys in all and `max_object_keys` in any object; False when in doubt (the exact
+    scan of :func:`check_key_count` then decides and words the refusal). C-speed passes only:
+    the skeleton is reduced to its braces and colons; then, a nesting level a pass, no run of
+    more than `max_object_keys` colons may be left (an object holding no other object has
+    its keys as one run) and the innermost objects are dropped, until no brace is left."""
+    if skeleton.count(b":") > max_keys:
+        return False
+    structure = skeleton.translate(None, _NOT_OBJECT_OR_KEY)
+    too_many = b":" * (max_object_keys + 1)
+    for _ in range(_FAST_DEPTH):
+        if too_many in structure:
+            return False
+        if b"{" not in structure and b"}" not in structure:
+            return True  # what is left are keys outside any object, few enough
+        reduced = _FLAT_OBJECT.sub(b"", structure)
+        if len(reduced) == len(structure):
+            return False  # a brace without its pair
+        structure = reduced
+    return False
+
+
 def check_key_count(
     data: bytes, *, where: str, max_keys: int = MAX_KEYS, max_object_keys: int = MAX_OBJECT_KEYS
 ) -> None:
@@ -210,14 +241,18 @@ def check_key_count(
     in all, before it is parsed (a parsed key costs far more than its bytes).
 
     Every key needs a colon, so a text with few colons is let through without a scan. The
-    scan drops the strings (byte operations), then counts the colons between consecutive
-    braces (``bytes.count``): a step per object, not per string, and it stops at the first
-    limit crossed, naming the one a key-by-key count would have crossed first.
+    scan drops the strings (byte operations); a text clearly within both limits is let
+    through after a few C-speed passes (:func:`_clearly_within`); any other is scanned
+    exactly, counting the colons between consecutive braces (``bytes.count``): a step per
+    object, not per string, stopping at the first limit crossed and naming the one a
+    key-by-key count would have crossed first.
     """
     check_container_count(data, where=where)
     if data.count(b":") <= min(max_keys, max_object_keys):
         return
     skeleton = _outside_strings(data)
+    if _clearly_within(skeleton, max_keys, max_object_keys):
+        return
     total = 0
     here = 0
     outer: list[int] = []
