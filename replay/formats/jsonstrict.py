@@ -213,6 +213,23 @@ _FLAT_OBJECT = re.compile(rb"\{:*\}")
 _FAST_DEPTH = 64
 
 
+#: the slice of the structure one substitution works on (its pieces are bounded by it)
+_REDUCE_BYTES = 1 << 16
+
+
+def _drop_flat_objects(structure: bytes) -> bytes:
+    """`structure` without its objects that hold no other object, a slice at a time (one
+    substitution over the whole would hold a piece per object at once). A slice ends just
+    after a ``}``, which no such object spans."""
+    kept: list[bytes] = []
+    start, size = 0, len(structure)
+    while start < size:
+        end = structure.find(b"}", start + _REDUCE_BYTES) + 1 or size
+        kept.append(_FLAT_OBJECT.sub(b"", structure[start:end]))
+        start = end
+    return b"".join(kept)
+
+
 def _clearly_within(skeleton: bytes, max_keys: int, max_object_keys: int) -> bool:
     """Whether the structure `skeleton` (:func:`_outside_strings`) surely holds no more than
     `max_keys` keys in all and `max_object_keys` in any object; False when in doubt (the exact
@@ -229,7 +246,7 @@ def _clearly_within(skeleton: bytes, max_keys: int, max_object_keys: int) -> boo
             return False
         if b"{" not in structure and b"}" not in structure:
             return True  # what is left are keys outside any object, few enough
-        reduced = _FLAT_OBJECT.sub(b"", structure)
+        reduced = _drop_flat_objects(structure)
         if len(reduced) == len(structure):
             return False  # a brace without its pair
         structure = reduced
