@@ -19,6 +19,7 @@ from tlog import checkpoint as checkpoints
 from tlog import merkle
 from tlog import note as notes
 from tlog import proof as proof_docs
+from tlog.quorum import QuorumFound, check_quorum
 
 
 def tlog_section(
@@ -80,6 +81,7 @@ class _TlogFound:
     trust: str
     proven: int
     extends: int | None
+    quorum: QuorumFound | None = None
 
 
 def _check_tlog(
@@ -88,14 +90,17 @@ def _check_tlog(
     vkeys: Sequence[str] | None,
     older: str | None,
     consistency: Mapping[str, Any] | None,
+    *,
+    witnesses: Sequence[notes.Verifier] = (),
+    quorum: int = 0,
 ) -> _TlogFound | None:
     if TLOG not in members:
-        if vkeys or older is not None:
+        if vkeys or older is not None or witnesses:
             raise _Fail(
                 codes.BUNDLE_CHECKPOINT,
                 TLOG,
                 "the bundle carries no transparency-log checkpoint (made before proofs were "
-                "added), so --vkey and --older-checkpoint cannot be checked",
+                "added), so --vkey, --witness and --older-checkpoint cannot be checked",
             )
         return None
     section = members[TLOG]
@@ -130,6 +135,15 @@ def _check_tlog(
             f"{exc} (verifier keys: {names})",
         ) from None
     root_b64 = base64.b64encode(cp.root_hash).decode("ascii")
+    found_quorum = None
+    if witnesses:
+        found_quorum = check_quorum(section["checkpoint"].encode("utf-8"), witnesses, quorum)
+        if not found_quorum.ok:
+            raise _Fail(
+                codes.BUNDLE_WITNESS_QUORUM,
+                f"{TLOG}: checkpoint",
+                f"checkpoint of size {cp.size}: {found_quorum.describe()}",
+            )
     proofs: dict[int, list[bytes]] = {}
     _need(isinstance(section["inclusion"], list), f"{TLOG}: inclusion", "not a list")
     for i, entry in enumerate(section["inclusion"]):
@@ -159,7 +173,7 @@ def _check_tlog(
     extends = None
     if older is not None:
         extends = _check_older(section, cp, older, verifiers, consistency)
-    return _TlogFound(cp.size, root_b64, trust, len(rows), extends)
+    return _TlogFound(cp.size, root_b64, trust, len(rows), extends, found_quorum)
 
 
 def _check_older(

@@ -40,6 +40,7 @@ from governance import chain, codes, signing
 from replay.canonical import CanonicalError, jcs
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import check_shape, loads_strict
+from tlog import quorum as quorums
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,9 @@ class BundleCheck:
     tlog_trust: str | None = None
     proven: int = 0
     extends: int | None = None
+    quorum: int | None = None
+    witnesses_signed: tuple[str, ...] = ()
+    witnesses_missing: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +98,9 @@ class BundleCheck:
             "tlog_trust": self.tlog_trust,
             "proven": self.proven,
             "extends": self.extends,
+            "quorum": self.quorum,
+            "witnesses_signed": list(self.witnesses_signed),
+            "witnesses_missing": list(self.witnesses_missing),
         }
 
 
@@ -478,6 +485,8 @@ def verify_bundle(
     vkeys: Sequence[str] | None = None,
     older_checkpoint: str | None = None,
     consistency: Mapping[str, Any] | None = None,
+    witnesses: Sequence[str] | None = None,
+    quorum: int | None = None,
 ) -> BundleCheck:
     """Check a bundle offline; the first failure is named (see the module docstring).
 
@@ -488,10 +497,15 @@ def verify_bundle(
     ``vkeys``: verifier keys (``<name>+<id>+<key>``) the transparency-log checkpoint must be
     signed by; ``older_checkpoint``: a checkpoint note the auditor kept, which the bundle's
     must extend (proven by the bundle's ``consistency`` or the ``consistency`` document).
-    Raises ``ValueError`` only for a bad trust anchor (the caller's input, not the bundle's).
+    ``witnesses``: the verifier keys of witnesses of whom at least ``quorum`` (all of them
+    when None) must have cosigned the checkpoint (``BUNDLE_WITNESS_QUORUM`` otherwise).
+    Raises ``ValueError`` only for a bad trust anchor, witness key or quorum (the caller's
+    input, not the bundle's).
     """
     if vkeys:
         _verifiers(vkeys)  # a bad key is the caller's, refused before anything is read
+    cosigners = quorums.witness_verifiers(witnesses or ())
+    needed = quorums.required(cosigners, quorum)
     found: dict[str, Any] = {}
     try:
         doc, member_bytes = _parse(data, max_bytes)
@@ -514,7 +528,15 @@ def verify_bundle(
         found["traces"] = _check_summary(doc["members"], manifest)
         rows = _check_events(doc["members"])
         found["events"] = len(rows)
-        tlog = _check_tlog(doc["members"], rows, vkeys, older_checkpoint, consistency)
+        tlog = _check_tlog(
+            doc["members"],
+            rows,
+            vkeys,
+            older_checkpoint,
+            consistency,
+            witnesses=cosigners,
+            quorum=needed,
+        )
         if tlog is not None:
             found.update(
                 tlog_size=tlog.size,
@@ -523,6 +545,12 @@ def verify_bundle(
                 proven=tlog.proven,
                 extends=tlog.extends,
             )
+            if tlog.quorum is not None:
+                found.update(
+                    quorum=tlog.quorum.quorum,
+                    witnesses_signed=tlog.quorum.signed,
+                    witnesses_missing=tlog.quorum.missing(),
+                )
     except _Fail as fail:
         return BundleCheck(
             ok=False, code=fail.code, where=fail.where, message=fail.message, **found
