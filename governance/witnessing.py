@@ -15,6 +15,7 @@ page's button and from ``manage.py governance witness-push``.
 from __future__ import annotations
 
 import base64
+import contextvars
 import logging
 import urllib.error
 import urllib.request
@@ -181,12 +182,19 @@ def push(witness: Configured, cp: TreeCheckpoint) -> Outcome:
     return Outcome(witness.name, "refused", cp.size, f"409 again from size {old}")
 
 
+_pushing: contextvars.ContextVar[bool] = contextvars.ContextVar("witness_pushing", default=False)
+
+
 def push_all() -> list[Outcome]:
     """Sign (or reuse) the checkpoint of the whole tree and push it to every witness."""
     witnesses = configured()
     if not witnesses:
         return []
-    cp = transparency.checkpoint()
+    token = _pushing.set(True)  # the checkpoint signed here is pushed here, not queued again
+    try:
+        cp = transparency.checkpoint()
+    finally:
+        _pushing.reset(token)
     return [push(w, cp) for w in witnesses]
 
 
@@ -196,6 +204,17 @@ def enqueue_push() -> None:
     from replay.background import enqueue
 
     enqueue(witness_push)
+
+
+def on_checkpoint_stored(
+    sender: Any, instance: TreeCheckpoint, created: bool = False, raw: bool = False, **_: Any
+) -> None:
+    """``post_save`` of :class:`TreeCheckpoint`: each newly signed checkpoint (a page, the API,
+    an export or a push asked for one the tree had grown to) is pushed to the witnesses in the
+    background when its transaction commits, not only on the ``witness-push`` schedule. The
+    push sends the checkpoint of the whole tree (one a push signs itself is not queued again)."""
+    if created and not raw and not _pushing.get() and conf.witnesses():
+        enqueue_push()
 
 
 # --- what the pages and the API show -----------------------------------------------------------

@@ -308,3 +308,52 @@ def test_a_witness_setting_that_is_not_one_stops_the_start_up(value, message):
     )
     assert done.returncode == 1
     assert f"ImproperlyConfigured: GOVERNANCE_WITNESSES: {message}" in done.stderr
+
+
+def test_each_new_checkpoint_is_pushed_in_the_background_to_real_witnesses(
+    witnesses, settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    from replay import background
+
+    settings.GOVERNANCE_WITNESSES = [w.config for w in witnesses]
+    queued = []
+    real_enqueue = background.enqueue
+
+    def spy(task, *args):
+        queued.append(task.name)
+        real_enqueue(task, *args)  # the one runner (eager under the tests' settings)
+
+    monkeypatch.setattr(background, "enqueue", spy)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transparency.checkpoint().size == 5  # a page, the API or an export signs one
+    assert queued == ["governance.tasks.witness_push"]  # once: the push signed none itself
+    append(2)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transparency.checkpoint(7).size == 7
+    with django_capture_on_commit_callbacks(execute=True):
+        transparency.checkpoint(7)  # stored already: nothing new, nothing queued
+
+    assert queued == ["governance.tasks.witness_push"] * 2
+    stored = sorted(WitnessCosignature.objects.values_list("witness", "tree_size"))
+    assert stored == [
+        ("witness.test/w1", 5),
+        ("witness.test/w1", 7),
+        ("witness.test/w2", 5),
+        ("witness.test/w2", 7),
+    ]
+    assert witnessing.summary()["witnessed_size"] == 7
+
+
+def test_no_push_is_queued_for_a_new_checkpoint_without_witnesses(
+    settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    from replay import background
+
+    settings.GOVERNANCE_WITNESSES = []
+    queued = []
+    monkeypatch.setattr(background, "enqueue", lambda task, *a: queued.append(task.name))
+    append(2)
+    with django_capture_on_commit_callbacks(execute=True):
+        transparency.checkpoint()
+
+    assert queued == []
