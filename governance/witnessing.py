@@ -280,6 +280,30 @@ def cosigned_note(cp: TreeCheckpoint) -> str:
     return cp.note + "".join(lines)
 
 
+def quorum_checkpoint(min_size: int) -> TreeCheckpoint | None:
+    """The largest stored checkpoint of at least ``min_size`` leaves that a quorum
+    (``GOVERNANCE_WITNESS_QUORUM``) of the configured witnesses cosigned exactly (same size and
+    root), or None: what an export cites so that an auditor can ask for that quorum offline."""
+    witnesses = {(w.name, w.key_id) for w in configured()}
+    if not witnesses:
+        return None
+    k = conf.witness_quorum()
+    signers: dict[tuple[int, bytes], set[tuple[str, str]]] = {}
+    rows = WitnessCosignature.objects.filter(tree_size__gte=max(min_size, 1)).values_list(
+        "witness", "key_id", "tree_size", "root_hash"
+    )
+    for name, key_id, size, root_hash in rows:
+        if (name, key_id) in witnesses:
+            signers.setdefault((size, bytes(root_hash)), set()).add((name, key_id))
+    for size, root_hash in sorted(signers, reverse=True):
+        if len(signers[(size, root_hash)]) < k:
+            continue
+        cp = transparency.checkpoint(size)
+        if bytes(cp.root_hash) == root_hash:
+            return cp
+    return None
+
+
 def open_alerts() -> list[WitnessAlert]:
     return list(WitnessAlert.objects.filter(acknowledged_at__isnull=True).order_by("-id")[:20])
 
