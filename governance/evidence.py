@@ -112,16 +112,22 @@ def ledger_evidence(traces: Sequence[Trace], *, checkpoint: bool = True) -> dict
 
 def tlog_evidence(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     """A bundle's ``ledger/tlog.json`` for these events: the signed checkpoint (the largest a
-    quorum of witnesses cosigned that holds every event, else the whole tree's now) with the
-    witnesses' cosignatures as extra signature lines, each event's inclusion proof in it
-    (O(log n) hashes), and a consistency proof from the checkpoint signed before it (the one
-    an auditor most likely kept)."""
+    quorum of witnesses cosigned that holds every event, pushed to them first if none does;
+    else the whole tree's now) with the witnesses' cosignatures as extra signature lines,
+    each event's inclusion proof in it (O(log n) hashes), and a consistency proof from the
+    checkpoint signed before it (the one an auditor most likely kept)."""
     from dsr.bundle import tlog_section
     from governance import transparency, witnessing
     from governance.models import TreeCheckpoint
 
     cp = transparency.checkpoint()
-    witnessed = witnessing.quorum_checkpoint(max(r[_SEQ] for r in rows))
+    last = max(r[_SEQ] for r in rows)
+    witnessed = witnessing.quorum_checkpoint(last)
+    if witnessed is None and witnessing.configured():
+        # the witnesses have not cosigned a tree holding these events yet: ask them now (a
+        # bundle is built in the background; an unreachable witness costs its timeout)
+        witnessing.push_all()
+        witnessed = witnessing.quorum_checkpoint(last)
     if witnessed is not None:  # cosigned by a quorum: checkable with --witness ... --quorum K
         cp = witnessed
     inclusion = {r[_SEQ]: transparency.inclusion(r[_SEQ], cp.size).proof for r in rows}
