@@ -9,6 +9,7 @@ environment (or *_FILE); nothing secret is ever read from the repository.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from pathlib import Path
 
@@ -462,8 +463,14 @@ GOVERNANCE_TLOG_ORIGIN = env_str("GOVERNANCE_TLOG_ORIGIN", "replay-audit-console
 # [{"url": "http://host:port", "vkey": "<witness vkey>"}, ...]: checkpoints are pushed to each
 from tlog import note as _tlog_note  # noqa: E402 - pure, no Django
 
+# development: `make run` (deploy/devrun.py) starts one local witness and names it here, read
+# when DEBUG is on and GOVERNANCE_WITNESSES is not set
+_LOCAL_WITNESSES = VAR_DIR / "witness" / "witnesses.json"
+_WITNESSES_TEXT = env_str("GOVERNANCE_WITNESSES", "[]") or "[]"
+if DEBUG and "GOVERNANCE_WITNESSES" not in os.environ and _LOCAL_WITNESSES.is_file():
+    _WITNESSES_TEXT = _LOCAL_WITNESSES.read_text(encoding="utf-8")
 try:
-    GOVERNANCE_WITNESSES = json.loads(env_str("GOVERNANCE_WITNESSES", "[]") or "[]")
+    GOVERNANCE_WITNESSES = json.loads(_WITNESSES_TEXT)
     if not isinstance(GOVERNANCE_WITNESSES, list) or not all(
         isinstance(w, dict) and isinstance(w.get("url"), str) and isinstance(w.get("vkey"), str)
         for w in GOVERNANCE_WITNESSES

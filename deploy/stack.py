@@ -232,6 +232,18 @@ def stack_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     return env, owner_url
 
 
+def witnesses_line(env: dict[str, str]) -> str:
+    """What the stack says about witnesses: none is started here, on purpose (a witness the
+    operator runs, with a key the operator holds, cannot vouch for the operator)."""
+    if (env.get("GOVERNANCE_WITNESSES") or "").strip() not in ("", "[]"):
+        quorum = env.get("GOVERNANCE_WITNESS_QUORUM", "1")
+        return f"witnesses: GOVERNANCE_WITNESSES, quorum {quorum} (each new checkpoint is pushed)"
+    return (
+        "witnesses: none (GOVERNANCE_WITNESSES is empty): checkpoints carry this server's "
+        "signature only; have witnesses run by someone else (docs/deployment.md#witnesses)"
+    )
+
+
 def manage(env: dict[str, str], *argv: str) -> None:
     subprocess.run([PYTHON, "manage.py", *argv], cwd=ROOT, env=env, check=True)
 
@@ -318,6 +330,7 @@ def main() -> int:
     os.umask(0o077)  # every file this script and its processes write: owner-only
     env, owner_url = stack_env(args)
     say(f"state in {env['REPLAY_VAR_DIR']}, database {args.database}, broker {args.redis}")
+    say(witnesses_line(env))
     manage({**env, "DATABASE_URL": owner_url}, "migrate", "--noinput")
     app_role_grant(owner_url, env["DATABASE_URL"])
     manage(env, "collectstatic", "--noinput", "-v", "0")
