@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from axes.models import AccessAttempt
 from django.test import Client
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from console import throttle
-from console.models import EncryptedTOTPDevice, LoginFailure
+from console import signin
+from console.models import EncryptedTOTPDevice
 from console.views import auth
 from tests.console.personas import PASSWORD, current_code, make_user, persona, sign_in
 
@@ -24,14 +25,18 @@ LOCKED_SECOND_FACTOR = (
 BACKOFF_5_SECONDS = "Too many failed sign-in attempts. Wait 5 seconds before the next try."
 
 
-def failures(**match: str) -> int:
-    """Failed sign-ins the throttle holds, for a username and/or address."""
-    return LoginFailure.objects.filter(**match).count()
+def failures(*, username: str, ip: str | None = None) -> int:
+    """Failed sign-ins the throttle holds, for a username (and an address)."""
+    rows = AccessAttempt.objects.filter(username=username)
+    if ip is not None:
+        rows = rows.filter(ip_address=ip)
+    return sum(rows.values_list("failures_since_start", flat=True))
 
 
 def failure_keys(field: str) -> set[str]:
     """The usernames (``"username"``) or addresses (``"ip"``) the throttle counts under."""
-    return set(LoginFailure.objects.values_list(field, flat=True))
+    column = {"username": "username", "ip": "ip_address"}[field]
+    return set(AccessAttempt.objects.values_list(column, flat=True))
 
 
 def age_failures(seconds: int) -> None:
@@ -40,7 +45,7 @@ def age_failures(seconds: int) -> None:
 
     from django.utils import timezone
 
-    LoginFailure.objects.update(created_at=timezone.now() - timedelta(seconds=seconds))
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(seconds=seconds))
 
 
 def login(client: Client, username: str, password: str = PASSWORD, ip: str = "10.0.0.1", **data):
@@ -117,7 +122,7 @@ class TestThrottle:
         assert failures(username="alice") == 3  # a password alone is not even checked
 
     def test_it_names_the_minutes_left(self):
-        assert throttle.locked_message(61) == (
+        assert signin.locked_message(61) == (
             "Too many failed sign-in attempts for this account from your address. "
             "Try again in 2 minute(s)."
         )
@@ -268,8 +273,8 @@ class TestThrottleKeys:
         assert failure_keys("username") == {"lena"}
 
     def test_the_key_is_the_nfkc_normalised_case_folded_name(self):
-        assert throttle.throttle_username(" \uff4c\uff25na ") == "lena"
-        assert throttle.throttle_username("Stra\u00dfe") == "strasse"
+        assert signin.throttle_username(" \uff4c\uff25na ") == "lena"
+        assert signin.throttle_username("Stra\u00dfe") == "strasse"
 
     def test_it_ignores_a_forwarded_header_when_no_proxy_is_trusted(self, client, settings):
         settings.REPLAY_TRUSTED_PROXIES = ""
@@ -329,35 +334,35 @@ class TestClientAddress:
 
     def test_without_trusted_proxies_it_is_the_peer_address(self, settings):
         settings.REPLAY_TRUSTED_PROXIES = ""
-        assert throttle.client_ip(self.request("10.0.0.1", "1.2.3.4")) == "10.0.0.1"
+        assert signin.client_ip(self.request("10.0.0.1", "1.2.3.4")) == "10.0.0.1"
 
     def test_a_count_takes_that_many_hops_from_the_right(self, settings):
         settings.REPLAY_TRUSTED_PROXIES = "2"
         settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
         # the client forged the first entry; two proxies appended the next two
         forwarded = "6.6.6.6, 203.0.113.5, 10.0.0.8"
-        assert throttle.client_ip(self.request("10.0.0.9", forwarded)) == "203.0.113.5"
+        assert signin.client_ip(self.request("10.0.0.9", forwarded)) == "203.0.113.5"
         # fewer entries than trusted hops: nothing in the header can be trusted
-        assert throttle.client_ip(self.request("10.0.0.9", "203.0.113.5")) == "10.0.0.9"
+        assert signin.client_ip(self.request("10.0.0.9", "203.0.113.5")) == "10.0.0.9"
 
     def test_networks_skip_trusted_hops_and_need_a_trusted_peer(self, settings):
         settings.REPLAY_TRUSTED_PROXIES = "10.0.0.0/8, 192.168.1.1"
         settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
         forwarded = "6.6.6.6, 203.0.113.5, 192.168.1.1, 10.1.2.3"
-        assert throttle.client_ip(self.request("10.0.0.9", forwarded)) == "203.0.113.5"
+        assert signin.client_ip(self.request("10.0.0.9", forwarded)) == "203.0.113.5"
         # a peer outside the trusted networks is the client, whatever it forwards
-        assert throttle.client_ip(self.request("198.51.100.1", forwarded)) == "198.51.100.1"
+        assert signin.client_ip(self.request("198.51.100.1", forwarded)) == "198.51.100.1"
 
     def test_it_reads_the_configured_header(self, settings):
         settings.REPLAY_TRUSTED_PROXIES = "1"
         settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Real-IP"
         request = self.request("10.0.0.9", "203.0.113.5", header="HTTP_X_REAL_IP")
-        assert throttle.client_ip(request) == "203.0.113.5"
+        assert signin.client_ip(request) == "203.0.113.5"
 
     def test_a_malformed_forwarded_address_falls_back_to_the_peer(self, settings):
         settings.REPLAY_TRUSTED_PROXIES = "1"
         settings.REPLAY_TRUSTED_PROXY_HEADER = "X-Forwarded-For"
-        assert throttle.client_ip(self.request("10.0.0.9", "not-an-ip")) == "10.0.0.9"
+        assert signin.client_ip(self.request("10.0.0.9", "not-an-ip")) == "10.0.0.9"
 
     def test_a_nonsense_trusted_proxies_setting_stops_the_console_from_starting(self):
         import os
@@ -390,7 +395,7 @@ class TestClientAddress:
 
         settings.REPLAY_TRUSTED_PROXIES = "ten"
         with pytest.raises(ImproperlyConfigured, match="REPLAY_TRUSTED_PROXIES"):
-            throttle.client_ip(self.request("10.0.0.9", "203.0.113.5"))
+            signin.client_ip(self.request("10.0.0.9", "203.0.113.5"))
 
 
 class TestLockedOwnerWithSecondFactor:
