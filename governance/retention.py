@@ -139,26 +139,43 @@ def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
     (what the operations page shows). Within one verdict and format the rule is the same,
     so the oldest live traces of each pair expire first: each pair is read oldest first, a
     page of ``UPCOMING_SCAN`` at a time, until it gave ``limit`` unprotected traces (at most
-    ``UPCOMING_PAGES`` pages), so the page costs the same whatever the number of traces."""
+    ``UPCOMING_PAGES`` pages), so the page costs the same whatever the number of traces.
+    The pairs are read page by page together: one pass over the ledger per page round for
+    all of them (:func:`traces_protected`), not one per pair and page."""
     policy = retention_policy()
     if policy.empty:
         return []
-    found: list[retention.Decision] = []
+    pairs = []
     groups = Trace.objects.filter(expired_at__isnull=True).values_list("last_status", "format")
     for verdict, fmt in sorted(set(groups.distinct())):
         probe = retention.TraceFacts(0, "", fmt, verdict, None, timezone.now())
-        if retention.rule_for(policy, probe).days is None:
-            continue
-        oldest = _live().filter(last_status=verdict, format=fmt).order_by("start", "pk")
-        kept: list[retention.Decision] = []
-        for page in range(UPCOMING_PAGES):
-            traces = list(oldest[page * UPCOMING_SCAN : (page + 1) * UPCOMING_SCAN])
-            protected = traces_protected(traces)
-            decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
-            kept += [d for d in decisions if d.protected_by is None]
-            if len(kept) >= limit or len(traces) < UPCOMING_SCAN:
-                break
-        found += kept[:limit]
+        if retention.rule_for(policy, probe).days is not None:
+            pairs.append((verdict, fmt))
+    oldest = {
+        (verdict, fmt): _live().filter(last_status=verdict, format=fmt).order_by("start", "pk")
+        for verdict, fmt in pairs
+    }
+    kept: dict[tuple[str, str], list[retention.Decision]] = {pair: [] for pair in pairs}
+    reading = list(pairs)
+    for page in range(UPCOMING_PAGES):
+        if not reading:
+            break
+        pages = {
+            pair: list(oldest[pair][page * UPCOMING_SCAN : (page + 1) * UPCOMING_SCAN])
+            for pair in reading
+        }
+        reading = [pair for pair in reading if pages[pair]]
+        if not reading:
+            break
+        protected = traces_protected([t for pair in reading for t in pages[pair]])
+        more = []
+        for pair in reading:
+            decisions = retention.decide(policy, (_facts(t) for t in pages[pair]), protected)
+            kept[pair] += [d for d in decisions if d.protected_by is None]
+            if len(kept[pair]) < limit and len(pages[pair]) == UPCOMING_SCAN:
+                more.append(pair)
+        reading = more
+    found = [d for pair in pairs for d in kept[pair][:limit]]
     found.sort(key=lambda d: (d.expires_at, d.facts.pk))
     return found[:limit]
 
