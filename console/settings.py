@@ -394,6 +394,8 @@ AXES_CLIENT_IP_CALLABLE = "console.signin.axes_client_ip"
 AXES_LOCKOUT_CALLABLE = "console.signin.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_DISABLE_ACCESS_LOG = True  # failures only: sign-ins are not logged a second time here
+# what axes keeps of a failed try's form is masked, the code and the CSRF token with the rest
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token", "csrfmiddlewaretoken"]
 OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False

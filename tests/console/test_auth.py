@@ -121,6 +121,18 @@ class TestThrottle:
         assert LOCKED_10_MINUTES in wrong.content.decode()
         assert failures(username="alice") == 3  # a password alone is not even checked
 
+    def test_what_the_throttle_keeps_of_a_try_holds_no_secret(self, client):
+        persona("cora")
+        for _ in range(3):
+            login(client, "cora", "wrong")
+        age_failures(6)  # past the backoff: the try with a code is checked and counted
+        assert login(client, "cora", "s3cret-guess", token="654321").status_code == 429
+        assert failures(username="cora") == 4
+        kept = "\n".join(AccessAttempt.objects.values_list("post_data", flat=True))
+        assert "password=********************" in kept
+        for secret in ("wrong", "s3cret-guess", "654321", "cora"):
+            assert secret not in kept
+
     def test_it_names_the_minutes_left(self):
         assert signin.locked_message(61) == (
             "Too many failed sign-in attempts for this account from your address. "
