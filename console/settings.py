@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "template_partials",
     "django_otp",
     "django_otp.plugins.otp_totp",
+    "axes",  # sign-in throttling (console.signin)
     "replay",
     "governance",
     "console",
@@ -108,6 +109,8 @@ MIDDLEWARE = [
     "console.uploads.UploadLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks; the sign-in view renders its own lock-out answer
+    "axes.middleware.AxesMiddleware",
 ]
 
 # The Content-Security-Policy (django-csp): no inline script or style at all; scripts load
@@ -368,7 +371,8 @@ CELERY_BEAT_SCHEDULE["retention-run"] = {
 # /healthz answers anyone with its status only; its details (each check, the ledger head,
 # timings) go to a signed-in admin or to a monitor sending `Authorization: Bearer <this>`
 REPLAY_MONITORING_TOKEN = env_secret("REPLAY_MONITORING_TOKEN") or ""
-# sign-in throttle (console.throttle): this many failures per (username, address) per window
+# sign-in throttle (django-axes, configured in console.signin): this many failures per
+# (username, address) lock the pair until the window has passed since its last failure
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
 # a locked pair still signs in with password + a valid TOTP code this long after its last failure
@@ -378,6 +382,21 @@ LOGIN_THROTTLE_BACKOFF_SECONDS = env_int("LOGIN_THROTTLE_BACKOFF_SECONDS", 5)
 REPLAY_TRUSTED_PROXIES = env_str("REPLAY_TRUSTED_PROXIES")
 parse_trusted_proxies(REPLAY_TRUSTED_PROXIES)  # nonsense fails at start-up, not at sign-in
 REPLAY_TRUSTED_PROXY_HEADER = env_str("REPLAY_TRUSTED_PROXY_HEADER", "X-Forwarded-For")
+# django-axes reads the settings above through console.signin's callables
+AUTHENTICATION_BACKENDS = [
+    "console.signin.SecondFactorAxesBackend",  # axes' guard, with the locked owner's way in
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = "console.signin.axes_failure_limit"
+AXES_COOLOFF_TIME = "console.signin.axes_cool_off"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "console.signin.axes_username"
+AXES_CLIENT_IP_CALLABLE = "console.signin.axes_client_ip"
+AXES_LOCKOUT_CALLABLE = "console.signin.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # failures only: sign-ins are not logged a second time here
+# what axes keeps of a failed try's form is masked, the code and the CSRF token with the rest
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token", "csrfmiddlewaretoken"]
 OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
