@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from botocore.exceptions import ClientError
+from django.core.files import File
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
@@ -40,9 +41,12 @@ class AppendOnlyS3Storage(S3Storage):
         size = getattr(content, "size", None)
         if size is not None and size > MAX_PUT_BYTES:
             raise ValueError(f"{name}: {size} bytes is more than one PUT may store")
+        body = content
+        while isinstance(body, File):  # the stream itself: botocore mis-sends a File's bytes
+            body = body.file
         try:
             self.connection.meta.client.put_object(
-                Bucket=self.bucket_name, Key=key, Body=content, IfNoneMatch="*", **params
+                Bucket=self.bucket_name, Key=key, Body=body, IfNoneMatch="*", **params
             )
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") != "PreconditionFailed":
