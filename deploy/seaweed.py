@@ -228,6 +228,13 @@ class Seaweed:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        self.tighten()
+        for port in vars(self.ports).values():  # weed's gRPC sockets, which it leaves in /tmp
+            for leftover in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):  # noqa: S108
+                if leftover.is_socket() and leftover.lstat().st_uid == os.getuid():
+                    leftover.unlink(missing_ok=True)
+
+    def tighten(self) -> None:
         tighten(self.directory)
 
 
@@ -329,12 +336,23 @@ def ensure_bucket(store: Seaweed) -> None:
             # tightened below) before the console stores anything
             admin.put_object(Bucket=store.bucket, Key=".launcher-probe", Body=b"probe")
             admin.delete_object(Bucket=store.bucket, Key=".launcher-probe")
+            _grow_default_collection(store)
             break
         except (BotoCoreError, ClientError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
     tighten(store.directory)
+
+
+def _grow_default_collection(store: Seaweed) -> None:
+    """The same for the volumes the filer keeps its own files in (outside any bucket)."""
+    import urllib.request
+
+    url = f"http://{HOST}:{store.ports.filer}/.replay-launcher/probe"
+    for method, body in (("PUT", b"probe"), ("DELETE", None)):
+        request = urllib.request.Request(url, data=body, method=method)
+        urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
 
 
 def main() -> int:
