@@ -342,19 +342,25 @@ def main() -> int:
     say(f"state in {env['REPLAY_VAR_DIR']}, database {args.database}, broker {args.redis}")
     store = None
     background_env: dict[str, str] = {}
-    if args.seaweed:
-        import seaweed
-
-        store = seaweed.start(
-            Path(env["REPLAY_VAR_DIR"]) / "seaweed",
-            seaweed.Ports.parse(args.seaweed_ports),
-            "replay-blobs",
-        )
-        env.update(store.app_env(retention=False))
-        background_env = store.app_env(retention=True)
-        say(f"blobs on SeaweedFS: {store.endpoint}, bucket {store.bucket}")
+    # from here on a stop request stops SeaweedFS too (it runs in its own session)
+    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, _raise_stop)
     try:
+        if args.seaweed:
+            import seaweed
+
+            store = seaweed.start(
+                Path(env["REPLAY_VAR_DIR"]) / "seaweed",
+                seaweed.Ports.parse(args.seaweed_ports),
+                "replay-blobs",
+            )
+            env.update(store.app_env(retention=False))
+            background_env = store.app_env(retention=True)
+            say(f"blobs on SeaweedFS: {store.endpoint}, bucket {store.bucket}")
         return _serve(args, env, owner_url, background_env, store)
+    except Stop as why:  # before the three were started (migrate, the demo fill)
+        say(f"{why}: stopping")
+        return 0
     finally:
         if store is not None:
             store.stop()
