@@ -207,15 +207,32 @@ LOGOUT_REDIRECT_URL = "login"
 
 # --- storage: content-addressed trace blobs ---------------------------------------------
 REPLAY_S3_BUCKET = env_str("REPLAY_S3_BUCKET")
-if REPLAY_S3_BUCKET:
-    _blob_storage = {
-        "BACKEND": "storages.backends.s3.S3Storage",
+
+
+def _s3_storage(access_key_env: str, secret_env: str) -> dict:
+    """The blob bucket with one identity's keys (unset: boto3's own chain, e.g. AWS_*)."""
+    return {
+        "BACKEND": "console.blobstore.AppendOnlyS3Storage",
         "OPTIONS": {
             "bucket_name": REPLAY_S3_BUCKET,
             "endpoint_url": env_str("REPLAY_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("REPLAY_S3_REGION") or None,
+            "access_key": env_str(access_key_env) or None,
+            "secret_key": env_secret(secret_env) or None,
+            "addressing_style": env_str("REPLAY_S3_ADDRESSING_STYLE") or None,
             "file_overwrite": False,
         },
     }
+
+
+_retention_storage: dict | None = None
+if REPLAY_S3_BUCKET:
+    _blob_storage = _s3_storage("REPLAY_S3_ACCESS_KEY_ID", "REPLAY_S3_SECRET_ACCESS_KEY")
+    # the identity that may delete the bytes of expired traces (the worker's, not the web's)
+    if env_str("REPLAY_S3_RETENTION_ACCESS_KEY_ID"):
+        _retention_storage = _s3_storage(
+            "REPLAY_S3_RETENTION_ACCESS_KEY_ID", "REPLAY_S3_RETENTION_SECRET_ACCESS_KEY"
+        )
 else:
     _blob_storage = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
@@ -238,6 +255,8 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
+if _retention_storage is not None:  # retention deletes with these keys (replay.expiry)
+    STORAGES["blobs_retention"] = _retention_storage
 
 # --- AHD sidecars: the checkout whose token and brief files an uploaded sidecar is re-hashed
 # against (unset: the report says it cannot be; in development, replay/demo_ahd/)

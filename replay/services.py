@@ -26,7 +26,7 @@ from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
 from replay.signals import trace_stored
-from replay.storage import Spooled, blob_erased, blob_open, blob_put, spool
+from replay.storage import Spooled, blob_erased, blob_name, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
 Halts = Callable[[], Mapping[str, str] | None]
@@ -678,7 +678,10 @@ def _store(
                 "signature": snap.signature,
             },
         )
-    name = blob_put(spooled)
+    # stored after the trace_stored handlers ran: privacy stores the file sealed (its personal
+    # values cut out) under this name itself, so the plain bytes never reach a store that
+    # cannot replace them (the append-only S3 store, console.blobstore)
+    name = blob_name(spooled.sha256)
     try:
         blob, _ = Blob.objects.get_or_create(
             sha256=spooled.sha256, defaults={"size": spooled.size, "storage_name": name}
@@ -708,6 +711,8 @@ def _store(
         uploaded_by=uploaded_by,
     )
     trace_stored.send(sender=Trace, trace=row, opened=spooled.open)
+    if blob_put(spooled) != name:  # pragma: no cover - blob_put names by the digest
+        raise OSError(f"the blob store kept {spooled.sha256} under another name")
     return IngestResult(row, True, data)
 
 
