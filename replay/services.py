@@ -514,7 +514,7 @@ def _input_names(source: IO[bytes], filename: str) -> list[str]:
     except ReplayError:
         return []
     entries = [sidecar.token] + ([sidecar.brief] if sidecar.brief is not None else [])
-    from replay.formats.builtin import input_basename
+    from replay.formats.ahd.adapter import input_basename
 
     return [n for e in entries for n in (e.path, input_basename(e.path))]
 

@@ -1,6 +1,8 @@
-"""Trace formats, one module each, all behind one interface (`protocol.TraceFormat`) and one
-registry (`formats()`): the native "replay-trace" (`native/`), a Paxman ExecutionArtifact
-(`paxman.py`) and an AHD replay sidecar (`ahd.py`), adapted in `builtin.py`; installed
+"""Trace formats, one package each (`replay/formats/<name>/`, its format object in
+`<name>/adapter.py`), all behind one interface (`protocol.TraceFormat`) and one registry
+(`formats()`): the native "replay-trace" (`native/`), a ContextOS trace (`contextos/`), a
+Paxman ExecutionArtifact (`paxman/`), an AHD replay sidecar (`ahd/`), a Verist snapshot
+(`verist/`) and a MACE reflective log (`mace/`); what they share is `common.py`; installed
 packages add formats through the entry-point group `replay_console.formats`.
 
 Every registered format is detected (`detect_format`), verified (`manage.py verify`, the
@@ -8,20 +10,18 @@ upload page, `POST /api/traces/verify/`), stored (`ingest`, the upload page,
 `POST /api/traces/upload/`), listed (`?format=`) and re-verified by a governed replay the same
 way; see CONTRIBUTING.md "Add a trace format".
 
-`builtin` builds `replay.engine` reports, and the engine imports this package, so the
+The adapters build `replay.engine` reports, and the engine imports this package, so the
 registry is built where it is first used, never at the top of this module.
 """
 
 from __future__ import annotations
 
 import io
-import json
-import re
-from collections.abc import Iterator
 from typing import IO
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 from replay.formats import native
+from replay.formats.common import top_level_keys
 
 PAXMAN = "paxman-artifact"  # paxman.FORMAT
 AHD = "ahd-replay"  # ahd.FORMAT
@@ -29,10 +29,6 @@ VERIST = "verist-snapshot"  # verist.FORMAT
 
 #: How much of a file detection reads: enough for the first top-level keys of any format.
 SNIFF_BYTES = 1024**2
-
-_SPECIAL = re.compile(rb'["{}\[\]]')
-_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_WS = b" \t\r\n"
 
 
 def formats():
@@ -61,52 +57,6 @@ def open_trace(
             f"unknown format {declared_format!r}; supported: {native.FORMAT}",
         )
     return native.open_native(source, filename, limits)
-
-
-def top_level_keys(head: bytes) -> Iterator[str]:
-    """The keys of the JSON object `head` starts with, as far as `head` reaches.
-
-    A scan, not a parse: nested values are skipped by counting brackets outside strings, so
-    a prefix of a large document is enough and nothing is built. Stops quietly at anything
-    that is not a JSON object or at the end of `head`.
-    """
-    pos = 0
-    n = len(head)
-    if head.startswith(b"\xef\xbb\xbf"):
-        pos = 3
-    while pos < n and head[pos] in _WS:
-        pos += 1
-    if pos >= n or head[pos : pos + 1] != b"{":
-        return
-    depth = 0
-    while True:
-        m = _SPECIAL.search(head, pos)
-        if m is None:
-            return
-        ch = m.group()
-        if ch == b'"':
-            end = _STRING_REST.match(head, m.end())
-            if end is None:
-                return
-            pos = end.end()
-            if depth == 1:
-                after = pos
-                while after < n and head[after] in _WS:
-                    after += 1
-                if head[after : after + 1] == b":":
-                    try:
-                        key = json.loads(head[m.start() : pos])
-                    except ValueError:
-                        return
-                    yield key
-        elif ch in b"{[":
-            depth += 1
-            pos = m.end()
-        else:
-            depth -= 1
-            pos = m.end()
-            if depth <= 0:
-                return
 
 
 def detect_format(head: bytes, filename: str) -> str:

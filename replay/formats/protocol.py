@@ -5,6 +5,7 @@ A format is an object with:
 - ``name`` (what ``Trace.format`` stores and ``?format=`` filters on) and ``label`` (the
   format in words, for messages);
 - ``keys``: top-level JSON keys only this format has (detection: the first one met decides);
+  optionally ``shared_keys``, keys it shares with another format, which then decide nothing;
 - ``sniff(head, filename) -> bool``: a definite claim from the name or the first bytes alone
   (``*.replay.json`` is AHD, gzip is native) -- checked before any key is scanned;
 - ``parse(source, filename, ctx)``: the strict, bounded parse; raises ``ReplayError``;
@@ -31,10 +32,16 @@ A format is an object with:
   the defaults, the run stores the result, and ``verify``/``replay`` read it from
   ``VerifyContext.options``. A format without them refuses any option.
 
-Built-in formats are the native ``replay-trace``, the Paxman artifact and the AHD sidecar
-(:mod:`replay.formats.builtin`). Installed packages add formats through the entry-point group
-``replay_console.formats``: each entry point names a callable that takes the registry and
-registers what it brings, as step functions do (``replay_console.functions``)::
+- ``companions``: the rules (:class:`CompanionRule`, data) saying which other files of one
+  upload belong with a file of this format, by name; the upload page receives them as JSON
+  and groups a drop by them, the server the same way.
+
+Each format is one package ``replay/formats/<name>/`` whose ``adapter`` module holds the
+format object and a ``register(registry)``; the built-in ones are listed, one line each, in
+:data:`BUILTIN` (the order detection asks them). Installed packages add formats through the
+entry-point group ``replay_console.formats``: each entry point names a callable that takes
+the registry and registers what it brings, as step functions do
+(``replay_console.functions``)::
 
     [project.entry-points."replay_console.formats"]
     my_format = "my_package.trace_format:register"
@@ -124,6 +131,33 @@ class StoredFacts:
 
 
 @dataclass(frozen=True)
+class CompanionRule:
+    """Which other files of one upload belong with a file of this format, by name alone.
+
+    ``trace`` and ``companion`` are regular expressions that mean the same in Python and in
+    JavaScript (matched case-insensitively): a file whose name matches ``companion`` goes with
+    a file whose name matches ``trace``; in ``companion``, ``{stem}`` stands for the trace's
+    name with its ``trace`` match removed, escaped (``x.json`` -> ``x``). ``role`` is
+    ``"input"`` (stored with the trace as its snapshots) or ``"contract"`` (a Paxman contract);
+    ``needs_owner`` says whether a companion dropped without its trace is refused (a contract)
+    rather than treated as a file of its own.
+    """
+
+    trace: str
+    companion: str
+    role: str = "input"
+    needs_owner: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "trace": self.trace,
+            "companion": self.companion,
+            "role": self.role,
+            "needs_owner": self.needs_owner,
+        }
+
+
+@dataclass(frozen=True)
 class Difference:
     """One field that differs between two runs: a JSON pointer, before and after."""
 
@@ -137,6 +171,7 @@ class TraceFormat(Protocol):
     name: str
     label: str
     keys: frozenset[str]
+    companions: tuple[CompanionRule, ...]
     replay_note: str
     unstorable_codes: frozenset[str]
 
@@ -285,11 +320,15 @@ class FormatRegistry:
 
     def detect(self, head: bytes, filename: str, *, top_keys: Iterable[str]) -> str | None:
         """The format a file is: a definite claim first, then the first top-level key only
-        one format has; None when nothing tells."""
+        one format has (a key some format declares in ``shared_keys`` decides nothing);
+        None when nothing tells."""
         for fmt in self._formats.values():
             if fmt.sniff(head, filename):
                 return fmt.name
+        shared = {k for fmt in self._formats.values() for k in getattr(fmt, "shared_keys", ())}
         for key in top_keys:
+            if key in shared:
+                continue
             for fmt in self._formats.values():
                 if key in fmt.keys:
                     return fmt.name
@@ -305,6 +344,28 @@ def load_entry_points(registry: FormatRegistry, eps: Iterable[Any] | None = None
     return loaded
 
 
+#: The built-in formats, one registration line each, in the order detection asks them (a
+#: sidecar's name first; a ContextOS trace's keys before the native format's, since both have
+#: a ``trace_id``): ``module:callable`` as an entry point names it.
+BUILTIN = (
+    "replay.formats.ahd.adapter:register",
+    "replay.formats.contextos.adapter:register",
+    "replay.formats.native.adapter:register",
+    "replay.formats.paxman.adapter:register",
+    "replay.formats.verist.adapter:register",
+    "replay.formats.mace.adapter:register",
+)
+
+
+def register_builtin(registry: FormatRegistry) -> None:
+    """Register the built-in formats (:data:`BUILTIN`)."""
+    from importlib import import_module
+
+    for spec in BUILTIN:
+        module, _, attr = spec.partition(":")
+        getattr(import_module(module), attr)(registry)
+
+
 _default: FormatRegistry | None = None
 
 
@@ -312,10 +373,8 @@ def default_formats() -> FormatRegistry:
     """The built-in formats plus everything installed packages register."""
     global _default  # noqa: PLW0603 - built once per process, then read-only
     if _default is None:
-        from replay.formats import builtin
-
         registry = FormatRegistry()
-        builtin.register(registry)
+        register_builtin(registry)
         load_entry_points(registry)
         _default = registry
     return _default

@@ -13,13 +13,13 @@ from replay.formats import (
     AHD,
     PAXMAN,
     VERIST,
-    builtin,
     detect_format,
     format_names,
     formats,
     mace,
     native,
 )
+from replay.formats.common import differences
 from replay.formats.protocol import (
     ENTRY_POINT_GROUP,
     Difference,
@@ -27,6 +27,7 @@ from replay.formats.protocol import (
     StoredFacts,
     VerifyContext,
     load_entry_points,
+    register_builtin,
 )
 
 
@@ -63,7 +64,7 @@ class ToyFormat:
         return {"bytes": str(len(parsed))}
 
     def compare(self, a, b):
-        return builtin.differences(a, b)
+        return differences(a, b)
 
 
 def register_toy(registry):
@@ -72,7 +73,7 @@ def register_toy(registry):
 
 def toy_registry():
     registry = FormatRegistry()
-    builtin.register(registry)
+    register_builtin(registry)
     ep = SimpleNamespace(name="toy", group=ENTRY_POINT_GROUP, load=lambda: register_toy)
     assert load_entry_points(registry, [ep]) == ["toy"]
     return registry

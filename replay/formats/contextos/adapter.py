@@ -1,9 +1,9 @@
 """The ContextOS trace (:mod:`replay.formats.contextos`) behind the one format interface.
 
-- Detection: a ``*.contextos.json`` name, or a top-level key only a ContextOS trace has
-  (``invoke``, ``tool_envelopes``, ``decision_record``, ``pack_version``, ``kg_snapshot_id``)
-  among the first bytes -- a definite claim, asked before the native format's keys (a
-  ContextOS trace has a ``trace_id`` too).
+- Detection: a ``*.contextos.json`` name (a definite claim), or a top-level key only a
+  ContextOS trace has (``invoke``, ``tool_envelopes``, ``decision_record``, ``pack_version``,
+  ``kg_snapshot_id``) among the first bytes; its ``trace_id`` is shared with the native
+  format, so it decides nothing (``shared_keys``).
 - Parse: the strict streaming read; the pinned pack and KG snapshot are looked for among the
   files uploaded with the trace (``*.pack.json``, ``*.kg.json``, matched by content).
 - Verify: the chain and the record, without the pinned inputs.
@@ -22,23 +22,23 @@ from typing import IO, Any
 from replay import errors
 from replay.errors import ReplayError
 from replay.formats import contextos as cx
-from replay.formats import native, top_level_keys
-from replay.formats.builtin import (
-    AHD_KEYS,
-    NATIVE_KEYS,
-    PAXMAN_KEYS,
-    differences,
-    halt_refusal,
-    halts_clear,
+from replay.formats import native
+from replay.formats.common import differences, halt_refusal, halts_clear
+from replay.formats.protocol import (
+    CompanionRule,
+    Difference,
+    FormatRegistry,
+    StoredFacts,
+    StoredSnapshot,
+    VerifyContext,
 )
-from replay.formats.protocol import Difference, StoredFacts, StoredSnapshot, VerifyContext
 
 CONTEXTOS_KEYS = frozenset(
     {"invoke", "tool_envelopes", "decision_record", "pack_version", "kg_snapshot_id"}
 )
 SUFFIX = ".contextos.json"
-#: keys that say "another format" (a ContextOS trace has a trace_id too): the scan stops there
-OTHER_KEYS = (NATIVE_KEYS | PAXMAN_KEYS | AHD_KEYS) - {"trace_id"}
+#: keys a ContextOS trace shares with another format: they decide nothing in detection
+SHARED_KEYS = frozenset({"trace_id"})
 #: at most this many tool envelopes are compared field by field (two runs of one job)
 MAX_COMPARED_ENVELOPES = 1000
 
@@ -55,6 +55,9 @@ class ContextosFormat:
     name = cx.FORMAT
     label = "a ContextOS trace"
     keys = CONTEXTOS_KEYS
+    shared_keys = SHARED_KEYS
+    #: its pinned pack and KG snapshot, dropped beside it
+    companions = (CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),)
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = (
         "runs the pack's registered canonical loop offline over the recorded tool results, "
@@ -63,16 +66,7 @@ class ContextosFormat:
     )
 
     def sniff(self, head: bytes, filename: str) -> bool:
-        if filename.lower().endswith(SUFFIX):
-            return True
-        if head.startswith(native.GZIP_MAGIC):
-            return False
-        for key in top_level_keys(head):
-            if key in CONTEXTOS_KEYS:
-                return True
-            if key in OTHER_KEYS:
-                return False  # another format's key came first: detection decides
-        return False
+        return filename.lower().endswith(SUFFIX)
 
     def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> ContextosRun:
         trace = cx.parse(source, filename)
@@ -171,3 +165,7 @@ class ContextosFormat:
             return out
 
         return differences(doc(a), doc(b))
+
+
+def register(registry: FormatRegistry) -> None:
+    registry.register(ContextosFormat())
