@@ -32,8 +32,6 @@ from replay.storage import Spooled, blob_erased, blob_open, blob_put, spool
 Halts = Callable[[], Mapping[str, str] | None]
 #: a Paxman contract supplied with an artifact: (its file name, its bytes)
 Contract = tuple[str, bytes]
-#: the name rule of a contract dropped beside its artifact: ``x.json`` -> ``x.contract.json``
-CONTRACT_SUFFIX = ".contract.json"
 
 
 @dataclass
@@ -499,24 +497,14 @@ def trace_upload(
     )
 
 
-def _input_names(source: IO[bytes], filename: str) -> list[str]:
-    """The input files an AHD sidecar names (recorded paths and their file names); [] for
-    anything else, a sidecar that does not parse included (it is refused on its own)."""
-    from replay.formats import ahd
-
-    fmt, stream = sniff(source, filename)
-    if fmt != AHD:
-        # another format that names files uploaded with it (a MACE log's snapshot files)
-        named = getattr(formats().get(fmt), "input_names", None)
-        return named(stream, filename) if named is not None else []
-    try:
-        sidecar = ahd.parse_sidecar(stream.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
-    except ReplayError:
-        return []
-    entries = [sidecar.token] + ([sidecar.brief] if sidecar.brief is not None else [])
-    from replay.formats.ahd.adapter import input_basename
-
-    return [n for e in entries for n in (e.path, input_basename(e.path))]
+def _input_names(source: IO[bytes], filename: str, fmt: str | None = None) -> list[str]:
+    """The files a file names that are uploaded beside it, by its format's ``input_names``
+    (an AHD sidecar's token and brief, a MACE log's snapshot files); [] for a format that
+    names none. ``fmt``: the format already detected (the file is then not sniffed again)."""
+    if fmt is None:
+        fmt, source = sniff(source, filename)
+    named = getattr(formats().get(fmt), "input_names", None)
+    return named(source, filename) if named is not None else []
 
 
 def sibling_inputs(path: Path) -> dict[str, bytes]:
@@ -539,79 +527,64 @@ def sibling_inputs(path: Path) -> dict[str, bytes]:
 def trace_upload_batch(
     *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
 ) -> list[BatchOutcome]:
-    """Several files uploaded at once (the upload page). A file an AHD sidecar of the batch
-    names (by its recorded path or file name), or an archive of such files (``.tar.gz``,
-    ``.tgz``, ``.zip``) dropped with a sidecar, is that sidecar's input, stored with it as its
-    snapshots, not a trace of its own (dropped without one, an archive is one whole AHD run:
-    its sidecar with the token and brief it names); ``x.contract.json`` dropped with the
-    Paxman artifact ``x.json`` is that artifact's contract; a ContextOS trace's pinned pack
-    and KG snapshot (``*.pack.json``, ``*.kg.json``) dropped with it are its inputs; every
-    other file is stored (or refused) on its own."""
-    from replay.formats import ahd, archive, contextos
+    """Several files uploaded at once (the upload page). Each file is sniffed once; its
+    companions are grouped by the formats' own rules (:func:`group_companions`, the rules
+    ``upload.js`` groups a drop by): an AHD sidecar takes the files of the drop that are not
+    traces (its token and brief, or an archive of them), a Paxman artifact ``x.json`` takes
+    ``x.contract.json`` (its contract), a ContextOS trace its pinned pack and KG snapshot
+    (``*.pack.json``, ``*.kg.json``); and the files a file names (``input_names``: an AHD
+    sidecar's recorded paths, a MACE log's snapshot files) are inputs of the batch. A
+    companion is stored with its trace, not as a trace of its own; one that needs its trace
+    and came without it is refused (a contract without its artifact); every other file is
+    stored (or refused) on its own (dropped without a sidecar, an archive is one whole AHD
+    run: its sidecar with the token and brief it names)."""
+    from replay.formats import archive, companion_alone, group_companions
 
     names = [name for name, _source in files]
-    sidecars = [n for n in names if n.lower().endswith(ahd.SIDECAR_SUFFIX)]
+    detected: dict[str, str] = {}
     named: dict[str, str] = {}
-    contextos_traces: list[str] = []
     for name, source in files:
-        for wanted in _input_names(source, name):
+        fmt, stream = sniff(source, name)
+        detected[name] = fmt
+        for wanted in _input_names(stream, name, fmt):
             named.setdefault(wanted, name)
         source.seek(0)
-        if not name.lower().endswith(contextos.INPUT_SUFFIXES):
-            if sniff(source, name)[0] == contextos.FORMAT:
-                contextos_traces.append(name)
-            source.seek(0)
-    # a ContextOS trace's pinned pack and KG snapshot (*.pack.json, *.kg.json) come beside it
-    contextos_named = {
-        name: contextos_traces[0]
-        for name, _ in files
-        if contextos_traces and name.lower().endswith(contextos.INPUT_SUFFIXES)
-    }
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    groups = group_companions(names, detected)
+    owner_of = {c: (owner, rule) for owner, group in groups.items() for c, rule in group}
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    max_archive = archive_limits().max_archive_bytes
+    read: dict[str, bytes] = {}
     inputs: dict[str, bytes] = {}
-    contextos_inputs: dict[str, bytes] = {}
-    contracts: dict[str, Contract] = {}
     companions: list[BatchOutcome] = []
     outcomes: list[BatchOutcome] = []
+    naming = set(named.values())
     for name, source in files:
-        lower = name.lower()
-        if name in contextos_named:
-            contextos_inputs[name] = source.read(contextos.MAX_INPUT_BYTES + 1)
-            companions.append(BatchOutcome(name, input_of=contextos_named[name]))
-        elif lower.endswith(CONTRACT_SUFFIX):
-            artifact = name[: -len(CONTRACT_SUFFIX)] + ".json"
-            if artifact in names:
-                contracts[artifact] = (name, source.read(limit + 1))
-                companions.append(BatchOutcome(name, input_of=artifact))
-            else:
-                message = (
-                    f"{name} is a Paxman contract (named {CONTRACT_SUFFIX}); drop it together "
-                    f"with the artifact it belongs to, {artifact}"
-                )
-                outcomes.append(
-                    BatchOutcome(name, error=ReplayError(errors.INVALID_CONTRACT, message))
-                )
-        elif archive.is_archive(name) and name not in named and sidecars:
-            inputs[name] = source.read(archive_limits().max_archive_bytes + 1)
-            companions.append(BatchOutcome(name, input_of=sidecars[0]))
-        # an archive dropped without a sidecar is one AHD run handed over whole
-        # (trace_ingest reads it as its sidecar and inputs, or refuses it saying why)
-        elif name in named and not lower.endswith(ahd.SIDECAR_SUFFIX):
-            inputs[name] = source.read(limit + 1)
+        cap = max_archive if archive.is_archive(name) else limit
+        if name in owner_of:
+            read[name] = source.read(cap + 1)
+            companions.append(BatchOutcome(name, input_of=owner_of[name][0]))
+        elif (alone := companion_alone(name)) is not None:
+            refusal = getattr(formats().get(alone[0]), "companion_alone", None)
+            if refusal is not None:
+                outcomes.append(BatchOutcome(name, error=refusal(name)))
+        elif name in named and name not in naming:
+            inputs[name] = source.read(cap + 1)
             companions.append(BatchOutcome(name, input_of=named[name]))
     taken = {o.filename for o in companions + outcomes}
     stored: list[BatchOutcome] = []
     for name, source in files:
         if name in taken:
             continue
-        given = contextos_inputs if name in contextos_traces else inputs
+        own = groups.get(name, [])
+        given = {**inputs, **{c: read[c] for c, rule in own if rule.role == "input"}}
+        contract = next(((c, read[c]) for c, rule in own if rule.role == "contract"), None)
         try:
             result = trace_upload(
                 source=source,
                 filename=name,
                 uploaded_by=uploaded_by,
                 inputs=given,
-                contract=contracts.get(name),
+                contract=contract,
             )
         except ReplayError as exc:
             stored.append(BatchOutcome(name, error=exc))

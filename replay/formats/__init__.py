@@ -17,11 +17,14 @@ registry is built where it is first used, never at the top of this module.
 from __future__ import annotations
 
 import io
+import re
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 from replay.formats import native
 from replay.formats.common import top_level_keys
+from replay.formats.protocol import CompanionRule
 
 PAXMAN = "paxman-artifact"  # paxman.FORMAT
 AHD = "ahd-replay"  # ahd.FORMAT
@@ -41,6 +44,59 @@ def formats():
 def format_names() -> list[str]:
     """Every format this console reads and stores, by name."""
     return formats().names()
+
+
+def companion_rules() -> list[dict[str, object]]:
+    """Every registered format's companion rules as data (``CompanionRule.as_json`` with the
+    format's name), in registration order: what the upload page groups a drop by."""
+    return [
+        {"format": fmt.name, **rule.as_json()}
+        for fmt in formats()
+        for rule in getattr(fmt, "companions", ())
+    ]
+
+
+def _companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
+    filled = rule.companion.replace("{stem}", ".+" if stem is None else re.escape(stem))
+    return re.compile(filled, re.IGNORECASE)
+
+
+def group_companions(
+    names: Sequence[str], detected: Mapping[str, str] | None = None
+) -> dict[str, list[tuple[str, CompanionRule]]]:
+    """Which files of one upload go with which, by the formats' companion rules: owner ->
+    [(companion, rule)], in the order of ``names``. What ``upload.js`` does with the same rules
+    (a file whose name matches a rule's ``trace`` takes the others matching its ``companion``);
+    the server also takes a file ``detected`` as the rule's format as an owner whatever its
+    name (it has read the file's first bytes, the page has not). A companion is never an owner."""
+    detected = detected or {}
+    groups: dict[str, list[tuple[str, CompanionRule]]] = {}
+    for fmt in formats():
+        for rule in getattr(fmt, "companions", ()):
+            trace = re.compile(rule.trace, re.IGNORECASE)
+            for owner in names:
+                found = trace.search(owner)
+                if found is None and detected.get(owner) != fmt.name:
+                    continue
+                stem = owner[: found.start()] + owner[found.end() :] if found else owner
+                pattern = _companion_pattern(rule, stem)
+                for other in names:
+                    if other != owner and pattern.search(other):
+                        mine = groups.setdefault(owner, [])
+                        if all(other != c for c, _ in mine):
+                            mine.append((other, rule))
+    taken = {c for group in groups.values() for c, _ in group}
+    return {owner: group for owner, group in groups.items() if owner not in taken}
+
+
+def companion_alone(name: str) -> tuple[str, CompanionRule] | None:
+    """The format and rule of a file that is only ever a companion (``needs_owner``), by its
+    name: dropped without its trace, it is refused (``TraceFormat.companion_alone``)."""
+    for fmt in formats():
+        for rule in getattr(fmt, "companions", ()):
+            if rule.needs_owner and _companion_pattern(rule, None).search(name):
+                return fmt.name, rule
+    return None
 
 
 def open_trace(

@@ -122,6 +122,16 @@ class AhdFormat:
             )
         return AhdRun(ahd.parse_sidecar(data, where=filename), data, filename)
 
+    def input_names(self, source: IO[bytes], filename: str) -> list[str]:
+        """The input files a sidecar names (recorded paths and their file names); [] for a
+        sidecar that does not parse (it is refused on its own), a report included."""
+        try:
+            sidecar = ahd.parse_sidecar(source.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
+        except ReplayError:
+            return []
+        entries = [sidecar.token] + ([sidecar.brief] if sidecar.brief is not None else [])
+        return [n for e in entries for n in (e.path, input_basename(e.path))]
+
     def refused(self, exc: ReplayError, filename: str, ctx: VerifyContext) -> ReplayReport:
         report = ahd._report(ctx.mode)
         report.checks.append(Check("format", False, exc.message))

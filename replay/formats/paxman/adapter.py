@@ -23,6 +23,9 @@ from replay.formats.protocol import (
 )
 from replay.report import Check, ReplayReport
 
+#: the name rule of a contract dropped beside its artifact: ``x.json`` -> ``x.contract.json``
+CONTRACT_SUFFIX = ".contract.json"
+
 PAXMAN_KEYS = frozenset(
     {"capability_versions", "contract_id", "diagnostics", "evidence", "execution_plan"}
     | {"field_results", "normalized_data", "paxman_version", "planner_version"}
@@ -47,6 +50,15 @@ class PaxmanFormat:
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return False
+
+    def companion_alone(self, name: str) -> ReplayError:
+        """A contract dropped without the artifact it belongs to."""
+        artifact = name[: -len(CONTRACT_SUFFIX)] + ".json"
+        message = (
+            f"{name} is a Paxman contract (named {CONTRACT_SUFFIX}); drop it together "
+            f"with the artifact it belongs to, {artifact}"
+        )
+        return ReplayError(errors.INVALID_CONTRACT, message)
 
     def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> paxman.Artifact:
         data = source.read(paxman.MAX_ARTIFACT_BYTES + 1)
