@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -507,23 +508,6 @@ def _input_names(source: IO[bytes], filename: str, fmt: str | None = None) -> li
     return named(source, filename) if named is not None else []
 
 
-def sibling_inputs(path: Path) -> dict[str, bytes]:
-    """The files a file on disk names that lie beside it (a MACE log's snapshot files, read
-    from its directory by the CLI), by name; {} for a format that names none."""
-    with path.open("rb") as fh:
-        names = [n for n in _input_names(fh, path.name) if "/" not in n and "\\" not in n]
-    if not names or path.name.lower().endswith(".replay.json"):
-        return {}  # an AHD sidecar's inputs are read from its checkout
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
-    found = {}
-    for name in dict.fromkeys(names):
-        candidate = path.parent / name
-        if candidate.is_file():
-            with candidate.open("rb") as fh:
-                found[name] = fh.read(limit + 1)
-    return found
-
-
 def trace_upload_batch(
     *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
 ) -> list[BatchOutcome]:
@@ -593,42 +577,51 @@ def trace_upload_batch(
     return stored + outcomes + companions
 
 
-def contextos_inputs_beside(path: Path) -> dict[str, bytes]:
-    """The pinned inputs a ContextOS trace on disk may have in its directory (``*.pack.json``,
-    ``*.kg.json``, at most 64 of them, each bounded): what ``ingest`` and ``replay PATH``
-    store with it, as the upload page stores the files dropped beside it."""
-    from replay.formats import contextos
-
-    found: dict[str, bytes] = {}
-    for candidate in sorted(path.parent.iterdir())[:10_000]:
-        if len(found) >= 64:
-            break
-        if candidate.name.lower().endswith(contextos.INPUT_SUFFIXES) and candidate.is_file():
-            with candidate.open("rb") as fh:
-                found[candidate.name] = fh.read(contextos.MAX_INPUT_BYTES + 1)
-    return found
+#: at most this many companion files are read from a directory, of at most this many entries
+MAX_BESIDE_FILES = 64
+MAX_BESIDE_SCANNED = 10_000
 
 
 def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]:
-    """The companion files of a file on disk, by its format's rule, read from its directory:
-    a ContextOS trace's pinned pack and KG snapshot (plus the ContextOS inputs ``given`` on
-    the command line), a MACE log's snapshot files (the files it names); {} for a format
-    with none (an AHD sidecar's inputs come from its checkout). The one grouping ``ingest``,
-    ``replay PATH`` and ``verify`` share, as the upload page groups the files dropped
-    together."""
-    if is_contextos_file(path):
-        found = contextos_inputs_beside(path)
-        found.update({g.name: g.read_bytes() for g in given})
-        return found
-    return sibling_inputs(path)
-
-
-def is_contextos_file(path: Path) -> bool:
-    """Whether the file at ``path`` is detected as a ContextOS trace."""
-    from replay.formats import contextos
+    """The companion files of a file on disk, read from its directory by its format's rules,
+    as the upload page groups the files dropped together: the files matching its companion
+    rules (``beside``; a ContextOS trace's pinned pack and KG snapshot, plus the ones
+    ``given`` on the command line), and the files it names (``input_names``: a MACE log's
+    snapshot files). {} for a format whose inputs come from elsewhere (an AHD sidecar's, from
+    its checkout). The one grouping ``ingest``, ``replay PATH`` and ``verify`` share."""
+    from replay.formats import _companion_pattern
 
     with path.open("rb") as fh:
-        return sniff(fh, path.name)[0] == contextos.FORMAT
+        fmt_name, stream = sniff(fh, path.name)
+        fmt = formats().get(fmt_name)
+        if not getattr(fmt, "inputs_beside", True):
+            return {}
+        names = [n for n in _input_names(stream, path.name, fmt_name) if "/" not in n]
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    found: dict[str, bytes] = {}
+    rules = [r for r in getattr(fmt, "companions", ()) if r.beside and r.role == "input"]
+    if rules:
+        stem = path.name
+        patterns = []
+        for rule in rules:
+            match = re.search(rule.trace, path.name, re.IGNORECASE)
+            stem = path.name[: match.start()] + path.name[match.end() :] if match else path.name
+            patterns.append(_companion_pattern(rule, stem))
+        for candidate in sorted(path.parent.iterdir())[:MAX_BESIDE_SCANNED]:
+            if len(found) >= MAX_BESIDE_FILES:
+                break
+            if candidate == path or not any(p.search(candidate.name) for p in patterns):
+                continue
+            if candidate.is_file():
+                with candidate.open("rb") as fh:
+                    found[candidate.name] = fh.read(limit + 1)
+        found.update({g.name: g.read_bytes() for g in given})
+    for name in dict.fromkeys(n for n in names if "\\" not in n):
+        candidate = path.parent / name
+        if name not in found and candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[name] = fh.read(limit + 1)
+    return found
 
 
 @transaction.atomic(durable=True)

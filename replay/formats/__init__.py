@@ -99,6 +99,17 @@ def companion_alone(name: str) -> tuple[str, CompanionRule] | None:
     return None
 
 
+def companion_on_disk(name: str) -> str | None:
+    """The format a file given on a command line is a companion of, by its name alone (a
+    rule read ``beside`` a file on disk, e.g. a ContextOS trace's ``*.pack.json``), or
+    None."""
+    for fmt in formats():
+        for rule in getattr(fmt, "companions", ()):
+            if rule.beside and rule.role == "input" and _companion_pattern(rule, None).search(name):
+                return fmt.name
+    return None
+
+
 def open_trace(
     source: IO[bytes],
     filename: str,

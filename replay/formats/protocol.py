@@ -140,13 +140,16 @@ class CompanionRule:
     name with its ``trace`` match removed, escaped (``x.json`` -> ``x``). ``role`` is
     ``"input"`` (stored with the trace as its snapshots) or ``"contract"`` (a Paxman contract);
     ``needs_owner`` says whether a companion dropped without its trace is refused (a contract)
-    rather than treated as a file of its own.
+    rather than treated as a file of its own. ``beside``: whether, for a file on disk
+    (``ingest``, ``verify``, ``replay PATH``), its companions are the files of its directory
+    (and of the command line) that match (False for AHD, whose inputs come from a checkout).
     """
 
     trace: str
     companion: str
     role: str = "input"
     needs_owner: bool = False
+    beside: bool = True
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -154,6 +157,7 @@ class CompanionRule:
             "companion": self.companion,
             "role": self.role,
             "needs_owner": self.needs_owner,
+            "beside": self.beside,
         }
 
 

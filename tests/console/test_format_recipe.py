@@ -16,6 +16,7 @@ from django.core.management import call_command
 from replay.errors import INTEGRITY_FAILURE
 from replay.formats import detect_format, format_names, protocol
 from replay.models import Trace
+from replay.services import inputs_beside
 from tests.console.formats import (
     api_client,
     compare_page,
@@ -74,9 +75,12 @@ def test_manage_py_verify_reads_a_toy_log(tmp_path, capsys):
     )
 
 
-def test_manage_py_ingest_stores_a_toy_log(tmp_path, capsys):
+def test_manage_py_ingest_stores_a_toy_log_with_the_note_beside_it(tmp_path, capsys):
     path = tmp_path / "a.toy.json"
     path.write_bytes(toy_bytes("a", [1, 2]))
+    (tmp_path / "a.note.txt").write_bytes(b"seven b")
+    (tmp_path / "b.note.txt").write_bytes(b"another log's")
+    assert inputs_beside(path) == {"a.note.txt": b"seven b"}
     call_command("ingest", str(path))
     trace = Trace.objects.get()
     assert (trace.format, trace.trace_id, trace.job_id) == (toy.FORMAT, "a", "toy-job")

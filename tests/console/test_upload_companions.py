@@ -22,6 +22,7 @@ RULES = [
         "companion": r"\.(tar\.gz|tgz|zip)$|^(?!.*\.(json|jsonl|gz)$)",
         "role": "input",
         "needs_owner": False,
+        "beside": False,
     },
     {
         "format": "contextos-trace",
@@ -29,6 +30,7 @@ RULES = [
         "companion": r"\.(pack|kg)\.json$",
         "role": "input",
         "needs_owner": False,
+        "beside": True,
     },
     {
         "format": "paxman-artifact",
@@ -36,6 +38,7 @@ RULES = [
         "companion": r"^{stem}\.contract\.json$",
         "role": "contract",
         "needs_owner": True,
+        "beside": True,
     },
 ]
 

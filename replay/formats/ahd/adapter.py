@@ -94,13 +94,19 @@ class AhdFormat:
     #: the files dropped with a sidecar that are not traces themselves (its token and brief,
     #: or an archive of them), and, on the server, every file the sidecar names
     companions = (
-        CompanionRule(r"\.replay\.json$", r"\.(tar\.gz|tgz|zip)$|^(?!.*\.(json|jsonl|gz)$)"),
+        CompanionRule(
+            r"\.replay\.json$",
+            r"\.(tar\.gz|tgz|zip)$|^(?!.*\.(json|jsonl|gz)$)",
+            beside=False,
+        ),
     )
     #: a sidecar whose inputs did not come with it is not stored: re-verifying it later
     #: would depend on a server checkout
     unstorable_codes = frozenset(
         {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.MISSING_SNAPSHOT}
     )
+    #: on disk, a sidecar's inputs are read from its checkout, never from its directory
+    inputs_beside = False
     replay_note = (
         "AHD recomputes nothing: re-verifying re-hashes the token and brief stored with the run"
     )
