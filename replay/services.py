@@ -362,6 +362,7 @@ def trace_ingest(
     inputs: Mapping[str, bytes] | None = None,
     input_root: str | os.PathLike[str] | None = None,
     contract: Contract | None = None,
+    detected: str | None = None,
 ) -> IngestResult:
     """Store one file of any registered format, verified. A refused file stores nothing and
     raises ReplayError.
@@ -374,14 +375,20 @@ def trace_ingest(
     ``contract``: the contract a Paxman artifact is checked against (``INVALID_CONTRACT``
     refuses the artifact). An archive given as the file itself is one AHD run handed over
     whole (its sidecar with the token and brief it names): the sidecar is stored with them.
+    ``detected``: the format the caller already sniffed ``source`` as, positioned at its start
+    (the upload batch): it is not sniffed again.
     """
     from replay.formats import archive
 
     if archive.is_archive(filename):
         source, filename, inputs = _archived_run(source, filename, inputs)
+        detected = None
     if declared_format is not None:
         _format(declared_format)
-    fmt, stream = sniff(source, filename)
+    if detected is not None:
+        fmt, stream = detected, source
+    else:
+        fmt, stream = sniff(source, filename)
     if declared_format is not None and declared_format != fmt:
         raise ReplayError(
             errors.MALFORMED_TRACE,
@@ -487,6 +494,7 @@ def trace_upload(
     uploaded_by: Any = None,
     inputs: Mapping[str, bytes] | None = None,
     contract: Contract | None = None,
+    detected: str | None = None,
 ) -> IngestResult:
     """What the console's upload page does with one file: stores it, as :func:`trace_ingest`."""
     return trace_ingest(
@@ -495,6 +503,7 @@ def trace_upload(
         uploaded_by=uploaded_by,
         inputs=inputs,
         contract=contract,
+        detected=detected,
     )
 
 
@@ -569,6 +578,7 @@ def trace_upload_batch(
                 uploaded_by=uploaded_by,
                 inputs=given,
                 contract=contract,
+                detected=detected[name],
             )
         except ReplayError as exc:
             stored.append(BatchOutcome(name, error=exc))

@@ -5,6 +5,7 @@ a file names)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -102,3 +103,26 @@ def test_a_companion_that_needs_its_trace_is_known_by_its_name_alone():
     assert found[0] == "paxman-artifact"
     assert companion_alone("y.json") is None
     assert companion_alone("landing.yml") is None
+
+
+def test_the_server_sniffs_each_file_of_a_batch_once(monkeypatch, db):
+    from replay import services
+    from tests.console.conftest import trace_bytes
+
+    sniffed = []
+    real = services.sniff
+
+    def counting(source, filename):
+        sniffed.append(filename)
+        return real(source, filename)
+
+    monkeypatch.setattr(services, "sniff", counting)
+    files = [
+        ("a.trace.json", io.BytesIO(trace_bytes("ok"))),
+        ("x.json", io.BytesIO(b'{"contract_id": "c"}')),
+        ("x.contract.json", io.BytesIO(b"{}")),
+    ]
+    outcomes = services.trace_upload_batch(files=files)
+    assert sorted(sniffed) == ["a.trace.json", "x.contract.json", "x.json"]
+    assert [o.filename for o in outcomes] == ["a.trace.json", "x.json", "x.contract.json"]
+    assert outcomes[2].input_of == "x.json"
