@@ -20,6 +20,8 @@ A format is an object with:
   one; ``None`` when it does not, and ``replay_note`` says what re-verifying does instead;
 - ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
 - ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
+  optionally ``report_template``, the template of its own part of a run's report page
+  (included with the run's ``report``);
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are

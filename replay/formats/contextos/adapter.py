@@ -56,6 +56,8 @@ class ContextosFormat:
     label = "a ContextOS trace"
     keys = CONTEXTOS_KEYS
     shared_keys = SHARED_KEYS
+    #: its part of a run's report page: the ContextOS status, rule, record hash, divergence
+    report_template = "console/formats/contextos_report.html"
     #: its pinned pack and KG snapshot, dropped beside it
     companions = (CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),)
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
