@@ -5,20 +5,25 @@ other and never the registry (``replay.formats``).
   (detection, and a format's own ``sniff``);
 - :func:`differences`: two JSON documents compared field by field (JSON pointers), the
   ``compare`` of a format that has nothing better;
-- :func:`halt_refusal` / :func:`halts_clear`: the halts check every format runs first.
+- :func:`halt_refusal` / :func:`halts_clear`: the halts check every format runs first;
+- :func:`snapshot_id_of`: the content address of a body kept in the snapshot store
+  (``sha256:`` over its ``mace-v1`` bytes), whatever format stores it.
 
 Pure: no Django.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from replay import errors
+from replay.canonical import CanonicalError, mace_v1
 from replay.diff import diff
+from replay.errors import ReplayError
 from replay.formats.protocol import Difference, VerifyContext
 from replay.report import Check, ReplayReport
 
@@ -113,3 +118,17 @@ def halts_clear(report: ReplayReport, ctx: VerifyContext) -> ReplayReport:
     if ctx.halted is not None:
         report.checks.insert(min(1, len(report.checks)), Check("halts", True, HALTS_CLEAR))
     return report
+
+
+def snapshot_id_of(body: Any) -> str:
+    """The content address of a stored body: ``sha256:`` over its ``mace-v1`` bytes. A value
+    ``mace-v1`` cannot write is a malformed file (``MALFORMED_TRACE``)."""
+    try:
+        data = mace_v1(body)
+    except CanonicalError as exc:
+        raise ReplayError(errors.MALFORMED_TRACE, f"snapshot body: {exc}") from None
+    except RecursionError:
+        raise ReplayError(
+            errors.MALFORMED_TRACE, "snapshot body: nesting is deeper than the canonicaliser allows"
+        ) from None
+    return "sha256:" + hashlib.sha256(data).hexdigest()

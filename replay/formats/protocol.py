@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 ENTRY_POINT_GROUP = "replay_console.formats"
 
@@ -173,7 +173,12 @@ class Difference:
     after: Any
 
 
-class TraceFormat(Protocol):
+#: what a format's ``parse`` gives and its other methods take (``native.NativeTrace``,
+#: ``paxman.Artifact``, ``AhdRun``, ...): each adapter names its own
+Parsed = TypeVar("Parsed")
+
+
+class TraceFormat(Protocol[Parsed]):
     name: str
     label: str
     keys: frozenset[str]
@@ -183,19 +188,19 @@ class TraceFormat(Protocol):
 
     def sniff(self, head: bytes, filename: str) -> bool: ...
 
-    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> Any: ...
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> Parsed: ...
 
     def refused(self, exc: Any, filename: str, ctx: VerifyContext) -> Any: ...
 
-    def verify(self, parsed: Any, filename: str, ctx: VerifyContext) -> Any: ...
+    def verify(self, parsed: Parsed, filename: str, ctx: VerifyContext) -> Any: ...
 
-    def replay(self, parsed: Any, filename: str, ctx: VerifyContext) -> Any | None: ...
+    def replay(self, parsed: Parsed, filename: str, ctx: VerifyContext) -> Any | None: ...
 
-    def facts(self, parsed: Any, report: Any, ctx: VerifyContext) -> StoredFacts: ...
+    def facts(self, parsed: Parsed, report: Any, ctx: VerifyContext) -> StoredFacts: ...
 
-    def panel(self, parsed: Any) -> dict[str, str]: ...
+    def panel(self, parsed: Parsed) -> dict[str, str]: ...
 
-    def compare(self, a: Any, b: Any) -> list[Difference]: ...
+    def compare(self, a: Parsed, b: Parsed) -> list[Difference]: ...
 
 
 OPTIONS_NOT_AN_OBJECT = "options must be a JSON object of option names to values, got {observed}"
@@ -308,14 +313,14 @@ class FormatRegistry:
     """The formats this console reads, in the order detection asks them."""
 
     def __init__(self) -> None:
-        self._formats: dict[str, TraceFormat] = {}
+        self._formats: dict[str, TraceFormat[Any]] = {}
 
-    def register(self, fmt: TraceFormat) -> None:
+    def register(self, fmt: TraceFormat[Any]) -> None:
         if fmt.name in self._formats:
             raise ValueError(f"format {fmt.name!r} is already registered")
         self._formats[fmt.name] = fmt
 
-    def get(self, name: str) -> TraceFormat | None:
+    def get(self, name: str) -> TraceFormat[Any] | None:
         return self._formats.get(name)
 
     def names(self) -> list[str]:

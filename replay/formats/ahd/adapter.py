@@ -27,8 +27,8 @@ from typing import IO, Any
 
 from replay import errors
 from replay.errors import ReplayError
-from replay.formats import ahd, native
-from replay.formats.common import differences, halt_refusal, halts_clear
+from replay.formats import ahd
+from replay.formats.common import differences, halt_refusal, halts_clear, snapshot_id_of
 from replay.formats.protocol import (
     CompanionRule,
     Difference,
@@ -93,7 +93,7 @@ class AhdFormat:
     keys = AHD_KEYS
     #: the files dropped with a sidecar that are not traces themselves (its token and brief,
     #: or an archive of them), and, on the server, every file the sidecar names
-    companions = (
+    companions: tuple[CompanionRule, ...] = (
         CompanionRule(
             r"\.replay\.json$",
             r"\.(tar\.gz|tgz|zip)$|^(?!.*\.(json|jsonl|gz)$)",
@@ -246,7 +246,7 @@ class AhdFormat:
         refs = []
         for entry in parsed.entries():
             text = parsed.texts.get(entry.field)
-            sid = native.snapshot_id_of(text) if text is not None else None
+            sid = snapshot_id_of(text) if text is not None else None
             kind = INPUT_KINDS[entry.field]
             refs.append({"kind": kind, "snapshot_id": sid, "path": entry.path})
             if text is not None and sid is not None:

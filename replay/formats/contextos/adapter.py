@@ -9,7 +9,7 @@
 - Verify: the chain and the record, without the pinned inputs.
 - Replay: the pinned inputs come from what is stored with the trace (a stored trace) or what
   was uploaded with it; each is stored as a snapshot (``contextos-pack``, ``contextos-kg``,
-  the file's text, id ``native.snapshot_id_of(text)``) whatever its state, so a replay can say
+  the file's text, id ``snapshot_id_of(text)``) whatever its state, so a replay can say
   it is unsigned, or that its envelope hash differs.
 
 Pure: no Django.
@@ -22,8 +22,7 @@ from typing import IO, Any
 from replay import errors
 from replay.errors import ReplayError
 from replay.formats import contextos as cx
-from replay.formats import native
-from replay.formats.common import differences, halt_refusal, halts_clear
+from replay.formats.common import differences, halt_refusal, halts_clear, snapshot_id_of
 from replay.formats.protocol import (
     CompanionRule,
     Difference,
@@ -59,7 +58,9 @@ class ContextosFormat:
     #: its part of a run's report page: the ContextOS status, rule, record hash, divergence
     report_template = "console/formats/contextos_report.html"
     #: its pinned pack and KG snapshot, dropped beside it
-    companions = (CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),)
+    companions: tuple[CompanionRule, ...] = (
+        CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),
+    )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = (
         "runs the pack's registered canonical loop offline over the recorded tool results, "
@@ -123,7 +124,7 @@ class ContextosFormat:
             (cx.PACK_KIND, head["pack_version"], parsed.inputs.pack_text),
             (cx.KG_KIND, head["kg_snapshot_id"], parsed.inputs.kg_text),
         ):
-            sid = native.snapshot_id_of(text) if text is not None else None
+            sid = snapshot_id_of(text) if text is not None else None
             refs.append({"kind": kind, "snapshot_id": sid, "path": pin})
             if text is not None and sid is not None:
                 snapshots.append(StoredSnapshot(sid, kind, text))

@@ -38,7 +38,7 @@ class PaxmanFormat:
     label = "a Paxman execution artifact"
     keys = PAXMAN_KEYS
     #: ``x.contract.json`` dropped with the artifact ``x.json`` is its contract
-    companions = (
+    companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.json$", r"^{stem}\.contract\.json$", role="contract", needs_owner=True),
     )
     #: a contract supplied with the artifact that is not its contract is the caller's error:
