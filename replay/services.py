@@ -97,11 +97,11 @@ def _server_data_dirs() -> tuple[str, ...]:
 
 
 def _ahd_limits() -> dict[str, Any]:
-    from replay.formats import ahd
+    from replay.formats.ahd import settings as ahd_settings
 
     return {
         "excluded": _server_data_dirs(),
-        "max_input_bytes": getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
+        "max_input_bytes": ahd_settings.max_input_bytes(_setting),
     }
 
 
@@ -124,37 +124,28 @@ def _installed_capabilities() -> dict[str, list[str]]:
     return paxman.capability_registry().as_dict()
 
 
+def _setting(name: str, default: Any) -> Any:
+    """A setting by its name, or ``default``: what a format's pure settings accessors read."""
+    return getattr(settings, name, default)
+
+
 def paxman_capabilities() -> Any:
     """The capabilities a Paxman replay accepts: built-ins, installed packages' (entry-point
-    group ``replay_console.paxman_capabilities``), and ``REPLAY_PAXMAN_CAPABILITIES`` (a
-    mapping: capability id -> version or list of versions)."""
-    from replay.formats import paxman
+    group ``replay_console.paxman_capabilities``), and ``REPLAY_PAXMAN_CAPABILITIES``
+    (:mod:`replay.formats.paxman.settings`)."""
+    from replay.formats.paxman import settings as paxman_settings
 
-    registry = paxman.CapabilityRegistry(_installed_capabilities())
-    extra = getattr(settings, "REPLAY_PAXMAN_CAPABILITIES", None) or {}
     try:
-        for cid, versions in dict(extra).items():
-            for version in [versions] if isinstance(versions, str) else versions:
-                registry.register(cid, version)
-    except (TypeError, ValueError) as exc:
-        raise ImproperlyConfigured(f"REPLAY_PAXMAN_CAPABILITIES: {exc}") from None
-    return registry
+        return paxman_settings.capabilities(_setting, _installed_capabilities())
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 def archive_limits() -> Any:
-    """What reading one archive of AHD inputs may cost (settings override the defaults)."""
-    from replay.formats import ahd, archive
+    """What reading one archive of AHD inputs may cost (:mod:`replay.formats.ahd.settings`)."""
+    from replay.formats.ahd import settings as ahd_settings
 
-    default = archive.DEFAULT_LIMITS
-    per_input = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
-    return archive.ArchiveLimits(
-        max_archive_bytes=getattr(settings, "REPLAY_AHD_MAX_ARCHIVE_BYTES", per_input),
-        max_entries=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_ENTRIES", default.max_entries),
-        max_entry_bytes=per_input,
-        max_total_bytes=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES", 2 * per_input),
-        max_ratio=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_RATIO", default.max_ratio),
-        ratio_floor_bytes=default.ratio_floor_bytes,
-    )
+    return ahd_settings.archive_limits(_setting)
 
 
 def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
@@ -197,7 +188,7 @@ def _ahd_root() -> Path | None:
 
 def _context(**kwargs: Any) -> VerifyContext:
     """What verifying a file may use, from settings and the database."""
-    from replay.formats import ahd
+    from replay.formats.ahd import settings as ahd_settings
 
     kwargs.setdefault("input_root", _ahd_root())
     kwargs.setdefault("capabilities", paxman_capabilities())
@@ -212,7 +203,7 @@ def _context(**kwargs: Any) -> VerifyContext:
         ),
         clock=time.monotonic,
         excluded=_server_data_dirs(),
-        max_input_bytes=getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
+        max_input_bytes=ahd_settings.max_input_bytes(_setting),
         **kwargs,
     )
 
