@@ -590,7 +590,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
     ``given`` on the command line), and the files it names (``input_names``: a MACE log's
     snapshot files). {} for a format whose inputs come from elsewhere (an AHD sidecar's, from
     its checkout). The one grouping ``ingest``, ``replay PATH`` and ``verify`` share."""
-    from replay.formats import _companion_pattern
+    from replay.formats import companion_pattern
 
     with path.open("rb") as fh:
         fmt_name, stream = sniff(fh, path.name)
@@ -607,7 +607,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
         for rule in rules:
             match = re.search(rule.trace, path.name, re.IGNORECASE)
             stem = path.name[: match.start()] + path.name[match.end() :] if match else path.name
-            patterns.append(_companion_pattern(rule, stem))
+            patterns.append(companion_pattern(rule, stem))
         for candidate in sorted(path.parent.iterdir())[:MAX_BESIDE_SCANNED]:
             if len(found) >= MAX_BESIDE_FILES:
                 break

@@ -56,7 +56,9 @@ def companion_rules() -> list[dict[str, object]]:
     ]
 
 
-def _companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
+def companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
+    """A rule's companion pattern for the trace whose name less its ``trace`` match is
+    ``stem`` (None: for any trace)."""
     filled = rule.companion.replace("{stem}", ".+" if stem is None else re.escape(stem))
     return re.compile(filled, re.IGNORECASE)
 
@@ -79,7 +81,7 @@ def group_companions(
                 if found is None and detected.get(owner) != fmt.name:
                     continue
                 stem = owner[: found.start()] + owner[found.end() :] if found else owner
-                pattern = _companion_pattern(rule, stem)
+                pattern = companion_pattern(rule, stem)
                 for other in names:
                     if other != owner and pattern.search(other):
                         mine = groups.setdefault(owner, [])
@@ -94,7 +96,7 @@ def companion_alone(name: str) -> tuple[str, CompanionRule] | None:
     name: dropped without its trace, it is refused (``TraceFormat.companion_alone``)."""
     for fmt in formats():
         for rule in getattr(fmt, "companions", ()):
-            if rule.needs_owner and _companion_pattern(rule, None).search(name):
+            if rule.needs_owner and companion_pattern(rule, None).search(name):
                 return fmt.name, rule
     return None
 
@@ -105,7 +107,7 @@ def companion_on_disk(name: str) -> str | None:
     None."""
     for fmt in formats():
         for rule in getattr(fmt, "companions", ()):
-            if rule.beside and rule.role == "input" and _companion_pattern(rule, None).search(name):
+            if rule.beside and rule.role == "input" and companion_pattern(rule, None).search(name):
                 return fmt.name
     return None
 
