@@ -36,7 +36,9 @@ class ToyFormat:
     name = FORMAT
     label = "a toy log"
     keys = frozenset({"toy"})
-    companions: tuple[CompanionRule, ...] = (CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$"),)
+    companions: tuple[CompanionRule, ...] = (
+        CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$"),
+    )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE})
     replay_note = "re-adds the values and compares the sum"
 
