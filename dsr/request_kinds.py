@@ -17,12 +17,12 @@ from typing import Any
 from django.urls import reverse
 from django.utils.html import format_html
 
-from dsr import conf, services, subjects_port
+from dsr import conf, services, signed, subjects_port
 from dsr.models import LegalRequest
 from governance import codes, signing
 from governance import roles as matrix
 from governance import services as gov_services
-from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest
+from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest, Vote
 
 
 class LegalApprovalKind:
@@ -99,6 +99,26 @@ class LegalApprovalKind:
 
     def done_url(self, request: Any) -> str:
         return reverse("dsr-detail", args=[request.id])
+
+    def state_of(self, request: Any) -> str:
+        """``approved`` once the signed approvals reach the quorum; ``pending`` while the
+        request is open; otherwise the request's own state (``refused``, ``fulfilled``)."""
+        if services.approval_status(request=request, purpose=self.purpose).complete:
+            return "approved"
+        return "pending" if not request.is_closed else str(request.state)
+
+    def votes(self, request: Any) -> list[Vote]:
+        return [
+            Vote(
+                seq=a.seq,
+                approver=a.approver,
+                role=str(a.payload.get("role", "")),
+                key_id=a.key_id,
+                decision=signing.APPROVE,
+                reason=str(a.payload.get("reason", "")),
+            )
+            for a in signed.approvals(request, self.purpose).counted
+        ]
 
     def capacities(self, open_request: OpenRequest | None = None) -> Mapping[str, str]:
         return {conf.approval_by(): matrix.DSR_APPROVE}

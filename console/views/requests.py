@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -46,37 +45,10 @@ def kind_with_list(name: str) -> Any:
     return kind
 
 
-def signer_roles(user: Any, kind: Any) -> list[str]:
-    """The capacities ``user`` may sign ``kind`` in, in the order the page offers them."""
-    return [capacity for capacity, action in kind.signed_in.items() if roles.can(user, action)]
-
-
-def require_sight(user: Any, kind: Any) -> None:
-    if len(kind.seen_by) == 1:
-        roles.require(user, kind.seen_by[0])
-    elif not any(roles.can(user, action) for action in kind.seen_by):
-        raise PermissionDenied(f"your roles do not allow seeing {kind.what} requests")
-
-
-def require_signing(user: Any, kind: Any, capacity: object = None) -> None:
-    """``user`` may sign ``kind`` at all, and in ``capacity`` where a payload names one."""
-    signed = kind.signed_in
-    if isinstance(capacity, str) and capacity in signed:
-        roles.require(user, signed[capacity])
-    elif len(signed) == 1:
-        roles.require(user, next(iter(signed.values())))
-    elif not signer_roles(user, kind):
-        raise PermissionDenied(roles.MESSAGE_CANNOT_SIGN)
-
-
-def access_request(user: Any, kind: Any, key: str) -> Any:
-    """One request of ``kind``: the role check first (403 whether or not it exists), then the
-    lookup (404)."""
-    require_sight(user, kind)
-    found = kind.detail(key)
-    if found is None:
-        raise Http404(f"no such {kind.what}")
-    return found
+signer_roles = roles.kind_capacities
+require_sight = roles.require_kind_sight
+require_signing = roles.require_kind_signing
+access_request = roles.access_governed_request
 
 
 @require_GET

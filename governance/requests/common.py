@@ -14,7 +14,7 @@ from django.urls import reverse
 from governance import roles as matrix
 from governance import selectors, signing
 from governance.models import CouncilRequest
-from governance.requests.protocol import KindCodes, OpenRequest
+from governance.requests.protocol import KindCodes, OpenRequest, Vote, vote_of_ballot
 from governance.services.votes import vote_refusal
 
 
@@ -113,6 +113,16 @@ class CouncilRequestKind:
 
     def done_url(self, request: Any) -> str:
         return reverse("request-detail", args=[self.name, request.id])
+
+    def state_of(self, request: Any) -> str:
+        if request.state == self.model.State.PENDING and selectors.request_is_expired(
+            request=request
+        ):
+            return "expired"
+        return str(request.state)
+
+    def votes(self, request: Any) -> list[Vote]:
+        return [vote_of_ballot(b) for b in self.ballots(request=request)]
 
     def rows(self) -> Any:
         """Its requests for the list, newest first."""

@@ -13,7 +13,7 @@ from governance import codes, conf, selectors, signing
 from governance import roles as matrix
 from governance.models import Halt
 from governance.requests.common import signer_roles_of
-from governance.requests.protocol import KindCodes, OpenRequest
+from governance.requests.protocol import KindCodes, OpenRequest, Vote, vote_of_ballot
 from governance.services.halts import (
     halt_clear_approval_record,
     halt_clear_payload_for,
@@ -81,6 +81,14 @@ class HaltClearKind:
 
     def done_url(self, request: Any) -> str:
         return reverse("request-detail", args=[self.name, request.seq])
+
+    def state_of(self, request: Any) -> str:
+        """``pending`` while the halt holds, ``cleared`` once a quorum cleared it."""
+        active = selectors.halts_active().filter(seq=request.seq).exists()
+        return "pending" if active else "cleared"
+
+    def votes(self, request: Any) -> list[Vote]:
+        return [vote_of_ballot(b) for b in selectors.halt_ballots(halt_seq=request.seq)]
 
     def signer_roles(self) -> frozenset[str]:
         return signer_roles_of(self.signed_in)

@@ -124,6 +124,30 @@ class RequestKind(Protocol):
     def key_of(self, payload: Mapping[str, Any], seq: int) -> str: ...
 
 
+@dataclass(frozen=True)
+class Vote:
+    """One signed vote on a request as the ledger has it, whatever its kind."""
+
+    seq: int
+    approver: str
+    role: str
+    key_id: str
+    decision: str
+    reason: str
+
+
+def vote_of_ballot(ballot: Any) -> Vote:
+    """A ``governance.selectors.Ballot`` as a :class:`Vote`."""
+    return Vote(
+        seq=ballot.seq,
+        approver=ballot.approver.get_username(),
+        role=ballot.role,
+        key_id=ballot.key_id,
+        decision=ballot.decision,
+        reason=ballot.reason,
+    )
+
+
 class KindPages(Protocol):
     """What the shared approval page and API read from a kind (``has_pages = True``).
 
@@ -139,7 +163,9 @@ class KindPages(Protocol):
     - ``payload_for(request, decision=, role=, reason=)``: the exact payload a signer signs;
     - ``record(request, approver=, document=)``: record one signed vote, or refuse with a
       ``GovernanceError``;
-    - ``done_url(request)``: where the page goes once a vote is recorded.
+    - ``done_url(request)``: where the page goes once a vote is recorded;
+    - ``state_of(request)``: ``pending`` while it takes signatures, else what became of it;
+    - ``votes(request)``: its signed votes per the ledger, each a :class:`Vote`.
     """
 
     has_pages: bool
@@ -164,6 +190,10 @@ class KindPages(Protocol):
     def record(self, request: Any, *, approver: Any, document: Any) -> Any: ...
 
     def done_url(self, request: Any) -> str: ...
+
+    def state_of(self, request: Any) -> str: ...
+
+    def votes(self, request: Any) -> list[Vote]: ...
 
 
 def needs_in_words(needed: Mapping[str, int]) -> str:
