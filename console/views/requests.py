@@ -1,9 +1,10 @@
-"""One approval page for every kind of governed request and one list for the council kinds
-(issue 19), driven by the kind from the registry (``governance.requests``): the payload that
-will be signed, the tally, who may still sign, and the browser signing (static/js/sign.js).
-Each view checks the roles matrix: who may see a kind's requests (``kind.seen_by``) and sign
-in which capacity (``kind.signed_in``). The kinds' old URLs redirect here
-(``legacy_list_view``, ``legacy_detail_view``); a POST to an old approval URL is still taken."""
+"""One approval page and one list for every kind of governed request (issue 19), driven by
+the kind from the registry (``governance.requests``): the payload that will be signed, the
+tally, who may still sign, and the browser signing (static/js/sign.js). The council kinds
+list all their rows, the others their open requests. Each view checks the roles matrix: who
+may see a kind's requests (``kind.seen_by``) and sign in which capacity (``kind.signed_in``).
+The kinds' old URLs redirect here (``legacy_list_view``, ``legacy_detail_view``,
+``legacy_legal_approval_view``); a POST to an old approval URL is still taken."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ from console.views.governance import payload_text, refused, signed_document
 from governance import selectors as gov
 from governance import signing
 from governance.codes import GovernanceError
+from governance.requests import inbox
 from governance.requests.builtin import kinds
+from governance.requests.protocol import needs_in_words
 
 LIST_TEMPLATE = "console/request_list.html"
 APPROVE_TEMPLATE = "console/request_approve.html"
+OPEN_LIST_TEMPLATE = "console/request_open_list.html"
 LIST_LIMIT = 200
 
 
@@ -37,25 +41,36 @@ def kind_with_pages(name: str) -> Any:
     return kind
 
 
-def kind_with_list(name: str) -> Any:
-    """The registered kind ``name`` if it has the shared list; 404 otherwise."""
-    kind = kind_with_pages(name)
-    if not getattr(kind, "has_list", False):
-        raise Http404("no such list of requests")
-    return kind
-
-
 signer_roles = roles.kind_capacities
 require_sight = roles.require_kind_sight
 require_signing = roles.require_kind_signing
 access_request = roles.access_governed_request
 
 
+def _open_list(request: HttpRequest, kind: Any) -> HttpResponse:
+    """The open requests of a kind without a list of its own rows (halt clear, the legal
+    approvals), oldest first: what each still needs, and which wait for this person."""
+    in_effect = roles.roles(request.user)
+    waiting = {w.key for w in inbox.waiting_for(request.user, roles=in_effect, registry=[kind])}
+    rows = [
+        {
+            "open": o,
+            "needs": needs_in_words(kind.needed(o)),
+            "awaits_me": o.key in waiting,
+        }
+        for o in kind.open_requests(now=timezone.now())[:LIST_LIMIT]
+    ]
+    rows.sort(key=lambda r: not r["awaits_me"])
+    return render(request, OPEN_LIST_TEMPLATE, {"kind": kind, "rows": rows})
+
+
 @require_GET
 @signed_in
 def request_list_view(request: HttpRequest, kind: str) -> HttpResponse:
-    the_kind = kind_with_list(kind)
+    the_kind = kind_with_pages(kind)
     require_sight(request.user, the_kind)
+    if not getattr(the_kind, "has_list", False):
+        return _open_list(request, the_kind)
     may_sign = bool(signer_roles(request.user, the_kind))
     rows = []
     listed = list(the_kind.rows()[:LIST_LIMIT])

@@ -137,9 +137,26 @@ class TestTheSharedPage:
         assert client.get(f"/requests/legal-release/{only.id}/").status_code == 404
         assert client.get(f"/requests/legal-erasure/{only.id}/").status_code == 200
 
-    def test_the_kinds_without_a_shared_list_have_none(self, as_persona):
-        for kind in ("halt-clear", "legal-release", "legal-erasure"):
-            assert as_persona("adam").get(f"/requests/{kind}/").status_code == 404
+    def test_the_open_list_of_a_halt_clear_and_a_legal_approval(
+        self, as_persona, halted, checked, member_key
+    ):
+        body = as_persona("cora").get("/requests/halt-clear/").content.decode()
+        assert "<h1>Halt clear: open requests</h1>" in body
+        assert f'<tr class="awaits-me" data-key="{halted.seq}">' in body
+        assert f'href="/requests/halt-clear/{halted.seq}/"' in body
+        assert "<td>2 more council signatures</td>" in body
+        viewer = as_persona("vera").get("/requests/halt-clear/").content.decode()
+        assert f'<tr data-key="{halted.seq}">' in viewer  # she sees it; it waits for the council
+        key, private = member_key("cora")
+        as_persona("cora").post(
+            f"/requests/halt-clear/{halted.seq}/", halt_document(halted, key, private)
+        )
+        after = as_persona("cora").get("/requests/halt-clear/").content.decode()
+        assert f'<tr data-key="{halted.seq}">' in after  # signed: no longer awaits her
+        assert "<td>1 more council signature</td>" in after
+        legal = as_persona("adam").get("/requests/legal-erasure/").content.decode()
+        assert f'<tr class="awaits-me" data-key="{checked.id}">' in legal
+        assert "<td>1 more admin signature</td>" in legal
 
     def test_the_navigation_marks_the_kinds_section(self, as_persona, halted, checked):
         halt = as_persona("cora").get(f"/requests/halt-clear/{halted.seq}/").content.decode()
@@ -167,6 +184,7 @@ LEGAL_SEE = {"adam", "cora"}  # DSR_APPROVE: admin and council
 @pytest.mark.parametrize("name", EVERYONE)
 def test_every_role_on_a_halt_clear(as_persona, halted, name):
     client = as_persona(name)
+    assert client.get("/requests/halt-clear/").status_code == (200 if name in HALT_SEE else 403)
     there = client.get(f"/requests/halt-clear/{halted.seq}/")
     missing = client.get("/requests/halt-clear/999999/")
     if name in HALT_SEE:
@@ -185,6 +203,8 @@ def test_every_role_on_a_legal_approval(as_persona, checked, name):
         there = client.get(f"/requests/legal-{purpose}/{checked.id}/")
         missing = client.get(f"/requests/legal-{purpose}/{MISSING}/")
         posted = client.post(f"/requests/legal-{purpose}/{MISSING}/", {})
+        listed = client.get(f"/requests/legal-{purpose}/")
+        assert listed.status_code == (200 if name in LEGAL_SEE else 403)
         if name in LEGAL_SEE:
             assert (there.status_code, missing.status_code, posted.status_code) == (200, 404, 404)
         else:
@@ -196,3 +216,9 @@ def test_anonymous_is_sent_to_sign_in(db, url):
     for response in (Client().get(url), Client().post(url, {})):
         assert response.status_code == 302
         assert response["Location"].startswith("/accounts/login/")
+
+
+def test_anonymous_is_sent_to_sign_in_from_a_list_that_takes_no_post(db):
+    response = Client().get("/requests/halt-clear/")
+    assert (response.status_code, response["Location"][:16]) == (302, "/accounts/login/")
+    assert Client().post("/requests/halt-clear/", {}).status_code == 405

@@ -63,6 +63,8 @@ def test_filed_listed_voted_approved_through_the_page_and_the_api(toy, as_person
     cora = as_persona("cora")
     assert cora.get("/api/inbox/").json()[0]["kind"] == "toy-notice"
     assert [r["key"] for r in cora.get("/api/requests/toy-notice/").json()] == [notice.id]
+    listed = cora.get("/requests/toy-notice/").content.decode()
+    assert f'<tr class="awaits-me" data-key="{notice.id}">' in listed
 
     page = cora.get(f"/requests/toy-notice/{notice.id}/").content.decode()
     assert "<h1>Toy notice</h1>" in page
