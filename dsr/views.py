@@ -23,7 +23,7 @@ from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import refused
 from dsr import access, conf, services, signed, subjects_port
-from dsr.models import LegalRequest
+from dsr.models import DsrRelease, LegalRequest
 from governance import signing
 from governance.codes import GovernanceError
 
@@ -99,6 +99,14 @@ def _fields(legal: LegalRequest) -> list[dict[str, Any]]:
     return rows
 
 
+def _released_since_bundle(legal: LegalRequest) -> int:
+    """Fields released after the built bundle's export event: the bundle lacks their values,
+    so the page must not offer it as the current one (0 when there is no built bundle)."""
+    if legal.bundle_state != access.DONE or legal.export_event_id is None:
+        return 0
+    return DsrRelease.objects.filter(request=legal, event_id__gt=legal.export_event_id).count()
+
+
 def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]:
     user = request.user
     approvals = []
@@ -114,6 +122,7 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
         "fields": _fields(legal),
         "bundle_running": legal.bundle_state in (access.QUEUED, access.RUNNING),
         "bundle_ready": legal.bundle_state == access.DONE,
+        "bundle_outdated_by": _released_since_bundle(legal),
         "release_approved": bool(release and release.complete),
         "erasure_approved": bool(erasure and erasure.complete),
         "receipt": access.erasure_receipt(legal),

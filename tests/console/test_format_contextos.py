@@ -283,8 +283,8 @@ def test_ingest_takes_the_inputs_named_on_the_command_line(capsys, tmp_path):
     call_command("ingest", str(trace), str(PACK), str(KG))
     assert capsys.readouterr().out.splitlines() == [
         f"{TRACE_ID} {FORMAT} replayable ok",
-        f"{PACK.name} input of the ContextOS traces given",
-        f"{KG.name} input of the ContextOS traces given",
+        f"{PACK.name} input of the contextos-trace traces given",
+        f"{KG.name} input of the contextos-trace traces given",
     ]
 
 
