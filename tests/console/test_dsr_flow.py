@@ -235,7 +235,7 @@ def test_an_approved_erasure_shreds_once_and_leaves_a_receipt_without_personal_d
     early = lena.post(reverse("dsr-erase", args=[legal.id]))
     assert early.status_code == 409
     assert codes.DSR_STATE in early.content.decode()
-    plan_page = client_for("adam").get(reverse("dsr-approve", args=[legal.id, "erasure"]))
+    plan_page = client_for("adam").get(reverse("request-detail", args=["legal-erasure", legal.id]))
     text = plan_page.content.decode()
     assert 'id="erasure-plan"' in text
     for trace in traces:

@@ -382,7 +382,7 @@ def test_the_council_clears_the_halt_and_the_trace_replays_again(as_persona, mem
         key, private = member_key(name)
         text = jcs(gov_services.halt_clear_payload_for(halt=halt)).decode()
         response = as_persona(name).post(
-            f"/governance/halts/{halt.seq}/",
+            f"/requests/halt-clear/{halt.seq}/",
             {"payload": text, "key_id": key.key_id, "signature": sign(private, text.encode())},
         )
         assert response.status_code == 303
