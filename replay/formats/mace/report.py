@@ -287,13 +287,13 @@ def _event_ids(run: _Verify) -> Refusal | None:
             )
     memory, memory_problem = memory_id_failure(doc)
     if memory_problem is not None:
-        message, broke_at, expected, observed = memory_problem
+        message, broke_at, recomputed, observed = memory_problem
         return run.failed(
             "event_ids",
             errors.INTEGRITY_FAILURE,
             message,
             broke_at=broke_at,
-            expected=expected,
+            expected=recomputed,
             observed=observed,
         )
     detail = f"{len(refs)} event ids recompute as {EVENT_ID_GENERATOR}"
