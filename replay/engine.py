@@ -8,8 +8,12 @@ the checks are settled in the contract's order (contracts.md §3), most specific
     -> persisted_outputs (production) -> steps (deterministic re-execution) -> final_answer
 
 and the report names the first that fails, with its exact error code, where it broke, and
-the expected and observed values. A divergence stops the replay unless its step is in
-`continue_past` (a governed, approved force-continue); the result is then non-authoritative.
+the expected and observed values. Each step is a named check over one state object
+(`_Run`), run in order by `replay.pipeline.run` (`_CHECKS`): the snapshots read, the
+materialiser built, the streaming pass (`_stream`, the one hot function), then the checks
+above, each returning None or the refusal the report fails with. A divergence stops the
+replay unless its step is in `continue_past` (a governed, approved force-continue); the
+result is then non-authoritative.
 
 `outputs` also checks that each consumed external output's recorded hash is the hash its
 consuming step recorded (`_Consumption`); in sandbox mode a registered mock's output stands
@@ -40,12 +44,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from replay import errors
+from replay import errors, pipeline
 from replay.canonical import NUMERIC_EPSILON, mace_v1
 from replay.diff import MISSING, DiffEntry, diff
 from replay.errors import ReplayError
 from replay.formats import native
 from replay.formats.memory_ids import memory_id_problem
+from replay.pipeline import Refusal
 from replay.registry import Registry, ReplayState
 from replay.report import (  # noqa: F401 - the report model; callers still name it here
     AUDIT,
@@ -248,24 +253,28 @@ def replay(
     timer = _Clock(clock, limits)
     try:
         with ExitStack() as cleanup:
-            return _replay(
-                trace=trace,
-                report=report,
-                mode=mode,
-                registry=registry,
-                keys=keys,
-                stored_snapshot=stored_snapshot,
-                halted=halted,
-                at=at,
-                limits=limits,
-                continue_past=continue_past,
-                timer=timer,
-                progress=progress,
-                cleanup=cleanup,
-                workers=1 if erased else workers,
-                file_id=file_id,
-                erased=erased,
+            done: ReplayReport = pipeline.run(
+                _CHECKS,
+                _Run(
+                    trace=trace,
+                    report=report,
+                    mode=mode,
+                    registry=registry,
+                    keys=keys,
+                    stored_snapshot=stored_snapshot,
+                    halted=halted,
+                    at=at,
+                    limits=limits,
+                    continue_past=continue_past,
+                    timer=timer,
+                    progress=progress,
+                    cleanup=cleanup,
+                    workers=1 if erased else workers,
+                    file_id=file_id,
+                    erased=erased,
+                ),
             )
+            return done
     except ReplayError as exc:
         report.checks.append(Check("format", False, exc.message))
         return report.fail(exc.code, exc.message, broke_at=exc.broke_at)
@@ -306,42 +315,71 @@ def _seal_check(
     return None
 
 
-def _replay(
-    *,
-    trace: native.NativeTrace,
-    report: ReplayReport,
-    mode: str,
-    registry: Registry,
-    keys: KeyRing,
-    stored_snapshot: Callable[[str], Mapping[str, Any] | None],
-    halted: Mapping[str, str] | None,
-    at: datetime | None,
-    limits: ReplayLimits,
-    continue_past: frozenset[int],
-    timer: _Clock,
-    progress: Callable[[int], None] | None,
-    cleanup: ExitStack,
-    workers: int,
-    file_id: str | None,
-    erased: Sequence[Mapping[str, str]] = (),
-) -> ReplayReport:
-    header = trace.header
-    erased_seqs: dict[int, list[str]] = {}
-    for erasure in erased:
+@dataclass
+class _Run:
+    """The state one replay's checks share (`pipeline.run` over `_CHECKS`)."""
+
+    trace: native.NativeTrace
+    report: ReplayReport
+    mode: str
+    registry: Registry
+    keys: KeyRing
+    stored_snapshot: Callable[[str], Mapping[str, Any] | None]
+    halted: Mapping[str, str] | None
+    at: datetime | None
+    limits: ReplayLimits
+    continue_past: frozenset[int]
+    timer: _Clock
+    progress: Callable[[int], None] | None
+    cleanup: ExitStack
+    workers: int
+    file_id: str | None
+    erased: Sequence[Mapping[str, str]] = ()
+    # learnt on the way, check by check
+    erased_seqs: dict[int, list[str]] = field(default_factory=dict)
+    erased_seen: list[int] = field(default_factory=list)
+    bodies: dict[str, Any] = field(default_factory=dict)
+    missing_snapshots: list[str] = field(default_factory=list)
+    snapshot_problem: tuple[str, dict[str, Any]] | None = None
+    runtime: Any = None
+    rng: Any = None
+    materialiser: Any = None
+    seal: Any = None
+    seal_mac: Any = None
+    scan: _Scan = field(default_factory=_Scan)
+    external_refs: list[tuple[int, str]] = field(default_factory=list)
+    consumption: _Consumption = field(default_factory=lambda: _Consumption())  # noqa: PLW0108 - defined below
+    missing_outputs: list[str] = field(default_factory=list)
+    last_output: Any = None
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return self.trace.header
+
+    def passed(self, name: str, detail: str) -> None:
+        self.report.checks.append(Check(name, True, detail))
+
+    def failed(self, name: str, detail: str, code: str, message: str, **where: Any) -> Refusal:
+        self.report.checks.append(Check(name, False, detail))
+        return Refusal(code, message, where)
+
+
+def _erasures(run: _Run) -> None:
+    for erasure in run.erased:
         where_, _, number = str(erasure.get("location", "")).partition(" ")
         if where_ == "event" and number.isdigit():
-            erased_seqs.setdefault(int(number), []).append(str(erasure.get("path", "")))
-    if erased:
-        report.erased = [{"location": e["location"], "path": e["path"]} for e in erased]
-        report.authoritative = False
-    erased_seen: list[int] = []
-    job = header["job"]
-    checks = report.checks
+            run.erased_seqs.setdefault(int(number), []).append(str(erasure.get("path", "")))
+    if run.erased:
+        run.report.erased = [{"location": e["location"], "path": e["path"]} for e in run.erased]
+        run.report.authoritative = False
 
-    # -- snapshots: present, retained, content-addressed, signed --------------------------
+
+def _load_snapshots(run: _Run) -> None:
+    """Snapshots present, retained, content-addressed, signed: the problems are noted here,
+    refused in the contract's order (`_required_snapshots`, `_snapshots`)."""
+    header, bodies, missing_snapshots = run.header, run.bodies, run.missing_snapshots
+    stored_snapshot = run.stored_snapshot
     by_kind = {s["kind"]: s for s in header["snapshots"]}
-    bodies: dict[str, Any] = {}
-    missing_snapshots: list[str] = []
     for kind in header["required_snapshots"]:
         snap = by_kind.get(kind)
         if snap is None:
@@ -359,7 +397,6 @@ def _replay(
             body = snap.get("body") or stored_snapshot(snap["snapshot_id"])
             if body is not None:
                 bodies[kind] = body
-    snapshot_problem: tuple[str, dict[str, Any]] | None = None
     for index, snap in enumerate(header["snapshots"]):
         body = bodies.get(snap["kind"])
         if body is None:
@@ -367,34 +404,43 @@ def _replay(
         message = native.canonical(body, f"snapshots[{index}].body")
         computed = "sha256:" + hashlib.sha256(message).hexdigest()
         if computed != snap["snapshot_id"]:
-            snapshot_problem = (
+            run.snapshot_problem = (
                 f"snapshot {snap['kind']}: its body does not hash to its snapshot_id",
                 {"broke_at": index, "expected": computed, "observed": snap["snapshot_id"]},
             )
             break
-        verdict = verify(snap["signature"], message, keys, at=at)
+        verdict = verify(snap["signature"], message, run.keys, at=run.at)
         if not verdict.ok:
-            snapshot_problem = (
+            run.snapshot_problem = (
                 f"snapshot {snap['kind']}: {verdict.reason}",
                 {"broke_at": index, "expected": verdict.expected, "observed": verdict.observed},
             )
             break
 
-    runtime = registry.runtime(job["runtime"]["name"])
-    rng = DeterministicRNG(job["job_seed"])
-    materialiser = None
-    if runtime is not None and not missing_snapshots and snapshot_problem is None:
-        materialiser = runtime.materialiser(bodies, rng)
 
-    # -- one streaming pass over the records ----------------------------------------------
-    seal_mac = _seal_mac(header["seal"], keys, at)
+def _materialiser(run: _Run) -> None:
+    job = run.header["job"]
+    run.runtime = run.registry.runtime(job["runtime"]["name"])
+    run.rng = DeterministicRNG(job["job_seed"])
+    if run.runtime is not None and not run.missing_snapshots and run.snapshot_problem is None:
+        run.materialiser = run.runtime.materialiser(run.bodies, run.rng)
+
+
+def _stream(run: _Run) -> None:
+    """The one streaming pass over the records: the hot loop, kept as one function."""
+    header = run.header
+    erased_seqs, erased_seen = run.erased_seqs, run.erased_seen
+    progress, timer = run.progress, run.timer
+    cleanup = run.cleanup
+    seal_mac = _seal_mac(header["seal"], run.keys, run.at)
     seal = cleanup.enter_context(
         native.SealMessage(sink=seal_mac.update if seal_mac is not None else None)
     )
-    scan = _Scan()
+    run.seal, run.seal_mac = seal, seal_mac
+    scan = run.scan
     prev = ""
-    job_seed = job["job_seed"]
-    spool_steps = trace.encoding == "jsonl"
+    job_seed = header["job"]["job_seed"]
+    spool_steps = run.trace.encoding == "jsonl"
     if spool_steps:
         spool = tempfile.SpooledTemporaryFile(max_size=16 * 1024**2)  # noqa: SIM115 - closed by cleanup
         scan.step_spool = cleanup.enter_context(spool)
@@ -405,9 +451,9 @@ def _replay(
     add_hashed_event = seal.add_hashed_event
     event_id_of = native.event_id_deriver(job_seed)
     event_body_bytes = native.event_body_bytes
-    apply = materialiser.apply if materialiser is not None else None
+    apply = run.materialiser.apply if run.materialiser is not None else None
     sha256 = hashlib.sha256
-    rows = trace.rows(workers)
+    rows = run.trace.rows(run.workers)
     cleanup.callback(getattr(rows, "close", lambda: None))  # stops a parallel reader's workers
     pending: Iterator[native.Row] | None = iter(rows)
     while pending is not None:
@@ -474,7 +520,7 @@ def _replay(
                     else:
                         chained = None
                     if chained is not None and chained == recorded:
-                        add_hashed_event(body, chained)
+                        add_hashed_event(body, chained)  # type: ignore[arg-type]  # set with chained
                         if apply is not None:
                             apply(event)
                         payload = event["payload"]
@@ -534,138 +580,173 @@ def _replay(
     scan.memory_ids = memory_ids
     if progress is not None:
         progress(seen)
-    report.stats = {"events": scan.events, "steps": scan.step_count, "outputs": len(scan.outputs)}
+
+
+def _format(run: _Run) -> None:
+    scan, header, trace = run.scan, run.header, run.trace
+    run.report.stats = {
+        "events": scan.events,
+        "steps": scan.step_count,
+        "outputs": len(scan.outputs),
+    }
     if scan.step_error:
         raise ReplayError(errors.MALFORMED_TRACE, scan.step_error)
-    checks.append(
-        Check(
-            "format",
-            True,
-            f"{native.FORMAT} v{header['schema_version']} ({trace.encoding}"
-            f"{', gzip' if trace.compressed else ''}): {scan.events} events, "
-            f"{scan.step_count} steps, {len(scan.outputs)} outputs",
-        )
+    run.passed(
+        "format",
+        f"{native.FORMAT} v{header['schema_version']} ({trace.encoding}"
+        f"{', gzip' if trace.compressed else ''}): {scan.events} events, "
+        f"{scan.step_count} steps, {len(scan.outputs)} outputs",
     )
 
-    steps = _steps(scan)
-    external_refs = []
-    consumption = _Consumption()
+
+def _consumed(run: _Run) -> None:
+    """Which outputs the steps consumed, and which are missing: the report's `missing`."""
+    scan, report = run.scan, run.report
     for step in _steps(scan):
         if step["kind"] == "external":
-            external_refs.append((step["seq"], step["output_ref"]))
-        consumption.see(step, scan.outputs)
-    missing_outputs = [
-        ref for _seq, ref in external_refs if not scan.output_has_content.get(ref, False)
+            run.external_refs.append((step["seq"], step["output_ref"]))
+        run.consumption.see(step, scan.outputs)
+    run.missing_outputs = [
+        ref for _seq, ref in run.external_refs if not scan.output_has_content.get(ref, False)
     ]
-    report.missing = missing_snapshots + [
-        f"output:{ref} (not persisted)" for ref in missing_outputs
+    report.missing = run.missing_snapshots + [
+        f"output:{ref} (not persisted)" for ref in run.missing_outputs
     ]
     report.replayable = not report.missing
 
-    # -- settle the checks in the contract's order ------------------------------------------
-    if halted is None:  # the caller read no ledger: say so, not "no active halt"
-        checks.append(Check("halts", True, HALTS_NOT_CHECKED))
-    else:
-        concerned = [file_id] if file_id is not None else []
-        concerned += [header["trace_id"], *report.snapshot_ids]
-        halted_here = list(dict.fromkeys(halted[i] for i in concerned if i in halted))
-        if halted_here:
-            checks.append(Check("halts", False, "; ".join(halted_here)))
-            return report.fail(
-                errors.FORCE_HALT_ACTIVE,
-                f"replay is halted until a council FORCE_HALT_CLEAR: {'; '.join(halted_here)}",
-            )
-        checks.append(Check("halts", True, "no active halt on the trace or its snapshots"))
 
-    if missing_snapshots:
-        checks.append(Check("required_snapshots", False, "; ".join(missing_snapshots)))
-        return report.fail(
-            errors.MISSING_SNAPSHOT, f"missing required snapshots: {'; '.join(missing_snapshots)}"
+def _halts(run: _Run) -> Refusal | None:
+    if run.halted is None:  # the caller read no ledger: say so, not "no active halt"
+        run.passed("halts", HALTS_NOT_CHECKED)
+        return None
+    concerned = [run.file_id] if run.file_id is not None else []
+    concerned += [run.header["trace_id"], *run.report.snapshot_ids]
+    halted_here = list(dict.fromkeys(run.halted[i] for i in concerned if i in run.halted))
+    if halted_here:
+        return run.failed(
+            "halts",
+            "; ".join(halted_here),
+            errors.FORCE_HALT_ACTIVE,
+            f"replay is halted until a council FORCE_HALT_CLEAR: {'; '.join(halted_here)}",
         )
-    checks.append(
-        Check("required_snapshots", True, f"all of {', '.join(header['required_snapshots'])}")
-    )
+    run.passed("halts", "no active halt on the trace or its snapshots")
+    return None
 
-    if snapshot_problem is not None:
-        checks.append(Check("snapshots", False, snapshot_problem[0]))
-        return report.fail(errors.INTEGRITY_FAILURE, snapshot_problem[0], **snapshot_problem[1])
-    checks.append(Check("snapshots", True, f"{len(bodies)} snapshot ids and signatures verify"))
 
+def _required_snapshots(run: _Run) -> Refusal | None:
+    missing = run.missing_snapshots
+    if missing:
+        return run.failed(
+            "required_snapshots",
+            "; ".join(missing),
+            errors.MISSING_SNAPSHOT,
+            f"missing required snapshots: {'; '.join(missing)}",
+        )
+    run.passed("required_snapshots", f"all of {', '.join(run.header['required_snapshots'])}")
+    return None
+
+
+def _snapshots(run: _Run) -> Refusal | None:
+    problem = run.snapshot_problem
+    if problem is not None:
+        return run.failed(
+            "snapshots", problem[0], errors.INTEGRITY_FAILURE, problem[0], **problem[1]
+        )
+    run.passed("snapshots", f"{len(run.bodies)} snapshot ids and signatures verify")
+    return None
+
+
+def _events(run: _Run) -> Refusal | None:
+    scan, erased_seen = run.scan, run.erased_seen
     if scan.chain_error is not None:
-        checks.append(Check("events", False, scan.chain_error[0]))
-        return report.fail(errors.INTEGRITY_FAILURE, scan.chain_error[0], **scan.chain_error[1])
+        message, where = scan.chain_error
+        return run.failed("events", message, errors.INTEGRITY_FAILURE, message, **where)
     if erased_seen:
-        named = ", ".join(f"event {seq} ({', '.join(erased_seqs[seq])})" for seq in erased_seen)
-        checks.append(
-            Check(
-                "events",
-                True,
-                f"{scan.events} event ids and chain links verify; the chain hashes of "
-                f"{len(erased_seen)} event{'s' if len(erased_seen) != 1 else ''} cannot be "
-                f"recomputed, their personal values are erased: {named}",
-            )
+        named = ", ".join(f"event {seq} ({', '.join(run.erased_seqs[seq])})" for seq in erased_seen)
+        run.passed(
+            "events",
+            f"{scan.events} event ids and chain links verify; the chain hashes of "
+            f"{len(erased_seen)} event{'s' if len(erased_seen) != 1 else ''} cannot be "
+            f"recomputed, their personal values are erased: {named}",
         )
-        checks.append(
-            Check(
-                "seal",
-                True,
-                "not checked: the seal covers the erased values of "
-                + ", ".join(f"event {seq}" for seq in erased_seen),
-            )
+        run.passed(
+            "seal",
+            "not checked: the seal covers the erased values of "
+            + ", ".join(f"event {seq}" for seq in erased_seen),
         )
-    else:
-        detail = f"{scan.events} event ids and chain hashes verify"
-        if scan.memory_ids:
-            detail += (
-                f"; the wm_id and episodic_id of {scan.memory_ids} memory "
-                f"write{'s' if scan.memory_ids != 1 else ''} derive from job_seed and their "
-                "counters"
-            )
-        checks.append(Check("events", True, detail))
+        return None
+    detail = f"{scan.events} event ids and chain hashes verify"
+    if scan.memory_ids:
+        detail += (
+            f"; the wm_id and episodic_id of {scan.memory_ids} memory "
+            f"write{'s' if scan.memory_ids != 1 else ''} derive from job_seed and their "
+            "counters"
+        )
+    run.passed("events", detail)
+    return None
 
-    if not erased_seen:
-        seal_problem = _seal_check(
-            seal=seal, seal_mac=seal_mac, header=header, keys=keys, at=at, checks=checks
-        )
-        if seal_problem is not None:
-            return report.fail(errors.INTEGRITY_FAILURE, **seal_problem)
 
-    if scan.output_error is not None:
-        checks.append(Check("outputs", False, scan.output_error[0]))
-        return report.fail(errors.INTEGRITY_FAILURE, scan.output_error[0], **scan.output_error[1])
-    if consumption.error is not None:
-        checks.append(Check("outputs", False, consumption.error[0]))
-        return report.fail(errors.INTEGRITY_FAILURE, consumption.error[0], **consumption.error[1])
-    stored = sum(scan.output_has_content.values())
-    checks.append(
-        Check(
-            "outputs",
-            True,
-            f"{stored} stored outputs match their hashes; {consumption.checked} consumed "
-            "outputs match the hashes their steps consumed",
-        )
+def _seal(run: _Run) -> Refusal | None:
+    if run.erased_seen:
+        return None  # `_events` said why the seal is not checked
+    seal_problem = _seal_check(
+        seal=run.seal,
+        seal_mac=run.seal_mac,
+        header=run.header,
+        keys=run.keys,
+        at=run.at,
+        checks=run.report.checks,
     )
+    if seal_problem is None:
+        return None
+    message = seal_problem.pop("message")
+    return Refusal(errors.INTEGRITY_FAILURE, message, seal_problem)
 
-    if mode == PRODUCTION:
-        if missing_outputs:
-            seq = next(s for s, ref in external_refs if ref in missing_outputs)
-            detail = f"external output {missing_outputs[0]!r} (step {seq}) was not persisted"
-            checks.append(Check("persisted_outputs", False, detail))
-            return report.fail(
-                errors.MISSING_PERSISTED_AGENT_OUTPUT,
-                f"{detail}; production replay never calls live services",
-                broke_at=seq,
+
+def _outputs(run: _Run) -> Refusal | None:
+    scan, consumption = run.scan, run.consumption
+    for problem in (scan.output_error, consumption.error):
+        if problem is not None:
+            return run.failed(
+                "outputs", problem[0], errors.INTEGRITY_FAILURE, problem[0], **problem[1]
             )
-        checks.append(Check("persisted_outputs", True, "every external output is persisted"))
+    stored = sum(scan.output_has_content.values())
+    run.passed(
+        "outputs",
+        f"{stored} stored outputs match their hashes; {consumption.checked} consumed "
+        "outputs match the hashes their steps consumed",
+    )
+    return None
 
-    # -- re-execute (seed 003 §6 step 8) --------------------------------------------------
-    if runtime is None:
-        detail = f"runtime {job['runtime']['name']!r} is not registered"
-        checks.append(Check("steps", False, detail))
-        return report.fail(errors.CAPABILITY_NOT_FOUND, detail)
-    assert materialiser is not None
-    state = ReplayState(snapshots=bodies, materialised=materialiser.state())
-    cap = limits.max_iterations
+
+def _persisted_outputs(run: _Run) -> Refusal | None:
+    if run.mode != PRODUCTION:
+        return None
+    missing_outputs = run.missing_outputs
+    if missing_outputs:
+        seq = next(s for s, ref in run.external_refs if ref in missing_outputs)
+        detail = f"external output {missing_outputs[0]!r} (step {seq}) was not persisted"
+        return run.failed(
+            "persisted_outputs",
+            detail,
+            errors.MISSING_PERSISTED_AGENT_OUTPUT,
+            f"{detail}; production replay never calls live services",
+            broke_at=seq,
+        )
+    run.passed("persisted_outputs", "every external output is persisted")
+    return None
+
+
+def _re_execute(run: _Run) -> Refusal | None:
+    """Re-execute the steps (seed 003 §6 step 8)."""
+    report, registry, scan, mode = run.report, run.registry, run.scan, run.mode
+    if run.runtime is None:
+        detail = f"runtime {run.header['job']['runtime']['name']!r} is not registered"
+        return run.failed("steps", detail, errors.CAPABILITY_NOT_FOUND, detail)
+    assert run.materialiser is not None
+    bodies, rng = run.bodies, run.rng
+    state = ReplayState(snapshots=bodies, materialised=run.materialiser.state())
+    cap = run.limits.max_iterations
     governance_cap = bodies.get("governance", {}).get("max_iterations")
     if isinstance(governance_cap, int) and not isinstance(governance_cap, bool):
         cap = governance_cap if cap is None else min(cap, governance_cap)
@@ -674,18 +755,17 @@ def _replay(
     # Sandbox mocks draw from the job's "agent" stream, one external call after another, as
     # the recorder's stand-in agent does; so each runs for every external step (in order),
     # and its output is used only where the recorded one was not persisted.
-    mock_rng = rng.fork("agent") if mode == SANDBOX and missing_outputs else None
+    mock_rng = rng.fork("agent") if mode == SANDBOX and run.missing_outputs else None
     mocked: dict[str, str] = {}  # output_ref -> hash of the mock's output that stands in
     unmocked: list[str] = []  # missing outputs no registered mock could stand in for
     fed = _Consumption()
-    for step in steps:
+    for step in _steps(scan):
         executed += 1
         if cap is not None and executed > cap:
             detail = f"more than the iteration cap of {cap} steps"
-            checks.append(Check("steps", False, detail))
-            return report.fail(errors.REPLAY_TIMEOUT, detail, broke_at=step["seq"])
+            return run.failed("steps", detail, errors.REPLAY_TIMEOUT, detail, broke_at=step["seq"])
         if executed % 256 == 0:
-            timer.check()
+            run.timer.check()
         if step["kind"] == "external":
             fed.track(step)
             ref = step["output_ref"]
@@ -711,8 +791,9 @@ def _replay(
             detail = (
                 f"step {step['seq']} ({step['step_id']}): function {step['fn']!r} is not registered"
             )
-            checks.append(Check("steps", False, detail))
-            return report.fail(errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"])
+            return run.failed(
+                "steps", detail, errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"]
+            )
         step_input = step["input"]
         fed_by = fed.consumed_ref(step)
         if fed_by is not None and fed_by in mocked:
@@ -729,7 +810,7 @@ def _replay(
                 Divergence(step["seq"], step["step_id"], e.path, e.before, e.after) for e in close
             ]
         if real:
-            approved = step["seq"] in continue_past
+            approved = step["seq"] in run.continue_past
             for entry in real:
                 report.divergences.append(
                     Divergence(
@@ -755,14 +836,16 @@ def _replay(
                     f"; its input's output_hash is the sandbox mock's output for {fed_by!r}"
                     + (f" (step {producer[0]})" if producer is not None else "")
                 )
-            checks.append(Check("steps", False, detail))
-            return report.fail(
+            return run.failed(
+                "steps",
+                detail,
                 errors.REPLAY_DIVERGENCE,
                 detail,
                 broke_at=step["seq"],
                 expected=_short(recorded_bytes),
                 observed=_short(mace_v1(recomputed)),
             )
+    run.last_output = last_output
     note = f"{executed} steps replayed"
     if report.within_epsilon:
         note += "; " + _epsilon_note(report.within_epsilon, with_step=True)
@@ -780,10 +863,14 @@ def _replay(
             f"; no sandbox mock is registered for {', '.join(unmocked)}: the steps that "
             "consumed it used its recorded hash"
         )
-    checks.append(Check("steps", True, note))
+    run.passed("steps", note)
+    return None
 
-    computed_final = runtime.final_answer(last_output, scan.step_count)
-    real = []
+
+def _final_answer(run: _Run) -> Refusal | None:
+    report, header = run.report, run.header
+    computed_final = run.runtime.final_answer(run.last_output, run.scan.step_count)
+    real: list[DiffEntry] = []
     close_final: list[Divergence] = []
     if native.canonical(computed_final, "final answer") != native.canonical(
         header["final_answer"], "final_answer"
@@ -799,8 +886,9 @@ def _replay(
                 Divergence("final_answer", "final_answer", entry.path, entry.before, entry.after)
             )
         detail = "the recomputed final answer differs from the stored final_answer"
-        checks.append(Check("final_answer", False, detail))
-        return report.fail(
+        return run.failed(
+            "final_answer",
+            detail,
             errors.RESULT_MISMATCH,
             detail,
             broke_at="final_answer",
@@ -810,8 +898,29 @@ def _replay(
     detail = "recomputed final answer equals the stored one"
     if close_final:
         detail += "; " + _epsilon_note(close_final, with_step=False)
-    checks.append(Check("final_answer", True, detail))
-    return report
+    run.passed("final_answer", detail)
+    return None
+
+
+#: one replay, in order: what is read before the streaming pass, the pass, then the checks
+#: settled in the contract's order (CHECK_ORDER); the first refusal ends it
+_CHECKS: tuple[pipeline.Check[_Run], ...] = (
+    pipeline.Check("erasures", _erasures),
+    pipeline.Check("snapshot_bodies", _load_snapshots),
+    pipeline.Check("materialiser", _materialiser),
+    pipeline.Check("stream", _stream),
+    pipeline.Check("format", _format),
+    pipeline.Check("consumption", _consumed),
+    pipeline.Check("halts", _halts),
+    pipeline.Check("required_snapshots", _required_snapshots),
+    pipeline.Check("snapshots", _snapshots),
+    pipeline.Check("events", _events),
+    pipeline.Check("seal", _seal),
+    pipeline.Check("outputs", _outputs),
+    pipeline.Check("persisted_outputs", _persisted_outputs),
+    pipeline.Check("steps", _re_execute),
+    pipeline.Check("final_answer", _final_answer),
+)
 
 
 _EPSILON = decimal.Decimal(repr(NUMERIC_EPSILON))

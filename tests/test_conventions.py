@@ -38,6 +38,7 @@ PURE_CORE = [
     "replay/canonical.py",
     "replay/engine.py",
     "replay/report.py",
+    "replay/pipeline.py",
     "replay/diff.py",
     "replay/rng.py",
     "replay/registry.py",

@@ -10,9 +10,11 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from replay.diff import pointer_join
@@ -203,6 +205,54 @@ def _outside_strings(data: bytes) -> bytes:
     return b"".join(kept)
 
 
+#: every byte but the braces and the colon: deleted, they leave the objects and their keys
+_NOT_OBJECT_OR_KEY = bytes(b for b in range(256) if b not in b"{}:")
+#: an object holding no other object: its keys are the colons between its braces
+_FLAT_OBJECT = re.compile(rb"\{:*\}")
+#: object nesting the fast pass follows (a pass per level); deeper texts get the exact scan
+_FAST_DEPTH = 64
+
+
+#: the slice of the structure one substitution works on (its pieces are bounded by it)
+_REDUCE_BYTES = 1 << 16
+
+
+def _drop_flat_objects(structure: bytes) -> bytes:
+    """`structure` without its objects that hold no other object, a slice at a time (one
+    substitution over the whole would hold a piece per object at once). A slice ends just
+    after a ``}``, which no such object spans."""
+    kept: list[bytes] = []
+    start, size = 0, len(structure)
+    while start < size:
+        end = structure.find(b"}", start + _REDUCE_BYTES) + 1 or size
+        kept.append(_FLAT_OBJECT.sub(b"", structure[start:end]))
+        start = end
+    return b"".join(kept)
+
+
+def _clearly_within(skeleton: bytes, max_keys: int, max_object_keys: int) -> bool:
+    """Whether the structure `skeleton` (:func:`_outside_strings`) surely holds no more than
+    `max_keys` keys in all and `max_object_keys` in any object; False when in doubt (the exact
+    scan of :func:`check_key_count` then decides and words the refusal). C-speed passes only:
+    the skeleton is reduced to its braces and colons; then, a nesting level a pass, no run of
+    more than `max_object_keys` colons may be left (an object holding no other object has
+    its keys as one run) and the innermost objects are dropped, until no brace is left."""
+    if skeleton.count(b":") > max_keys:
+        return False
+    structure = skeleton.translate(None, _NOT_OBJECT_OR_KEY)
+    too_many = b":" * (max_object_keys + 1)
+    for _ in range(_FAST_DEPTH):
+        if too_many in structure:
+            return False
+        if b"{" not in structure and b"}" not in structure:
+            return True  # what is left are keys outside any object, few enough
+        reduced = _drop_flat_objects(structure)
+        if len(reduced) == len(structure):
+            return False  # a brace without its pair
+        structure = reduced
+    return False
+
+
 def check_key_count(
     data: bytes, *, where: str, max_keys: int = MAX_KEYS, max_object_keys: int = MAX_OBJECT_KEYS
 ) -> None:
@@ -210,14 +260,18 @@ def check_key_count(
     in all, before it is parsed (a parsed key costs far more than its bytes).
 
     Every key needs a colon, so a text with few colons is let through without a scan. The
-    scan drops the strings (byte operations), then counts the colons between consecutive
-    braces (``bytes.count``): a step per object, not per string, and it stops at the first
-    limit crossed, naming the one a key-by-key count would have crossed first.
+    scan drops the strings (byte operations); a text clearly within both limits is let
+    through after a few C-speed passes (:func:`_clearly_within`); any other is scanned
+    exactly, counting the colons between consecutive braces (``bytes.count``): a step per
+    object, not per string, stopping at the first limit crossed and naming the one a
+    key-by-key count would have crossed first.
     """
     check_container_count(data, where=where)
     if data.count(b":") <= min(max_keys, max_object_keys):
         return
     skeleton = _outside_strings(data)
+    if _clearly_within(skeleton, max_keys, max_object_keys):
+        return
     total = 0
     here = 0
     outer: list[int] = []
@@ -324,6 +378,27 @@ def _utf8_error(data: bytes, exc: UnicodeDecodeError, where: str) -> ReplayError
     )
 
 
+#: a JSON text at least this long is decoded with the cyclic garbage collector paused
+_NO_COLLECTION_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def _no_collection(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large JSON text is decoded: a decoder makes
+    no reference cycles, yet each of its millions of new containers counts towards the next
+    collection, and the full ones walk every container made so far (a quarter of the whole
+    document reader's decoding time on bench_replay's 30 MB trace). Reference counting
+    frees as ever; the collector is resumed as it was found."""
+    if size < _NO_COLLECTION_BYTES or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def loads_strict(
     data: bytes,
     *,
@@ -344,7 +419,8 @@ def loads_strict(
     except UnicodeDecodeError as exc:
         raise _utf8_error(data, exc, where) from None
     try:
-        value, end = _DECODER.raw_decode(text, _skip_ws(text, 0))
+        with _no_collection(len(data)):
+            value, end = _DECODER.raw_decode(text, _skip_ws(text, 0))
     except json.JSONDecodeError as exc:
         kind = "truncated JSON" if exc.pos >= len(text.rstrip()) else "malformed JSON"
         raise ReplayError(
@@ -461,6 +537,46 @@ def shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:
     needs its own ``{`` or ``[`` byte; so a short text with few brackets needs no walk.
     """
     return len(data) <= max_string and data.count(b"{") + data.count(b"[") <= max_depth
+
+
+#: every byte but the brackets: deleted, they leave a text's nesting
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
+
+
+def text_shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:
+    """True when the JSON text `data` surely holds no container deeper than `max_depth` and
+    no string longer than `max_string` characters: what :func:`check_shape` refuses, proven
+    from the bytes with C-speed passes, so the walk over the parsed value can be skipped;
+    False when in doubt (walk it). Asked of a text a decoder accepted (its brackets pair up).
+
+    A string has no more characters than bytes between its quotes (escapes blanked two bytes
+    for two, as :func:`_outside_strings` does); with the strings dropped, each pass removes
+    the empty ``{}`` then ``[]`` pairs, at most two levels of nesting a pass."""
+    if shape_is_bounded(data, max_depth=max_depth, max_string=max_string):
+        return True
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    kept: list[bytes] = []
+    inside = 0
+    carry = longest = 0  # bytes of a string a chunk ended in; the longest string's
+    for start in range(0, len(data), _CHUNK):
+        parts = data[start : start + _CHUNK].split(b'"')
+        lengths = [len(p) for p in parts[1 - inside :: 2]]
+        if inside and lengths:
+            lengths[0] += carry
+        kept.append(b"".join(parts[inside::2]))
+        inside = (inside + len(parts) - 1) % 2
+        if lengths:
+            longest = max(longest, *lengths)
+            carry = lengths[-1] if inside else 0
+    if longest > max_string:
+        return False
+    structure = b"".join(kept).translate(None, _NOT_BRACKET)
+    for _ in range(max_depth // 2):
+        if not structure:
+            return True
+        structure = structure.replace(b"{}", b"").replace(b"[]", b"")
+    return not structure
 
 
 def _skip_ws(text: str, pos: int) -> int:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.errors import ReplayError
+from replay.formats import jsonstrict
 from replay.formats.jsonstrict import check_key_count
 
 #: the key-by-key scan check_key_count used (kept to compare)
@@ -84,3 +85,60 @@ def test_escapes_and_nesting(text):
             assert _outcome(check_key_count, text, total, most) == _outcome(
                 _reference, text, total, most
             )
+
+
+def _deep(levels: int, keys_each: int) -> bytes:
+    inner = b"1"
+    for level in range(levels):
+        pairs = b",".join(b'"k%d":%d' % (i, level) for i in range(keys_each - 1))
+        inner = b'{"n":' + inner + (b"," + pairs if pairs else b"") + b"}"
+    return inner
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # an object whose keys the objects it holds split into short runs
+        b"{" + b",".join(b'"k%d":{"x":1}' % i for i in range(9)) + b"}",
+        _deep(70, 3),  # nesting deeper than the fast pass follows: the exact scan decides
+        _deep(5, 6),
+        rb'{"a":1,"b":2',  # a brace without its pair
+        rb'{"a":1}},{"b":2,"c":3',
+        rb'"x":1,"y":2,"z":3',  # keys outside any object
+    ],
+)
+def test_the_fast_pass_lets_through_only_what_the_exact_scan_does(text):
+    for total in (0, 3, 8, 9, 10, 200, 300):
+        for most in (0, 2, 3, 5, 8, 9, 10):
+            assert _outcome(check_key_count, text, total, most) == _outcome(
+                _reference, text, total, most
+            ), (total, most)
+
+
+def test_a_deep_text_within_the_limits_passes_the_exact_scan():
+    text = _deep(70, 3)
+    json.loads(text)
+    assert _outcome(check_key_count, text, 1000, 10) == "ok"
+    assert _outcome(check_key_count, text, 1000, 2) == (
+        "t: an object has more than 2 keys; refused before parsing it"
+    )
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 2, 5])
+def test_the_fast_pass_reduces_the_structure_a_slice_at_a_time(slice_bytes, monkeypatch):
+    monkeypatch.setattr(jsonstrict, "_REDUCE_BYTES", slice_bytes)
+    texts = [
+        b"{" + b",".join(b'"k%d":{"x":1,"y":{"z":2}}' % i for i in range(9)) + b"}",
+        _deep(70, 3),
+        _deep(5, 6),
+        b"[" + b",".join(b'{"a":1,"b":{"c":2,"d":3},"e":[{"f":4}]}' for _ in range(40)) + b"]",
+    ]
+    for text in texts:
+        json.loads(text)
+        for total in (0, 3, 8, 9, 10, 200, 300):
+            for most in (0, 2, 3, 5, 8, 9, 10):
+                assert _outcome(check_key_count, text, total, most) == _outcome(
+                    _reference, text, total, most
+                ), (text[:40], total, most)
+    structure = b"{::{:}}{}{:::{::{}}}"
+    assert jsonstrict._drop_flat_objects(structure) == b"{::}{:::{::}}"

@@ -7,10 +7,11 @@ Pure: no Django.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from replay import errors
+from replay import errors, pipeline
 from replay.canonical import CanonicalError, mace_v1
 from replay.diff import diff
 from replay.errors import ReplayError
@@ -38,6 +39,7 @@ from replay.formats.mace.signing import (
     _subpayload_of_parsed,
     unprotected_fields,
 )
+from replay.pipeline import Refusal
 from replay.report import AUDIT, PRODUCTION, SANDBOX, Check, Divergence, ReplayReport
 from replay.signatures import KeyRing
 
@@ -90,6 +92,43 @@ def _fail(
 SnapshotSource = Callable[[str, str], "bytes | dict[str, Any] | None"]
 
 
+@dataclass
+class _Verify:
+    """The state one log's checks share (`pipeline.run` over `_CHECKS`)."""
+
+    log: Log
+    report: ReplayReport
+    snapshot_source: SnapshotSource
+    keys: KeyRing | None
+    mode: str
+    at: datetime | None
+    halted_check: Check | None
+    continue_past: frozenset[int]
+    raw: dict[str, Any] = field(default_factory=dict)
+    refs: list[Any] = field(default_factory=list)
+    persisted: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self.log.document
+
+    def failed(
+        self,
+        check: str,
+        code: str,
+        message: str,
+        *,
+        broke_at: Any = None,
+        expected: Any = None,
+        observed: Any = None,
+    ) -> Refusal:
+        """:func:`_fail`'s refusal: the failed check appended, the report failed by the runner."""
+        self.report.checks.append(Check(check, False, message))
+        return Refusal(
+            code, message, {"broke_at": broke_at, "expected": expected, "observed": observed}
+        )
+
+
 def verify(
     log: Log,
     *,
@@ -104,11 +143,17 @@ def verify(
     snapshot file (bytes, or an already parsed document) or None when it is not there.
     ``continue_past``: iterations whose divergence an approved force-continue lets the
     verification go past (the result is then non-authoritative). Never raises
-    ``ReplayError``."""
-    doc = log.document
+    ``ReplayError``. The checks are `_CHECKS`, in order, to the first refusal."""
     report = _report(mode, log)
     if not log.replayable_shape:
         return _verify_writer_log(log, report, keys=keys, at=at, halted_check=halted_check)
+    state = _Verify(log, report, snapshot_source, keys, mode, at, halted_check, continue_past)
+    done: ReplayReport = pipeline.run(_CHECKS, state)
+    return done
+
+
+def _format(run: _Verify) -> None:
+    doc, report = run.doc, run.report
     version = doc.get("schema_version", SCHEMA_VERSION)
     iterations = doc["iteration_trace"]
     report.stats = {"iterations": len(iterations), "events": len(doc.get("event_refs") or [])}
@@ -120,27 +165,29 @@ def verify(
             f"{len(iterations)} iterations",
         )
     )
-    if halted_check is not None:
-        report.checks.append(halted_check)
+    if run.halted_check is not None:
+        report.checks.append(run.halted_check)
 
-    # required snapshots (§6 step 2): ids present, files present
-    ids = log.snapshot_ids
+
+def _required_snapshots(run: _Verify) -> Refusal | None:
+    """Required snapshots (§6 step 2): ids present, files present."""
+    report = run.report
+    ids = run.log.snapshot_ids
     report.snapshot_ids = [str(ids[k]) for k in SNAPSHOT_KINDS if ids[k]]
     absent = [SNAPSHOT_FIELDS[k] for k in SNAPSHOT_KINDS if not ids[k]]
     if absent:
         message = f"the log names no {', '.join(absent)}"
         report.missing = absent
-        return _fail(
-            report, "required_snapshots", errors.MISSING_SNAPSHOT, message, broke_at=absent[0]
+        return run.failed(
+            "required_snapshots", errors.MISSING_SNAPSHOT, message, broke_at=absent[0]
         )
-    raw: dict[str, Any] = {}
     for kind in SNAPSHOT_KINDS:
         sid = str(ids[kind])
-        data = snapshot_source(kind, sid)
+        data = run.snapshot_source(kind, sid)
         if data is None:
             report.missing.append(f"{kind}:{sid}")
         else:
-            raw[kind] = data
+            run.raw[kind] = data
     if report.missing:
         kind, sid = report.missing[0].split(":", 1)
         message = (
@@ -148,8 +195,7 @@ def verify(
             f"({len(report.missing)} of {len(SNAPSHOT_KINDS)} missing: "
             f"{', '.join(m.split(':')[0] for m in report.missing)})"
         )
-        return _fail(
-            report,
+        return run.failed(
             "required_snapshots",
             errors.MISSING_SNAPSHOT,
             message,
@@ -159,10 +205,13 @@ def verify(
     report.checks.append(
         Check("required_snapshots", True, f"all {len(SNAPSHOT_KINDS)} snapshot files present")
     )
+    return None
 
-    # snapshots: parse, id provenance (§5), signature (§1)
-    # every file is checked (the ones that verify are kept, to be stored); the first
-    # problem in kind order is the report's
+
+def _snapshots(run: _Verify) -> Refusal | None:
+    """Snapshots: parse, id provenance (§5), signature (§1). Every file is checked (the ones
+    that verify are kept, to be stored); the first problem in kind order is the report's."""
+    log, raw, ids = run.log, run.raw, run.log.snapshot_ids
     first: tuple[str, str, Any, Any, Any] | None = None
     for kind in SNAPSHOT_KINDS:
         sid = ids[kind]
@@ -178,7 +227,7 @@ def verify(
         body_bytes = _canonical(snap["body"], kind)
         problem = _snapshot_provenance(kind, sid, snap, body_bytes)
         if problem is None:
-            problem = _snapshot_signature(kind, snap, body_bytes, keys=keys, at=at)
+            problem = _snapshot_signature(kind, snap, body_bytes, keys=run.keys, at=run.at)
         if problem is None:
             # only a file whose id recomputes and whose signature verifies may be stored:
             # the store keeps the first body of an id, so a badly signed copy kept first
@@ -187,16 +236,10 @@ def verify(
         first = first or problem
     if first is not None:
         code, message, broke_at, expected, observed = first
-        return _fail(
-            report,
-            "snapshots",
-            code,
-            message,
-            broke_at=broke_at,
-            expected=expected,
-            observed=observed,
+        return run.failed(
+            "snapshots", code, message, broke_at=broke_at, expected=expected, observed=observed
         )
-    report.checks.append(
+    run.report.checks.append(
         Check(
             "snapshots",
             True,
@@ -204,9 +247,13 @@ def verify(
             "its signature verifies",
         )
     )
+    return None
 
-    # event ids (§5) and their order (§4)
-    refs = doc.get("event_refs") or []
+
+def _event_ids(run: _Verify) -> Refusal | None:
+    """Event ids (§5) and their order (§4); the memory ids (§5) a memory write records."""
+    doc = run.doc
+    refs = run.refs = doc.get("event_refs") or []
     previous = None
     for i, ref in enumerate(refs):
         seq = ref["sequence_index"]
@@ -215,8 +262,7 @@ def verify(
                 f"event_refs[{i}].sequence_index: {seq} does not follow {previous} "
                 "(events are ordered by sequence_index)"
             )
-            return _fail(
-                report,
+            return run.failed(
                 "event_ids",
                 errors.INTEGRITY_FAILURE,
                 message,
@@ -231,8 +277,7 @@ def verify(
                 f"event_refs[{i}].event_id: does not recompute as {EVENT_ID_GENERATOR} "
                 f"(sequence_index {seq}, {ref['event_type']})"
             )
-            return _fail(
-                report,
+            return run.failed(
                 "event_ids",
                 errors.INTEGRITY_FAILURE,
                 message,
@@ -240,17 +285,15 @@ def verify(
                 expected=expected,
                 observed=ref["event_id"],
             )
-    # memory ids (§5): the wm_id / episodic_id a memory write records, from its counter
     memory, memory_problem = memory_id_failure(doc)
     if memory_problem is not None:
-        message, broke_at, expected, observed = memory_problem
-        return _fail(
-            report,
+        message, broke_at, recomputed, observed = memory_problem
+        return run.failed(
             "event_ids",
             errors.INTEGRITY_FAILURE,
             message,
             broke_at=broke_at,
-            expected=expected,
+            expected=recomputed,
             observed=observed,
         )
     detail = f"{len(refs)} event ids recompute as {EVENT_ID_GENERATOR}"
@@ -259,17 +302,26 @@ def verify(
             f"; the wm_id and episodic_id of {memory} memory write{'s' if memory != 1 else ''} "
             "recompute as sha256(job_seed:counter)"
         )
-    report.checks.append(Check("event_ids", True, detail))
+    run.report.checks.append(Check("event_ids", True, detail))
+    return None
 
-    failed = _signed_part(report, doc, keys=keys, at=at)
-    if failed is not None:
-        return failed
 
-    # REPLAYABLE (§9): what the console finds, against what the log claims
-    persisted = _persisted(doc)
+def _signed(run: _Verify) -> Refusal | None:
+    """The ``immutable_subpayload`` and ``signature`` checks (:func:`_signed_part`)."""
+    failed = _signed_part(run.report, run.doc, keys=run.keys, at=run.at)
+    if failed is None:
+        return None
+    where = {"broke_at": failed.broke_at, "expected": failed.expected, "observed": failed.observed}
+    return Refusal(str(failed.error_code), str(failed.message), where)
+
+
+def _replayable(run: _Verify) -> Refusal | None:
+    """REPLAYABLE (§9): what the console finds, against what the log claims."""
+    doc, report = run.doc, run.report
+    persisted = run.persisted = _persisted(doc)
     unpersisted = [
         it["iteration_id"]
-        for it in iterations
+        for it in doc["iteration_trace"]
         if it.get("agent_output_id") is not None and it["agent_output_id"] not in persisted
     ]
     report.replayable = not unpersisted
@@ -280,8 +332,7 @@ def verify(
             f"REPLAYABLE: the log says true, but the agent output of iteration "
             f"{unpersisted[0]} was not persisted ({len(unpersisted)} missing)"
         )
-        return _fail(
-            report,
+        return run.failed(
             "replayable",
             errors.MISSING_PERSISTED_AGENT_OUTPUT,
             message,
@@ -299,71 +350,90 @@ def verify(
             "persisted (production replay refuses it)"
         )
     report.checks.append(Check("replayable", True, note))
+    return None
 
-    # persisted agent outputs (§6 step 8, production)
-    if mode == PRODUCTION:
-        for i, it in enumerate(iterations):
-            oid = it.get("agent_output_id")
-            if oid is None:
-                continue
-            if oid not in persisted:
-                message = (
-                    f"iteration_trace[{i}] ({it['iteration_id']}): agent output {oid} was "
-                    "not persisted; production replay never calls a live agent"
-                )
-                return _fail(
-                    report,
-                    "persisted_outputs",
-                    errors.MISSING_PERSISTED_AGENT_OUTPUT,
-                    message,
-                    broke_at=it["iteration_id"],
-                    expected=oid,
-                )
-            entries = diff(it.get("agent_output"), persisted[oid].get("output"))
-            if entries:
-                approved = i in continue_past
-                here = [
-                    Divergence(
-                        i,
-                        it["iteration_id"],
-                        f"/iteration_trace/{i}/agent_output" + e.path,
-                        e.before,
-                        e.after,
-                        force_continued=approved,
-                    )
-                    for e in entries
-                ]
-                report.divergences += here
-                if approved:
-                    report.force_continued = True
-                    report.authoritative = False
-                    continue
-                first_divergence = here[0]
-                message = (
-                    f"iteration_trace[{i}] ({it['iteration_id']}): the recorded agent output "
-                    f"differs from persisted output {oid} at {first_divergence.path}"
-                )
-                return _fail(
-                    report,
-                    "persisted_outputs",
-                    errors.REPLAY_DIVERGENCE,
-                    message,
-                    broke_at=i,
-                    expected=_text(first_divergence.after),
-                    observed=_text(first_divergence.before),
-                )
-        note = "every agent output equals its persisted copy"
-        if report.force_continued:
-            note = (
-                "every agent output equals its persisted copy, but for the iterations "
-                "force-continued past an approved divergence (non-authoritative)"
+
+def _persisted_outputs(run: _Verify) -> Refusal | None:
+    """Persisted agent outputs (§6 step 8, production)."""
+    if run.mode != PRODUCTION:
+        return None
+    report, persisted = run.report, run.persisted
+    for i, it in enumerate(run.doc["iteration_trace"]):
+        oid = it.get("agent_output_id")
+        if oid is None:
+            continue
+        if oid not in persisted:
+            message = (
+                f"iteration_trace[{i}] ({it['iteration_id']}): agent output {oid} was "
+                "not persisted; production replay never calls a live agent"
             )
-        report.checks.append(Check("persisted_outputs", True, note))
-    report.message = (
-        f"MACE log {doc['log_id']} verifies: signature, {len(SNAPSHOT_KINDS)} snapshots, "
-        f"{len(refs)} event ids"
+            return run.failed(
+                "persisted_outputs",
+                errors.MISSING_PERSISTED_AGENT_OUTPUT,
+                message,
+                broke_at=it["iteration_id"],
+                expected=oid,
+            )
+        entries = diff(it.get("agent_output"), persisted[oid].get("output"))
+        if entries:
+            approved = i in run.continue_past
+            here = [
+                Divergence(
+                    i,
+                    it["iteration_id"],
+                    f"/iteration_trace/{i}/agent_output" + e.path,
+                    e.before,
+                    e.after,
+                    force_continued=approved,
+                )
+                for e in entries
+            ]
+            report.divergences += here
+            if approved:
+                report.force_continued = True
+                report.authoritative = False
+                continue
+            first_divergence = here[0]
+            message = (
+                f"iteration_trace[{i}] ({it['iteration_id']}): the recorded agent output "
+                f"differs from persisted output {oid} at {first_divergence.path}"
+            )
+            return run.failed(
+                "persisted_outputs",
+                errors.REPLAY_DIVERGENCE,
+                message,
+                broke_at=i,
+                expected=_text(first_divergence.after),
+                observed=_text(first_divergence.before),
+            )
+    note = "every agent output equals its persisted copy"
+    if report.force_continued:
+        note = (
+            "every agent output equals its persisted copy, but for the iterations "
+            "force-continued past an approved divergence (non-authoritative)"
+        )
+    report.checks.append(Check("persisted_outputs", True, note))
+    return None
+
+
+def _verified(run: _Verify) -> None:
+    run.report.message = (
+        f"MACE log {run.doc['log_id']} verifies: signature, {len(SNAPSHOT_KINDS)} snapshots, "
+        f"{len(run.refs)} event ids"
     )
-    return report
+
+
+#: one log's verification, in order; the first refusal ends it
+_CHECKS: tuple[pipeline.Check[_Verify], ...] = (
+    pipeline.Check("format", _format),
+    pipeline.Check("required_snapshots", _required_snapshots),
+    pipeline.Check("snapshots", _snapshots),
+    pipeline.Check("event_ids", _event_ids),
+    pipeline.Check("signature", _signed),
+    pipeline.Check("replayable", _replayable),
+    pipeline.Check("persisted_outputs", _persisted_outputs),
+    pipeline.Check("verified", _verified),
+)
 
 
 def _signed_part(

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from replay.errors import MALFORMED_TRACE, ReplayError
-from replay.formats.jsonstrict import check_shape, loads_strict
+from replay.formats.jsonstrict import check_shape, loads_strict, text_shape_is_bounded
 from replay.formats.native.lines import _blank_lines, _long_line, _serial_rows
 from replay.formats.native.parallel import _chunked_rows
 from replay.formats.native.schema import (
@@ -192,13 +192,18 @@ def _read_document_bytes(stream: IO[bytes], limits: Limits) -> bytes:
 
 
 def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTrace:
-    doc = loads_strict(_read_document_bytes(stream, limits), where="trace", **limits.keys())
+    data = _read_document_bytes(stream, limits)
+    # proven from the bytes before they are parsed (the walk of a large document costs more)
+    bounded = text_shape_is_bounded(data, max_depth=limits.max_depth, max_string=limits.max_string)
+    doc = loads_strict(data, where="trace", **limits.keys())
+    del data  # not held beside the parsed document
     if not isinstance(doc, dict):
         raise _malformed(f"trace: expected a JSON object, got {_type_name(doc)}")
     if doc.get("format") != FORMAT:
         validate_header(doc)  # names the format problem
     _no_extra(doc, DOCUMENT_KEYS, "trace")
-    check_shape(doc, where="trace", max_depth=limits.max_depth, max_string=limits.max_string)
+    if not bounded:
+        check_shape(doc, where="trace", max_depth=limits.max_depth, max_string=limits.max_string)
     header = validate_header({k: v for k, v in doc.items() if k in HEADER_KEYS})
     events = _expect(doc, "events", (list,), "trace")
     steps = _expect(doc, "steps", (list,), "trace")

@@ -51,10 +51,11 @@ from json.encoder import encode_basestring_ascii as _escape
 from types import MappingProxyType
 from typing import IO, Any
 
-from replay import errors
+from replay import errors, pipeline
 from replay.canonical import CanonicalError, python_sorted
 from replay.errors import ReplayError
 from replay.formats.jsonstrict import MAX_KEYS, MAX_OBJECT_KEYS, check_key_count, loads_strict
+from replay.pipeline import Refusal
 from replay.report import AUDIT, Check, ReplayReport
 
 try:  # accelerator for verify_bytes: a value it parses is used only once proven (see below)
@@ -604,6 +605,26 @@ def replay(
     return _replay(artifact, None, contract=contract, registry=registry, mode=mode)
 
 
+@dataclass
+class _Run:
+    """The state one artifact's checks share (`pipeline.run` over `_CHECKS`)."""
+
+    artifact: Artifact
+    serialised: Any
+    canonical: bytes | None
+    contract: Any
+    caps: Any
+    report: ReplayReport
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self.artifact.document
+
+    def failed(self, check: str, code: str, message: str, **where: Any) -> Refusal:
+        self.report.checks.append(Check(check, False, message))
+        return Refusal(code, message, where)
+
+
 def _replay(
     artifact: Artifact,
     serialised: dict[str, bytes] | None,
@@ -614,22 +635,26 @@ def _replay(
     mode: str,
 ) -> ReplayReport:
     """:func:`replay`; `serialised`: the type check's result when it has already passed,
-    `canonical`: :func:`_canonical` of it when already made."""
+    `canonical`: :func:`_canonical` of it when already made. The checks are `_CHECKS`, in
+    order (seed 001 §3), to the first refusal."""
     caps = _as_registry(registry)
     doc = artifact.document
     trace_id = doc.get("id") if isinstance(doc.get("id"), str) else None
     report = ReplayReport(trace_id=trace_id, format=FORMAT, mode=mode)
     report.unprotected_fields = list(UNPROTECTED_FIELDS)
-    checks = report.checks
+    state = _Run(artifact, serialised, canonical, contract, caps, report)
+    done: ReplayReport = pipeline.run(_CHECKS, state)
+    return done
 
-    # 1. type
-    if serialised is None:
+
+def _type(run: _Run) -> Refusal | None:
+    doc = run.doc
+    if run.serialised is None:
         try:
-            serialised = _type_check(doc)
+            run.serialised = _type_check(doc)
         except ReplayError as exc:
-            checks.append(Check("type", False, exc.message))
-            return report.fail(exc.code, exc.message)
-    checks.append(
+            return run.failed("type", exc.code, exc.message)
+    run.report.checks.append(
         Check(
             "type",
             True,
@@ -637,20 +662,23 @@ def _replay(
             f"{len(doc.get('field_results', {}))} field results",
         )
     )
+    return None
 
-    # 2. version
+
+def _version(run: _Run) -> Refusal | None:
+    doc = run.doc
     problem = _version_problem(doc["paxman_version"], doc["planner_version"])
     if problem is not None:
         message, expected, observed = problem
-        checks.append(Check("version", False, message))
-        return report.fail(
+        return run.failed(
+            "version",
             errors.VERSION_MISMATCH,
             message,
             broke_at="version",
             expected=expected,
             observed=observed,
         )
-    checks.append(
+    run.report.checks.append(
         Check(
             "version",
             True,
@@ -658,17 +686,19 @@ def _replay(
             f"(same major, not newer); planner_version {doc['planner_version']!r} is supported",
         )
     )
+    return None
 
-    # 3. capabilities
-    pinned = doc.get("capability_versions", {})
+
+def _capabilities(run: _Run) -> Refusal | None:
+    caps = run.caps
+    pinned = run.doc.get("capability_versions", {})
     for cap, version in pinned.items():
         registered = caps.versions(cap)
         if not registered:
-            message = f"Capability {cap!r} is no longer registered"
-            checks.append(Check("capabilities", False, message))
-            return report.fail(
+            return run.failed(
+                "capabilities",
                 errors.CAPABILITY_NOT_FOUND,
-                message,
+                f"Capability {cap!r} is no longer registered",
                 broke_at=f"capability_versions/{cap}",
                 expected=", ".join(caps.ids()) or "(empty registry)",
                 observed=cap,
@@ -678,8 +708,8 @@ def _replay(
                 f"no capability registered for id={cap!r}, version={version!r} "
                 f"(registered: {', '.join(f'{cap}@{v}' for v in registered)})"
             )
-            checks.append(Check("capabilities", False, message))
-            return report.fail(
+            return run.failed(
+                "capabilities",
                 errors.CAPABILITY_NOT_FOUND,
                 message,
                 broke_at=f"capability_versions/{cap}",
@@ -692,78 +722,83 @@ def _replay(
         )
     else:
         detail = "the artifact pins no capabilities"
-    checks.append(Check("capabilities", True, detail))
+    run.report.checks.append(Check("capabilities", True, detail))
+    return None
 
-    # 4. hash
-    expected_hash = replay_hash_of(doc, serialised)
+
+def _hash(run: _Run) -> Refusal | None:
+    doc = run.doc
+    expected_hash = replay_hash_of(doc, run.serialised)
     recorded = doc["replay_hash"]
     if recorded != expected_hash:
-        message = f"Artifact hash mismatch: expected {expected_hash}, got {recorded}"
-        checks.append(Check("hash", False, message))
-        return report.fail(
+        return run.failed(
+            "hash",
             errors.HASH_MISMATCH,
-            message,
+            f"Artifact hash mismatch: expected {expected_hash}, got {recorded}",
             broke_at="replay_hash",
             expected=expected_hash,
             observed=recorded,
         )
-    checks.append(
-        Check(
-            "hash",
-            True,
-            f"replay_hash {recorded} recomputes over {_HASH_COVERAGE}",
-        )
+    run.report.checks.append(
+        Check("hash", True, f"replay_hash {recorded} recomputes over {_HASH_COVERAGE}")
     )
+    return None
 
-    # 5. contract
+
+def _contract(run: _Run) -> Refusal | None:
+    doc, contract = run.doc, run.contract
     if contract is None:
-        checks.append(
+        run.report.checks.append(
             Check(
                 "contract",
                 True,
                 f"no contract supplied; contract_id {doc['contract_id']!r} is bound by the hash",
             )
         )
-    elif isinstance(contract, InvalidContract):
-        checks.append(Check("contract", False, contract.message))
-        return report.fail(
+        return None
+    if isinstance(contract, InvalidContract):
+        return run.failed(
+            "contract",
             errors.INVALID_CONTRACT,
             contract.message,
             broke_at="contract",
             expected=doc["contract_id"],
             observed=None,
         )
-    else:
-        cid = _contract_id(contract)
-        if cid is None:
-            message = "the supplied contract has no string id"
-            checks.append(Check("contract", False, message))
-            return report.fail(
-                errors.INVALID_CONTRACT,
-                message,
-                broke_at="contract_id",
-                expected=doc["contract_id"],
-                observed=None,
-            )
-        if cid != doc["contract_id"]:
-            message = (
-                f"the supplied contract {cid!r} is not the one the artifact was produced "
-                f"from ({doc['contract_id']!r})"
-            )
-            checks.append(Check("contract", False, message))
-            return report.fail(
-                errors.INVALID_CONTRACT,
-                message,
-                broke_at="contract_id",
-                expected=doc["contract_id"],
-                observed=cid,
-            )
-        checks.append(Check("contract", True, f"the supplied contract is {cid!r}"))
+    cid = _contract_id(contract)
+    if cid is None:
+        return run.failed(
+            "contract",
+            errors.INVALID_CONTRACT,
+            "the supplied contract has no string id",
+            broke_at="contract_id",
+            expected=doc["contract_id"],
+            observed=None,
+        )
+    if cid != doc["contract_id"]:
+        message = (
+            f"the supplied contract {cid!r} is not the one the artifact was produced "
+            f"from ({doc['contract_id']!r})"
+        )
+        return run.failed(
+            "contract",
+            errors.INVALID_CONTRACT,
+            message,
+            broke_at="contract_id",
+            expected=doc["contract_id"],
+            observed=cid,
+        )
+    run.report.checks.append(Check("contract", True, f"the supplied contract is {cid!r}"))
+    return None
 
-    # 6. rehydration: stored as stable_dumps bytes, read back, byte-equal to the input
-    # (a file already in that spelling was itself read back strictly from those bytes)
+
+def _rehydration(run: _Run) -> Refusal | None:
+    """Stored as stable_dumps bytes, read back, byte-equal to the input (a file already in
+    that spelling was itself read back strictly from those bytes)."""
+    doc, artifact = run.doc, run.artifact
+    canonical = run.canonical
     if canonical is None:
-        canonical = _canonical(serialised)
+        canonical = _canonical(run.serialised)
     spelled = artifact.raw is not None and artifact.raw.rstrip(b"\n") == canonical
     read_back = doc if spelled else loads_strict(canonical, where="rehydrated artifact")
     # read back from the canonical bytes, the value must equal the input's; a file already
@@ -772,14 +807,13 @@ def _replay(
     # the type check proved, none NaN, as strict JSON refuses it): equal, not rebuilt
     if read_back is not doc and rehydrate(read_back) != doc:  # pragma: no cover - JSON survives
         message = "the rehydrated artifact does not re-serialise to the input's bytes"
-        checks.append(Check("rehydration", False, message))
-        return report.fail(errors.MALFORMED_TRACE, message)
+        return run.failed("rehydration", errors.MALFORMED_TRACE, message)
     spelling = (
         "the file is in that canonical spelling"
         if spelled
         else "the file itself is spelt differently (whitespace or key order)"
     )
-    checks.append(
+    run.report.checks.append(
         Check(
             "rehydration",
             True,
@@ -788,8 +822,19 @@ def _replay(
             f"{spelling}",
         )
     )
-    report.replayable = True
-    return report
+    run.report.replayable = True
+    return None
+
+
+#: one artifact's replay, in seed 001 §3's order; the first refusal ends it
+_CHECKS: tuple[pipeline.Check[_Run], ...] = (
+    pipeline.Check("type", _type),
+    pipeline.Check("version", _version),
+    pipeline.Check("capabilities", _capabilities),
+    pipeline.Check("hash", _hash),
+    pipeline.Check("contract", _contract),
+    pipeline.Check("rehydration", _rehydration),
+)
 
 
 _KEY_COUNT_SCAN = min(MAX_KEYS, MAX_OBJECT_KEYS)
