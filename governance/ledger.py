@@ -400,6 +400,7 @@ def verify(
     progress: Callable[[int], None] | None = None,
     progress_every: int | None = None,
     upto_seq: int | None = None,
+    vouched: bool = True,
 ) -> chain.ChainResult:
     """Verify the whole stored ledger with the real rules of ``governance.chain``.
 
@@ -408,6 +409,15 @@ def verify(
     defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1, and
     is 1 in a daemonic process (a Celery worker's child). ``upto_seq`` (one process only)
     stops at that seq.
+
+    With ``vouched`` (the default) the largest checkpoint that vouches for the server
+    signatures it covers (``transparency.vouching_checkpoint``: its note and its signatures
+    digest checked, one Ed25519 each) spares the Ed25519 check of every event it covers. That
+    walk is believed only when the chain verifies, the checkpoint's key was announced in it,
+    and the events streamed give the checkpoint's Merkle root and signatures digest
+    (``chain.Vouch``); otherwise (a tamper anywhere, a checkpoint that disagrees) the ledger
+    is verified again the old way, one server signature check per event, so every verdict,
+    break and code is the old way's. ``progress`` then counts again from the start.
     """
     if upto_seq is not None:
         workers = 1
@@ -420,18 +430,66 @@ def verify(
         # are not allowed to have children"): the background verification runs in this one
         workers = 1
     every = progress_every or chunk_size
-    if workers <= 1:
-        return chain.verify_chain(
-            _counted(rows(chunk_size=chunk_size, upto_seq=upto_seq), progress, every),
-            server_keys=keys,
-            actor_keys=members,
+    vouch = transparency.vouching_checkpoint(upto_seq) if vouched else None
+    if vouch is not None:
+        result, linker = _walk(
+            keys,
+            members,
+            workers=workers,
+            chunk_size=chunk_size,
+            upto_seq=upto_seq,
+            progress=progress,
+            every=every,
+            vouch=vouch,
         )
+        if result.ok and vouch.agrees() and vouch.key_id in linker.announced:
+            return result
+    result, _linker = _walk(
+        keys,
+        members,
+        workers=workers,
+        chunk_size=chunk_size,
+        upto_seq=upto_seq,
+        progress=progress,
+        every=every,
+        vouch=None,
+    )
+    return result
+
+
+def _walk(
+    keys: Mapping[str, chain.ServerKey],
+    members: Mapping[str, bytes],
+    *,
+    workers: int,
+    chunk_size: int,
+    upto_seq: int | None,
+    progress: Callable[[int], None] | None,
+    every: int,
+    vouch: chain.Vouch | None,
+) -> tuple[chain.ChainResult, chain.Linker]:
+    """One verification pass (see :func:`verify`); with ``vouch``, the server signatures of
+    the events it covers are left to it (the caller checks ``vouch.agrees()``)."""
+    signed_through = vouch.size if vouch is not None else 0
     linker = chain.Linker(keys)
+    if workers <= 1:
+        for row in _counted(rows(chunk_size=chunk_size, upto_seq=upto_seq), progress, every):
+            if vouch is not None:
+                vouch.feed(row)
+            if linker.feed(row) is not None:
+                break
+            local = chain.check_row(row, keys, members, signed_through)
+            if local is not None:
+                return linker.result(local), linker
+        return linker.result(), linker
     first_local: chain.Break | None = None
     pending: deque[Future[chain.Break | None]] = deque()
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=chain.pool_init, initargs=(keys, members)
+        workers,
+        mp_context=context,
+        initializer=chain.pool_init,
+        initargs=(keys, members, signed_through),
     ) as pool:
         stream = (
             _raw_rows(chunk_size)
@@ -445,6 +503,8 @@ def verify(
                 if not batch:
                     break
                 for row in batch:
+                    if vouch is not None:
+                        vouch.feed(row)
                     if linker.feed(row) is not None:
                         break
                 pending.append(pool.submit(chain.pool_check, batch))
@@ -457,7 +517,7 @@ def verify(
             first_local = pending.popleft().result()
         for future in pending:
             future.cancel()
-    return linker.result(first_local)
+    return linker.result(first_local), linker
 
 
 # --- the tables the decisions depend on --------------------------------------------------------
