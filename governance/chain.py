@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+import orjson
+
 from governance import codes
 from governance.signing import format_time, verify
 from replay.canonical import jcs
@@ -290,9 +292,42 @@ def event_body(
     }
 
 
+_MAX_SAFE: Final = 2**53
+
+
+def _plain(o: Any) -> bool:
+    """Whether ``o`` is in the subset of JSON where orjson writes jcs's bytes exactly: no
+    floats (their spellings differ), integers within I-JSON's ±2**53 (jcs refuses others),
+    ASCII object keys (sorted alike), exact built-in types; strings are escaped alike for
+    every code point (tests/governance/test_canonical.py), and a lone surrogate makes orjson
+    raise, which sends the value to jcs."""
+    t = type(o)
+    if t is str or o is None or t is bool:
+        return True
+    if t is int:
+        return -_MAX_SAFE <= o <= _MAX_SAFE
+    if t is dict:
+        return all(type(k) is str and k.isascii() and _plain(v) for k, v in o.items())
+    if t is list:
+        return all(_plain(v) for v in o)
+    return False
+
+
+def canonical(value: Any) -> bytes:
+    """``jcs(value)`` (RFC 8785), written by orjson when the value is in the subset where the
+    two give the same bytes (:func:`_plain`; about 15 times faster), else by ``jcs`` itself,
+    which also raises what it raises. Hashing an event body is the bulk of verifying one."""
+    try:
+        if _plain(value):
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, RecursionError):  # a lone surrogate, too deep: jcs decides
+        pass
+    return jcs(value)
+
+
 def event_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
     """``"sha256:" + hex(sha256(prev_hash.encode("ascii") + jcs(body)))``."""
-    return "sha256:" + hashlib.sha256(prev_hash.encode("ascii") + jcs(body)).hexdigest()
+    return "sha256:" + hashlib.sha256(prev_hash.encode("ascii") + canonical(body)).hexdigest()
 
 
 def row_body(row: Row) -> dict[str, Any]:
@@ -373,7 +408,7 @@ def check_row(
                 codes.CHAIN_ACTOR_SIGNATURE,
                 f"event {seq} is signed by unknown member key {actor_key_id!r}",
             )
-        if not verify(public, jcs(row[_PAYLOAD]), actor_signature):
+        if not verify(public, canonical(row[_PAYLOAD]), actor_signature):
             return Break(
                 seq,
                 codes.CHAIN_ACTOR_SIGNATURE,
