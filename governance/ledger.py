@@ -58,19 +58,24 @@ def lock() -> None:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID])
 
 
-# PostgreSQL: the lock and the head read in one round trip (the simple query protocol runs
-# the two statements in order, and under READ COMMITTED the second takes its snapshot after
-# the first returned, i.e. after the lock was granted). Every round trip inside the lock is
-# paid by every waiting writer, so this is the hot path worth shortening.
+# PostgreSQL: the lock, the head and the Merkle tree's right edge read in one round trip (the
+# simple query protocol runs the statements in order, and under READ COMMITTED each later one
+# takes its snapshot after the first returned, i.e. after the lock was granted). Every round
+# trip inside the lock is paid by every waiting writer, so this is the hot path worth
+# shortening: with several writer processes, the edge this process kept from its own last
+# append is stale for most appends, and reading it here saves the two queries
+# ``transparency.nodes_for_append`` would make (the tree's size, then the edge).
 _LOCK_AND_HEAD_SQL: Final = (
     f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK_ID}); "  # noqa: S608 - a constant int
     "SELECT seq, hash, created_at, code, server_key_id FROM governance_governanceevent "
-    "ORDER BY seq DESC LIMIT 1"
+    "ORDER BY seq DESC LIMIT 1; "
+    f"{transparency.EDGE_AFTER_HEAD_SQL}"
 )
 
 
 def lock_and_head() -> Head | None:
-    """Take the append lock, then read the head (one round trip on PostgreSQL)."""
+    """Take the append lock, then read the head (one round trip on PostgreSQL, which also
+    hands the tree's right edge after the head to ``transparency.edge_prefetched``)."""
     if connection.vendor != "postgresql":
         lock()
         return head_row()
@@ -80,7 +85,11 @@ def lock_and_head() -> Head | None:
         cur.execute(_LOCK_AND_HEAD_SQL)
         cur.cursor.nextset()
         found = cur.fetchone()
-    return Head(*found) if found else None
+        cur.cursor.nextset()
+        edge = cur.fetchall()
+    head = Head(*found) if found else None
+    transparency.edge_prefetched(head.seq if head else 0, head.hash if head else "", edge)
+    return head
 
 
 def head() -> GovernanceEvent | None:

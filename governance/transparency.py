@@ -43,6 +43,31 @@ _INSERT_SQL: Final = 'INSERT INTO governance_merklenode ("level", "index", "hash
 
 #: the right edge after the last append this process made: (seq, hash) -> {level: (index, hash)}
 _edge: dict[tuple[int, str], dict[int, tuple[int, bytes]]] = {}
+#: the nodes ``ledger.lock_and_head`` read with the head, under the lock: (seq, hash) ->
+#: {(level, index): hash} (the right edge of a tree of ``seq`` leaves, and leaf ``seq`` if the
+#: tree is longer than the chain); used once, by the append that follows
+_prefetched: dict[tuple[int, str], dict[tuple[int, int], bytes]] = {}
+
+#: the third statement of ``ledger.lock_and_head`` (PostgreSQL): with n the head's seq, the
+#: nodes (level, (n >> level) - 1) of the right edge, and leaf n (present only when the tree
+#: is longer than the chain)
+EDGE_AFTER_HEAD_SQL: Final = (
+    'SELECT m.level, m."index", m.hash FROM '
+    "(SELECT coalesce(max(seq), 0) AS n FROM governance_governanceevent) AS h "
+    "CROSS JOIN generate_series(0, 62) AS lv "
+    'JOIN governance_merklenode m ON m.level = lv AND m."index" = (h.n >> lv) - 1 '
+    "WHERE (h.n >> lv) > 0 "
+    'UNION ALL SELECT m.level, m."index", m.hash FROM governance_merklenode m '
+    'WHERE m.level = 0 AND m."index" = '
+    "(SELECT coalesce(max(seq), 0) FROM governance_governanceevent)"
+)
+
+
+def edge_prefetched(seq: int, event_hash: str, rows: Iterable[tuple[int, int, Any]]) -> None:
+    """Keep the nodes read with the head (see :data:`EDGE_AFTER_HEAD_SQL`) for the append
+    after event ``seq``/``event_hash``."""
+    _prefetched.clear()
+    _prefetched[(seq, event_hash)] = {(level, index): bytes(h) for level, index, h in rows}
 
 
 #: a new checkpoint checks the server signatures of at most this many events that no earlier
@@ -178,6 +203,15 @@ def nodes_for_append(
     PostgreSQL). Empty when the tree does not follow the chain (see below). Reads the database
     only when this process did not make the previous append."""
     edge = _edge.pop((prev_seq, prev_hash), None)
+    read = _prefetched.pop((prev_seq, prev_hash), None)
+    _prefetched.clear()
+    if edge is None and read is not None and (0, prev_seq) not in read:
+        keys = merkle.right_edge(prev_seq)
+        if not prev_seq or (0, prev_seq - 1) in read:  # the tree is as long as the chain
+            edge = {lv: (ix, read[(lv, ix)]) for lv, ix in keys if (lv, ix) in read}
+            if prev_seq and edge.get(0) != (prev_seq - 1, merkle.leaf_hash(leaf_of(prev_hash))):
+                _edge.clear()
+                return []  # the history was replaced under the tree (as below)
     if edge is None:
         size = tree_size()
         if size > prev_seq:
