@@ -18,7 +18,7 @@ import itertools
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -183,7 +183,46 @@ _INSERT_SQL: Final = (
 )
 
 
-def insert(
+_ROW_SQL: Final = f"({', '.join(['%s'] * len(_COLUMNS))})"
+
+
+@dataclass(slots=True, eq=False)
+class _Prepared:
+    """An event hashed and signed, ready to be written: its values, its INSERT parameters
+    and the Merkle nodes it completes."""
+
+    values: dict[str, Any]
+    params: list[Any]
+    nodes: list[tuple[int, int, bytes]]
+
+    @property
+    def seq(self) -> int:
+        return int(self.values["seq"])
+
+    @property
+    def hash(self) -> str:
+        return str(self.values["hash"])
+
+    @property
+    def created_at(self) -> datetime:
+        return self.values["created_at"]  # type: ignore[no-any-return]
+
+    @property
+    def code(self) -> int:
+        return int(self.values["code"])
+
+    @property
+    def server_key_id(self) -> str:
+        return str(self.values["server_key_id"])
+
+    def event(self) -> GovernanceEvent:
+        event = GovernanceEvent(**self.values)
+        event._state.adding = False
+        event._state.db = connection.alias
+        return event
+
+
+def _prepare(
     *,
     prev: Any,
     event_type: str,
@@ -195,12 +234,9 @@ def insert(
     actor_key_id: str | None = None,
     actor_signature: str | None = None,
     idempotency_key: str | None = None,
-) -> GovernanceEvent:
-    """Hash, sign and insert the event after ``prev`` (a Head or an event, None for the first).
-
-    Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
-    completes (``governance.transparency``): this is the hot path of every append.
-    """
+) -> _Prepared:
+    """Hash and sign the event after ``prev`` (a Head, an event or a _Prepared; None for the
+    first) and work out the Merkle nodes it completes. Call only with the lock held."""
     if event_type not in codes.BY_NAME:
         raise codes.GovernanceError(
             codes.EVENT_TYPE_UNKNOWN, f"unknown governance event type {event_type!r}"
@@ -234,24 +270,66 @@ def insert(
         )
         for name in _COLUMNS
     ]
-    # the Merkle tree grows with the chain, in the same transaction, under the same lock; on
-    # PostgreSQL the event and its nodes go in one statement (one round trip under the lock)
+    # the Merkle tree grows with the chain, in the same transaction, under the same lock
     new_nodes = transparency.nodes_for_append(
         prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest
     )
+    return _Prepared(values, params, new_nodes)
+
+
+def _write(prepared: Sequence[_Prepared]) -> None:
+    """INSERT the events and their nodes: on PostgreSQL in one statement (one round trip
+    under the lock, however many events)."""
+    if not prepared:
+        return
+    events_sql = (
+        _INSERT_SQL.split(" VALUES ", 1)[0] + " VALUES " + ", ".join([_ROW_SQL] * len(prepared))
+    )
+    params = [value for p in prepared for value in p.params]
+    new_nodes = [node for p in prepared for node in p.nodes]
     with connection.cursor() as cur:
         if new_nodes and connection.vendor == "postgresql":
             cur.execute(
-                f"WITH event AS ({_INSERT_SQL}) {transparency.insert_sql(len(new_nodes))}",
+                f"WITH event AS ({events_sql}) {transparency.insert_sql(len(new_nodes))}",
                 [*params, *(value for node in new_nodes for value in node)],
             )
         else:
-            cur.execute(_INSERT_SQL, params)
+            cur.execute(events_sql, params)
             transparency.insert_nodes(new_nodes)
-    event = GovernanceEvent(**values)
-    event._state.adding = False
-    event._state.db = connection.alias
-    return event
+
+
+def insert(
+    *,
+    prev: Any,
+    event_type: str,
+    payload: Mapping[str, Any],
+    key: SigningKey,
+    created_at: datetime,
+    actor: Any = None,
+    actor_label: str | None = None,
+    actor_key_id: str | None = None,
+    actor_signature: str | None = None,
+    idempotency_key: str | None = None,
+) -> GovernanceEvent:
+    """Hash, sign and insert the event after ``prev`` (a Head or an event, None for the first).
+
+    Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
+    completes (``governance.transparency``): this is the hot path of every append.
+    """
+    prepared = _prepare(
+        prev=prev,
+        event_type=event_type,
+        payload=payload,
+        key=key,
+        created_at=created_at,
+        actor=actor,
+        actor_label=actor_label,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+        idempotency_key=idempotency_key,
+    )
+    _write([prepared])
+    return prepared.event()
 
 
 def values_row(values: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -311,6 +389,74 @@ def append(
     )
     event_appended.send(sender=GovernanceEvent, event=event)
     return event
+
+
+_ENTRY_FIELDS: Final = frozenset(
+    (
+        "event_type",
+        "payload",
+        "actor",
+        "actor_label",
+        "actor_key_id",
+        "actor_signature",
+        "idempotency_key",
+    )
+)
+
+
+def append_many(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
+    """Append several events, in the order given, in one hold of the lock inside the caller's
+    transaction: what :func:`append` does for each (the same hashing, signing, signer choice
+    and idempotency), but one round trip for the lock and the head and one INSERT for all the
+    events and their Merkle nodes (PostgreSQL), so a caller with several events to record
+    makes the other writers wait once. Each entry takes :func:`append`'s keyword arguments.
+    Returns one event per entry: an entry whose ``idempotency_key`` is already in the
+    ledger, or earlier in the batch, gets that event and appends nothing."""
+    for entry in entries:
+        unknown = set(entry) - _ENTRY_FIELDS
+        if unknown or "event_type" not in entry or "payload" not in entry:
+            raise TypeError(f"an append_many entry takes {sorted(_ENTRY_FIELDS)}: {dict(entry)}")
+    prev: Any = lock_and_head()
+    if not entries:
+        return []
+    wanted = [e["idempotency_key"] for e in entries if e.get("idempotency_key") is not None]
+    known: dict[str, GovernanceEvent | _Prepared] = (
+        {e.idempotency_key: e for e in GovernanceEvent.objects.filter(idempotency_key__in=wanted)}
+        if wanted
+        else {}
+    )
+    now = timezone.now()
+    created_at = max(now, prev.created_at) if prev else now
+    prepared: list[_Prepared] = []
+    picked: list[GovernanceEvent | _Prepared] = []
+    for entry in entries:
+        idempotency_key = entry.get("idempotency_key")
+        if idempotency_key is not None and idempotency_key in known:
+            picked.append(known[idempotency_key])
+            continue
+        key = _signing_key_after(prev)
+        if key is None:
+            key, _ = server_key_create(valid_from=created_at)
+            prev = _prepare(
+                prev=prev,
+                event_type=codes.KEY_ADDED,
+                payload=server_key_payload(key),
+                key=key,
+                created_at=created_at,
+            )
+            prepared.append(prev)
+        prev = _prepare(prev=prev, key=key, created_at=created_at, **entry)
+        prepared.append(prev)
+        picked.append(prev)
+        if idempotency_key is not None:
+            known[idempotency_key] = prev
+    _write(prepared)
+    events = {p.seq: p.event() for p in prepared}
+    asked = {id(p) for p in picked}
+    for p in prepared:
+        if id(p) in asked:  # not the server key's KEY_ADDED made on the way, as append
+            event_appended.send(sender=GovernanceEvent, event=events[p.seq])
+    return [events[p.seq] if isinstance(p, _Prepared) else p for p in picked]
 
 
 # --- verification -----------------------------------------------------------------------------
