@@ -490,9 +490,13 @@ def main() -> int:
             print(f"  {key:<{width}}  {value}")
     finally:
         if not args.keep:
-            from django.db import connections
+            if "django.db" in sys.modules:  # not set up when only the appends ran here
+                from django.conf import settings
 
-            connections.close_all()
+                if settings.configured:
+                    from django.db import connections
+
+                    connections.close_all()
             drop_database(args.database_url, small)
             drop_database(args.database_url, big)
     return 0
