@@ -116,3 +116,18 @@ def test_a_batch_makes_two_statements_under_the_lock():
     assert sql[0].startswith("SELECT pg_advisory_xact_lock(")
     assert sql[1].startswith("WITH event AS (INSERT INTO governance_governanceevent")
     _tree_is_the_chain()
+
+
+def test_payloads_are_stored_as_given_and_verify():
+    payloads = [
+        {"x": 1.5, "tiny": 1e-7, "big": 2**53, "s": 'é😀\u2028"\\', "n": {"a": [1, None, True]}},
+        {"empty": {}, "list": [], "text": ""},
+    ]
+
+    events = services.events_append(
+        [{"event_type": codes.SECURITY_INCIDENT, "payload": p} for p in payloads]
+    )
+
+    for event, payload in zip(events, payloads, strict=True):
+        assert GovernanceEvent.objects.get(seq=event.seq).payload == payload
+    assert ledger.verify(workers=1).ok
