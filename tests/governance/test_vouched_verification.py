@@ -5,7 +5,10 @@ the old way names it (the digest disagrees, and the ledger is verified again the
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from governance import chain, codes, ledger, services, signing, transparency
@@ -262,3 +265,18 @@ def test_the_vouch_agrees_only_with_the_exact_events():
     changed = list(rows[1])
     changed[12] = "sha256:" + "f" * 64
     assert not fed([rows[0], tuple(changed), *rows[2:]])
+
+
+def test_the_command_vouches_for_a_large_ledger_s_first_checkpoint(
+    ledger_with_an_approval,  # noqa: F811
+    monkeypatch,
+):
+    monkeypatch.setattr(transparency, "VOUCH_MAX_NEW", 1)
+    call_command("governance", "tlog-checkpoint", stdout=StringIO())
+    assert transparency.vouching_checkpoint() is None
+
+    call_command("governance", "tlog-checkpoint", "--vouch-all", stdout=StringIO())
+
+    vouch = transparency.vouching_checkpoint()
+    assert vouch is not None
+    assert vouch.size == GovernanceEvent.objects.count()
