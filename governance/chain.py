@@ -45,6 +45,11 @@ Verification is split in two so it can run in parallel: :func:`check_row` needs 
 and the keys (hash recomputation, key window, signatures); :class:`Linker` walks the rows in
 order (gapless seq, prev_hash links, key announcements). The first broken seq is the smallest
 seq either reports; at one seq the linker's finding is reported first.
+
+A signed checkpoint can stand in for the server signatures it covers (:class:`Vouch`,
+``check_row(signed_through=...)``): the caller believes such a walk only when the chain
+verifies and the streamed events give the checkpoint's Merkle root and signatures digest, and
+otherwise verifies again without it (docs/transparency.md).
 """
 
 from __future__ import annotations
