@@ -2,7 +2,7 @@
 verification of a large ledger beside its SHA-256 + Ed25519 ceiling.
 
 Run: ``.venv/bin/python bench/bench_governance.py [--events 1000000] [--writers 8]
-[--appends 250] [--workers N] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+[--appends 250] [--batch 10] [--appends-only] [--workers N] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 [--quick] [--keep]``
 
 Everything happens in two scratch databases created on that server (and dropped at the end
@@ -10,13 +10,20 @@ unless ``--keep``), each migrated with ``manage.py migrate`` (triggers included)
 
 1. APPENDS: ``--writers`` processes each append ``--appends`` events through the real
    service (``governance.services.event_append``: advisory lock, head read, jcs, SHA-256,
-   Ed25519 signature, insert, commit), all released at once. Reported: appends per second
-   over the wall time, then the resulting chain is verified (gapless, one chain).
+   Ed25519 signature, insert, commit), all released at once; then again with ``--batch``
+   events per transaction (``services.events_append``: one hold of the lock each).
+   Reported: appends per second over the wall time of each run, then the resulting chain is
+   verified (gapless, one chain). ``--appends-only`` stops there.
 2. VERIFY: a ledger of ``--events`` events is built in bulk, bypassing the service for
    speed but with the real definitions (``governance.chain.event_body``/``event_hash``,
    ``governance.signing.sign``, a real server key announced in event 1), written with
    ``COPY``. Then the real verifier (``governance.ledger.verify``: streamed rows, in-order
    linking here, hash + signature checks in ``--workers`` processes) walks all of it.
+   Its tree is synced and a checkpoint with its signatures digest is signed (each server
+   signature checked once), then the verifier runs twice in the same run: the old way
+   (``vouched=False``, one Ed25519 check per event) and vouched by that checkpoint (hashes,
+   Merkle root and signatures digest; docs/transparency.md). CPU-seconds count this process
+   and the worker processes, not PostgreSQL's.
    Reported: events per second, and the ratio to the CEILING measured in the same run:
    one core doing only what any verifier must do per event (SHA-256 of prev hash + body
    bytes and one Ed25519 verify), over pre-built bytes, no database, no JSON.
@@ -51,7 +58,7 @@ CHUNK = 20_000
 # --- the append writers (a subprocess mode of this script) -----------------------------------
 
 
-def append_worker(count: int, label: str, start: str) -> None:
+def append_worker(count: int, label: str, start: str, batch: int = 1) -> None:
     import django
 
     django.setup()
@@ -63,12 +70,51 @@ def append_worker(count: int, label: str, start: str) -> None:
     Path(f"{start}.{label}.ready").touch()
     while not os.path.exists(start):
         time.sleep(0.002)
-    for n in range(count):
-        services.event_append(
-            event_type=codes.REPLAY_REQUEST,
-            payload={"writer": label, "n": n, "mode": "audit"},
-            actor_label=label,
+    if batch <= 1:
+        for n in range(count):
+            services.event_append(
+                event_type=codes.REPLAY_REQUEST,
+                payload={"writer": label, "n": n, "mode": "audit"},
+                actor_label=label,
+            )
+        return
+    for first in range(0, count, batch):
+        services.events_append(
+            [
+                {
+                    "event_type": codes.REPLAY_REQUEST,
+                    "payload": {"writer": label, "n": n, "mode": "audit"},
+                    "actor_label": label,
+                }
+                for n in range(first, min(count, first + batch))
+            ]
         )
+
+
+def run_writers(env: dict[str, str], var: str, writers: int, appends: int, batch: int) -> float:
+    """``writers`` processes append ``appends`` events each, ``batch`` per lock hold, all
+    released at once; returns the wall seconds."""
+    start = os.path.join(var, f"go-{batch}")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--append-worker", str(appends), f"w{i}", start, str(batch)],
+            cwd=ROOT,
+            env=env,
+        )
+        for i in range(writers)
+    ]
+    # every writer imports Django and connects before the start line
+    while sum(Path(f"{start}.w{i}.ready").exists() for i in range(writers)) < len(procs):
+        if any(w.poll() not in (None, 0) for w in procs):
+            raise SystemExit("an append writer failed to start")
+        time.sleep(0.05)
+    began = time.perf_counter()
+    Path(start).touch()
+    failed = [w for w in procs if w.wait() != 0]
+    seconds = time.perf_counter() - began
+    if failed:
+        raise SystemExit("an append writer failed")
+    return seconds
 
 
 # --- building a big ledger in bulk ----------------------------------------------------------
@@ -283,12 +329,16 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="20,000 events, 50 appends each")
     parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
-    parser.add_argument("--append-worker", nargs=3, metavar=("COUNT", "LABEL", "START"))
+    parser.add_argument(
+        "--batch", type=int, default=10, help="events per lock hold in the second append run"
+    )
+    parser.add_argument("--appends-only", action="store_true", help="skip the big ledger")
+    parser.add_argument("--append-worker", nargs=4, metavar=("COUNT", "LABEL", "START", "BATCH"))
     args = parser.parse_args()
 
     if args.append_worker:
-        count, label, start = args.append_worker
-        append_worker(int(count), label, start)
+        count, label, start, batch = args.append_worker
+        append_worker(int(count), label, start, int(batch))
         return 0
     if args.quick:
         args.events, args.appends = 20_000, 50
@@ -317,28 +367,10 @@ def main() -> int:
         migrate({**base_env, "DATABASE_URL": small_url})
         migrate({**base_env, "DATABASE_URL": big_url})
 
-        # 1. concurrent appends through the service
-        start = os.path.join(var, "go")
+        # 1. concurrent appends through the service: one event per lock hold, then --batch
         env = {**base_env, "DATABASE_URL": small_url}
-        writers = [
-            subprocess.Popen(
-                [sys.executable, __file__, "--append-worker", str(args.appends), f"w{i}", start],
-                cwd=ROOT,
-                env=env,
-            )
-            for i in range(args.writers)
-        ]
-        # every writer imports Django and connects before the start line
-        while sum(Path(f"{start}.w{i}.ready").exists() for i in range(args.writers)) < len(writers):
-            if any(w.poll() not in (None, 0) for w in writers):
-                raise SystemExit("an append writer failed to start")
-            time.sleep(0.05)
-        began = time.perf_counter()
-        Path(start).touch()
-        failed = [w for w in writers if w.wait() != 0]
-        append_seconds = time.perf_counter() - began
-        if failed:
-            raise SystemExit("an append writer failed")
+        append_seconds = run_writers(env, var, args.writers, args.appends, 1)
+        batch_seconds = run_writers(env, var, args.writers, args.appends, args.batch)
         appended = args.writers * args.appends
         checked = subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), "governance", "verify", "--json"],
@@ -349,7 +381,21 @@ def main() -> int:
             check=False,
         )
         append_result = json.loads(checked.stdout)
+        append_ok = append_result["ok"] and append_result["size"] == 2 * appended + 1
         log(f"appends: {appended} in {append_seconds:.2f} s; chain ok={append_result['ok']}")
+        if args.appends_only:
+            print("governance ledger bench (appends)")
+            print(
+                f"  {args.writers} writers, 1 event per lock hold: {appended:,} in "
+                f"{append_seconds:.2f} s = {appended / append_seconds:,.0f} appends/s"
+            )
+            print(
+                f"  {args.writers} writers, {args.batch} events per lock hold: {appended:,} in "
+                f"{batch_seconds:.2f} s = {appended / batch_seconds:,.0f} appends/s"
+            )
+            print(f"  chain gapless and verified: {append_ok}")
+            print(f"  load average (1, 5, 15 min)  {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            return 0
 
         # 2. a big ledger, verified by the real verifier
         os.environ.update({**base_env, "DATABASE_URL": big_url})
@@ -365,14 +411,35 @@ def main() -> int:
         build_seconds = time.perf_counter() - built_at
         public = bytes.fromhex(SigningKey.objects.get().public_key)
         ceiling_rate = ceiling(sample, public)
-        log(f"verifying with {args.workers} worker process(es)")
-        cpu_before = cpu_seconds()
+        from django.db import transaction
+
+        from governance import transparency
+
         began = time.perf_counter()
-        result = ledger.verify(workers=args.workers, chunk_size=5000, count=written)
-        verify_seconds = time.perf_counter() - began
-        verify_cpu = cpu_seconds() - cpu_before
-        if not result.ok or result.size != written:
-            raise SystemExit(f"verification failed: {result.as_dict()}")
+        with transaction.atomic():
+            ledger.lock()
+            transparency.sync()
+        tree_seconds = time.perf_counter() - began
+        log(f"tree built in {tree_seconds:.1f} s; signing a checkpoint with its digest")
+        began = time.perf_counter()
+        cp = transparency.checkpoint(vouch_limit=None)  # checks each signature once
+        vouch_seconds = time.perf_counter() - began
+        if cp.size != written or cp.signatures_digest is None:
+            raise SystemExit(f"the checkpoint does not vouch for the ledger: size {cp.size}")
+        verified: dict[bool, tuple[float, float]] = {}
+        for vouched in (False, True):  # old way first, then vouched, in one run
+            log(f"verifying with {args.workers} worker process(es), vouched={vouched}")
+            cpu_before = cpu_seconds()
+            began = time.perf_counter()
+            result = ledger.verify(
+                workers=args.workers, chunk_size=5000, count=written, vouched=vouched
+            )
+            seconds = time.perf_counter() - began
+            verified[vouched] = (seconds, cpu_seconds() - cpu_before)
+            if not result.ok or result.size != written:
+                raise SystemExit(f"verification failed: {result.as_dict()}")
+        verify_seconds, verify_cpu = verified[False]
+        new_seconds, new_cpu = verified[True]
         verify_rate = written / verify_seconds
 
         rows = [
@@ -383,15 +450,28 @@ def main() -> int:
             (
                 "appends (service, PostgreSQL)",
                 f"{appended:,} by {args.writers} writers in {append_seconds:.2f} s = "
-                f"{appended / append_seconds:,.0f} appends/s; chain gapless and verified: "
-                f"{append_result['ok'] and append_result['size'] == appended + 1}",
+                f"{appended / append_seconds:,.0f} appends/s; {args.batch} per lock hold: "
+                f"{appended / batch_seconds:,.0f} appends/s; chain gapless and verified: "
+                f"{append_ok}",
             ),
             ("ledger built (bulk, COPY)", f"{written:,} events in {build_seconds:.1f} s"),
             (
-                "full verification",
+                "full verification, old way",
                 f"{written:,} events in {verify_seconds:.1f} s wall = {verify_rate:,.0f} "
                 f"events/s ({args.workers} worker processes); {verify_cpu:.1f} CPU-s = "
                 f"{written / verify_cpu:,.0f} events per CPU-second",
+            ),
+            (
+                "checkpoint with digest",
+                f"tree synced in {tree_seconds:.1f} s; checkpoint of {cp.size:,} signed, "
+                f"each signature checked once, in {vouch_seconds:.1f} s",
+            ),
+            (
+                "full verification, vouched",
+                f"{written:,} events in {new_seconds:.1f} s wall = {written / new_seconds:,.0f} "
+                f"events/s; {new_cpu:.1f} CPU-s = {written / new_cpu:,.0f} events per "
+                f"CPU-second ({verify_seconds / new_seconds:.2f}x the old way's wall time; "
+                f"1M at this rate: {1_000_000 * new_seconds / written:.1f} s)",
             ),
             (
                 "ceiling, 1 core",
@@ -410,9 +490,13 @@ def main() -> int:
             print(f"  {key:<{width}}  {value}")
     finally:
         if not args.keep:
-            from django.db import connections
+            if "django.db" in sys.modules:  # not set up when only the appends ran here
+                from django.conf import settings
 
-            connections.close_all()
+                if settings.configured:
+                    from django.db import connections
+
+                    connections.close_all()
             drop_database(args.database_url, small)
             drop_database(args.database_url, big)
     return 0

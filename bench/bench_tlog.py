@@ -182,6 +182,7 @@ def stored(args: argparse.Namespace, log) -> dict[str, Any]:
                     str(args.appends // args.writers or 1),
                     f"w{i}",
                     start,
+                    "1",
                 ],
                 cwd=ROOT,
                 env=env,

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,6 +35,7 @@ from governance.models import (
     ForceContinueRequest,
     GovernanceEvent,
     MemberKey,
+    MerkleNode,
     ProductionReplayRequest,
     RoleGrantRequest,
     SigningKey,
@@ -58,19 +60,24 @@ def lock() -> None:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_ID])
 
 
-# PostgreSQL: the lock and the head read in one round trip (the simple query protocol runs
-# the two statements in order, and under READ COMMITTED the second takes its snapshot after
-# the first returned, i.e. after the lock was granted). Every round trip inside the lock is
-# paid by every waiting writer, so this is the hot path worth shortening.
+# PostgreSQL: the lock, the head and the Merkle tree's right edge read in one round trip (the
+# simple query protocol runs the statements in order, and under READ COMMITTED each later one
+# takes its snapshot after the first returned, i.e. after the lock was granted). Every round
+# trip inside the lock is paid by every waiting writer, so this is the hot path worth
+# shortening: with several writer processes, the edge this process kept from its own last
+# append is stale for most appends, and reading it here saves the two queries
+# ``transparency.nodes_for_append`` would make (the tree's size, then the edge).
 _LOCK_AND_HEAD_SQL: Final = (
     f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK_ID}); "  # noqa: S608 - a constant int
     "SELECT seq, hash, created_at, code, server_key_id FROM governance_governanceevent "
-    "ORDER BY seq DESC LIMIT 1"
+    "ORDER BY seq DESC LIMIT 1; "
+    f"{transparency.EDGE_AFTER_HEAD_SQL}"
 )
 
 
 def lock_and_head() -> Head | None:
-    """Take the append lock, then read the head (one round trip on PostgreSQL)."""
+    """Take the append lock, then read the head (one round trip on PostgreSQL, which also
+    hands the tree's right edge after the head to ``transparency.edge_prefetched``)."""
     if connection.vendor != "postgresql":
         lock()
         return head_row()
@@ -80,7 +87,11 @@ def lock_and_head() -> Head | None:
         cur.execute(_LOCK_AND_HEAD_SQL)
         cur.cursor.nextset()
         found = cur.fetchone()
-    return Head(*found) if found else None
+        cur.cursor.nextset()
+        edge = cur.fetchall()
+    head = Head(*found) if found else None
+    transparency.edge_prefetched(head.seq if head else 0, head.hash if head else "", edge)
+    return head
 
 
 def head() -> GovernanceEvent | None:
@@ -174,7 +185,46 @@ _INSERT_SQL: Final = (
 )
 
 
-def insert(
+_ROW_SQL: Final = f"({', '.join(['%s'] * len(_COLUMNS))})"
+
+
+@dataclass(slots=True, eq=False)
+class _Prepared:
+    """An event hashed and signed, ready to be written: its values, its INSERT parameters
+    and the Merkle nodes it completes."""
+
+    values: dict[str, Any]
+    params: list[Any]
+    nodes: list[tuple[int, int, bytes]]
+
+    @property
+    def seq(self) -> int:
+        return int(self.values["seq"])
+
+    @property
+    def hash(self) -> str:
+        return str(self.values["hash"])
+
+    @property
+    def created_at(self) -> datetime:
+        return self.values["created_at"]  # type: ignore[no-any-return]
+
+    @property
+    def code(self) -> int:
+        return int(self.values["code"])
+
+    @property
+    def server_key_id(self) -> str:
+        return str(self.values["server_key_id"])
+
+    def event(self) -> GovernanceEvent:
+        event = GovernanceEvent(**self.values)
+        event._state.adding = False
+        event._state.db = connection.alias
+        return event
+
+
+def _prepare(
     *,
     prev: Any,
     event_type: str,
@@ -186,12 +236,9 @@ def insert(
     actor_key_id: str | None = None,
     actor_signature: str | None = None,
     idempotency_key: str | None = None,
-) -> GovernanceEvent:
-    """Hash, sign and insert the event after ``prev`` (a Head or an event, None for the first).
-
-    Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
-    completes (``governance.transparency``): this is the hot path of every append.
-    """
+) -> _Prepared:
+    """Hash and sign the event after ``prev`` (a Head, an event or a _Prepared; None for the
+    first) and work out the Merkle nodes it completes. Call only with the lock held."""
     if event_type not in codes.BY_NAME:
         raise codes.GovernanceError(
             codes.EVENT_TYPE_UNKNOWN, f"unknown governance event type {event_type!r}"
@@ -225,24 +272,98 @@ def insert(
         )
         for name in _COLUMNS
     ]
-    # the Merkle tree grows with the chain, in the same transaction, under the same lock; on
-    # PostgreSQL the event and its nodes go in one statement (one round trip under the lock)
+    # the Merkle tree grows with the chain, in the same transaction, under the same lock
     new_nodes = transparency.nodes_for_append(
         prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest
     )
-    with connection.cursor() as cur:
-        if new_nodes and connection.vendor == "postgresql":
+    return _Prepared(values, params, new_nodes)
+
+
+_PAYLOAD_COLUMN: Final = _COLUMNS.index("payload")
+
+
+def _unnest_insert_sql() -> str:
+    """PostgreSQL: the events and their nodes inserted from one array per column. One query
+    text for any number of events and nodes: the driver parses and the server plans it once,
+    where a VALUES list per batch size cost more than the rest of a batched append."""
+    meta = GovernanceEvent._meta
+    casts = ", ".join(
+        f"%s::{meta.get_field('actor' if name == 'actor_id' else name).db_type(connection)}[]"
+        for name in _COLUMNS
+    )
+    node = MerkleNode._meta
+    node_casts = ", ".join(
+        f"%s::{node.get_field(name).db_type(connection)}[]" for name in ("level", "index", "hash")
+    )
+    return (
+        f"WITH event AS (INSERT INTO governance_governanceevent ({', '.join(_COLUMNS)}) "  # noqa: S608
+        f"SELECT * FROM unnest({casts})) "
+        f'INSERT INTO governance_merklenode ("level", "index", "hash") '
+        f"SELECT * FROM unnest({node_casts})"
+    )
+
+
+_unnest_sql: list[str] = []
+
+
+def _write(prepared: Sequence[_Prepared]) -> None:
+    """INSERT the events and their nodes: on PostgreSQL in one statement (one round trip
+    under the lock, however many events)."""
+    if not prepared:
+        return
+    new_nodes = [node for p in prepared for node in p.nodes]
+    if new_nodes and connection.vendor == "postgresql":
+        if not _unnest_sql:
+            _unnest_sql.append(_unnest_insert_sql())
+        columns: list[list[Any]] = [[p.params[i] for p in prepared] for i in range(len(_COLUMNS))]
+        # the payload as JSON text (jsonb parses it): what the JSONField would send
+        columns[_PAYLOAD_COLUMN] = [json.dumps(p.values["payload"]) for p in prepared]
+        with connection.cursor() as cur:
             cur.execute(
-                f"WITH event AS ({_INSERT_SQL}) {transparency.insert_sql(len(new_nodes))}",
-                [*params, *(value for node in new_nodes for value in node)],
+                _unnest_sql[0],
+                [*columns, *([node[i] for node in new_nodes] for i in range(3))],
             )
-        else:
-            cur.execute(_INSERT_SQL, params)
-            transparency.insert_nodes(new_nodes)
-    event = GovernanceEvent(**values)
-    event._state.adding = False
-    event._state.db = connection.alias
-    return event
+        return
+    events_sql = (
+        _INSERT_SQL.split(" VALUES ", 1)[0] + " VALUES " + ", ".join([_ROW_SQL] * len(prepared))
+    )
+    with connection.cursor() as cur:
+        cur.execute(events_sql, [value for p in prepared for value in p.params])
+    transparency.insert_nodes(new_nodes)
+
+
+def insert(
+    *,
+    prev: Any,
+    event_type: str,
+    payload: Mapping[str, Any],
+    key: SigningKey,
+    created_at: datetime,
+    actor: Any = None,
+    actor_label: str | None = None,
+    actor_key_id: str | None = None,
+    actor_signature: str | None = None,
+    idempotency_key: str | None = None,
+) -> GovernanceEvent:
+    """Hash, sign and insert the event after ``prev`` (a Head or an event, None for the first).
+
+    Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
+    completes (``governance.transparency``): this is the hot path of every append.
+    """
+    prepared = _prepare(
+        prev=prev,
+        event_type=event_type,
+        payload=payload,
+        key=key,
+        created_at=created_at,
+        actor=actor,
+        actor_label=actor_label,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+        idempotency_key=idempotency_key,
+    )
+    _write([prepared])
+    return prepared.event()
 
 
 def values_row(values: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -302,6 +423,74 @@ def append(
     )
     event_appended.send(sender=GovernanceEvent, event=event)
     return event
+
+
+_ENTRY_FIELDS: Final = frozenset(
+    (
+        "event_type",
+        "payload",
+        "actor",
+        "actor_label",
+        "actor_key_id",
+        "actor_signature",
+        "idempotency_key",
+    )
+)
+
+
+def append_many(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
+    """Append several events, in the order given, in one hold of the lock inside the caller's
+    transaction: what :func:`append` does for each (the same hashing, signing, signer choice
+    and idempotency), but one round trip for the lock and the head and one INSERT for all the
+    events and their Merkle nodes (PostgreSQL), so a caller with several events to record
+    makes the other writers wait once. Each entry takes :func:`append`'s keyword arguments.
+    Returns one event per entry: an entry whose ``idempotency_key`` is already in the
+    ledger, or earlier in the batch, gets that event and appends nothing."""
+    for entry in entries:
+        unknown = set(entry) - _ENTRY_FIELDS
+        if unknown or "event_type" not in entry or "payload" not in entry:
+            raise TypeError(f"an append_many entry takes {sorted(_ENTRY_FIELDS)}: {dict(entry)}")
+    prev: Any = lock_and_head()
+    if not entries:
+        return []
+    wanted = [e["idempotency_key"] for e in entries if e.get("idempotency_key") is not None]
+    known: dict[str, GovernanceEvent | _Prepared] = (
+        {e.idempotency_key: e for e in GovernanceEvent.objects.filter(idempotency_key__in=wanted)}
+        if wanted
+        else {}
+    )
+    now = timezone.now()
+    created_at = max(now, prev.created_at) if prev else now
+    prepared: list[_Prepared] = []
+    picked: list[GovernanceEvent | _Prepared] = []
+    for entry in entries:
+        idempotency_key = entry.get("idempotency_key")
+        if idempotency_key is not None and idempotency_key in known:
+            picked.append(known[idempotency_key])
+            continue
+        key = _signing_key_after(prev)
+        if key is None:
+            key, _ = server_key_create(valid_from=created_at)
+            prev = _prepare(
+                prev=prev,
+                event_type=codes.KEY_ADDED,
+                payload=server_key_payload(key),
+                key=key,
+                created_at=created_at,
+            )
+            prepared.append(prev)
+        prev = _prepare(prev=prev, key=key, created_at=created_at, **entry)
+        prepared.append(prev)
+        picked.append(prev)
+        if idempotency_key is not None:
+            known[idempotency_key] = prev
+    _write(prepared)
+    events = {p.seq: p.event() for p in prepared}
+    asked = {id(p) for p in picked}
+    for p in prepared:
+        if id(p) in asked:  # not the server key's KEY_ADDED made on the way, as append
+            event_appended.send(sender=GovernanceEvent, event=events[p.seq])
+    return [events[p.seq] if isinstance(p, _Prepared) else p for p in picked]
 
 
 # --- verification -----------------------------------------------------------------------------
@@ -400,6 +589,7 @@ def verify(
     progress: Callable[[int], None] | None = None,
     progress_every: int | None = None,
     upto_seq: int | None = None,
+    vouched: bool = True,
 ) -> chain.ChainResult:
     """Verify the whole stored ledger with the real rules of ``governance.chain``.
 
@@ -408,6 +598,15 @@ def verify(
     defaults to the CPU count for ledgers of at least PARALLEL_MIN_EVENTS events, else 1, and
     is 1 in a daemonic process (a Celery worker's child). ``upto_seq`` (one process only)
     stops at that seq.
+
+    With ``vouched`` (the default) the largest checkpoint that vouches for the server
+    signatures it covers (``transparency.vouching_checkpoint``: its note and its signatures
+    digest checked, one Ed25519 each) spares the Ed25519 check of every event it covers. That
+    walk is believed only when the chain verifies, the checkpoint's key was announced in it,
+    and the events streamed give the checkpoint's Merkle root and signatures digest
+    (``chain.Vouch``); otherwise (a tamper anywhere, a checkpoint that disagrees) the ledger
+    is verified again the old way, one server signature check per event, so every verdict,
+    break and code is the old way's. ``progress`` then counts again from the start.
     """
     if upto_seq is not None:
         workers = 1
@@ -420,18 +619,66 @@ def verify(
         # are not allowed to have children"): the background verification runs in this one
         workers = 1
     every = progress_every or chunk_size
-    if workers <= 1:
-        return chain.verify_chain(
-            _counted(rows(chunk_size=chunk_size, upto_seq=upto_seq), progress, every),
-            server_keys=keys,
-            actor_keys=members,
+    vouch = transparency.vouching_checkpoint(upto_seq) if vouched else None
+    if vouch is not None:
+        result, linker = _walk(
+            keys,
+            members,
+            workers=workers,
+            chunk_size=chunk_size,
+            upto_seq=upto_seq,
+            progress=progress,
+            every=every,
+            vouch=vouch,
         )
+        if result.ok and vouch.agrees() and vouch.key_id in linker.announced:
+            return result
+    result, _linker = _walk(
+        keys,
+        members,
+        workers=workers,
+        chunk_size=chunk_size,
+        upto_seq=upto_seq,
+        progress=progress,
+        every=every,
+        vouch=None,
+    )
+    return result
+
+
+def _walk(
+    keys: Mapping[str, chain.ServerKey],
+    members: Mapping[str, bytes],
+    *,
+    workers: int,
+    chunk_size: int,
+    upto_seq: int | None,
+    progress: Callable[[int], None] | None,
+    every: int,
+    vouch: chain.Vouch | None,
+) -> tuple[chain.ChainResult, chain.Linker]:
+    """One verification pass (see :func:`verify`); with ``vouch``, the server signatures of
+    the events it covers are left to it (the caller checks ``vouch.agrees()``)."""
+    signed_through = vouch.size if vouch is not None else 0
     linker = chain.Linker(keys)
+    if workers <= 1:
+        for row in _counted(rows(chunk_size=chunk_size, upto_seq=upto_seq), progress, every):
+            if vouch is not None:
+                vouch.feed(row)
+            if linker.feed(row) is not None:
+                break
+            local = chain.check_row(row, keys, members, signed_through)
+            if local is not None:
+                return linker.result(local), linker
+        return linker.result(), linker
     first_local: chain.Break | None = None
     pending: deque[Future[chain.Break | None]] = deque()
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=chain.pool_init, initargs=(keys, members)
+        workers,
+        mp_context=context,
+        initializer=chain.pool_init,
+        initargs=(keys, members, signed_through),
     ) as pool:
         stream = (
             _raw_rows(chunk_size)
@@ -445,6 +692,8 @@ def verify(
                 if not batch:
                     break
                 for row in batch:
+                    if vouch is not None:
+                        vouch.feed(row)
                     if linker.feed(row) is not None:
                         break
                 pending.append(pool.submit(chain.pool_check, batch))
@@ -457,7 +706,7 @@ def verify(
             first_local = pending.popleft().result()
         for future in pending:
             future.cancel()
-    return linker.result(first_local)
+    return linker.result(first_local), linker
 
 
 # --- the tables the decisions depend on --------------------------------------------------------

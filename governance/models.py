@@ -562,6 +562,12 @@ class TreeCheckpoint(AppendOnlyModel):
     note = models.TextField()
     key_id = models.CharField(max_length=128)
     created_at = models.DateTimeField()
+    #: the running digest of the server signatures of events 1..size
+    #: (``governance.chain.signatures_digest``), each checked when the checkpoint was signed,
+    #: and the same key's signature of ``chain.signatures_message``: full verification then
+    #: needs no Ed25519 check per covered event. Null and empty on checkpoints without it.
+    signatures_digest = models.BinaryField(max_length=32, null=True)
+    signatures_signature = models.CharField(max_length=128, blank=True, default="")
 
     objects = AppendOnlyQuerySet.as_manager()
 

@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from governance import codes
+from governance import chain, codes, signing
 from governance.models import GovernanceEvent, MerkleNode, SigningKey, TreeCheckpoint
 from tlog import checkpoint as checkpoints
 from tlog import merkle
@@ -43,7 +43,38 @@ _INSERT_SQL: Final = 'INSERT INTO governance_merklenode ("level", "index", "hash
 
 #: the right edge after the last append this process made: (seq, hash) -> {level: (index, hash)}
 _edge: dict[tuple[int, str], dict[int, tuple[int, bytes]]] = {}
+#: the nodes ``ledger.lock_and_head`` read with the head, under the lock: (seq, hash) ->
+#: {(level, index): hash} (the right edge of a tree of ``seq`` leaves, and leaf ``seq`` if the
+#: tree is longer than the chain); used once, by the append that follows
+_prefetched: dict[tuple[int, str], dict[tuple[int, int], bytes]] = {}
 
+#: the third statement of ``ledger.lock_and_head`` (PostgreSQL): with n the head's seq, the
+#: nodes (level, (n >> level) - 1) of the right edge, and leaf n (present only when the tree
+#: is longer than the chain)
+EDGE_AFTER_HEAD_SQL: Final = (
+    'SELECT m.level, m."index", m.hash FROM '
+    "(SELECT coalesce(max(seq), 0) AS n FROM governance_governanceevent) AS h "
+    "CROSS JOIN generate_series(0, 62) AS lv "
+    'JOIN governance_merklenode m ON m.level = lv AND m."index" = (h.n >> lv) - 1 '
+    "WHERE (h.n >> lv) > 0 "
+    'UNION ALL SELECT m.level, m."index", m.hash FROM governance_merklenode m '
+    'WHERE m.level = 0 AND m."index" = '
+    "(SELECT coalesce(max(seq), 0) FROM governance_governanceevent)"
+)
+
+
+def edge_prefetched(seq: int, event_hash: str, rows: Iterable[tuple[int, int, Any]]) -> None:
+    """Keep the nodes read with the head (see :data:`EDGE_AFTER_HEAD_SQL`) for the append
+    after event ``seq``/``event_hash``."""
+    _prefetched.clear()
+    _prefetched[(seq, event_hash)] = {(level, index): bytes(h) for level, index, h in rows}
+
+
+#: a new checkpoint checks the server signatures of at most this many events that no earlier
+#: vouching checkpoint covers (the first checkpoint of a large ledger made before the digest
+#: existed would otherwise take minutes): beyond it, it is stored without a digest and those
+#: events keep verifying the old way until a checkpoint is made with a larger ``vouch_limit``
+VOUCH_MAX_NEW: Final = 50_000
 
 TREE_DISAGREES_MESSAGE = (
     "event {seq} is not leaf {index} of the Merkle tree: the ledger was rewritten or rolled "
@@ -172,6 +203,15 @@ def nodes_for_append(
     PostgreSQL). Empty when the tree does not follow the chain (see below). Reads the database
     only when this process did not make the previous append."""
     edge = _edge.pop((prev_seq, prev_hash), None)
+    read = _prefetched.pop((prev_seq, prev_hash), None)
+    _prefetched.clear()
+    if edge is None and read is not None and (0, prev_seq) not in read:
+        keys = merkle.right_edge(prev_seq)
+        if not prev_seq or (0, prev_seq - 1) in read:  # the tree is as long as the chain
+            edge = {lv: (ix, read[(lv, ix)]) for lv, ix in keys if (lv, ix) in read}
+            if prev_seq and edge.get(0) != (prev_seq - 1, merkle.leaf_hash(leaf_of(prev_hash))):
+                _edge.clear()
+                return []  # the history was replaced under the tree (as below)
     if edge is None:
         size = tree_size()
         if size > prev_seq:
@@ -369,9 +409,12 @@ def _check_agrees(size: int) -> None:
         )
 
 
-def checkpoint(size: int | None = None) -> TreeCheckpoint:
+def checkpoint(
+    size: int | None = None, *, vouch_limit: int | None = VOUCH_MAX_NEW
+) -> TreeCheckpoint:
     """The signed checkpoint at ``size`` (the tree's whole size when None): the one stored, or
-    a new one signed now by the server key in use and stored."""
+    a new one signed now by the server key in use and stored, with its signatures digest
+    (:func:`signatures_digest`, checking at most ``vouch_limit`` newly covered signatures)."""
     from governance import ledger
 
     with transaction.atomic():
@@ -386,20 +429,117 @@ def checkpoint(size: int | None = None) -> TreeCheckpoint:
         _check_agrees(size)
         root_hash = root(size)
         found = TreeCheckpoint.objects.filter(size=size).order_by("-id").first()
-        if found is not None and bytes(found.root_hash) == root_hash:
+        if (
+            found is not None
+            and bytes(found.root_hash) == root_hash
+            and (found.signatures_digest is not None or size == 0)
+        ):
             return found
         key = ledger.server_key_current()
         if key is None:
             raise ProofError("no server key to sign a checkpoint with")
         body = checkpoints.Checkpoint(origin(), size, root_hash).body()
         note = notes.sign_note(body, [_signer(key)])
+        digest = signatures_digest(size, limit=vouch_limit) if size else None
+        if found is not None and bytes(found.root_hash) == root_hash and digest is None:
+            return found  # nothing more to vouch for than the stored one does
         return TreeCheckpoint.objects.create(
             size=size,
             root_hash=root_hash,
             note=note.decode("utf-8"),
             key_id=key.key_id,
             created_at=timezone.now(),
+            signatures_digest=digest,
+            signatures_signature=(
+                ""
+                if digest is None
+                else signing.sign(
+                    ledger.private_key_of(key), chain.signatures_message(size, root_hash, digest)
+                )
+            ),
         )
+
+
+# --- the checkpoint vouching for the server signatures (full verification) --------------------
+
+#: how many of the newest checkpoints with a digest verification looks through
+VOUCHES_LOOKED_AT: Final = 20
+
+
+def vouch_of(cp: TreeCheckpoint, keys: dict[str, SigningKey] | None = None) -> chain.Vouch | None:
+    """``cp`` as a :class:`chain.Vouch` when its note and its signatures digest verify with
+    the (unrevoked) server key it names, else None. Two Ed25519 checks."""
+    if cp.signatures_digest is None or not cp.signatures_signature:
+        return None
+    if keys is None:
+        keys = {k.key_id: k for k in SigningKey.objects.filter(key_id=cp.key_id)}
+    key = keys.get(cp.key_id)
+    if key is None or key.revoked_at is not None:
+        return None
+    public = bytes.fromhex(key.public_key)
+    try:
+        opened, _ = checkpoints.open_checkpoint(
+            cp.note.encode("utf-8"),
+            [notes.Verifier.from_public_key(origin(), public)],
+            origin=origin(),
+        )
+    except (notes.NoteError, checkpoints.CheckpointError):
+        return None
+    root_hash, digest = bytes(cp.root_hash), bytes(cp.signatures_digest)
+    if opened.size != cp.size or opened.root_hash != root_hash:
+        return None
+    if not signing.verify(
+        public, chain.signatures_message(cp.size, root_hash, digest), cp.signatures_signature
+    ):
+        return None
+    return chain.Vouch(cp.size, root_hash, digest, cp.key_id)
+
+
+def vouching_checkpoint(upto_size: int | None = None) -> chain.Vouch | None:
+    """The largest checkpoint (of at most ``upto_size``) that vouches for the server
+    signatures it covers, checked (:func:`vouch_of`); None when there is none."""
+    keys = {k.key_id: k for k in SigningKey.objects.all()}
+    found = TreeCheckpoint.objects.filter(signatures_digest__isnull=False, size__gt=0)
+    if upto_size is not None:
+        found = found.filter(size__lte=upto_size)
+    for cp in found.order_by("-size", "-id")[:VOUCHES_LOOKED_AT]:
+        vouch = vouch_of(cp, keys)
+        if vouch is not None:
+            return vouch
+    return None
+
+
+def signatures_digest(size: int, *, limit: int | None = VOUCH_MAX_NEW) -> bytes | None:
+    """The running digest of the server signatures of events 1..``size``, going on from the
+    largest vouching checkpoint below it and checking each newly covered signature (Ed25519,
+    with the key it names, once in the event's life); None when one does not verify, an
+    event is missing, or more than ``limit`` are new."""
+    from governance import ledger
+
+    start = vouching_checkpoint(size)
+    done, digest = (start.size, start.digest) if start is not None else (0, None)
+    if digest is None:
+        digest = chain.SIGNATURES_DIGEST_START
+    if limit is not None and size - done > limit:
+        return None
+    keys = ledger.server_keys()
+    expected = done + 1
+    for seq, event_hash, key_id, signature in (
+        GovernanceEvent.objects.filter(seq__gt=done, seq__lte=size)
+        .order_by("seq")
+        .values_list("seq", "hash", "server_key_id", "server_signature")
+        .iterator(chunk_size=5000)
+    ):
+        key = keys.get(key_id)
+        if (
+            seq != expected
+            or key is None
+            or not signing.verify(key.public_key, event_hash.encode("ascii"), signature)
+        ):
+            return None
+        digest = chain.signatures_digest_step(digest, signature)
+        expected += 1
+    return digest if expected == size + 1 else None
 
 
 def open_checkpoint(note: str | bytes) -> checkpoints.Checkpoint:

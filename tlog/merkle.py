@@ -305,3 +305,32 @@ class MemoryTree:
 
     def consistency_proof(self, old_size: int, new_size: int | None = None) -> list[bytes]:
         return consistency_proof(old_size, self.size if new_size is None else new_size, self.get)
+
+
+class RootBuilder:
+    """The root of a tree grown one leaf hash at a time, keeping only the roots of its perfect
+    subtrees (O(log n) memory): how a verifier recomputes a checkpoint's root from a stream
+    of leaves without storing the tree."""
+
+    __slots__ = ("_stack", "size")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._stack: list[bytes] = []
+
+    def append_hash(self, hashed: bytes) -> None:
+        self._stack.append(hashed)
+        self.size += 1
+        # one merge per trailing one bit of the new size: the subtrees it completes
+        merges = (self.size & -self.size).bit_length() - 1
+        for _ in range(merges):
+            right = self._stack.pop()
+            self._stack[-1] = node_hash(self._stack[-1], right)
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return EMPTY_ROOT
+        value = self._stack[-1]
+        for left in reversed(self._stack[:-1]):
+            value = node_hash(left, value)
+        return value

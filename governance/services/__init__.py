@@ -23,7 +23,7 @@ from __future__ import annotations
 from governance import selectors  # tests reach it as services.selectors
 from governance.services.actors import CLI_SYSTEM_ACTOR, actor_require
 from governance.services.api_tokens import api_token_create, api_token_revoke, api_token_touch
-from governance.services.events import EVENT_TYPE_UNKNOWN_MESSAGE, event_append
+from governance.services.events import EVENT_TYPE_UNKNOWN_MESSAGE, event_append, events_append
 from governance.services.force_continue import (
     FORCE_CONTINUE_REQUIRED_MESSAGE,
     REQUEST_ALREADY_APPROVED_MESSAGE,
@@ -171,6 +171,7 @@ __all__ = [
     "api_token_touch",
     "approval_record",
     "event_append",
+    "events_append",
     "force_continue_payload_for",
     "force_continue_request_file",
     "force_continue_resume",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -36,3 +36,23 @@ def event_append(
         actor_label=_system_label(actor, actor_label),
         idempotency_key=idempotency_key,
     )
+
+
+@transaction.atomic(durable=True)
+def events_append(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
+    """Append several events (each as :func:`event_append`'s keyword arguments) in one
+    transaction and one hold of the ledger lock (``ledger.append_many``); idempotent per key."""
+    checked = []
+    for entry in entries:
+        event_type = entry.get("event_type")
+        if event_type not in codes.BY_NAME:
+            raise codes.GovernanceError(
+                codes.EVENT_TYPE_UNKNOWN, EVENT_TYPE_UNKNOWN_MESSAGE.format(event_type=event_type)
+            )
+        checked.append(
+            {
+                **entry,
+                "actor_label": _system_label(entry.get("actor"), entry.get("actor_label")),
+            }
+        )
+    return ledger.append_many(checked)

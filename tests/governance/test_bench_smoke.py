@@ -50,7 +50,9 @@ def test_it_prints_the_governance_table_in_a_small_run():
     for row in (
         "appends (service, PostgreSQL)  20 by 2 writers",
         "chain gapless and verified: True",
-        "full verification              3,000 events",
+        "full verification, old way     3,000 events",
+        "full verification, vouched     3,000 events",
+        "checkpoint with digest         tree synced in",
         "ceiling, 1 core",
         "verification / ceiling",
     ):

@@ -53,7 +53,8 @@ def scratch_database():
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_eight_processes_append_one_gapless_chain_that_verifies(scratch_database, tmp_path):
+@pytest.mark.parametrize("batch", [1, 5], ids=["one-per-lock", "five-per-lock"])
+def test_eight_processes_append_one_gapless_chain_that_verifies(scratch_database, tmp_path, batch):
     env = {
         **os.environ,
         "DATABASE_URL": scratch_database,
@@ -76,7 +77,15 @@ def test_eight_processes_append_one_gapless_chain_that_verifies(scratch_database
     start = tmp_path / "go"
     writers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.governance.append_worker", str(EACH), f"w{i}", start],
+            [
+                sys.executable,
+                "-m",
+                "tests.governance.append_worker",
+                str(EACH),
+                f"w{i}",
+                start,
+                str(batch),
+            ],
             cwd=ROOT,
             env=env,
             stderr=subprocess.PIPE,
@@ -105,6 +114,13 @@ def test_eight_processes_append_one_gapless_chain_that_verifies(scratch_database
         )
     assert seqs == list(range(1, 1 + WRITERS * EACH + 1))
     assert per_writer == {f"w{i}": EACH for i in range(WRITERS)}
+    with psycopg.connect(scratch_database) as conn:
+        written = conn.execute(
+            "SELECT actor_label, (payload->>'n')::int FROM governance_governanceevent"
+            " WHERE code = 500 ORDER BY seq"
+        ).fetchall()
+    for i in range(WRITERS):  # each writer's events in the order it appended them
+        assert [n for label, n in written if label == f"w{i}"] == list(range(EACH))
 
     # the Merkle tree the writers grew together is exactly the tree of the chain
     from tlog import merkle

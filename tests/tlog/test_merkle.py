@@ -262,3 +262,14 @@ def test_it_verifies_the_consistency_proof_of_the_transparency_dev_witness_tests
     assert merkle.verify_consistency(5, 8, old, new, proof)
     for i in range(4):
         assert not merkle.verify_consistency(5, 8, old, new, flip(proof, i))
+
+
+def test_the_streamed_root_is_the_tree_root_at_every_size():
+    """RootBuilder (O(log n) memory) against the stored-node tree, sizes 0..130."""
+    tree, streamed = merkle.MemoryTree(), merkle.RootBuilder()
+    assert streamed.root() == merkle.EMPTY_ROOT
+    for i in range(130):
+        hashed = merkle.leaf_hash(b"leaf %d" % i)
+        tree.append_hash(hashed)
+        streamed.append_hash(hashed)
+        assert (streamed.size, streamed.root()) == (tree.size, tree.root()), i

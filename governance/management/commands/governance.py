@@ -90,6 +90,12 @@ class Command(ActionCommand):
         )
         p.add_argument("--size", type=int, default=None, help="a past tree size (default: all)")
         p.add_argument("--out", default=None)
+        p.add_argument(
+            "--vouch-all",
+            action="store_true",
+            help="check every server signature no checkpoint vouches for yet, however many"
+            " (a large ledger's first vouching checkpoint; docs/transparency.md)",
+        )
 
         p = sub.add_parser(
             "proof", help="an inclusion or consistency proof document (python -m tlog checks it)"
@@ -274,10 +280,13 @@ class Command(ActionCommand):
                 + (f" ({o.detail})" if o.detail else "")
             )
 
-    def do_tlog_checkpoint(self, *, size: int | None, out: str | None, **_: Any) -> None:
+    def do_tlog_checkpoint(
+        self, *, size: int | None, out: str | None, vouch_all: bool = False, **_: Any
+    ) -> None:
         from governance import witnessing
 
-        note = witnessing.cosigned_note(transparency.checkpoint(size))
+        limit = None if vouch_all else transparency.VOUCH_MAX_NEW
+        note = witnessing.cosigned_note(transparency.checkpoint(size, vouch_limit=limit))
         if out:
             Path(out).write_text(note, encoding="utf-8")
         else:
