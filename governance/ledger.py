@@ -30,13 +30,18 @@ from django.utils import timezone
 
 from governance import chain, codes, keystore, reconcile, signing, transparency
 from governance.models import (
-    Approval,
+    KIND_FORCE_CONTINUE,
+    KIND_HALT_CLEAR,
+    KIND_PRODUCTION_REPLAY,
+    KIND_ROLE_GRANT,
     ForceContinueRequest,
     GovernanceEvent,
+    GovernedRequest,
     MemberKey,
     ProductionReplayRequest,
     RoleGrantRequest,
     SigningKey,
+    Vote,
 )
 
 #: an arbitrary constant naming the ledger's advisory lock ("gov-ledg")
@@ -467,30 +472,49 @@ def _uuid_text(value: Any) -> str | None:
     return str(value) if value is not None else None
 
 
+#: the column of ``reconcile.ApprovalRow`` a vote's request goes in, per kind
+_VOTE_LINK = {
+    KIND_FORCE_CONTINUE: "request_id",
+    KIND_PRODUCTION_REPLAY: "production_id",
+    KIND_ROLE_GRANT: "role_grant_id",
+}
+
+
+def _vote_row(r: tuple[Any, ...]) -> reconcile.ApprovalRow:
+    request_id, kind, subject = _uuid_text(r[2]), r[3], r[4]
+    links: dict[str, Any] = {"request_id": None, "production_id": None, "role_grant_id": None}
+    halt_id = None
+    if kind in _VOTE_LINK:
+        links[_VOTE_LINK[kind]] = request_id
+    else:
+        halt_id = int(subject) if kind == KIND_HALT_CLEAR and subject.isdigit() else subject
+    return reconcile.ApprovalRow(
+        id=r[0],
+        event_id=r[1],
+        halt_id=halt_id,
+        approver_id=r[5],
+        role=r[6],
+        key_id=r[7],
+        decision=r[8],
+        payload=r[9],
+        signature=r[10],
+        **links,
+    )
+
+
 def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
+    """The council's votes (every kind but the legal ones, which ``dsr`` checks) against the
+    signed vote events."""
     rows = (
-        reconcile.ApprovalRow(
-            id=r[0],
-            event_id=r[1],
-            request_id=_uuid_text(r[2]),
-            halt_id=r[3],
-            production_id=_uuid_text(r[4]),
-            role_grant_id=_uuid_text(r[5]),
-            approver_id=r[6],
-            role=r[7],
-            key_id=r[8],
-            decision=r[9],
-            payload=r[10],
-            signature=r[11],
-        )
-        for r in Approval.objects.order_by("event_id")
+        _vote_row(r)
+        for r in Vote.objects.filter(request__kind__in=[*_VOTE_LINK, KIND_HALT_CLEAR])
+        .order_by("event_id")
         .values_list(
             "id",
             "event_id",
             "request_id",
-            "halt_id",
-            "production_id",
-            "role_grant_id",
+            "request__kind",
+            "request__subject",
             "approver_id",
             "role",
             "key__key_id",
@@ -648,7 +672,7 @@ def _request_mismatches() -> Iterator[reconcile.Mismatch]:
                 filed[request_id] = reconcile.Filing(seq, _filed_terms(extra, actor_id, payload))
         yield from reconcile.requests(
             label=label,
-            table=model._meta.db_table,
+            table=GovernedRequest._meta.db_table,  # what the filing and decision set
             rows=_request_rows(model, extra),
             filed=filed,
             decided=decided,

@@ -4,11 +4,11 @@ Django; ``governance.ledger.tables_check`` streams the rows in and collects what
 The ledger is the source of truth. A table row is a convenience (a foreign key to point at, a
 column to filter on) and must say exactly what the ledger says:
 
-* every ``Approval`` row matches exactly one signed vote event (``FORCE_CONTINUE_APPROVAL``,
-  ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``, ``ROLE_GRANT_APPROVAL``): same
-  subject, decision, role,
+* every ``Vote`` row (``governance_vote``) matches exactly one signed vote event
+  (``FORCE_CONTINUE_APPROVAL``, ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``,
+  ``ROLE_GRANT_APPROVAL``): same subject, decision, role,
   signer, key, signature and payload; every such event has its row; a legal request's
-  approval rows (``dsr_dsrapproval``) and ``DSR_APPROVAL`` events the same way, and other
+  approval votes and ``DSR_APPROVAL`` events the same way, and other
   rows bound one to one to events (a legal request's releases) through
   :func:`against_events`, the same merge;
 * every ``MemberKey`` row is a key the ledger added (same owner, public key, fingerprint), is
@@ -32,7 +32,7 @@ from governance import codes
 from governance.chain import Break, ChainResult, MemberKeyState
 from governance.signing import APPROVE, ROLE_COUNCIL, format_time
 
-APPROVALS_TABLE: Final = "governance_approval"
+VOTES_TABLE: Final = "governance_vote"  # every kind's votes, in one table
 MEMBER_KEYS_TABLE: Final = "governance_memberkey"
 
 _FORCE_CONTINUE_VOTE = codes.code_of(codes.FORCE_CONTINUE_APPROVAL)
@@ -41,14 +41,14 @@ _HALT_VOTE = codes.code_of(codes.HALT_CLEAR_APPROVAL)
 _ROLE_GRANT_VOTE = codes.code_of(codes.ROLE_GRANT_APPROVAL)
 _DSR_VOTE = codes.code_of(codes.DSR_APPROVAL)
 #: the signed vote events of the council's requests, each with the payload field naming its
-#: subject (their rows are ``governance_approval``)
+#: subject (their rows are ``governance_vote``)
 VOTE_CODES: Final = {
     _FORCE_CONTINUE_VOTE: "request_id",
     _PRODUCTION_VOTE: "request_id",
     _HALT_VOTE: "halt_seq",
     _ROLE_GRANT_VOTE: "request_id",
 }
-#: the signed approvals of legal requests (their rows are the dsr app's ``dsr_dsrapproval``)
+#: the signed approvals of legal requests (their rows are ``governance_vote`` too)
 DSR_VOTE_CODES: Final = {_DSR_VOTE: "request_id"}
 
 
@@ -79,7 +79,7 @@ class ApprovalRow:
     decision: str
     payload: Any
     signature: str
-    #: a legal request's approval (``dsr_dsrapproval``): the request and what it approves
+    #: a legal request's approval vote: the request and what it approves
     legal_request_id: str | None = None
     purpose: str | None = None
 
@@ -205,12 +205,11 @@ def approvals(
     events: Iterable[VoteEvent],
     type_of: Callable[[int], str | None],
     *,
-    table: str = APPROVALS_TABLE,
+    table: str = VOTES_TABLE,
 ) -> Iterator[Mismatch]:
-    """Approval ``rows`` (ordered by ``event_id``) against the signed vote ``events`` (ordered
-    by seq) that each must have one: the council's in ``governance_approval``, or a legal
-    request's in ``table``. ``type_of(seq)`` names an event a row points at that is not a vote
-    (asked only for such rows)."""
+    """Vote ``rows`` (ordered by ``event_id``, rows of ``table``: ``governance_vote``) against
+    the signed vote ``events`` (ordered by seq) that each must have one. ``type_of(seq)``
+    names an event a row points at that is not a vote (asked only for such rows)."""
     return against_events(
         rows,
         events,
