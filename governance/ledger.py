@@ -621,6 +621,7 @@ def _filed_terms(extra: _RequestTerms, actor_id: Any, payload: Any) -> dict[str,
         "expires_at": p.get("expires_at"),
         "reason": p.get("reason"),
         "requested_by": f"user {actor_id}",
+        "payload": payload,
     }
     terms.update({term: p.get(term) for term in extra})
     return terms
@@ -637,17 +638,19 @@ def _request_rows(model: Any, extra: _RequestTerms) -> Iterator[reconcile.Reques
         "expires_at",
         "reason",
         "requested_by_id",
+        "payload",
         *columns,
     ):
         terms = {
             "expires_at": _time_text(r[4]),
             "reason": r[5],
             "requested_by": f"user {r[6]}",
+            "payload": r[7],
         }
         terms.update(
             {
                 term: spell(value)
-                for (term, (_c, spell)), value in zip(extra.items(), r[7:], strict=True)
+                for (term, (_c, spell)), value in zip(extra.items(), r[8:], strict=True)
             }
         )
         yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
@@ -725,6 +728,52 @@ def verify_after(
 #: table checks other apps add (``tables_register``): each yields its rows' mismatches
 _TABLE_CHECKS: list[Callable[[], Iterable[reconcile.Mismatch]]] = []
 
+#: the kinds of governed request whose row an event of another kind opens (no filing of their
+#: own): kind -> the event type that opens it (other apps add theirs: ``opened_by_register``)
+_OPENED_BY: dict[str, str] = {KIND_HALT_CLEAR: codes.FORCE_HALT_REPLAY}
+_FILED_KINDS = (KIND_FORCE_CONTINUE, KIND_PRODUCTION_REPLAY, KIND_ROLE_GRANT)
+
+
+def opened_by_register(kind: str, event_type: str) -> None:
+    """An app's kind of governed request whose row ``event_type`` opens (a legal request's
+    approvals: its ``DSR_OPENED``), so ``governance verify`` checks those rows too."""
+    _OPENED_BY[kind] = event_type
+
+
+def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
+    """Every governed request row not filed by a request event of its own (halt clears, an
+    app's kinds, or a kind nothing files) against the event it names."""
+    rows = [
+        reconcile.GovernedRow(str(r[0]), *r[1:])
+        for r in GovernedRequest.objects.exclude(kind__in=_FILED_KINDS)
+        .order_by("created_at", "id")
+        .values_list(
+            "id", "kind", "subject", "payload", "state", "request_event_id", "decision_event_id"
+        )
+    ]
+    if not rows:
+        return
+    openings = {
+        seq: reconcile.Opening(seq, type_, payload)
+        for seq, type_, payload in GovernanceEvent.objects.filter(
+            seq__in={r.request_event_id for r in rows}
+        ).values_list("seq", "type", "payload")
+    }
+    decided: dict[str, int] = {}
+    for seq, halt_seq in (
+        GovernanceEvent.objects.filter(code=codes.code_of(codes.FORCE_HALT_CLEAR))
+        .order_by("seq")
+        .values_list("seq", "payload__halt_seq")
+    ):
+        decided.setdefault(f"{KIND_HALT_CLEAR} {halt_seq}", seq)
+    yield from reconcile.governed_requests(
+        rows=rows,
+        openings=openings,
+        opened_by=_OPENED_BY,
+        decided=decided,
+        table=GovernedRequest._meta.db_table,
+    )
+
 
 def tables_register(check: Callable[[], Iterable[reconcile.Mismatch]]) -> None:
     """Add an app's table check (its ``AppConfig.ready``): ``governance verify``, the ledger
@@ -735,7 +784,12 @@ def tables_register(check: Callable[[], Iterable[reconcile.Mismatch]]) -> None:
 
 def tables_check() -> list[reconcile.Mismatch]:
     """Every row of the tables the decisions depend on that disagrees with the ledger."""
-    found = [*_approval_mismatches(), *_member_key_mismatches(), *_request_mismatches()]
+    found = [
+        *_approval_mismatches(),
+        *_member_key_mismatches(),
+        *_request_mismatches(),
+        *_governed_mismatches(),
+    ]
     for check in _TABLE_CHECKS:
         found.extend(check())
     return found

@@ -370,6 +370,89 @@ def requests(
 
 
 @dataclass(frozen=True, slots=True)
+class GovernedRow:
+    """A ``governance_request`` row a ledger event opened without a filing of its own (a halt
+    clear, a legal request's approval), or of a kind nothing files."""
+
+    id: str
+    kind: str
+    subject: str
+    payload: Any
+    state: str
+    request_event_id: int
+    decision_event_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """The ledger event a governed request names as its filing: its seq, type and payload."""
+
+    seq: int
+    type: str
+    payload: Any
+
+
+def _subject_of_opening(kind: str, opening: Opening) -> str:
+    """What the opening event says the request's subject is: a halt's seq, else the payload's
+    ``request_id`` (a legal request's id)."""
+    if kind == "halt-clear":
+        return str(opening.seq)
+    payload = opening.payload if isinstance(opening.payload, Mapping) else {}
+    return str(payload.get("request_id"))
+
+
+def _governed_problem(
+    row: GovernedRow,
+    opening: Opening | None,
+    opened_by: Mapping[str, str],
+    decided: Mapping[str, int],
+) -> str | None:
+    name = f"{row.kind} request {row.id}"
+    if row.kind not in opened_by:
+        return f"governed request {row.id} has kind {row.kind!r}, which no kind files"
+    if opening is None or opening.type != opened_by[row.kind]:
+        found = opening.type if opening is not None else "no event"
+        return (
+            f"{name} names event {row.request_event_id} as its filing, which is {found}, not "
+            f"{opened_by[row.kind]}"
+        )
+    subject = _subject_of_opening(row.kind, opening)
+    if row.subject != subject:
+        return f"{name} has subject {row.subject}, its filing event {opening.seq} says {subject}"
+    if row.payload != opening.payload:
+        return f"{name}'s payload differs from its filing event {opening.seq}'s"
+    decision = decided.get(f"{row.kind} {row.subject}")
+    state = "approved" if decision is not None else "pending"
+    if row.state != state:
+        return f"{name} is {row.state} in the table, the ledger says {state}"
+    if row.decision_event_id != decision:
+        return (
+            f"{name} names event {row.decision_event_id} as its decision, the ledger's is "
+            f"{decision}"
+        )
+    return None
+
+
+def governed_requests(
+    *,
+    rows: Iterable[GovernedRow],
+    openings: Mapping[int, Opening],
+    opened_by: Mapping[str, str],
+    decided: Mapping[str, int],
+    table: str,
+) -> Iterator[Mismatch]:
+    """Governed request ``rows`` that no filing event of their own filed (halt clears, legal
+    approvals, or an unknown kind) against the ledger: the event each names (``openings`` by
+    seq) is of the type ``opened_by[kind]``, its subject and payload are the row's, and the
+    row is approved exactly when ``decided`` (by ``"<kind> <subject>"``) names its decision
+    event, else pending."""
+    for row in rows:
+        problem = _governed_problem(row, openings.get(row.request_event_id), opened_by, decided)
+        if problem is not None:
+            yield Mismatch(codes.TABLE_REQUEST, table, row.id, problem)
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """The whole verification: the hash chain, then the tables checked against it."""
 

@@ -379,15 +379,28 @@ def test_a_hand_inserted_approval_erases_nothing_and_verify_names_it(
         "message": f"approval row {row.id} has no ledger event (event {legal.opened_event_id} "
         "is DSR_OPENED)",
     }
+    # the request row the insert needed is named too: its payload is not its filing's
+    request_named = {
+        "code": codes.TABLE_REQUEST,
+        "table": "governance_request",
+        "row": str(row.request_id),
+        "message": f"legal-erasure request {row.request_id}'s payload differs from its filing "
+        f"event {legal.opened_event_id}'s",
+    }
     status, result = verify_json()
-    assert (status, result["ok"], result["broke_at"], result["tables"]) == (1, False, None, [named])
+    assert (status, result["ok"], result["broke_at"], result["tables"]) == (
+        1,
+        False,
+        None,
+        [request_named, named],
+    )
     out = io.StringIO()
     with pytest.raises(SystemExit) as exited:
         call_command("governance", "check-checkpoint", str(checkpoint), "--json", stdout=out)
     assert exited.value.code == 1
     verdict = json.loads(out.getvalue())
     assert verdict["code"] == "CHECKPOINT_LEDGER_BROKEN"
-    assert verdict["message"] == f"a table disagrees with the ledger: {named['message']}"
+    assert verdict["message"] == (f"a table disagrees with the ledger: {request_named['message']}")
 
 
 def test_a_hand_inserted_approval_after_the_identity_check_still_counts_for_nothing(

@@ -559,3 +559,115 @@ def test_it_names_a_row_flipped_with_the_trigger_disabled_on_postgresql(admin_ap
 
     assert code == 1
     assert [m["row"] for m in result["tables"]] == [str(approval.id)]
+
+
+# --- every governed request row, of every kind ----------------------------------------------
+
+
+@pytest.fixture
+def halt_with_a_vote():
+    """A halt with carol's vote toward clearing it: its ``halt-clear`` request row exists."""
+    from governance.models import GovernedRequest
+    from governance.selectors import halts_active
+
+    carol = enrol("carol")
+    services.security_incident_record(
+        actor=person("bob"), targets=[("trace", "a" * 32)], reason="leaked key"
+    )
+    halt = halts_active().get()
+    payload = services.halt_clear_payload_for(halt=halt, reason="rotated")
+    services.halt_clear_approval_record(
+        halt_seq=halt.seq, approver=carol.user, document=carol.sign(payload)
+    )
+    return halt, GovernedRequest.objects.get(kind="halt-clear")
+
+
+def test_a_halt_clear_request_row_is_what_its_halt_says(halt_with_a_vote):
+    halt, row = halt_with_a_vote
+
+    assert (row.subject, row.request_event_id, row.state, row.payload) == (
+        str(halt.seq),
+        halt.seq,
+        "pending",
+        halt.payload,
+    )
+    code, result = _verify()
+    assert (code, result["tables"]) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("assignment", "says"),
+    [
+        ("state = 'approved'", "is approved in the table, the ledger says pending"),
+        ("subject = '1'", "has subject 1, its filing event {seq} says {seq}"),
+        ("payload = '{{}}'", "'s payload differs from its filing event {seq}'s"),
+        (
+            "request_event_id = 1",
+            "names event 1 as its filing, which is {first}, not FORCE_HALT_REPLAY",
+        ),
+    ],
+)
+def test_a_rewritten_halt_clear_request_row_is_named(halt_with_a_vote, assignment, says):
+    halt, row = halt_with_a_vote
+    first = GovernanceEvent.objects.get(seq=1).type
+    _drop_triggers("governance_request")
+    _sql(
+        f"UPDATE governance_request SET {assignment.format()} WHERE id = %s",  # noqa: S608
+        [_row_id(row.id)],
+    )
+
+    code, result = _verify()
+
+    assert code == 1
+    separator = "" if says.startswith("'") else " "
+    # (a rewritten subject also moves its votes to another halt: those are named as well)
+    assert [m for m in result["tables"] if m["table"] == "governance_request"] == [
+        {
+            "code": "TABLE_REQUEST",
+            "table": "governance_request",
+            "row": str(row.id),
+            "message": f"halt-clear request {row.id}{separator}"
+            + says.format(seq=halt.seq, first=first),
+        }
+    ]
+
+
+def test_a_council_request_row_whose_payload_was_rewritten_is_named(admin_approved):
+    request, _ = admin_approved
+    _drop_triggers("governance_request")
+    _sql("UPDATE governance_request SET payload = '{}' WHERE id = %s", [_row_id(request.id)])
+
+    code, result = _verify()
+
+    assert code == 1
+    assert [(m["table"], m["row"]) for m in result["tables"]] == [
+        ("governance_request", str(request.id))
+    ]
+    assert result["tables"][0]["message"].startswith(
+        f"force-continue request {request.id} has payload {{}} in the table, but its filing "
+        f"event {request.request_event_id} says "
+    )
+
+
+def test_a_request_row_of_a_kind_nothing_files_is_named(admin_approved):
+    import uuid
+
+    request, _ = admin_approved
+    forged = uuid.uuid4()
+    _sql(
+        "INSERT INTO governance_request (id, kind, subject, payload, reason, state, created_at,"
+        " request_event_id) VALUES (%s, 'launch-missiles', 'all', '{}', '', 'pending', %s, %s)",
+        [_row_id(forged), timezone.now(), request.request_event_id],
+    )
+
+    code, result = _verify()
+
+    assert code == 1
+    assert result["tables"] == [
+        {
+            "code": "TABLE_REQUEST",
+            "table": "governance_request",
+            "row": str(forged),
+            "message": f"governed request {forged} has kind 'launch-missiles', which no kind files",
+        }
+    ]
