@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from dsr import conf, scope
 from dsr.models import DsrRelease, LegalRequest
 from governance import codes, ledger, membership, reconcile, signing
-from governance.models import GovernanceEvent, Vote
+from governance.models import GovernanceEvent
 from replay.canonical import jcs
 from replay.models import Trace
 
@@ -346,42 +346,6 @@ def covered(request: LegalRequest) -> tuple[Approvals, list[dict[str, Any]] | No
 # --- the table check (``governance verify``) ----------------------------------------------------
 
 
-def _approval_rows() -> Iterator[reconcile.ApprovalRow]:
-    for r in (
-        Vote.objects.filter(request__kind__in=LEGAL_KINDS)
-        .order_by("event_id")
-        .values_list(
-            "id",
-            "event_id",
-            "approver_id",
-            "role",
-            "key__key_id",
-            "payload",
-            "signature",
-            "request__subject",
-            "request__kind",
-            "decision",
-        )
-        .iterator(chunk_size=2000)
-    ):
-        yield reconcile.ApprovalRow(
-            id=r[0],
-            event_id=r[1],
-            request_id=None,
-            halt_id=None,
-            production_id=None,
-            role_grant_id=None,
-            approver_id=r[2],
-            role=r[3],
-            key_id=r[4],
-            decision=r[9],
-            payload=r[5],
-            signature=r[6],
-            legal_request_id=r[7],
-            purpose=r[8].removeprefix("legal-"),
-        )
-
-
 def _release_problem(row: scope.ReleaseRow, event: reconcile.VoteEvent) -> str | None:
     return scope.release_problem(row, event.actor_id, event.payload)
 
@@ -392,7 +356,7 @@ def table_mismatches() -> Iterator[reconcile.Mismatch]:
     event (and every PII_REVEALED naming a legal request with no row): registered with
     ``governance.ledger.tables_register``."""
     yield from reconcile.approvals(
-        _approval_rows(),
+        ledger.vote_rows(LEGAL_KINDS),
         ledger.vote_events(reconcile.DSR_VOTE_CODES),
         ledger.event_type_of,
         table=reconcile.VOTES_TABLE,

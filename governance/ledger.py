@@ -480,12 +480,19 @@ _VOTE_LINK = {
 }
 
 
+#: a kind of an app's whose votes name their subject as another request (a legal request's
+#: approvals, ``legal-<purpose>``): the prefix before the purpose
+_LEGAL_PREFIX = "legal-"
+
+
 def _vote_row(r: tuple[Any, ...]) -> reconcile.ApprovalRow:
     request_id, kind, subject = _uuid_text(r[2]), r[3], r[4]
     links: dict[str, Any] = {"request_id": None, "production_id": None, "role_grant_id": None}
-    halt_id = None
+    halt_id = legal_request_id = purpose = None
     if kind in _VOTE_LINK:
         links[_VOTE_LINK[kind]] = request_id
+    elif kind.startswith(_LEGAL_PREFIX):
+        legal_request_id, purpose = subject, kind.removeprefix(_LEGAL_PREFIX)
     else:
         halt_id = int(subject) if kind == KIND_HALT_CLEAR and subject.isdigit() else subject
     return reconcile.ApprovalRow(
@@ -498,16 +505,18 @@ def _vote_row(r: tuple[Any, ...]) -> reconcile.ApprovalRow:
         decision=r[8],
         payload=r[9],
         signature=r[10],
+        legal_request_id=legal_request_id,
+        purpose=purpose,
         **links,
     )
 
 
-def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
-    """The council's votes (every kind but the legal ones, which ``dsr`` checks) against the
-    signed vote events."""
-    rows = (
+def vote_rows(kinds: Iterable[str]) -> Iterator[reconcile.ApprovalRow]:
+    """The votes on requests of these kinds, streamed in ``event_id`` order, as the table
+    checks read them."""
+    return (
         _vote_row(r)
-        for r in Vote.objects.filter(request__kind__in=[*_VOTE_LINK, KIND_HALT_CLEAR])
+        for r in Vote.objects.filter(request__kind__in=list(kinds))
         .order_by("event_id")
         .values_list(
             "id",
@@ -524,6 +533,12 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
         )
         .iterator(chunk_size=2000)
     )
+
+
+def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
+    """The council's votes (every kind but the legal ones, which ``dsr`` checks) against the
+    signed vote events."""
+    rows = vote_rows([*_VOTE_LINK, KIND_HALT_CLEAR])
     yield from reconcile.approvals(rows, vote_events(reconcile.VOTE_CODES), event_type_of)
 
 
