@@ -68,5 +68,5 @@ def test_a_council_member_works_through_her_inbox(new_context, shots, trace_key)
     assert kinds == ["force-continue", "halt-clear"]
     shots(cora, "inbox-of-two")
     no_console_errors(cora)
-    vote = Vote.objects.get(production=production)
+    vote = Vote.objects.get(request=production)
     assert vote.approver.username == "cora"

@@ -105,7 +105,7 @@ def test_a_council_member_signs_a_halt_clear_in_the_browser_after_typing_a_reaso
     cora.click("#sign-button")
     cora.wait_for_selector("text=Your signature toward clearing this halt is recorded.")
     no_console_errors(cora)
-    vote = Vote.objects.get(halt_id=halt.seq)
+    vote = Vote.objects.get(request__kind="halt-clear", request__subject=str(halt.seq))
     assert (vote.approver.username, vote.reason) == ("cora", reason)
     assert GovernanceEvent.objects.filter(type="HALT_CLEAR_APPROVAL").count() == 1
 
