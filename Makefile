@@ -21,10 +21,13 @@ demo: migrate
 
 HOST ?= 127.0.0.1
 PORT ?= 8000
+WITNESS_PORT ?= 8207
 
+# runserver with one local witness beside it (key and state under var/witness/; Ctrl-C stops
+# both): deploy/devrun.py
 run: demo
 	@echo "Replay Audit Console on http://$(HOST):$(PORT) (sign in with a user printed above)"
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	$(BIN)/python deploy/devrun.py --host $(HOST) --port $(PORT) --witness-port $(WITNESS_PORT)
 
 # DEBUG off, secrets generated under var/prod/secrets/, migrate, collectstatic, demo users,
 # then gunicorn + Celery worker + beat until Ctrl-C (deploy/stack.py, docs/deployment.md)

@@ -15,7 +15,9 @@ Run: ``.venv/bin/python bench/bench_tlog.py [--events 200000] [--appends 1000] [
    and ``transparency.consistency`` (what the API serves, less HTTP) for random events and
    sizes, median and p99; then appends through the service, one writer in this process with
    and without the tree's upkeep, and ``--writers`` concurrent processes
-   (bench_governance's append workers), the chain and the tree checked after.
+   (bench_governance's append workers), the chain and the tree checked after; and, with
+   ``--witnesses 3`` (the default; 0 for none), the time to a checkpoint co-signed by that
+   many local witness processes (``bench/bench_witness.py``).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def pure(leaves: int, samples: int) -> dict[str, Any]:
 
 def stored(args: argparse.Namespace, log) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
-    name = f"tlog_bench_{tag}"
+    name = args.database_name or f"tlog_bench_{tag}"
     var = tempfile.mkdtemp(prefix="tlog-bench-")
     url = gov_bench.create_database(args.database_url, name)
     env = {
@@ -146,6 +148,11 @@ def stored(args: argparse.Namespace, log) -> dict[str, Any]:
         t0 = time.perf_counter()
         cp = transparency.checkpoint()
         checkpoint_seconds = time.perf_counter() - t0
+        cosigned = None
+        if args.witnesses:  # three local witness processes (bench/bench_witness.py)
+            import bench_witness
+
+            cosigned = bench_witness.cosign_times(args.witnesses, rounds=10)
 
         def one_writer(count: int) -> float:
             began = time.perf_counter()
@@ -205,6 +212,7 @@ def stored(args: argparse.Namespace, log) -> dict[str, Any]:
             "consistency": (statistics.median(con), pct(con, 0.99)),
             "checkpoint": checkpoint_seconds,
             "checkpoint_size": cp.size,
+            "cosigned": cosigned,
             "appends_with_tree": with_tree,
             "appends_without_tree": without_tree,
             "appends_concurrent": concurrent,
@@ -230,6 +238,10 @@ def main() -> int:
         "--database-url",
         default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
     )
+    parser.add_argument(
+        "--witnesses", type=int, default=3, help="local witnesses co-signing (0: none)"
+    )
+    parser.add_argument("--database-name", default=None, help="the scratch database's name")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--no-database", action="store_true", help="the pure part only")
@@ -274,6 +286,10 @@ def main() -> int:
         f"{ms(s['consistency'][1])} p99"
     )
     print(f"  checkpoint signed         {ms(s['checkpoint']):>12} (size {s['checkpoint_size']:,})")
+    if s["cosigned"] is not None:
+        import bench_witness
+
+        print(bench_witness.report(s["cosigned"]))
     print(
         f"  appends, 1 writer         {s['appends_with_tree']:>12,.0f} /s with the tree, "
         f"{s['appends_without_tree']:,.0f} /s without"

@@ -39,17 +39,30 @@ def check_broker() -> dict[str, Any]:
     return {"ok": True, "runner": settings.REPLAY_TASK_RUNNER, "broker": str(transport)}
 
 
+#: what an append-only store's probe holds (stored once, then only read back)
+BLOB_PROBE = b"replay-console healthz probe\n"
+
+
 def check_blobs() -> dict[str, Any]:
-    """Write, read back and delete a small object in the blob store."""
+    """Write, read back and delete a small object in the blob store. A store the
+    application may not delete from (``append_only``, S3) gets the same fixed probe each
+    time instead: a conditional write (stored once, refused as existing after that, both only
+    once the credentials are accepted) and a read back."""
     store = storages["blobs"]
-    token = uuid.uuid4().hex
-    name = store.save(f"healthz/{token}", ContentFile(token.encode()))
-    try:
+    if getattr(store, "append_only", False):
+        token = BLOB_PROBE
+        name = store.save("healthz/probe", ContentFile(token))
         with store.open(name, "rb") as fh:
             read = fh.read()
-    finally:
-        store.delete(name)
-    if read != token.encode():
+    else:
+        token = uuid.uuid4().hex.encode()
+        name = store.save(f"healthz/{token.decode()}", ContentFile(token))
+        try:
+            with store.open(name, "rb") as fh:
+                read = fh.read()
+        finally:
+            store.delete(name)
+    if read != token:
         return {"ok": False, "error": "the blob store returned other bytes than were written"}
     return {"ok": True, "backend": type(store).__name__}
 

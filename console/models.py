@@ -11,24 +11,6 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from console.otp import is_sealed, seal_totp_key, unseal_totp_key
 
 
-class LoginFailure(models.Model):
-    """One failed sign-in, keyed by the username tried and the client address.
-
-    Kept in the database rather than a per-process cache so the throttle holds across every
-    worker process of a deployment with no extra service.
-    """
-
-    username = models.CharField(max_length=150)
-    ip = models.CharField(max_length=64)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["username", "ip", "created_at"], name="login_failure_key")]
-
-    def __str__(self) -> str:
-        return f"failed sign-in as {self.username} from {self.ip}"
-
-
 class DriftSample(models.Model):
     """One trace replayed by the periodic drift sampling, and whether its verdict moved."""
 

@@ -192,6 +192,43 @@ def require_signing(user: User, capacity: object = None) -> None:
         raise PermissionDenied(MESSAGE_CANNOT_SIGN)
 
 
+# --- governed requests of any kind (governance.requests, protocol.KindPages) ---------------
+
+
+def kind_capacities(user: User, kind: Any) -> list[str]:
+    """The capacities ``user`` may sign ``kind`` in (``kind.signed_in``), in its order."""
+    return [capacity for capacity, action in kind.signed_in.items() if can(user, action)]
+
+
+def require_kind_sight(user: User, kind: Any) -> None:
+    """``user`` may see ``kind``'s requests: one of ``kind.seen_by``."""
+    if len(kind.seen_by) == 1:
+        require(user, kind.seen_by[0])
+    elif not any(can(user, action) for action in kind.seen_by):
+        raise PermissionDenied(f"your roles do not allow seeing {kind.what} requests")
+
+
+def require_kind_signing(user: User, kind: Any, capacity: object = None) -> None:
+    """``user`` may sign ``kind`` at all, and in ``capacity`` where a payload names one."""
+    signed = kind.signed_in
+    if isinstance(capacity, str) and capacity in signed:
+        require(user, signed[capacity])
+    elif len(signed) == 1:
+        require(user, next(iter(signed.values())))
+    elif not kind_capacities(user, kind):
+        raise PermissionDenied(f"your roles do not allow signing a {kind.what}")
+
+
+def access_governed_request(user: User, kind: Any, key: str) -> Any:
+    """One request of ``kind`` by its key: the role check first (403 whether or not it
+    exists), then the lookup (404)."""
+    require_kind_sight(user, kind)
+    found = kind.detail(key)
+    if found is None:
+        raise Http404(f"no such {kind.what}")
+    return found
+
+
 # --- access functions: one per protected object ------------------------------------------
 # Each checks the role first (403 whether or not the object exists), then looks up (404).
 

@@ -9,6 +9,7 @@ environment (or *_FILE); nothing secret is ever read from the repository.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from pathlib import Path
 
@@ -82,6 +83,7 @@ INSTALLED_APPS = [
     "template_partials",
     "django_otp",
     "django_otp.plugins.otp_totp",
+    "axes",  # sign-in throttling (console.signin)
     "replay",
     "governance",
     "console",
@@ -107,6 +109,8 @@ MIDDLEWARE = [
     "console.uploads.UploadLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks; the sign-in view renders its own lock-out answer
+    "axes.middleware.AxesMiddleware",
 ]
 
 # The Content-Security-Policy (django-csp): no inline script or style at all; scripts load
@@ -203,15 +207,32 @@ LOGOUT_REDIRECT_URL = "login"
 
 # --- storage: content-addressed trace blobs ---------------------------------------------
 REPLAY_S3_BUCKET = env_str("REPLAY_S3_BUCKET")
-if REPLAY_S3_BUCKET:
-    _blob_storage = {
-        "BACKEND": "storages.backends.s3.S3Storage",
+
+
+def _s3_storage(access_key_env: str, secret_env: str) -> dict:
+    """The blob bucket with one identity's keys (unset: boto3's own chain, e.g. AWS_*)."""
+    return {
+        "BACKEND": "console.blobstore.AppendOnlyS3Storage",
         "OPTIONS": {
             "bucket_name": REPLAY_S3_BUCKET,
             "endpoint_url": env_str("REPLAY_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("REPLAY_S3_REGION") or None,
+            "access_key": env_str(access_key_env) or None,
+            "secret_key": env_secret(secret_env) or None,
+            "addressing_style": env_str("REPLAY_S3_ADDRESSING_STYLE") or None,
             "file_overwrite": False,
         },
     }
+
+
+_retention_storage: dict | None = None
+if REPLAY_S3_BUCKET:
+    _blob_storage = _s3_storage("REPLAY_S3_ACCESS_KEY_ID", "REPLAY_S3_SECRET_ACCESS_KEY")
+    # the identity that may delete the bytes of expired traces (the worker's, not the web's)
+    if env_str("REPLAY_S3_RETENTION_ACCESS_KEY_ID"):
+        _retention_storage = _s3_storage(
+            "REPLAY_S3_RETENTION_ACCESS_KEY_ID", "REPLAY_S3_RETENTION_SECRET_ACCESS_KEY"
+        )
 else:
     _blob_storage = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
@@ -234,6 +255,8 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
+if _retention_storage is not None:  # retention deletes with these keys (replay.expiry)
+    STORAGES["blobs_retention"] = _retention_storage
 
 # --- AHD sidecars: the checkout whose token and brief files an uploaded sidecar is re-hashed
 # against (unset: the report says it cannot be; in development, replay/demo_ahd/)
@@ -367,7 +390,8 @@ CELERY_BEAT_SCHEDULE["retention-run"] = {
 # /healthz answers anyone with its status only; its details (each check, the ledger head,
 # timings) go to a signed-in admin or to a monitor sending `Authorization: Bearer <this>`
 REPLAY_MONITORING_TOKEN = env_secret("REPLAY_MONITORING_TOKEN") or ""
-# sign-in throttle (console.throttle): this many failures per (username, address) per window
+# sign-in throttle (django-axes, configured in console.signin): this many failures per
+# (username, address) lock the pair until the window has passed since its last failure
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900)
 # a locked pair still signs in with password + a valid TOTP code this long after its last failure
@@ -377,6 +401,21 @@ LOGIN_THROTTLE_BACKOFF_SECONDS = env_int("LOGIN_THROTTLE_BACKOFF_SECONDS", 5)
 REPLAY_TRUSTED_PROXIES = env_str("REPLAY_TRUSTED_PROXIES")
 parse_trusted_proxies(REPLAY_TRUSTED_PROXIES)  # nonsense fails at start-up, not at sign-in
 REPLAY_TRUSTED_PROXY_HEADER = env_str("REPLAY_TRUSTED_PROXY_HEADER", "X-Forwarded-For")
+# django-axes reads the settings above through console.signin's callables
+AUTHENTICATION_BACKENDS = [
+    "console.signin.SecondFactorAxesBackend",  # axes' guard, with the locked owner's way in
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = "console.signin.axes_failure_limit"
+AXES_COOLOFF_TIME = "console.signin.axes_cool_off"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "console.signin.axes_username"
+AXES_CLIENT_IP_CALLABLE = "console.signin.axes_client_ip"
+AXES_LOCKOUT_CALLABLE = "console.signin.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # failures only: sign-ins are not logged a second time here
+# what axes keeps of a failed try's form is masked, the code and the CSRF token with the rest
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token", "csrfmiddlewaretoken"]
 OTP_TOTP_ISSUER = "Replay Audit Console"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
@@ -462,8 +501,14 @@ GOVERNANCE_TLOG_ORIGIN = env_str("GOVERNANCE_TLOG_ORIGIN", "replay-audit-console
 # [{"url": "http://host:port", "vkey": "<witness vkey>"}, ...]: checkpoints are pushed to each
 from tlog import note as _tlog_note  # noqa: E402 - pure, no Django
 
+# development: `make run` (deploy/devrun.py) starts one local witness and names it here, read
+# when DEBUG is on and GOVERNANCE_WITNESSES is not set
+_LOCAL_WITNESSES = VAR_DIR / "witness" / "witnesses.json"
+_WITNESSES_TEXT = env_str("GOVERNANCE_WITNESSES", "[]") or "[]"
+if DEBUG and "GOVERNANCE_WITNESSES" not in os.environ and _LOCAL_WITNESSES.is_file():
+    _WITNESSES_TEXT = _LOCAL_WITNESSES.read_text(encoding="utf-8")
 try:
-    GOVERNANCE_WITNESSES = json.loads(env_str("GOVERNANCE_WITNESSES", "[]") or "[]")
+    GOVERNANCE_WITNESSES = json.loads(_WITNESSES_TEXT)
     if not isinstance(GOVERNANCE_WITNESSES, list) or not all(
         isinstance(w, dict) and isinstance(w.get("url"), str) and isinstance(w.get("vkey"), str)
         for w in GOVERNANCE_WITNESSES

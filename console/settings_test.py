@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from console.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -11,6 +13,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if REPLAY_TASK_RUNNER == "thread":  # noqa: F405
     REPLAY_TASK_RUNNER = "eager"
     CELERY_TASK_ALWAYS_EAGER = True
+
+# the local witness `make run` configures under var/ is no test's (a test names its own)
+if "GOVERNANCE_WITNESSES" not in os.environ:
+    GOVERNANCE_WITNESSES = []
 
 # Mails stay in memory (django.core.mail.outbox), in Celery workers the tests start too.
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

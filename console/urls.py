@@ -28,6 +28,7 @@ LEGACY_REQUEST_URLS = (
     ("governance/role-grants", "role-grant"),
 )
 
+
 handler400 = errors.bad_request
 handler403 = errors.permission_denied
 handler404 = errors.page_not_found
@@ -130,7 +131,13 @@ urlpatterns = [
         governance.incident_declare_view,
         name="incident-declare",
     ),
-    path("governance/halts/<int:halt_seq>/", governance.halt_detail_view, name="halt-detail"),
+    # a halt's old approval page: it moved to /requests/halt-clear/<seq>/ (issue 19)
+    path(
+        "governance/halts/<str:request_id>/",
+        requests.legacy_detail_view,
+        {"kind": "halt-clear"},
+        name="halt-detail",
+    ),
     path("governance/keys/", governance.key_list_view, name="key-list"),
     path("governance/keys/register/", governance.key_register_view, name="key-register"),
     path("governance/keys/rotate/", governance.server_key_rotate_view, name="server-key-rotate"),

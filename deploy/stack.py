@@ -28,6 +28,13 @@ Environment (each has a default for this machine):
   REPLAY_STACK_REDIS     redis://127.0.0.1:6379/0       the Celery broker
   WEB_CONCURRENCY        2 per core + 1                 gunicorn workers
   REPLAY_STACK_WORKER_CONCURRENCY  2                    Celery worker processes
+  REPLAY_STACK_SEAWEED   0                              1: blobs on SeaweedFS (--seaweed)
+  REPLAY_STACK_SEAWEED_PORTS  8330-8337                 its eight ports (deploy/seaweed.py)
+
+With --seaweed the stack also starts SeaweedFS (deploy/seaweed.py) with its state under
+REPLAY_STACK_DIR/seaweed and keeps every blob in its bucket: gunicorn gets the application's
+S3 keys (no deletes), the worker and beat the retention identity's too (retention deletes
+expired bytes); SeaweedFS is supervised like the other three.
 """
 
 from __future__ import annotations
@@ -232,12 +239,28 @@ def stack_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     return env, owner_url
 
 
+def witnesses_line(env: dict[str, str]) -> str:
+    """What the stack says about witnesses: none is started here, on purpose (a witness the
+    operator runs, with a key the operator holds, cannot vouch for the operator)."""
+    if (env.get("GOVERNANCE_WITNESSES") or "").strip() not in ("", "[]"):
+        quorum = env.get("GOVERNANCE_WITNESS_QUORUM", "1")
+        return f"witnesses: GOVERNANCE_WITNESSES, quorum {quorum} (each new checkpoint is pushed)"
+    return (
+        "witnesses: none (GOVERNANCE_WITNESSES is empty): checkpoints carry this server's "
+        "signature only; have witnesses run by someone else (docs/deployment.md#witnesses)"
+    )
+
+
 def manage(env: dict[str, str], *argv: str) -> None:
     subprocess.run([PYTHON, "manage.py", *argv], cwd=ROOT, env=env, check=True)
 
 
-def start(env: dict[str, str], args: argparse.Namespace) -> dict[str, subprocess.Popen]:
+def start(
+    env: dict[str, str], args: argparse.Namespace, background_env: dict[str, str] | None = None
+) -> dict[str, subprocess.Popen]:
+    """gunicorn with ``env``; the worker and beat with ``background_env`` added."""
     state = Path(env["REPLAY_VAR_DIR"])
+    background = {**env, **(background_env or {})}
     commands = {
         "web": [PYTHON, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py")],
         "worker": [
@@ -251,7 +274,9 @@ def start(env: dict[str, str], args: argparse.Namespace) -> dict[str, subprocess
         ],
     }  # fmt: skip
     return {
-        name: subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True)
+        name: subprocess.Popen(
+            argv, cwd=ROOT, env=env if name == "web" else background, start_new_session=True
+        )
         for name, argv in commands.items()
     }
 
@@ -313,11 +338,48 @@ def main() -> int:
     parser.add_argument(
         "--demo", action="store_true", help="create the demo users and traces (manage.py demo)"
     )
+    parser.add_argument(
+        "--seaweed",
+        action=argparse.BooleanOptionalAction,
+        default=os.environ.get("REPLAY_STACK_SEAWEED", "0") == "1",
+        help="start SeaweedFS and keep the blobs there (deploy/seaweed.py)",
+    )
+    parser.add_argument(
+        "--seaweed-ports", default=os.environ.get("REPLAY_STACK_SEAWEED_PORTS", "8330-8337")
+    )
     args = parser.parse_args()
 
     os.umask(0o077)  # every file this script and its processes write: owner-only
     env, owner_url = stack_env(args)
     say(f"state in {env['REPLAY_VAR_DIR']}, database {args.database}, broker {args.redis}")
+    say(witnesses_line(env))
+    store = None
+    background_env: dict[str, str] = {}
+    # from here on a stop request stops SeaweedFS too (it runs in its own session)
+    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        if args.seaweed:
+            import seaweed
+
+            store = seaweed.start(
+                Path(env["REPLAY_VAR_DIR"]) / "seaweed",
+                seaweed.Ports.parse(args.seaweed_ports),
+                "replay-blobs",
+            )
+            env.update(store.app_env(retention=False))
+            background_env = store.app_env(retention=True)
+            say(f"blobs on SeaweedFS: {store.endpoint}, bucket {store.bucket}")
+        return _serve(args, env, owner_url, background_env, store)
+    except Stop as why:  # before the three were started (migrate, the demo fill)
+        say(f"{why}: stopping")
+        return 0
+    finally:
+        if store is not None:
+            store.stop()
+
+
+def _serve(args, env, owner_url, background_env, store) -> int:
     manage({**env, "DATABASE_URL": owner_url}, "migrate", "--noinput")
     app_role_grant(owner_url, env["DATABASE_URL"])
     manage(env, "collectstatic", "--noinput", "-v", "0")
@@ -330,7 +392,9 @@ def main() -> int:
     children: dict[str, subprocess.Popen] = {}
     url = f"http://127.0.0.1:{args.port}"
     try:
-        children = start(env, args)
+        children = start(env, args, background_env)
+        if store is not None:
+            children["seaweed"] = store.process
         deadline = time.monotonic() + 120
         token = Path(env["REPLAY_MONITORING_TOKEN_FILE"]).read_text().strip()
         while (health := healthy(url, token)) is None or health["failed"]:
@@ -342,19 +406,23 @@ def main() -> int:
             time.sleep(0.5)
         else:
             say(f"ready: {url}  (health: {url}/healthz; Ctrl-C stops web, worker and beat)")
+        ticks = 0
         while True:
             for name, process in children.items():
                 if process.poll() is not None:
                     say(f"{name} exited with {process.returncode}: stopping the stack")
                     return 1
             time.sleep(0.5)
+            ticks += 1
+            if store is not None and ticks % 10 == 0:
+                store.tighten()  # volume files weed writes 0644 when it grows a volume
     except Stop as why:
         say(f"{why}: stopping web, worker and beat")
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop(children)
+        stop({name: p for name, p in children.items() if name != "seaweed"})  # it goes last
         say("stopped")
 
 

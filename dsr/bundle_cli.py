@@ -1,5 +1,6 @@
 """Check an evidence bundle offline: ``python -m dsr.bundle_cli FILE [--trust-key HEX]
-[--checkpoint FILE] [--vkey VKEY] [--older-checkpoint FILE [--consistency FILE]] [--json]``,
+[--checkpoint FILE] [--vkey VKEY] [--witness VKEY]... [--quorum K]
+[--older-checkpoint FILE [--consistency FILE]] [--json]``,
 or ``manage.py dsr verify-bundle FILE`` (which calls :func:`verify_bundle_file`).
 
 Pure: no Django (this runs on a machine with only this package and ``cryptography``). Exit
@@ -85,6 +86,12 @@ def _report(check: BundleCheck, path: str, checkpoint_path: str | None, out: Tex
             f"checkpoint: size {check.tlog_size}, root {check.tlog_root}, {signed}; "
             f"{check.proven} event(s) proven in it\n"
         )
+        if check.quorum is not None:
+            out.write(
+                f"witnessed: {len(check.witnesses_signed)} of the {check.quorum} cosignatures "
+                f"required; signed: {', '.join(check.witnesses_signed) or 'none'}; not signed: "
+                f"{', '.join(check.witnesses_missing) or 'none'}\n"
+            )
         if check.extends is not None:
             out.write(f"it extends the older checkpoint (size {check.extends})\n")
     if check.ok:
@@ -114,6 +121,8 @@ def verify_bundle_file(
     consistency_path: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     err: TextIO | None = None,
+    witnesses: Sequence[str] = (),
+    quorum: int | None = None,
 ) -> int:
     """Check the bundle at ``path``, write what was found to ``out``; the exit status."""
     err = err if err is not None else out
@@ -148,8 +157,10 @@ def verify_bundle_file(
                 vkeys=list(vkeys) or None,
                 older_checkpoint=older,
                 consistency=consistency,
+                witnesses=list(witnesses) or None,
+                quorum=quorum,
             )
-        except ValueError as exc:  # a bad trust anchor: the caller's input
+        except ValueError as exc:  # a bad anchor, witness key or quorum: the caller's input
             err.write(f"error: {exc}\n")
             return USAGE
     if as_json:
@@ -199,6 +210,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a consistency proof (GET /api/governance/tlog/consistency/?old=N&size=M) from "
         "the older checkpoint to the bundle's, when the bundle holds none",
     )
+    parser.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a witness's verifier key (`python -m witness vkey`): count its cosignature on "
+        "the bundle's checkpoint; may be repeated",
+    )
+    parser.add_argument(
+        "--quorum",
+        type=int,
+        metavar="K",
+        help="refuse the bundle unless at least K of the --witness keys cosigned its "
+        "checkpoint (default: all of them)",
+    )
     parser.add_argument("--json", action="store_true", help="print the finding as JSON")
     args = parser.parse_args(argv)
     return verify_bundle_file(
@@ -211,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         older_path=args.older_checkpoint,
         consistency_path=args.consistency,
         err=sys.stderr,
+        witnesses=args.witness,
+        quorum=args.quorum,
     )
 
 

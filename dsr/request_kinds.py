@@ -9,18 +9,20 @@ held, per the ledger, before the request was opened)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
+from django.utils.html import format_html
 
-from dsr import conf, services
+from dsr import conf, services, signed, subjects_port
 from dsr.models import LegalRequest
 from governance import codes, signing
 from governance import roles as matrix
 from governance import services as gov_services
-from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest
+from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest, Vote
 
 
 class LegalApprovalKind:
@@ -30,11 +32,93 @@ class LegalApprovalKind:
         filed=codes.DSR_OPENED, vote=codes.DSR_APPROVAL, ready=codes.DSR_IDENTITY_VERIFIED
     )
 
+    # --- its approval page (protocol.KindPages): /requests/legal-<purpose>/<id>/
+    has_pages = True
+    has_list = False  # the legal requests' list (/dsr/) lists them, with their due dates
+    what = "legal request"
+    seen_by: tuple[str, ...] = (matrix.DSR_APPROVE,)
+    decisions: tuple[str, ...] = ()
+    heading_partial = ""
+    body_partial = "dsr/requests/approval_body.html"
+    sign_heading = "Sign"
+    signed_message = "Your signed approval is recorded in the ledger."
+    nav_section = "dsr"
+
     def __init__(self, purpose: str, label: str, summary: str) -> None:
         self.purpose = purpose
         self.name = f"legal-{purpose}"
         self.label = label
         self.summary = summary
+        self.title = f"Approve the {purpose} of a legal request"
+
+    @property
+    def signed_in(self) -> Mapping[str, str]:
+        return self.capacities()
+
+    def page_title(self, request: Any) -> str:
+        return format_html("Approve a legal request's {}", self.purpose)
+
+    def detail(self, key: str) -> Any:
+        """The legal request ``key`` names, if it has this approval; None otherwise."""
+        try:
+            pk = uuid.UUID(str(key))
+        except ValueError:
+            return None
+        legal = (
+            LegalRequest.objects.select_related("requested_by", "identity_verified_by")
+            .filter(id=pk)
+            .first()
+        )
+        if legal is None or self.purpose not in services.purposes_of(legal):
+            return None
+        return legal
+
+    def page_context(self, request: Any, *, user: Any) -> dict[str, Any]:
+        blocker = ""
+        try:
+            services.approval_refusal(request=request, purpose=self.purpose, approver=user)
+        except codes.GovernanceError as exc:
+            blocker = f"{exc.code}: {exc.message}"
+        release = self.purpose == signing.DSR_RELEASE
+        return {
+            "legal": request,
+            "purpose": self.purpose,
+            "status": services.approval_status(request=request, purpose=self.purpose),
+            "values": services.release_values_for(request) if release else None,
+            "plan": None if release else subjects_port.erasure_plan(request.subject_refs),
+            "blocker": blocker,
+        }
+
+    def payload_for(self, request: Any, *, decision: str, role: str, reason: str) -> dict:
+        return services.approval_payload_for(request=request, purpose=self.purpose, reason=reason)
+
+    def record(self, request: Any, *, approver: Any, document: Any) -> Any:
+        return services.legal_request_approve(
+            request=request, purpose=self.purpose, approver=approver, document=document
+        )
+
+    def done_url(self, request: Any) -> str:
+        return reverse("dsr-detail", args=[request.id])
+
+    def state_of(self, request: Any) -> str:
+        """``approved`` once the signed approvals reach the quorum; ``pending`` while the
+        request is open; otherwise the request's own state (``refused``, ``fulfilled``)."""
+        if services.approval_status(request=request, purpose=self.purpose).complete:
+            return "approved"
+        return "pending" if not request.is_closed else str(request.state)
+
+    def votes(self, request: Any) -> list[Vote]:
+        return [
+            Vote(
+                seq=a.seq,
+                approver=a.approver,
+                role=str(a.payload.get("role", "")),
+                key_id=a.key_id,
+                decision=signing.APPROVE,
+                reason=str(a.payload.get("reason", "")),
+            )
+            for a in signed.approvals(request, self.purpose).counted
+        ]
 
     def capacities(self, open_request: OpenRequest | None = None) -> Mapping[str, str]:
         return {conf.approval_by(): matrix.DSR_APPROVE}
@@ -66,7 +150,7 @@ class LegalApprovalKind:
                 ),
                 filed_by=row.requested_by.get_username(),
                 filed_at=row.created_at,
-                url=reverse("dsr-approve", args=[row.id, self.purpose]),
+                url=reverse("request-detail", args=[self.name, row.id]),
                 request=row,
                 due_date=row.due_date,
             )

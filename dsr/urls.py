@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from console.views import requests
 from dsr import views
 
 urlpatterns = [
@@ -19,5 +20,10 @@ urlpatterns = [
     path("<str:request_id>/bundle/pdf/", views.dsr_bundle_pdf_view, name="dsr-bundle-pdf"),
     path("<str:request_id>/release/", views.dsr_release_view, name="dsr-release"),
     path("<str:request_id>/erase/", views.dsr_erase_view, name="dsr-erase"),
-    path("<str:request_id>/approve/<str:purpose>/", views.dsr_approve_view, name="dsr-approve"),
+    # an approval's old page: it moved to /requests/legal-<purpose>/<id>/ (issue 19)
+    path(
+        "<str:request_id>/approve/<str:purpose>/",
+        requests.legacy_legal_approval_view,
+        name="dsr-approve",
+    ),
 ]

@@ -21,10 +21,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console import roles
 from console.views.common import partial_or_page, signed_in
-from console.views.governance import payload_text, refused, signed_document
+from console.views.governance import refused
 from dsr import access, conf, services, signed, subjects_port
-from dsr.models import LegalRequest
-from governance import selectors as gov
+from dsr.models import DsrRelease, LegalRequest
 from governance import signing
 from governance.codes import GovernanceError
 
@@ -100,6 +99,14 @@ def _fields(legal: LegalRequest) -> list[dict[str, Any]]:
     return rows
 
 
+def _released_since_bundle(legal: LegalRequest) -> int:
+    """Fields released after the built bundle's export event: the bundle lacks their values,
+    so the page must not offer it as the current one (0 when there is no built bundle)."""
+    if legal.bundle_state != access.DONE or legal.export_event_id is None:
+        return 0
+    return DsrRelease.objects.filter(request=legal, event_id__gt=legal.export_event_id).count()
+
+
 def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]:
     user = request.user
     approvals = []
@@ -115,6 +122,7 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
         "fields": _fields(legal),
         "bundle_running": legal.bundle_state in (access.QUEUED, access.RUNNING),
         "bundle_ready": legal.bundle_state == access.DONE,
+        "bundle_outdated_by": _released_since_bundle(legal),
         "release_approved": bool(release and release.complete),
         "erasure_approved": bool(erasure and erasure.complete),
         "receipt": access.erasure_receipt(legal),
@@ -184,62 +192,6 @@ def dsr_transition_view(request: HttpRequest, request_id: str) -> HttpResponse:
         return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
     messages.success(request, f"Legal request: {action} recorded in the ledger.")
     return HttpResponseRedirect(reverse("dsr-detail", args=[legal.id]), status=303)
-
-
-def _approve_context(request: HttpRequest, legal: LegalRequest, purpose: str) -> dict[str, Any]:
-    user = request.user
-    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
-    blocker = ""
-    try:
-        services.approval_refusal(request=legal, purpose=purpose, approver=user)
-    except GovernanceError as exc:
-        blocker = f"{exc.code}: {exc.message}"
-    payload = services.approval_payload_for(request=legal, purpose=purpose, reason=reason)
-    return {
-        "legal": legal,
-        "purpose": purpose,
-        "status": services.approval_status(request=legal, purpose=purpose),
-        "values": services.release_values_for(legal) if purpose == signing.DSR_RELEASE else None,
-        "blocker": blocker,
-        "reason": reason,
-        "payload_text": payload_text(payload),
-        "keys": list(gov.member_keys(user=user, usable=True)),
-        "plan": subjects_port.erasure_plan(legal.subject_refs)
-        if purpose == signing.DSR_ERASURE
-        else None,
-    }
-
-
-def _purpose(purpose: str) -> str:
-    if purpose not in signing.DSR_PURPOSES:
-        raise Http404("no such approval")
-    return purpose
-
-
-@signed_in
-@require_http_methods(["GET", "POST"])
-def dsr_approve_view(request: HttpRequest, request_id: str, purpose: str) -> HttpResponse:
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR_APPROVE)
-    purpose = _purpose(purpose)
-    if purpose not in services.purposes_of(legal):
-        raise Http404("this request has no such approval")
-    template = "dsr/approve.html"
-    if request.method == "POST":
-        context = _approve_context(request, legal, purpose)
-        try:
-            services.legal_request_approve(
-                request=legal,
-                purpose=purpose,
-                approver=request.user,
-                document=signed_document(request),
-            )
-        except GovernanceError as exc:
-            return refused(request, exc, template, context)
-        messages.success(request, "Your signed approval is recorded in the ledger.")
-        return HttpResponseRedirect(reverse("dsr-detail", args=[legal.id]), status=303)
-    return partial_or_page(
-        request, template, "signing-payload", _approve_context(request, legal, purpose)
-    )
 
 
 def _back(legal: LegalRequest) -> HttpResponseRedirect:

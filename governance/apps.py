@@ -8,8 +8,15 @@ class GovernanceConfig(AppConfig):
     verbose_name = "Governance"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_save
+
         from governance import checks  # noqa: F401 - registers the system checks
         from governance.ledger import event_appended
+        from governance.models import TreeCheckpoint
         from governance.requests.notify import on_event_appended
+        from governance.witnessing import on_checkpoint_stored
 
         event_appended.connect(on_event_appended, dispatch_uid="governance-requests-notify")
+        post_save.connect(
+            on_checkpoint_stored, sender=TreeCheckpoint, dispatch_uid="governance-witness-push"
+        )

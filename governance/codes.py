@@ -399,6 +399,10 @@ BUNDLE_CHAIN: Final = "BUNDLE_CHAIN"
 BUNDLE_CHECKPOINT: Final = "BUNDLE_CHECKPOINT"
 BUNDLE_INCLUSION: Final = "BUNDLE_INCLUSION"
 BUNDLE_CONSISTENCY: Final = "BUNDLE_CONSISTENCY"
+BUNDLE_WITNESS_QUORUM: Final = "BUNDLE_WITNESS_QUORUM"
+#: ``python -m tlog ... --witness VKEY --quorum K``: fewer valid cosignatures of the named
+#: witnesses on the checkpoint than K (``tlog.quorum.CODE``)
+WITNESS_QUORUM: Final = "WITNESS_QUORUM"
 
 BUNDLE_FAILURES: Final[dict[str, str]] = {
     BUNDLE_MALFORMED: "the file is not a bundle: too large, not canonical JSON, or a part of it"
@@ -421,6 +425,8 @@ BUNDLE_FAILURES: Final[dict[str, str]] = {
     " or an event has no proof in the checkpoint",
     BUNDLE_CONSISTENCY: "the bundle's checkpoint is not proven to extend the older checkpoint"
     " given (--older-checkpoint)",
+    BUNDLE_WITNESS_QUORUM: "the bundle's checkpoint carries fewer valid cosignatures of the"
+    " witnesses named (--witness) than the quorum asked for (--quorum)",
 }
 
 

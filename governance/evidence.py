@@ -111,14 +111,25 @@ def ledger_evidence(traces: Sequence[Trace], *, checkpoint: bool = True) -> dict
 
 
 def tlog_evidence(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-    """A bundle's ``ledger/tlog.json`` for these events: the signed checkpoint of the whole
-    tree now, each event's inclusion proof in it (O(log n) hashes), and a consistency proof
-    from the checkpoint signed before it (the one an auditor most likely kept)."""
+    """A bundle's ``ledger/tlog.json`` for these events: the signed checkpoint (the largest a
+    quorum of witnesses cosigned that holds every event, pushed to them first if none does;
+    else the whole tree's now) with the witnesses' cosignatures as extra signature lines,
+    each event's inclusion proof in it (O(log n) hashes), and a consistency proof from the
+    checkpoint signed before it (the one an auditor most likely kept)."""
     from dsr.bundle import tlog_section
-    from governance import transparency
+    from governance import transparency, witnessing
     from governance.models import TreeCheckpoint
 
     cp = transparency.checkpoint()
+    last = max(r[_SEQ] for r in rows)
+    witnessed = witnessing.quorum_checkpoint(last)
+    if witnessed is None and witnessing.configured():
+        # the witnesses have not cosigned a tree holding these events yet: ask them now (a
+        # bundle is built in the background; an unreachable witness costs its timeout)
+        witnessing.push_all()
+        witnessed = witnessing.quorum_checkpoint(last)
+    if witnessed is not None:  # cosigned by a quorum: checkable with --witness ... --quorum K
+        cp = witnessed
     inclusion = {r[_SEQ]: transparency.inclusion(r[_SEQ], cp.size).proof for r in rows}
     earlier = (
         TreeCheckpoint.objects.filter(size__lt=cp.size, size__gt=0)
@@ -129,7 +140,8 @@ def tlog_evidence(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     consistency = (
         {} if earlier is None else {earlier: transparency.consistency(earlier, cp.size).proof}
     )
-    return tlog_section(cp.note, transparency.verifier_keys(), inclusion, consistency)
+    note = witnessing.cosigned_note(cp)  # each witness's cosignature as an extra line
+    return tlog_section(note, transparency.verifier_keys(), inclusion, consistency)
 
 
 def server_sign(message: bytes) -> tuple[str, str, str]:

@@ -137,28 +137,46 @@ def retention_plan(*, now: datetime | None = None) -> Plan:
 def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
     """What expires next: the first ``limit`` unprotected traces by the time they expire
     (what the operations page shows). Within one verdict and format the rule is the same,
-    so the oldest live traces of each pair expire first: each pair is read oldest first, a
-    page of ``UPCOMING_SCAN`` at a time, until it gave ``limit`` unprotected traces (at most
-    ``UPCOMING_PAGES`` pages), so the page costs the same whatever the number of traces."""
+    so the oldest live traces of each pair expire first: each pair's oldest ``UPCOMING_SCAN``
+    live traces are read, then, when they gave fewer than ``limit`` unprotected traces, the
+    next ones up to ``UPCOMING_PAGES`` × ``UPCOMING_SCAN``, so the page costs the same
+    whatever the number of traces. The ledger is read once per round, whatever the number of
+    pairs (:func:`traces_protected`): at most twice."""
     policy = retention_policy()
     if policy.empty:
         return []
-    found: list[retention.Decision] = []
+    pairs = []
     groups = Trace.objects.filter(expired_at__isnull=True).values_list("last_status", "format")
     for verdict, fmt in sorted(set(groups.distinct())):
         probe = retention.TraceFacts(0, "", fmt, verdict, None, timezone.now())
-        if retention.rule_for(policy, probe).days is None:
-            continue
-        oldest = _live().filter(last_status=verdict, format=fmt).order_by("start", "pk")
-        kept: list[retention.Decision] = []
-        for page in range(UPCOMING_PAGES):
-            traces = list(oldest[page * UPCOMING_SCAN : (page + 1) * UPCOMING_SCAN])
-            protected = traces_protected(traces)
+        if retention.rule_for(policy, probe).days is not None:
+            pairs.append((verdict, fmt))
+    oldest = {
+        (verdict, fmt): _live()
+        .filter(last_status=verdict, format=fmt)
+        .defer("ingest_report")  # the widest column, which nothing here reads
+        .order_by("start", "pk")
+        for verdict, fmt in pairs
+    }
+    kept: dict[tuple[str, str], list[retention.Decision]] = {pair: [] for pair in pairs}
+    # two rounds at most, one ledger pass each: every pair's first page, then the further
+    # pages of the pairs whose first page gave fewer than `limit` unprotected traces
+    reading = dict.fromkeys(pairs, (0, UPCOMING_SCAN))
+    for _round in range(2):
+        pages = {pair: list(oldest[pair][start:stop]) for pair, (start, stop) in reading.items()}
+        pages = {pair: traces for pair, traces in pages.items() if traces}
+        if not pages:
+            break
+        protected = traces_protected([t for traces in pages.values() for t in traces])
+        for pair, traces in pages.items():
             decisions = retention.decide(policy, (_facts(t) for t in traces), protected)
-            kept += [d for d in decisions if d.protected_by is None]
-            if len(kept) >= limit or len(traces) < UPCOMING_SCAN:
-                break
-        found += kept[:limit]
+            kept[pair] += [d for d in decisions if d.protected_by is None]
+        reading = {
+            pair: (UPCOMING_SCAN, UPCOMING_PAGES * UPCOMING_SCAN)
+            for pair, traces in pages.items()
+            if len(kept[pair]) < limit and len(traces) == UPCOMING_SCAN
+        }
+    found = [d for pair in pairs for d in kept[pair][:limit]]
     found.sort(key=lambda d: (d.expires_at, d.facts.pk))
     return found[:limit]
 

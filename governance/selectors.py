@@ -591,13 +591,13 @@ def tlog_checkpoint(size: int, *, catch_up: bool = True) -> dict[str, Any] | Non
     The tree grows with the chain; only events written around the service (a bulk load) leave
     it behind. ``catch_up`` (the command) then builds it up to ``size``; a request does not
     (that is O(n)) and exports no note (None) until the tree has caught up."""
-    from governance import transparency
+    from governance import transparency, witnessing
 
     if transparency.tree_size() < size:
         if not catch_up:
             return None
         transparency.sync(upto_seq=size)
-    note = transparency.checkpoint(size).note
+    note = witnessing.cosigned_note(transparency.checkpoint(size))
     return {"checkpoint": note, "vkeys": transparency.verifier_keys()}
 
 

@@ -15,6 +15,7 @@ page's button and from ``manage.py governance witness-push``.
 from __future__ import annotations
 
 import base64
+import contextvars
 import logging
 import urllib.error
 import urllib.request
@@ -181,12 +182,19 @@ def push(witness: Configured, cp: TreeCheckpoint) -> Outcome:
     return Outcome(witness.name, "refused", cp.size, f"409 again from size {old}")
 
 
+_pushing: contextvars.ContextVar[bool] = contextvars.ContextVar("witness_pushing", default=False)
+
+
 def push_all() -> list[Outcome]:
     """Sign (or reuse) the checkpoint of the whole tree and push it to every witness."""
     witnesses = configured()
     if not witnesses:
         return []
-    cp = transparency.checkpoint()
+    token = _pushing.set(True)  # the checkpoint signed here is pushed here, not queued again
+    try:
+        cp = transparency.checkpoint()
+    finally:
+        _pushing.reset(token)
     return [push(w, cp) for w in witnesses]
 
 
@@ -196,6 +204,17 @@ def enqueue_push() -> None:
     from replay.background import enqueue
 
     enqueue(witness_push)
+
+
+def on_checkpoint_stored(
+    sender: Any, instance: TreeCheckpoint, created: bool = False, raw: bool = False, **_: Any
+) -> None:
+    """``post_save`` of :class:`TreeCheckpoint`: each newly signed checkpoint (a page, the API,
+    an export or a push asked for one the tree had grown to) is pushed to the witnesses in the
+    background when its transaction commits, not only on the ``witness-push`` schedule. The
+    push sends the checkpoint of the whole tree (one a push signs itself is not queued again)."""
+    if created and not raw and not _pushing.get() and conf.witnesses():
+        enqueue_push()
 
 
 # --- what the pages and the API show -----------------------------------------------------------
@@ -259,6 +278,30 @@ def cosigned_note(cp: TreeCheckpoint) -> str:
             seen.add((c.witness, c.key_id))
             lines.append(c.line + "\n")
     return cp.note + "".join(lines)
+
+
+def quorum_checkpoint(min_size: int) -> TreeCheckpoint | None:
+    """The largest stored checkpoint of at least ``min_size`` leaves that a quorum
+    (``GOVERNANCE_WITNESS_QUORUM``) of the configured witnesses cosigned exactly (same size and
+    root), or None: what an export cites so that an auditor can ask for that quorum offline."""
+    witnesses = {(w.name, w.key_id) for w in configured()}
+    if not witnesses:
+        return None
+    k = conf.witness_quorum()
+    signers: dict[tuple[int, bytes], set[tuple[str, str]]] = {}
+    rows = WitnessCosignature.objects.filter(tree_size__gte=max(min_size, 1)).values_list(
+        "witness", "key_id", "tree_size", "root_hash"
+    )
+    for name, key_id, size, root_hash in rows:
+        if (name, key_id) in witnesses:
+            signers.setdefault((size, bytes(root_hash)), set()).add((name, key_id))
+    for size, root_hash in sorted(signers, reverse=True):
+        if len(signers[(size, root_hash)]) < k:
+            continue
+        cp = transparency.checkpoint(size)
+        if bytes(cp.root_hash) == root_hash:
+            return cp
+    return None
 
 
 def open_alerts() -> list[WitnessAlert]:

@@ -155,7 +155,8 @@ def index_trace(trace: Any, opened: Callable[[], IO[bytes]] | None = None) -> in
             sha256=sha, gzip=is_gzip, plain_sha256=digest.hexdigest(), plain_size=size
         )
         cut.seek(0)
-        storage.delete(name)
+        if storage.exists(name):  # indexed after it was stored: replace it (needs deletes)
+            storage.delete(name)
         saved = storage.save(name, File(cut))
     if saved != name:  # pragma: no cover - the name was just freed
         raise OSError(f"the blob store kept the sealed file as {saved}, not {name}")

@@ -11,17 +11,23 @@ transaction, and removes the file's bytes once that transaction has committed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+from django.core.files.storage import storages
 from django.db import transaction
 
 from replay import errors
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.signals import trace_expired
 from replay.storage import blob_storage
+
+log = logging.getLogger(__name__)
 
 EXPIRED_MESSAGE = (
     "the stored file {sha256} expired on {at} by the retention rule {rule}: its content is "
@@ -98,11 +104,21 @@ def trace_tombstone(
 
 
 def blob_content_remove(storage_name: str) -> bool:
-    """Delete an expired file's bytes from the blob store; True when there were any."""
-    storage = blob_storage()
-    if not storage.exists(storage_name):
+    """Delete an expired file's bytes from the blob store; True when there were any.
+
+    Deletes through ``blobs_retention`` when it is configured (an S3 identity that may
+    delete, which only the worker and beat have: the application's may not). A store that
+    refuses the deletion leaves the bytes for :func:`expired_content_sweep` (logged)."""
+    storage = (
+        storages["blobs_retention"] if "blobs_retention" in settings.STORAGES else blob_storage()
+    )
+    try:
+        if not storage.exists(storage_name):
+            return False
+        storage.delete(storage_name)
+    except (OSError, ClientError, BotoCoreError):  # refused here, or unreachable
+        log.warning("expired blob %s not deleted: the retention sweep retries", storage_name)
         return False
-    storage.delete(storage_name)
     return True
 
 

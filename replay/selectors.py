@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,11 +12,24 @@ from replay.models import ReplayRun, Snapshot, Trace
 
 def trace_missing(trace: Trace) -> list[str]:
     """What production replay of `trace` lacks now (snapshots can be removed by retention)."""
-    refs = trace.required_snapshot_ids or []
-    ids = [r["snapshot_id"] for r in refs if r.get("snapshot_id")]
+    return traces_missing([trace])[trace.pk]
+
+
+def traces_missing(traces: Sequence[Trace]) -> dict[int, list[str]]:
+    """:func:`trace_missing` of each of ``traces`` (by pk), with one query for them all."""
+    ids = {
+        ref["snapshot_id"]
+        for trace in traces
+        for ref in trace.required_snapshot_ids or []
+        if ref.get("snapshot_id")
+    }
     stored = set(Snapshot.objects.filter(snapshot_id__in=ids).values_list("snapshot_id", flat=True))
+    return {trace.pk: _missing(trace, stored) for trace in traces}
+
+
+def _missing(trace: Trace, stored: set[str]) -> list[str]:
     missing = []
-    for ref in refs:
+    for ref in trace.required_snapshot_ids or []:
         sid = ref.get("snapshot_id")
         if sid is None and ref.get("path"):  # an input pinned by the file, never stored
             missing.append(f"snapshot:{ref['kind']} {ref['path']} (not retained)")

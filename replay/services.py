@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,14 +27,12 @@ from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
 from replay.signals import trace_stored
-from replay.storage import Spooled, blob_erased, blob_open, blob_put, spool
+from replay.storage import Spooled, blob_erased, blob_name, blob_open, blob_put, spool
 
 #: reads the ledger's active halts: halted trace and snapshot ids -> why (None: no ledger)
 Halts = Callable[[], Mapping[str, str] | None]
 #: a Paxman contract supplied with an artifact: (its file name, its bytes)
 Contract = tuple[str, bytes]
-#: the name rule of a contract dropped beside its artifact: ``x.json`` -> ``x.contract.json``
-CONTRACT_SUFFIX = ".contract.json"
 
 
 @dataclass
@@ -98,11 +97,11 @@ def _server_data_dirs() -> tuple[str, ...]:
 
 
 def _ahd_limits() -> dict[str, Any]:
-    from replay.formats import ahd
+    from replay.formats.ahd import settings as ahd_settings
 
     return {
         "excluded": _server_data_dirs(),
-        "max_input_bytes": getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
+        "max_input_bytes": ahd_settings.max_input_bytes(_setting),
     }
 
 
@@ -125,37 +124,28 @@ def _installed_capabilities() -> dict[str, list[str]]:
     return paxman.capability_registry().as_dict()
 
 
+def _setting(name: str, default: Any) -> Any:
+    """A setting by its name, or ``default``: what a format's pure settings accessors read."""
+    return getattr(settings, name, default)
+
+
 def paxman_capabilities() -> Any:
     """The capabilities a Paxman replay accepts: built-ins, installed packages' (entry-point
-    group ``replay_console.paxman_capabilities``), and ``REPLAY_PAXMAN_CAPABILITIES`` (a
-    mapping: capability id -> version or list of versions)."""
-    from replay.formats import paxman
+    group ``replay_console.paxman_capabilities``), and ``REPLAY_PAXMAN_CAPABILITIES``
+    (:mod:`replay.formats.paxman.settings`)."""
+    from replay.formats.paxman import settings as paxman_settings
 
-    registry = paxman.CapabilityRegistry(_installed_capabilities())
-    extra = getattr(settings, "REPLAY_PAXMAN_CAPABILITIES", None) or {}
     try:
-        for cid, versions in dict(extra).items():
-            for version in [versions] if isinstance(versions, str) else versions:
-                registry.register(cid, version)
-    except (TypeError, ValueError) as exc:
-        raise ImproperlyConfigured(f"REPLAY_PAXMAN_CAPABILITIES: {exc}") from None
-    return registry
+        return paxman_settings.capabilities(_setting, _installed_capabilities())
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 def archive_limits() -> Any:
-    """What reading one archive of AHD inputs may cost (settings override the defaults)."""
-    from replay.formats import ahd, archive
+    """What reading one archive of AHD inputs may cost (:mod:`replay.formats.ahd.settings`)."""
+    from replay.formats.ahd import settings as ahd_settings
 
-    default = archive.DEFAULT_LIMITS
-    per_input = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
-    return archive.ArchiveLimits(
-        max_archive_bytes=getattr(settings, "REPLAY_AHD_MAX_ARCHIVE_BYTES", per_input),
-        max_entries=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_ENTRIES", default.max_entries),
-        max_entry_bytes=per_input,
-        max_total_bytes=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES", 2 * per_input),
-        max_ratio=getattr(settings, "REPLAY_AHD_ARCHIVE_MAX_RATIO", default.max_ratio),
-        ratio_floor_bytes=default.ratio_floor_bytes,
-    )
+    return ahd_settings.archive_limits(_setting)
 
 
 def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
@@ -198,7 +188,7 @@ def _ahd_root() -> Path | None:
 
 def _context(**kwargs: Any) -> VerifyContext:
     """What verifying a file may use, from settings and the database."""
-    from replay.formats import ahd
+    from replay.formats.ahd import settings as ahd_settings
 
     kwargs.setdefault("input_root", _ahd_root())
     kwargs.setdefault("capabilities", paxman_capabilities())
@@ -213,7 +203,7 @@ def _context(**kwargs: Any) -> VerifyContext:
         ),
         clock=time.monotonic,
         excluded=_server_data_dirs(),
-        max_input_bytes=getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES),
+        max_input_bytes=ahd_settings.max_input_bytes(_setting),
         **kwargs,
     )
 
@@ -363,6 +353,7 @@ def trace_ingest(
     inputs: Mapping[str, bytes] | None = None,
     input_root: str | os.PathLike[str] | None = None,
     contract: Contract | None = None,
+    detected: str | None = None,
 ) -> IngestResult:
     """Store one file of any registered format, verified. A refused file stores nothing and
     raises ReplayError.
@@ -375,14 +366,20 @@ def trace_ingest(
     ``contract``: the contract a Paxman artifact is checked against (``INVALID_CONTRACT``
     refuses the artifact). An archive given as the file itself is one AHD run handed over
     whole (its sidecar with the token and brief it names): the sidecar is stored with them.
+    ``detected``: the format the caller already sniffed ``source`` as, positioned at its start
+    (the upload batch): it is not sniffed again.
     """
     from replay.formats import archive
 
     if archive.is_archive(filename):
         source, filename, inputs = _archived_run(source, filename, inputs)
+        detected = None
     if declared_format is not None:
         _format(declared_format)
-    fmt, stream = sniff(source, filename)
+    if detected is not None:
+        fmt, stream = detected, source
+    else:
+        fmt, stream = sniff(source, filename)
     if declared_format is not None and declared_format != fmt:
         raise ReplayError(
             errors.MALFORMED_TRACE,
@@ -488,6 +485,7 @@ def trace_upload(
     uploaded_by: Any = None,
     inputs: Mapping[str, bytes] | None = None,
     contract: Contract | None = None,
+    detected: str | None = None,
 ) -> IngestResult:
     """What the console's upload page does with one file: stores it, as :func:`trace_ingest`."""
     return trace_ingest(
@@ -496,122 +494,82 @@ def trace_upload(
         uploaded_by=uploaded_by,
         inputs=inputs,
         contract=contract,
+        detected=detected,
     )
 
 
-def _input_names(source: IO[bytes], filename: str) -> list[str]:
-    """The input files an AHD sidecar names (recorded paths and their file names); [] for
-    anything else, a sidecar that does not parse included (it is refused on its own)."""
-    from replay.formats import ahd
-
-    fmt, stream = sniff(source, filename)
-    if fmt != AHD:
-        # another format that names files uploaded with it (a MACE log's snapshot files)
-        named = getattr(formats().get(fmt), "input_names", None)
-        return named(stream, filename) if named is not None else []
-    try:
-        sidecar = ahd.parse_sidecar(stream.read(ahd.MAX_SIDECAR_BYTES + 1), where=filename)
-    except ReplayError:
-        return []
-    entries = [sidecar.token] + ([sidecar.brief] if sidecar.brief is not None else [])
-    from replay.formats.builtin import input_basename
-
-    return [n for e in entries for n in (e.path, input_basename(e.path))]
-
-
-def sibling_inputs(path: Path) -> dict[str, bytes]:
-    """The files a file on disk names that lie beside it (a MACE log's snapshot files, read
-    from its directory by the CLI), by name; {} for a format that names none."""
-    with path.open("rb") as fh:
-        names = [n for n in _input_names(fh, path.name) if "/" not in n and "\\" not in n]
-    if not names or path.name.lower().endswith(".replay.json"):
-        return {}  # an AHD sidecar's inputs are read from its checkout
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
-    found = {}
-    for name in dict.fromkeys(names):
-        candidate = path.parent / name
-        if candidate.is_file():
-            with candidate.open("rb") as fh:
-                found[name] = fh.read(limit + 1)
-    return found
+def _input_names(source: IO[bytes], filename: str, fmt: str | None = None) -> list[str]:
+    """The files a file names that are uploaded beside it, by its format's ``input_names``
+    (an AHD sidecar's token and brief, a MACE log's snapshot files); [] for a format that
+    names none. ``fmt``: the format already detected (the file is then not sniffed again)."""
+    if fmt is None:
+        fmt, source = sniff(source, filename)
+    named = getattr(formats().get(fmt), "input_names", None)
+    return named(source, filename) if named is not None else []
 
 
 def trace_upload_batch(
     *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
 ) -> list[BatchOutcome]:
-    """Several files uploaded at once (the upload page). A file an AHD sidecar of the batch
-    names (by its recorded path or file name), or an archive of such files (``.tar.gz``,
-    ``.tgz``, ``.zip``) dropped with a sidecar, is that sidecar's input, stored with it as its
-    snapshots, not a trace of its own (dropped without one, an archive is one whole AHD run:
-    its sidecar with the token and brief it names); ``x.contract.json`` dropped with the
-    Paxman artifact ``x.json`` is that artifact's contract; a ContextOS trace's pinned pack
-    and KG snapshot (``*.pack.json``, ``*.kg.json``) dropped with it are its inputs; every
-    other file is stored (or refused) on its own."""
-    from replay.formats import ahd, archive, contextos
+    """Several files uploaded at once (the upload page). Each file is sniffed once; its
+    companions are grouped by the formats' own rules (:func:`group_companions`, the rules
+    ``upload.js`` groups a drop by): an AHD sidecar takes the files of the drop that are not
+    traces (its token and brief, or an archive of them), a Paxman artifact ``x.json`` takes
+    ``x.contract.json`` (its contract), a ContextOS trace its pinned pack and KG snapshot
+    (``*.pack.json``, ``*.kg.json``); and the files a file names (``input_names``: an AHD
+    sidecar's recorded paths, a MACE log's snapshot files) are inputs of the batch. A
+    companion is stored with its trace, not as a trace of its own; one that needs its trace
+    and came without it is refused (a contract without its artifact); every other file is
+    stored (or refused) on its own (dropped without a sidecar, an archive is one whole AHD
+    run: its sidecar with the token and brief it names)."""
+    from replay.formats import archive, companion_alone, group_companions
 
     names = [name for name, _source in files]
-    sidecars = [n for n in names if n.lower().endswith(ahd.SIDECAR_SUFFIX)]
+    detected: dict[str, str] = {}
     named: dict[str, str] = {}
-    contextos_traces: list[str] = []
     for name, source in files:
-        for wanted in _input_names(source, name):
+        fmt, stream = sniff(source, name)
+        detected[name] = fmt
+        for wanted in _input_names(stream, name, fmt):
             named.setdefault(wanted, name)
         source.seek(0)
-        if not name.lower().endswith(contextos.INPUT_SUFFIXES):
-            if sniff(source, name)[0] == contextos.FORMAT:
-                contextos_traces.append(name)
-            source.seek(0)
-    # a ContextOS trace's pinned pack and KG snapshot (*.pack.json, *.kg.json) come beside it
-    contextos_named = {
-        name: contextos_traces[0]
-        for name, _ in files
-        if contextos_traces and name.lower().endswith(contextos.INPUT_SUFFIXES)
-    }
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    groups = group_companions(names, detected)
+    owner_of = {c: (owner, rule) for owner, group in groups.items() for c, rule in group}
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    max_archive = archive_limits().max_archive_bytes
+    read: dict[str, bytes] = {}
     inputs: dict[str, bytes] = {}
-    contextos_inputs: dict[str, bytes] = {}
-    contracts: dict[str, Contract] = {}
     companions: list[BatchOutcome] = []
     outcomes: list[BatchOutcome] = []
+    naming = set(named.values())
     for name, source in files:
-        lower = name.lower()
-        if name in contextos_named:
-            contextos_inputs[name] = source.read(contextos.MAX_INPUT_BYTES + 1)
-            companions.append(BatchOutcome(name, input_of=contextos_named[name]))
-        elif lower.endswith(CONTRACT_SUFFIX):
-            artifact = name[: -len(CONTRACT_SUFFIX)] + ".json"
-            if artifact in names:
-                contracts[artifact] = (name, source.read(limit + 1))
-                companions.append(BatchOutcome(name, input_of=artifact))
-            else:
-                message = (
-                    f"{name} is a Paxman contract (named {CONTRACT_SUFFIX}); drop it together "
-                    f"with the artifact it belongs to, {artifact}"
-                )
-                outcomes.append(
-                    BatchOutcome(name, error=ReplayError(errors.INVALID_CONTRACT, message))
-                )
-        elif archive.is_archive(name) and name not in named and sidecars:
-            inputs[name] = source.read(archive_limits().max_archive_bytes + 1)
-            companions.append(BatchOutcome(name, input_of=sidecars[0]))
-        # an archive dropped without a sidecar is one AHD run handed over whole
-        # (trace_ingest reads it as its sidecar and inputs, or refuses it saying why)
-        elif name in named and not lower.endswith(ahd.SIDECAR_SUFFIX):
-            inputs[name] = source.read(limit + 1)
+        cap = max_archive if archive.is_archive(name) else limit
+        if name in owner_of:
+            read[name] = source.read(cap + 1)
+            companions.append(BatchOutcome(name, input_of=owner_of[name][0]))
+        elif (alone := companion_alone(name)) is not None:
+            refusal = getattr(formats().get(alone[0]), "companion_alone", None)
+            if refusal is not None:
+                outcomes.append(BatchOutcome(name, error=refusal(name)))
+        elif name in named and name not in naming:
+            inputs[name] = source.read(cap + 1)
             companions.append(BatchOutcome(name, input_of=named[name]))
     taken = {o.filename for o in companions + outcomes}
     stored: list[BatchOutcome] = []
     for name, source in files:
         if name in taken:
             continue
-        given = contextos_inputs if name in contextos_traces else inputs
+        own = groups.get(name, [])
+        given = {**inputs, **{c: read[c] for c, rule in own if rule.role == "input"}}
+        contract = next(((c, read[c]) for c, rule in own if rule.role == "contract"), None)
         try:
             result = trace_upload(
                 source=source,
                 filename=name,
                 uploaded_by=uploaded_by,
                 inputs=given,
-                contract=contracts.get(name),
+                contract=contract,
+                detected=detected[name],
             )
         except ReplayError as exc:
             stored.append(BatchOutcome(name, error=exc))
@@ -620,42 +578,51 @@ def trace_upload_batch(
     return stored + outcomes + companions
 
 
-def contextos_inputs_beside(path: Path) -> dict[str, bytes]:
-    """The pinned inputs a ContextOS trace on disk may have in its directory (``*.pack.json``,
-    ``*.kg.json``, at most 64 of them, each bounded): what ``ingest`` and ``replay PATH``
-    store with it, as the upload page stores the files dropped beside it."""
-    from replay.formats import contextos
-
-    found: dict[str, bytes] = {}
-    for candidate in sorted(path.parent.iterdir())[:10_000]:
-        if len(found) >= 64:
-            break
-        if candidate.name.lower().endswith(contextos.INPUT_SUFFIXES) and candidate.is_file():
-            with candidate.open("rb") as fh:
-                found[candidate.name] = fh.read(contextos.MAX_INPUT_BYTES + 1)
-    return found
+#: at most this many companion files are read from a directory, of at most this many entries
+MAX_BESIDE_FILES = 64
+MAX_BESIDE_SCANNED = 10_000
 
 
 def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]:
-    """The companion files of a file on disk, by its format's rule, read from its directory:
-    a ContextOS trace's pinned pack and KG snapshot (plus the ContextOS inputs ``given`` on
-    the command line), a MACE log's snapshot files (the files it names); {} for a format
-    with none (an AHD sidecar's inputs come from its checkout). The one grouping ``ingest``,
-    ``replay PATH`` and ``verify`` share, as the upload page groups the files dropped
-    together."""
-    if is_contextos_file(path):
-        found = contextos_inputs_beside(path)
-        found.update({g.name: g.read_bytes() for g in given})
-        return found
-    return sibling_inputs(path)
-
-
-def is_contextos_file(path: Path) -> bool:
-    """Whether the file at ``path`` is detected as a ContextOS trace."""
-    from replay.formats import contextos
+    """The companion files of a file on disk, read from its directory by its format's rules,
+    as the upload page groups the files dropped together: the files matching its companion
+    rules (``beside``; a ContextOS trace's pinned pack and KG snapshot, plus the ones
+    ``given`` on the command line), and the files it names (``input_names``: a MACE log's
+    snapshot files). {} for a format whose inputs come from elsewhere (an AHD sidecar's, from
+    its checkout). The one grouping ``ingest``, ``replay PATH`` and ``verify`` share."""
+    from replay.formats import companion_pattern
 
     with path.open("rb") as fh:
-        return sniff(fh, path.name)[0] == contextos.FORMAT
+        fmt_name, stream = sniff(fh, path.name)
+        fmt = formats().get(fmt_name)
+        if not getattr(fmt, "inputs_beside", True):
+            return {}
+        names = [n for n in _input_names(stream, path.name, fmt_name) if "/" not in n]
+    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    found: dict[str, bytes] = {}
+    rules = [r for r in getattr(fmt, "companions", ()) if r.beside and r.role == "input"]
+    if rules:
+        stem = path.name
+        patterns = []
+        for rule in rules:
+            match = re.search(rule.trace, path.name, re.IGNORECASE)
+            stem = path.name[: match.start()] + path.name[match.end() :] if match else path.name
+            patterns.append(companion_pattern(rule, stem))
+        for candidate in sorted(path.parent.iterdir())[:MAX_BESIDE_SCANNED]:
+            if len(found) >= MAX_BESIDE_FILES:
+                break
+            if candidate == path or not any(p.search(candidate.name) for p in patterns):
+                continue
+            if candidate.is_file():
+                with candidate.open("rb") as fh:
+                    found[candidate.name] = fh.read(limit + 1)
+        found.update({g.name: g.read_bytes() for g in given})
+    for name in dict.fromkeys(n for n in names if "\\" not in n):
+        candidate = path.parent / name
+        if name not in found and candidate.is_file():
+            with candidate.open("rb") as fh:
+                found[name] = fh.read(limit + 1)
+    return found
 
 
 @transaction.atomic(durable=True)
@@ -678,7 +645,10 @@ def _store(
                 "signature": snap.signature,
             },
         )
-    name = blob_put(spooled)
+    # stored after the trace_stored handlers ran: privacy stores the file sealed (its personal
+    # values cut out) under this name itself, so the plain bytes never reach a store that
+    # cannot replace them (the append-only S3 store, console.blobstore)
+    name = blob_name(spooled.sha256)
     try:
         blob, _ = Blob.objects.get_or_create(
             sha256=spooled.sha256, defaults={"size": spooled.size, "storage_name": name}
@@ -708,6 +678,8 @@ def _store(
         uploaded_by=uploaded_by,
     )
     trace_stored.send(sender=Trace, trace=row, opened=spooled.open)
+    if blob_put(spooled) != name:  # pragma: no cover - blob_put names by the digest
+        raise OSError(f"the blob store kept {spooled.sha256} under another name")
     return IngestResult(row, True, data)
 
 

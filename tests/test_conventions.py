@@ -57,7 +57,7 @@ PURE_CORE = [
     "privacy/spans.py",
     "privacy/rules.py",
     "privacy/splice.py",
-    "dsr/bundle.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "dsr" / "bundle").rglob("*.py")),
     "dsr/scope.py",
     "dsr/bundle_cli.py",
     "dsr/pdf.py",

@@ -2,11 +2,24 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.api import governance, inbox, notes, production, replays, traces, users
+from console.api import governance, inbox, notes, production, replays, requests, traces, users
 from dsr import api as dsr_api
 
 urlpatterns = [
     path("inbox/", inbox.InboxApi.as_view(), name="api-inbox"),
+    # one set of endpoints for every kind of governed request (issue 19)
+    path("requests/", requests.KindListApi.as_view(), name="api-request-kinds"),
+    path("requests/<str:kind>/", requests.RequestListApi.as_view(), name="api-request-list"),
+    path(
+        "requests/<str:kind>/<str:key>/",
+        requests.RequestDetailApi.as_view(),
+        name="api-request-detail",
+    ),
+    path(
+        "requests/<str:kind>/<str:key>/votes/",
+        requests.RequestVoteApi.as_view(),
+        name="api-request-vote",
+    ),
     path("traces/", traces.TraceListApi.as_view(), name="api-trace-list"),
     path("traces/upload/", traces.TraceUploadApi.as_view(), name="api-trace-upload"),
     path("traces/verify/", traces.TraceVerifyApi.as_view(), name="api-trace-verify"),

@@ -19,15 +19,14 @@ from django_otp import verify_token
 
 from console.models import EncryptedTOTPDevice
 from console.otp import code_already_used
-from console.throttle import (
+from console.signin import (
     MESSAGE_LOCKED_SECOND_FACTOR,
     backoff_message,
-    client_ip,
+    backoff_wait,
+    failure_record,
     locked_message,
-    login_backoff_wait,
-    login_failure_record,
-    login_success_record,
-    login_throttle_wait,
+    locked_wait,
+    second_factor_mark,
 )
 
 MESSAGE_BAD_CODE = "That code is not valid. Enter the current 6-digit code from your authenticator."
@@ -72,9 +71,10 @@ def login_view(request: HttpRequest) -> HttpResponse:
     locked = ""
     second_factor = False
     if request.method == "POST":
+        # django-axes counts each wrong password (user_login_failed) and clears the pair on
+        # success (user_logged_in); console.signin says how, and why a code opens a lock.
         username = request.POST.get("username", "")
-        ip = client_ip(request)
-        wait = login_throttle_wait(username=username, ip=ip)
+        wait = locked_wait(request, username)
         if wait and not request.POST.get("token", "").strip():
             # A password alone is refused before it is even checked, so a locked pair learns
             # nothing from it.
@@ -82,26 +82,22 @@ def login_view(request: HttpRequest) -> HttpResponse:
             second_factor = True
             status = 429
         elif wait:
-            backoff = login_backoff_wait(username=username, ip=ip)
+            backoff = backoff_wait(request, username)
             if backoff:
                 locked = backoff_message(backoff)
-            elif _second_factor_login(request, form):
-                login_success_record(username=username, ip=ip)
-                return HttpResponseRedirect(_next_url(request))
             else:
+                second_factor_mark(request)
+                if _second_factor_login(request, form):
+                    return HttpResponseRedirect(_next_url(request))
+                if form.is_valid():  # the password was right, the code was not
+                    failure_record(request, username)
                 # the same answer whichever of password and code was wrong
-                login_failure_record(username=username, ip=ip)
-                locked = locked_message(wait)
+                locked = locked_message(locked_wait(request, username) or wait)
             second_factor = True
             status = 429
         elif form.is_valid():
-            user = form.get_user()
-            login(request, user)
-            login_success_record(username=username, ip=ip)
+            login(request, form.get_user())
             return HttpResponseRedirect(_next_url(request))
-        else:
-            login_failure_record(username=username, ip=ip)
-            status = 200
     context = {
         "form": form,
         "locked": locked,

@@ -166,7 +166,7 @@ def _event_links(event: GovernanceEvent) -> list[tuple[str, str]]:
             link(f"key {key_id}", "key-list", None, f"#key-{key_id}")
     halt_seq = event.seq if event.type == codes.FORCE_HALT_REPLAY else payload.get("halt_seq")
     if isinstance(halt_seq, int) and not isinstance(halt_seq, bool):
-        link(f"halt {halt_seq}", "halt-detail", halt_seq)
+        link(f"halt {halt_seq}", "request-detail", halt_seq, kind="halt-clear")
     return links
 
 
@@ -392,41 +392,9 @@ def incident_declare_view(request: HttpRequest) -> HttpResponse:
         context["incident"] = {"kind": kind, "target": target, "reason": reason}
         return refused(request, exc, "console/halts_manage.html", context)
     messages.success(request, "Security incident recorded: replays of its target are halted.")
-    return HttpResponseRedirect(reverse("halt-detail", args=[halt.seq]), status=303)
-
-
-@signed_in
-@require_http_methods(["GET", "POST"])
-def halt_detail_view(request: HttpRequest, halt_seq: int) -> HttpResponse:
-    halt = roles.access_halt_by_seq(request.user, halt_seq, roles.BROWSE)
-    reason = request.GET.get("reason", request.POST.get("reason_text", ""))
-    active = gov.halts_active().filter(seq=halt.seq).exists()
-    approvals = gov.halt_ballots(halt_seq=halt.seq)  # the ledger's signatures, not the rows
-    context = {
-        "halt": halt,
-        "active": active,
-        "approvals": approvals,
-        "quorum": conf.council_quorum(),
-        "reason": reason,
-        "payload_text": payload_text(gov_services.halt_clear_payload_for(halt=halt, reason=reason)),
-        "keys": list(gov.member_keys(user=request.user, usable=True)),
-        "can_sign": roles.can(request.user, roles.HALT_CLEAR)
-        and active
-        and not any(a.approver_id == request.user.pk for a in approvals),
-    }
-    template = "console/halt_clear.html"
-    if request.method == "POST":
-        roles.require(request.user, roles.HALT_CLEAR)
-        try:
-            document = signed_document(request)
-            gov_services.halt_clear_approval_record(
-                halt_seq=halt.seq, approver=request.user, document=document
-            )
-        except GovernanceError as exc:
-            return refused(request, exc, template, context)
-        messages.success(request, "Your signature toward clearing this halt is recorded.")
-        return HttpResponseRedirect(reverse("halt-detail", args=[halt.seq]), status=303)
-    return partial_or_page(request, template, "signing-payload", context)
+    return HttpResponseRedirect(
+        reverse("request-detail", args=["halt-clear", halt.seq]), status=303
+    )
 
 
 # --- keys ----------------------------------------------------------------------------------

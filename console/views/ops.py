@@ -18,7 +18,7 @@ from console.selectors import TraceFilters, trace_queryset
 from console.views.common import signed_in
 from governance.retention import retention_policy, retention_upcoming
 from replay.models import ReplayRun
-from replay.selectors import trace_missing
+from replay.selectors import traces_missing
 
 CHART_DAYS = 30
 NOT_REPLAYABLE_SHOWN = 50
@@ -63,8 +63,9 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         if latest
         else []
     )
+    missing = traces_missing(not_replayable)  # one query for them all, not one per trace
     context = {
-        "not_replayable": [(t, trace_missing(t)) for t in not_replayable],
+        "not_replayable": [(t, missing[t.pk]) for t in not_replayable],
         "chart": charts.verdict_chart(days),
         "chart_days": CHART_DAYS,
         "chart_total": sum(sum(c.values()) for _, c in days),

@@ -1,16 +1,16 @@
-"""One list and one approval page for every kind of council request (issue 19), driven by
+"""One approval page and one list for every kind of governed request (issue 19), driven by
 the kind from the registry (``governance.requests``): the payload that will be signed, the
-tally, who may still sign, and the browser signing (static/js/sign.js). Each view checks the
-roles matrix: who may see a kind's pages (``kind.seen_by``) and sign in which capacity
-(``kind.signed_in``). The kind's old URLs redirect here (``legacy_list_view``,
-``legacy_detail_view``); a POST to an old approval URL is still taken."""
+tally, who may still sign, and the browser signing (static/js/sign.js). The council kinds
+list all their rows, the others their open requests. Each view checks the roles matrix: who
+may see a kind's requests (``kind.seen_by``) and sign in which capacity (``kind.signed_in``).
+The kinds' old URLs redirect here (``legacy_list_view``, ``legacy_detail_view``,
+``legacy_legal_approval_view``); a POST to an old approval URL is still taken."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -23,74 +23,54 @@ from console.views.governance import payload_text, refused, signed_document
 from governance import selectors as gov
 from governance import signing
 from governance.codes import GovernanceError
+from governance.requests import inbox
 from governance.requests.builtin import kinds
-from governance.requests.common import CouncilRequestKind
+from governance.requests.protocol import needs_in_words
 
 LIST_TEMPLATE = "console/request_list.html"
 APPROVE_TEMPLATE = "console/request_approve.html"
+OPEN_LIST_TEMPLATE = "console/request_open_list.html"
 LIST_LIMIT = 200
 
 
-def kind_with_pages(name: str) -> CouncilRequestKind:
-    """The registered kind ``name`` if it has these pages; 404 otherwise."""
+def kind_with_pages(name: str) -> Any:
+    """The registered kind ``name`` if it has the shared approval page; 404 otherwise."""
     kind = kinds().get(name)
-    if not isinstance(kind, CouncilRequestKind):
+    if not getattr(kind, "has_pages", False):
         raise Http404("no such kind of request")
     return kind
 
 
-def signer_roles(user: Any, kind: CouncilRequestKind) -> list[str]:
-    """The capacities ``user`` may sign ``kind`` in, in the order the page offers them."""
-    return [capacity for capacity, action in kind.signed_in.items() if roles.can(user, action)]
+signer_roles = roles.kind_capacities
+require_sight = roles.require_kind_sight
+require_signing = roles.require_kind_signing
+access_request = roles.access_governed_request
 
 
-def _require_sight(user: Any, kind: CouncilRequestKind) -> None:
-    if len(kind.seen_by) == 1:
-        roles.require(user, kind.seen_by[0])
-    elif not any(roles.can(user, action) for action in kind.seen_by):
-        raise PermissionDenied(f"your roles do not allow seeing {kind.list_title.lower()}")
-
-
-def _require_signing(user: Any, kind: CouncilRequestKind, capacity: object = None) -> None:
-    """``user`` may sign ``kind`` at all, and in ``capacity`` where a payload names one."""
-    if isinstance(capacity, str) and capacity in kind.signed_in:
-        roles.require(user, kind.signed_in[capacity])
-    elif len(kind.signed_in) == 1:
-        roles.require(user, next(iter(kind.signed_in.values())))
-    elif not signer_roles(user, kind):
-        raise PermissionDenied(roles.MESSAGE_CANNOT_SIGN)
-
-
-def access_request(user: Any, kind: CouncilRequestKind, request_id: str) -> Any:
-    """One request of ``kind``: the role check first (403 whether or not it exists), then the
-    lookup (404)."""
-    _require_sight(user, kind)
-    rows = kind.model.objects.select_related(*kind.page_related)
-    return roles.by_uuid_after_check(rows, request_id, kind.what)
-
-
-def _blocker(
-    kind: CouncilRequestKind, asked: Any, user: Any, approvals: list[Any], *, expired: bool
-) -> str:
-    if asked.state != kind.model.State.PENDING:
-        return f"This {kind.noun} is {asked.state}: it can no longer be signed."
-    if expired:
-        return f"This {kind.noun} expired at {signing.format_time(asked.expires_at)}."
-    if asked.requested_by_id == user.pk:
-        return kind.own_message
-    extra = kind.blocker_of(asked, user=user)
-    if extra:
-        return extra
-    if any(a.approver_id == user.pk for a in approvals):
-        return f"You have already signed this {kind.noun}."
-    return ""
+def _open_list(request: HttpRequest, kind: Any) -> HttpResponse:
+    """The open requests of a kind without a list of its own rows (halt clear, the legal
+    approvals), oldest first: what each still needs, and which wait for this person."""
+    in_effect = roles.roles(request.user)
+    waiting = {w.key for w in inbox.waiting_for(request.user, roles=in_effect, registry=[kind])}
+    rows = [
+        {
+            "open": o,
+            "needs": needs_in_words(kind.needed(o)),
+            "awaits_me": o.key in waiting,
+        }
+        for o in kind.open_requests(now=timezone.now())[:LIST_LIMIT]
+    ]
+    rows.sort(key=lambda r: not r["awaits_me"])
+    return render(request, OPEN_LIST_TEMPLATE, {"kind": kind, "rows": rows})
 
 
 @require_GET
 @signed_in
 def request_list_view(request: HttpRequest, kind: str) -> HttpResponse:
     the_kind = kind_with_pages(kind)
-    _require_sight(request.user, the_kind)
+    require_sight(request.user, the_kind)
+    if not getattr(the_kind, "has_list", False):
+        return _open_list(request, the_kind)
     may_sign = bool(signer_roles(request.user, the_kind))
     rows = []
     listed = list(the_kind.rows()[:LIST_LIMIT])
@@ -111,39 +91,37 @@ def request_list_view(request: HttpRequest, kind: str) -> HttpResponse:
                 "expired": expired,
                 "outcome_run_id": the_kind.outcome_run_id(asked),
                 "awaits_me": may_sign
-                and not _blocker(the_kind, asked, request.user, ballots, expired=expired),
+                and not the_kind.page_blocker(
+                    asked, user=request.user, approvals=ballots, expired=expired
+                ),
             }
         )
     rows.sort(key=lambda r: not r["awaits_me"])
     return render(request, LIST_TEMPLATE, {"kind": the_kind, "rows": rows})
 
 
-def _approval_context(request: HttpRequest, kind: CouncilRequestKind, asked: Any) -> dict[str, Any]:
+def _approval_context(request: HttpRequest, kind: Any, asked: Any, key: str) -> dict[str, Any]:
     user = request.user
     capacities = signer_roles(user, kind)
+    decisions = kind.decisions
     decision = request.GET.get("decision") or request.POST.get("decision") or signing.APPROVE
-    if decision not in signing.DECISIONS:
+    if decision not in (decisions or (signing.APPROVE,)):
         decision = signing.APPROVE
     role = request.GET.get("role") or request.POST.get("role") or ""
     if role not in capacities:
         role = capacities[0] if capacities else signing.ROLE_COUNCIL
     reason = request.GET.get("reason", request.POST.get("reason_text", ""))
-    approvals = kind.ballots(request=asked)  # the ledger's votes, not the rows
-    expired = gov.request_is_expired(request=asked)
     payload = kind.payload_for(asked, decision=decision, role=role, reason=reason)
     return {
         "kind": kind,
         "asked": asked,
-        **kind.page_facts(asked),
-        "tally": kind.tally(request=asked, ballots=approvals),
-        "approvals": approvals,
-        "expired": expired,
-        "outcome_run_id": kind.outcome_run_id(asked),
+        **kind.page_context(asked, user=user),
+        "page_title": kind.page_title(asked),
+        "sign_url": reverse("request-detail", args=[kind.name, key]),
         "signer_roles": capacities,
         "choose_role": len(kind.signed_in) > 1,
-        "blocker": _blocker(kind, asked, user, approvals, expired=expired),
         "decision": decision,
-        "decisions": signing.DECISIONS,
+        "decisions": decisions,
         "role": role,
         "reason": reason,
         "payload_text": payload_text(payload),
@@ -157,21 +135,20 @@ def request_detail_view(request: HttpRequest, kind: str, request_id: str) -> Htt
     the_kind = kind_with_pages(kind)
     asked = access_request(request.user, the_kind, request_id)
     if request.method == "POST":
-        _require_signing(request.user, the_kind)
-        context = _approval_context(request, the_kind, asked)
+        require_signing(request.user, the_kind)
+        context = _approval_context(request, the_kind, asked, request_id)
         try:
             document = signed_document(request)
             payload = document.get("payload")
-            _require_signing(
+            require_signing(
                 request.user, the_kind, payload.get("role") if isinstance(payload, dict) else None
             )
             the_kind.record(asked, approver=request.user, document=document)
         except GovernanceError as exc:
             return refused(request, exc, APPROVE_TEMPLATE, context)
-        messages.success(request, "Your signed decision is recorded in the ledger.")
-        url = reverse("request-detail", args=[the_kind.name, asked.id])
-        return HttpResponseRedirect(url, status=303)
-    context = _approval_context(request, the_kind, asked)
+        messages.success(request, the_kind.signed_message)
+        return HttpResponseRedirect(the_kind.done_url(asked), status=303)
+    context = _approval_context(request, the_kind, asked, request_id)
     return partial_or_page(request, APPROVE_TEMPLATE, "signing-payload", context)
 
 
@@ -188,7 +165,16 @@ def legacy_detail_view(request: HttpRequest, kind: str, request_id: str) -> Http
     """GET moves permanently; a POST (a form or script still posting here) is taken as is."""
     if request.method == "POST":
         return request_detail_view(request, kind=kind, request_id=request_id)
+    kind_with_pages(kind)
     url = reverse("request-detail", args=[kind, request_id])
     if request.META.get("QUERY_STRING"):
         url += "?" + request.META["QUERY_STRING"]
     return HttpResponseRedirect(url, status=301)
+
+
+@require_http_methods(["GET", "POST"])
+def legacy_legal_approval_view(request: HttpRequest, request_id: str, purpose: str) -> HttpResponse:
+    """``/dsr/<id>/approve/<purpose>/``, a legal approval's old page."""
+    if purpose not in signing.DSR_PURPOSES:
+        raise Http404("no such approval")
+    return legacy_detail_view(request, kind=f"legal-{purpose}", request_id=request_id)

@@ -28,6 +28,7 @@ from governance.services import replay_request, replay_run_requeue, replay_run_s
 from governance.services.replays import replay_stale_seconds
 from replay.diff import PointerError, pointer_get
 from replay.errors import ReplayError
+from replay.formats import formats
 from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
 from replay.selectors import trace_replay_options
@@ -98,10 +99,13 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
     fc_why_not = ""
     if not can_request and not requests:
         fc_why_not = _force_continue_why_not(request, run)
+    fmt = formats().get(run.trace.format)
     return {
         "run": run,
         "trace": run.trace,
         "report": report,
+        # the format's own part of the report, if it names one (ContextOS's verdict)
+        "report_template": getattr(fmt, "report_template", None),
         "diffs": diffs,
         "fc_requests": [(r, force_continue_tally(request=r)) for r in requests],
         "can_request": can_request,

@@ -55,6 +55,7 @@ from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
+from replay.formats import companion_rules
 from replay.formats.native.compare import SEAL_ALONE
 from replay.models import Trace
 from replay.selectors import (
@@ -212,6 +213,8 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
         "outcomes": outcomes,
         "limit": human_bytes(upload_limit()),
         "limit_bytes": upload_limit(),
+        # which files of one drop go together, by name: each format's own rules (upload.js)
+        "companion_rules": companion_rules(),
     }
     return partial_or_page(request, "console/trace_upload.html", "upload-results", context, status)
 

@@ -4,6 +4,7 @@ named by ``request_id``, and a vote's refusal is ``governance.services.votes.vot
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
@@ -13,7 +14,7 @@ from django.urls import reverse
 from governance import roles as matrix
 from governance import selectors, signing
 from governance.models import CouncilRequest
-from governance.requests.protocol import KindCodes, OpenRequest
+from governance.requests.protocol import KindCodes, OpenRequest, Vote, vote_of_ballot
 from governance.services.votes import vote_refusal
 
 
@@ -41,7 +42,15 @@ class CouncilRequestKind:
     ballots: Callable[..., Any]
 
     # --- what its pages need: one list and one approval page for every kind
-    # (console/views/requests.py, templates/console/request_list.html, request_approve.html)
+    # (console/views/requests.py, templates/console/request_list.html, request_approve.html;
+    # the approval page's attributes are those of ``protocol.KindPages``)
+    has_pages = True
+    has_list = True
+    heading_partial = ""
+    body_partial = "console/requests/council_body.html"
+    sign_heading = "Sign"
+    signed_message = "Your signed decision is recorded in the ledger."
+    decisions: tuple[str, ...] = signing.DECISIONS
     #: the approval page's heading, the list's heading, hint and what it says when empty
     title: str
     list_title: str
@@ -62,6 +71,58 @@ class CouncilRequestKind:
     own_message = "You filed this request: someone else must approve it."
     #: (link id, words) of the run its approval started, where it starts one
     outcome: tuple[str, str] | None = None
+
+    def page_title(self, request: Any) -> str:
+        return self.title
+
+    def detail(self, key: str) -> Any:
+        """The request ``key`` names (its uuid), or None."""
+        try:
+            pk = uuid.UUID(str(key))
+        except ValueError:
+            return None
+        return self.model.objects.select_related(*self.page_related).filter(id=pk).first()
+
+    def page_blocker(self, request: Any, *, user: Any, approvals: list[Any], expired: bool) -> str:
+        """Why ``user`` may not sign ``request`` now, in words, or ""."""
+        if request.state != self.model.State.PENDING:
+            return f"This {self.noun} is {request.state}: it can no longer be signed."
+        if expired:
+            return f"This {self.noun} expired at {signing.format_time(request.expires_at)}."
+        if request.requested_by_id == user.pk:
+            return self.own_message
+        extra = self.blocker_of(request, user=user)
+        if extra:
+            return extra
+        if any(a.approver_id == user.pk for a in approvals):
+            return f"You have already signed this {self.noun}."
+        return ""
+
+    def page_context(self, request: Any, *, user: Any) -> dict[str, Any]:
+        """What its approval page's body (``body_partial``) reads, with ``blocker``."""
+        approvals = self.ballots(request=request)  # the ledger's votes, not the rows
+        expired = selectors.request_is_expired(request=request)
+        return {
+            **self.page_facts(request),
+            "tally": self.tally(request=request, ballots=approvals),
+            "approvals": approvals,
+            "expired": expired,
+            "outcome_run_id": self.outcome_run_id(request),
+            "blocker": self.page_blocker(request, user=user, approvals=approvals, expired=expired),
+        }
+
+    def done_url(self, request: Any) -> str:
+        return reverse("request-detail", args=[self.name, request.id])
+
+    def state_of(self, request: Any) -> str:
+        if request.state == self.model.State.PENDING and selectors.request_is_expired(
+            request=request
+        ):
+            return "expired"
+        return str(request.state)
+
+    def votes(self, request: Any) -> list[Vote]:
+        return [vote_of_ballot(b) for b in self.ballots(request=request)]
 
     def rows(self) -> Any:
         """Its requests for the list, newest first."""

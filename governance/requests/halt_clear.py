@@ -11,9 +11,14 @@ from django.urls import reverse
 
 from governance import codes, conf, selectors, signing
 from governance import roles as matrix
+from governance.models import Halt
 from governance.requests.common import signer_roles_of
-from governance.requests.protocol import KindCodes, OpenRequest
-from governance.services.halts import halt_clear_refusal
+from governance.requests.protocol import KindCodes, OpenRequest, Vote, vote_of_ballot
+from governance.services.halts import (
+    halt_clear_approval_record,
+    halt_clear_payload_for,
+    halt_clear_refusal,
+)
 
 
 class HaltClearKind:
@@ -26,6 +31,64 @@ class HaltClearKind:
     )
     summary = "clear a halt on a stored file, a trace or a snapshot: a council quorum signs"
     signed_in: ClassVar[Mapping[str, str]] = {signing.ROLE_COUNCIL: matrix.HALT_CLEAR}
+
+    # --- its approval page (protocol.KindPages): /requests/halt-clear/<seq>/
+    has_pages = True
+    has_list = False  # the halts page (/governance/halts/) lists them, with the incident form
+    title = "Halt clear"
+    what = "halt"
+    seen_by: tuple[str, ...] = (matrix.BROWSE,)
+    decisions: tuple[str, ...] = ()
+    heading_partial = "console/requests/halt_clear_heading.html"
+    body_partial = "console/requests/halt_clear_body.html"
+    sign_heading = "Sign toward clearing"
+    signed_message = "Your signature toward clearing this halt is recorded."
+    nav_section = "halts"
+
+    def page_title(self, request: Any) -> str:
+        return f"Halt #{request.seq}"
+
+    def detail(self, key: str) -> Any:
+        try:
+            seq = int(str(key))
+        except ValueError:
+            return None
+        return Halt.objects.filter(seq=seq).first()
+
+    def page_context(self, request: Any, *, user: Any) -> dict[str, Any]:
+        active = selectors.halts_active().filter(seq=request.seq).exists()
+        approvals = selectors.halt_ballots(halt_seq=request.seq)  # the ledger's, not the rows
+        blocker = ""
+        if not active:
+            blocker = "This halt is cleared: it takes no more signatures."
+        elif any(a.approver_id == user.pk for a in approvals):
+            blocker = "You have already signed toward clearing this halt."
+        return {
+            "halt": request,
+            "active": active,
+            "approvals": approvals,
+            "quorum": conf.council_quorum(),
+            "blocker": blocker,
+        }
+
+    def payload_for(self, request: Any, *, decision: str, role: str, reason: str) -> dict:
+        return halt_clear_payload_for(halt=request, reason=reason)
+
+    def record(self, request: Any, *, approver: Any, document: Any) -> Any:
+        return halt_clear_approval_record(
+            halt_seq=request.seq, approver=approver, document=document
+        )
+
+    def done_url(self, request: Any) -> str:
+        return reverse("request-detail", args=[self.name, request.seq])
+
+    def state_of(self, request: Any) -> str:
+        """``pending`` while the halt holds, ``cleared`` once a quorum cleared it."""
+        active = selectors.halts_active().filter(seq=request.seq).exists()
+        return "pending" if active else "cleared"
+
+    def votes(self, request: Any) -> list[Vote]:
+        return [vote_of_ballot(b) for b in selectors.halt_ballots(halt_seq=request.seq)]
 
     def signer_roles(self) -> frozenset[str]:
         return signer_roles_of(self.signed_in)
@@ -49,7 +112,7 @@ class HaltClearKind:
                 subject=f"clear halt {halt.seq} on {halt.target_kind} {halt.target_id}",
                 filed_by=halt.actor_label,
                 filed_at=halt.created_at,
-                url=reverse("halt-detail", args=[halt.seq]),
+                url=reverse("request-detail", args=[self.name, halt.seq]),
                 request=halt,
                 facts={"ballots": ballots[halt.seq]},
             )

@@ -24,12 +24,14 @@ erasure. A kind is an object with:
 - ``key_of(payload, seq)``: the ``key`` of the request its ``codes.announced_by`` event (with
   this payload and seq) announces.
 
-The council kinds (force-continue, production replay, role grant; ``governance.requests.
-common.CouncilRequestKind``) also carry what their one pair of pages needs (``/requests/<kind>/``
-and ``/requests/<kind>/<id>/``, ``console/views/requests.py``): their titles, a summary partial
-(``templates/console/requests/<kind>_summary.html``), the payload builder (``payload_for``),
-the signing service (``record``), their ledger ballots and tally, and who may see them
-(``seen_by``). A kind without them (halt clear, the legal approvals) keeps its own page.
+A kind with ``has_pages`` also carries what the one approval page ``/requests/<kind>/<key>/``
+(``console/views/requests.py``, ``templates/console/request_approve.html``) and the one set of
+API endpoints ``/api/requests/<kind>/…`` (``console/api/requests.py``) need
+(:class:`KindPages`): who may see it (``seen_by``), ``detail(key)``, ``page_context`` (what its
+body partial reads, with the ``blocker``), the payload builder (``payload_for``) and the signing
+service (``record``). Every built-in kind has them; the council kinds
+(``governance.requests.common.CouncilRequestKind``) add their shared list
+(``/requests/<kind>/``, ``has_list``).
 
 Built-in kinds are the four council kinds, registered in :mod:`governance.requests.builtin`
 (whose ``kinds()`` is the one registry). Installed
@@ -120,6 +122,78 @@ class RequestKind(Protocol):
     def needed(self, open_request: OpenRequest) -> Mapping[str, int]: ...
 
     def key_of(self, payload: Mapping[str, Any], seq: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One signed vote on a request as the ledger has it, whatever its kind."""
+
+    seq: int
+    approver: str
+    role: str
+    key_id: str
+    decision: str
+    reason: str
+
+
+def vote_of_ballot(ballot: Any) -> Vote:
+    """A ``governance.selectors.Ballot`` as a :class:`Vote`."""
+    return Vote(
+        seq=ballot.seq,
+        approver=ballot.approver.get_username(),
+        role=ballot.role,
+        key_id=ballot.key_id,
+        decision=ballot.decision,
+        reason=ballot.reason,
+    )
+
+
+class KindPages(Protocol):
+    """What the shared approval page and API read from a kind (``has_pages = True``).
+
+    - ``title``, ``what`` (what one request is called: "halt"), ``page_title(request)``;
+    - ``seen_by``: the roles-matrix actions that let someone see its requests (any one);
+    - ``signed_in``: capacity (the role a vote is signed in) -> the action allowing it;
+    - ``decisions``: the decisions a signer chooses between (``()``: approving only);
+    - ``heading_partial`` (``""``: ``<h1>{{ kind.title }}</h1>``), ``body_partial`` (what is
+      asked and the tally, reading ``page_context``), ``sign_heading``, ``signed_message``;
+    - ``detail(key)``: the request ``key`` names, or None (the view checks roles first);
+    - ``page_context(request, user=)``: what ``body_partial`` reads, with ``blocker``, why
+      ``user`` may not sign it now in words ("" when they may);
+    - ``payload_for(request, decision=, role=, reason=)``: the exact payload a signer signs;
+    - ``record(request, approver=, document=)``: record one signed vote, or refuse with a
+      ``GovernanceError``;
+    - ``done_url(request)``: where the page goes once a vote is recorded;
+    - ``state_of(request)``: ``pending`` while it takes signatures, else what became of it;
+    - ``votes(request)``: its signed votes per the ledger, each a :class:`Vote`.
+    """
+
+    has_pages: bool
+    title: str
+    what: str
+    seen_by: tuple[str, ...]
+    signed_in: Mapping[str, str]
+    decisions: tuple[str, ...]
+    heading_partial: str
+    body_partial: str
+    sign_heading: str
+    signed_message: str
+
+    def page_title(self, request: Any) -> str: ...
+
+    def detail(self, key: str) -> Any: ...
+
+    def page_context(self, request: Any, *, user: Any) -> dict[str, Any]: ...
+
+    def payload_for(self, request: Any, *, decision: str, role: str, reason: str) -> dict: ...
+
+    def record(self, request: Any, *, approver: Any, document: Any) -> Any: ...
+
+    def done_url(self, request: Any) -> str: ...
+
+    def state_of(self, request: Any) -> str: ...
+
+    def votes(self, request: Any) -> list[Vote]: ...
 
 
 def needs_in_words(needed: Mapping[str, int]) -> str:

@@ -1,6 +1,8 @@
-"""Trace formats, one module each, all behind one interface (`protocol.TraceFormat`) and one
-registry (`formats()`): the native "replay-trace" (`native/`), a Paxman ExecutionArtifact
-(`paxman.py`) and an AHD replay sidecar (`ahd.py`), adapted in `builtin.py`; installed
+"""Trace formats, one package each (`replay/formats/<name>/`, its format object in
+`<name>/adapter.py`), all behind one interface (`protocol.TraceFormat`) and one registry
+(`formats()`): the native "replay-trace" (`native/`), a ContextOS trace (`contextos/`), a
+Paxman ExecutionArtifact (`paxman/`), an AHD replay sidecar (`ahd/`), a Verist snapshot
+(`verist/`) and a MACE reflective log (`mace/`); what they share is `common.py`; installed
 packages add formats through the entry-point group `replay_console.formats`.
 
 Every registered format is detected (`detect_format`), verified (`manage.py verify`, the
@@ -8,20 +10,21 @@ upload page, `POST /api/traces/verify/`), stored (`ingest`, the upload page,
 `POST /api/traces/upload/`), listed (`?format=`) and re-verified by a governed replay the same
 way; see CONTRIBUTING.md "Add a trace format".
 
-`builtin` builds `replay.engine` reports, and the engine imports this package, so the
+The adapters build `replay.engine` reports, and the engine imports this package, so the
 registry is built where it is first used, never at the top of this module.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import re
-from collections.abc import Iterator
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 from replay.errors import MALFORMED_TRACE, ReplayError
 from replay.formats import native
+from replay.formats.common import top_level_keys
+from replay.formats.protocol import CompanionRule
 
 PAXMAN = "paxman-artifact"  # paxman.FORMAT
 AHD = "ahd-replay"  # ahd.FORMAT
@@ -29,10 +32,6 @@ VERIST = "verist-snapshot"  # verist.FORMAT
 
 #: How much of a file detection reads: enough for the first top-level keys of any format.
 SNIFF_BYTES = 1024**2
-
-_SPECIAL = re.compile(rb'["{}\[\]]')
-_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_WS = b" \t\r\n"
 
 
 def formats():
@@ -45,6 +44,72 @@ def formats():
 def format_names() -> list[str]:
     """Every format this console reads and stores, by name."""
     return formats().names()
+
+
+def companion_rules() -> list[dict[str, object]]:
+    """Every registered format's companion rules as data (``CompanionRule.as_json`` with the
+    format's name), in registration order: what the upload page groups a drop by."""
+    return [
+        {"format": fmt.name, **rule.as_json()}
+        for fmt in formats()
+        for rule in getattr(fmt, "companions", ())
+    ]
+
+
+def companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
+    """A rule's companion pattern for the trace whose name less its ``trace`` match is
+    ``stem`` (None: for any trace)."""
+    filled = rule.companion.replace("{stem}", ".+" if stem is None else re.escape(stem))
+    return re.compile(filled, re.IGNORECASE)
+
+
+def group_companions(
+    names: Sequence[str], detected: Mapping[str, str] | None = None
+) -> dict[str, list[tuple[str, CompanionRule]]]:
+    """Which files of one upload go with which, by the formats' companion rules: owner ->
+    [(companion, rule)], in the order of ``names``. What ``upload.js`` does with the same rules
+    (a file whose name matches a rule's ``trace`` takes the others matching its ``companion``);
+    the server also takes a file ``detected`` as the rule's format as an owner whatever its
+    name (it has read the file's first bytes, the page has not). A companion is never an owner."""
+    detected = detected or {}
+    groups: dict[str, list[tuple[str, CompanionRule]]] = {}
+    for fmt in formats():
+        for rule in getattr(fmt, "companions", ()):
+            trace = re.compile(rule.trace, re.IGNORECASE)
+            for owner in names:
+                found = trace.search(owner)
+                if found is None and detected.get(owner) != fmt.name:
+                    continue
+                stem = owner[: found.start()] + owner[found.end() :] if found else owner
+                pattern = companion_pattern(rule, stem)
+                for other in names:
+                    if other != owner and pattern.search(other):
+                        mine = groups.setdefault(owner, [])
+                        if all(other != c for c, _ in mine):
+                            mine.append((other, rule))
+    taken = {c for group in groups.values() for c, _ in group}
+    return {owner: group for owner, group in groups.items() if owner not in taken}
+
+
+def companion_alone(name: str) -> tuple[str, CompanionRule] | None:
+    """The format and rule of a file that is only ever a companion (``needs_owner``), by its
+    name: dropped without its trace, it is refused (``TraceFormat.companion_alone``)."""
+    for fmt in formats():
+        for rule in getattr(fmt, "companions", ()):
+            if rule.needs_owner and companion_pattern(rule, None).search(name):
+                return fmt.name, rule
+    return None
+
+
+def companion_on_disk(name: str) -> str | None:
+    """The format a file given on a command line is a companion of, by its name alone (a
+    rule read ``beside`` a file on disk, e.g. a ContextOS trace's ``*.pack.json``), or
+    None."""
+    for fmt in formats():
+        for rule in getattr(fmt, "companions", ()):
+            if rule.beside and rule.role == "input" and companion_pattern(rule, None).search(name):
+                return fmt.name
+    return None
 
 
 def open_trace(
@@ -61,52 +126,6 @@ def open_trace(
             f"unknown format {declared_format!r}; supported: {native.FORMAT}",
         )
     return native.open_native(source, filename, limits)
-
-
-def top_level_keys(head: bytes) -> Iterator[str]:
-    """The keys of the JSON object `head` starts with, as far as `head` reaches.
-
-    A scan, not a parse: nested values are skipped by counting brackets outside strings, so
-    a prefix of a large document is enough and nothing is built. Stops quietly at anything
-    that is not a JSON object or at the end of `head`.
-    """
-    pos = 0
-    n = len(head)
-    if head.startswith(b"\xef\xbb\xbf"):
-        pos = 3
-    while pos < n and head[pos] in _WS:
-        pos += 1
-    if pos >= n or head[pos : pos + 1] != b"{":
-        return
-    depth = 0
-    while True:
-        m = _SPECIAL.search(head, pos)
-        if m is None:
-            return
-        ch = m.group()
-        if ch == b'"':
-            end = _STRING_REST.match(head, m.end())
-            if end is None:
-                return
-            pos = end.end()
-            if depth == 1:
-                after = pos
-                while after < n and head[after] in _WS:
-                    after += 1
-                if head[after : after + 1] == b":":
-                    try:
-                        key = json.loads(head[m.start() : pos])
-                    except ValueError:
-                        return
-                    yield key
-        elif ch in b"{[":
-            depth += 1
-            pos = m.end()
-        else:
-            depth -= 1
-            pos = m.end()
-            if depth <= 0:
-                return
 
 
 def detect_format(head: bytes, filename: str) -> str:

@@ -5,6 +5,7 @@ A format is an object with:
 - ``name`` (what ``Trace.format`` stores and ``?format=`` filters on) and ``label`` (the
   format in words, for messages);
 - ``keys``: top-level JSON keys only this format has (detection: the first one met decides);
+  optionally ``shared_keys``, keys it shares with another format, which then decide nothing;
 - ``sniff(head, filename) -> bool``: a definite claim from the name or the first bytes alone
   (``*.replay.json`` is AHD, gzip is native) -- checked before any key is scanned;
 - ``parse(source, filename, ctx)``: the strict, bounded parse; raises ``ReplayError``;
@@ -19,6 +20,8 @@ A format is an object with:
   one; ``None`` when it does not, and ``replay_note`` says what re-verifying does instead;
 - ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
 - ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
+  optionally ``report_template``, the template of its own part of a run's report page
+  (included with the run's ``report``);
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are
@@ -31,10 +34,16 @@ A format is an object with:
   the defaults, the run stores the result, and ``verify``/``replay`` read it from
   ``VerifyContext.options``. A format without them refuses any option.
 
-Built-in formats are the native ``replay-trace``, the Paxman artifact and the AHD sidecar
-(:mod:`replay.formats.builtin`). Installed packages add formats through the entry-point group
-``replay_console.formats``: each entry point names a callable that takes the registry and
-registers what it brings, as step functions do (``replay_console.functions``)::
+- ``companions``: the rules (:class:`CompanionRule`, data) saying which other files of one
+  upload belong with a file of this format, by name; the upload page receives them as JSON
+  and groups a drop by them, the server the same way.
+
+Each format is one package ``replay/formats/<name>/`` whose ``adapter`` module holds the
+format object and a ``register(registry)``; the built-in ones are listed, one line each, in
+:data:`BUILTIN` (the order detection asks them). Installed packages add formats through the
+entry-point group ``replay_console.formats``: each entry point names a callable that takes
+the registry and registers what it brings, as step functions do
+(``replay_console.functions``)::
 
     [project.entry-points."replay_console.formats"]
     my_format = "my_package.trace_format:register"
@@ -49,7 +58,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 ENTRY_POINT_GROUP = "replay_console.formats"
 
@@ -124,6 +133,37 @@ class StoredFacts:
 
 
 @dataclass(frozen=True)
+class CompanionRule:
+    """Which other files of one upload belong with a file of this format, by name alone.
+
+    ``trace`` and ``companion`` are regular expressions that mean the same in Python and in
+    JavaScript (matched case-insensitively): a file whose name matches ``companion`` goes with
+    a file whose name matches ``trace``; in ``companion``, ``{stem}`` stands for the trace's
+    name with its ``trace`` match removed, escaped (``x.json`` -> ``x``). ``role`` is
+    ``"input"`` (stored with the trace as its snapshots) or ``"contract"`` (a Paxman contract);
+    ``needs_owner`` says whether a companion dropped without its trace is refused (a contract)
+    rather than treated as a file of its own. ``beside``: whether, for a file on disk
+    (``ingest``, ``verify``, ``replay PATH``), its companions are the files of its directory
+    (and of the command line) that match (False for AHD, whose inputs come from a checkout).
+    """
+
+    trace: str
+    companion: str
+    role: str = "input"
+    needs_owner: bool = False
+    beside: bool = True
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "trace": self.trace,
+            "companion": self.companion,
+            "role": self.role,
+            "needs_owner": self.needs_owner,
+            "beside": self.beside,
+        }
+
+
+@dataclass(frozen=True)
 class Difference:
     """One field that differs between two runs: a JSON pointer, before and after."""
 
@@ -133,28 +173,34 @@ class Difference:
     after: Any
 
 
-class TraceFormat(Protocol):
+#: what a format's ``parse`` gives and its other methods take (``native.NativeTrace``,
+#: ``paxman.Artifact``, ``AhdRun``, ...): each adapter names its own
+Parsed = TypeVar("Parsed")
+
+
+class TraceFormat(Protocol[Parsed]):
     name: str
     label: str
     keys: frozenset[str]
+    companions: tuple[CompanionRule, ...]
     replay_note: str
     unstorable_codes: frozenset[str]
 
     def sniff(self, head: bytes, filename: str) -> bool: ...
 
-    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> Any: ...
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> Parsed: ...
 
     def refused(self, exc: Any, filename: str, ctx: VerifyContext) -> Any: ...
 
-    def verify(self, parsed: Any, filename: str, ctx: VerifyContext) -> Any: ...
+    def verify(self, parsed: Parsed, filename: str, ctx: VerifyContext) -> Any: ...
 
-    def replay(self, parsed: Any, filename: str, ctx: VerifyContext) -> Any | None: ...
+    def replay(self, parsed: Parsed, filename: str, ctx: VerifyContext) -> Any | None: ...
 
-    def facts(self, parsed: Any, report: Any, ctx: VerifyContext) -> StoredFacts: ...
+    def facts(self, parsed: Parsed, report: Any, ctx: VerifyContext) -> StoredFacts: ...
 
-    def panel(self, parsed: Any) -> dict[str, str]: ...
+    def panel(self, parsed: Parsed) -> dict[str, str]: ...
 
-    def compare(self, a: Any, b: Any) -> list[Difference]: ...
+    def compare(self, a: Parsed, b: Parsed) -> list[Difference]: ...
 
 
 OPTIONS_NOT_AN_OBJECT = "options must be a JSON object of option names to values, got {observed}"
@@ -267,14 +313,14 @@ class FormatRegistry:
     """The formats this console reads, in the order detection asks them."""
 
     def __init__(self) -> None:
-        self._formats: dict[str, TraceFormat] = {}
+        self._formats: dict[str, TraceFormat[Any]] = {}
 
-    def register(self, fmt: TraceFormat) -> None:
+    def register(self, fmt: TraceFormat[Any]) -> None:
         if fmt.name in self._formats:
             raise ValueError(f"format {fmt.name!r} is already registered")
         self._formats[fmt.name] = fmt
 
-    def get(self, name: str) -> TraceFormat | None:
+    def get(self, name: str) -> TraceFormat[Any] | None:
         return self._formats.get(name)
 
     def names(self) -> list[str]:
@@ -285,11 +331,15 @@ class FormatRegistry:
 
     def detect(self, head: bytes, filename: str, *, top_keys: Iterable[str]) -> str | None:
         """The format a file is: a definite claim first, then the first top-level key only
-        one format has; None when nothing tells."""
+        one format has (a key some format declares in ``shared_keys`` decides nothing);
+        None when nothing tells."""
         for fmt in self._formats.values():
             if fmt.sniff(head, filename):
                 return fmt.name
+        shared = {k for fmt in self._formats.values() for k in getattr(fmt, "shared_keys", ())}
         for key in top_keys:
+            if key in shared:
+                continue
             for fmt in self._formats.values():
                 if key in fmt.keys:
                     return fmt.name
@@ -305,6 +355,28 @@ def load_entry_points(registry: FormatRegistry, eps: Iterable[Any] | None = None
     return loaded
 
 
+#: The built-in formats, one registration line each, in the order detection asks them (a
+#: sidecar's name first; a ContextOS trace's keys before the native format's, since both have
+#: a ``trace_id``): ``module:callable`` as an entry point names it.
+BUILTIN = (
+    "replay.formats.ahd.adapter:register",
+    "replay.formats.contextos.adapter:register",
+    "replay.formats.native.adapter:register",
+    "replay.formats.paxman.adapter:register",
+    "replay.formats.verist.adapter:register",
+    "replay.formats.mace.adapter:register",
+)
+
+
+def register_builtin(registry: FormatRegistry) -> None:
+    """Register the built-in formats (:data:`BUILTIN`)."""
+    from importlib import import_module
+
+    for spec in BUILTIN:
+        module, _, attr = spec.partition(":")
+        getattr(import_module(module), attr)(registry)
+
+
 _default: FormatRegistry | None = None
 
 
@@ -312,10 +384,8 @@ def default_formats() -> FormatRegistry:
     """The built-in formats plus everything installed packages register."""
     global _default  # noqa: PLW0603 - built once per process, then read-only
     if _default is None:
-        from replay.formats import builtin
-
         registry = FormatRegistry()
-        builtin.register(registry)
+        register_builtin(registry)
         load_entry_points(registry)
         _default = registry
     return _default

@@ -1,10 +1,10 @@
 // Upload several trace files, one XHR each and one after another (each row is listed at
-// once, queued until its turn), with a progress bar per file. An AHD sidecar
-// (*.replay.json) goes in one XHR with the other files of the same drop that are not
-// traces themselves (its token and brief, or an archive of them), so the server stores them
-// as its inputs; a Paxman artifact x.json goes with x.contract.json when both are dropped; a
-// ContextOS trace (*.contextos.json) goes with the pinned pack and KG snapshot of the same
-// drop (*.pack.json, *.kg.json).
+// once, queued until its turn), with a progress bar per file. A file goes in one XHR with
+// its companions, grouped by the formats' own rules given as data in the page
+// (#companion-rules): an AHD sidecar (*.replay.json) with the other files of the drop that
+// are not traces (its token and brief, or an archive of them); a Paxman artifact x.json with
+// x.contract.json; a ContextOS trace (*.contextos.json) with the pinned pack and KG snapshot
+// (*.pack.json, *.kg.json). No format is named here.
 // Without JavaScript the same form posts all files at once and the page lists the outcomes.
 (function () {
   "use strict";
@@ -106,41 +106,41 @@
     xhr.send(data);
   }
 
-  function isArchive(name) {
-    return /\.(tar\.gz|tgz|zip)$/i.test(name);
+  // which files of one drop go together: each format's companion rules, as data from the
+  // server's format registry ({format, trace, companion, role, needs_owner}; see
+  // replay.formats.protocol.CompanionRule). A file whose name matches `trace` takes every
+  // other file of the drop whose name matches `companion` (`{stem}`: the file's name without
+  // its `trace` match); a companion is not sent on its own.
+  const rulesNode = document.getElementById("companion-rules");
+  const rules = rulesNode ? JSON.parse(rulesNode.textContent) : [];
+
+  function escaped(text) {
+    return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   }
 
-  function isTrace(name) {
-    return /\.(json|jsonl|gz)$/i.test(name) && !isArchive(name);
-  }
-
-  // x.contract.json is the contract of the Paxman artifact x.json dropped with it
-  function artifactOf(name) {
-    return name.replace(/\.contract\.json$/i, ".json");
-  }
-
-  function isContextosInput(name) {
-    return /\.(pack|kg)\.json$/i.test(name);
+  function companionsOf(file, all) {
+    const found = [];
+    for (const rule of rules) {
+      const trace = new RegExp(rule.trace, "i");
+      if (!trace.test(file.name)) continue;
+      const stem = escaped(file.name.replace(trace, ""));
+      const companion = new RegExp(rule.companion.split("{stem}").join(stem), "i");
+      for (const other of all) {
+        if (other !== file && companion.test(other.name) && found.indexOf(other) === -1) {
+          found.push(other);
+        }
+      }
+    }
+    return found;
   }
 
   function sendAll(files) {
     const all = Array.from(files);
-    const names = all.map(function (f) { return f.name; });
-    const sidecars = all.filter(function (f) { return /\.replay\.json$/i.test(f.name); });
-    const inputs = sidecars.length ? all.filter(function (f) { return !isTrace(f.name); }) : [];
-    const contracts = all.filter(function (f) {
-      return /\.contract\.json$/i.test(f.name) && names.indexOf(artifactOf(f.name)) !== -1;
+    const groups = all.map(function (file) { return companionsOf(file, all); });
+    const taken = [].concat.apply([], groups);
+    all.forEach(function (file, i) {
+      if (taken.indexOf(file) === -1) send(file, groups[i]);
     });
-    const contextos = all.filter(function (f) { return /\.contextos\.json$/i.test(f.name); });
-    const pinned = contextos.length ? all.filter(function (f) { return isContextosInput(f.name); }) : [];
-    for (const file of all) {
-      if (inputs.indexOf(file) !== -1 || contracts.indexOf(file) !== -1) continue;
-      if (pinned.indexOf(file) !== -1) continue;
-      const own = contracts.filter(function (c) { return artifactOf(c.name) === file.name; });
-      const companions = sidecars.indexOf(file) !== -1 ? inputs
-        : contextos.indexOf(file) !== -1 ? pinned : [];
-      send(file, companions.concat(own));
-    }
   }
 
   form.addEventListener("submit", function (e) {

@@ -150,6 +150,14 @@ def test_bundle_with_progress_a_released_field_and_an_erasure_with_its_receipt(
     assert DsrRelease.objects.count() == 1
     assert "released" in adam.inner_text("#dsr-fields")
     shots(adam, "field-released")
+    # the bundle built before the release lacks the value: the page says so, offers the new one
+    lena.goto(f"/dsr/{legal.id}/")
+    assert lena.inner_text("#bundle-outdated") == (
+        "This bundle is out of date: 1 field was released after it was built, and it does not "
+        "contain that value. Build the new bundle to include it."
+    )
+    assert lena.inner_text("#bundle-submit") == "Build the new bundle"
+    shots(lena, "bundle-outdated")
 
     adam.goto(f"/dsr/{legal.id}/approve/erasure/")
     assert trace.blob.sha256 in adam.inner_text("#erasure-plan")

@@ -49,7 +49,7 @@ def test_a_council_member_works_through_her_inbox(new_context, shots, trace_key)
     shots(cora, "inbox-of-three")
 
     cora.click("#inbox tr[data-kind=halt-clear] a")
-    cora.wait_for_url(f"**/governance/halts/{halt.seq}/")
+    cora.wait_for_url(f"**/requests/halt-clear/{halt.seq}/")
     cora.wait_for_selector("#sign-button:visible")
     shots(cora, "halt-opened-from-the-inbox")
 

@@ -119,6 +119,9 @@ def test_the_stack_is_healthy_on_postgresql_with_a_celery_broker(stack):
     assert checks["database"]["vendor"] == "postgresql"
     assert (checks["broker"]["runner"], checks["broker"]["broker"]) == ("celery", "redis")
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", checks["ledger"]["hash"])
+    # .ci/run starts the stack with --seaweed: the blobs are on SeaweedFS's S3
+    expected = os.environ.get("REPLAY_STACK_BLOB_BACKEND", "FileSystemStorage")
+    assert checks["blobs"]["backend"] == expected
 
 
 def test_every_file_the_stack_wrote_is_owner_only(stack):

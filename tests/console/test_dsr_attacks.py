@@ -251,7 +251,7 @@ def test_the_release_payload_is_pinned(traces, member_key):
         f'"values":[{{"file_sha256":"{traces[0].blob.sha256}","location":"event 2",'
         f'"path":"/user/email","subject":"{ref}","trace_id":"{traces[0].trace_id}"}}]}}'
     )
-    page = client_for("adam").get(reverse("dsr-approve", args=[legal.id, "release"]))
+    page = client_for("adam").get(reverse("request-detail", args=["legal-release", legal.id]))
     text = page.content.decode()
     assert 'id="release-values"' in text
     assert text.count('class="release-value"') == 1
@@ -301,7 +301,7 @@ def test_an_erasure_whose_plan_changed_since_its_approval_is_refused_naming_the_
     assert GovernanceEvent.objects.count() == before
     assert subjects.identifier(ref) == ALAN  # nothing destroyed
     # the page that was signed shows the plan and its payload
-    page = client_for("adam").get(reverse("dsr-approve", args=[legal.id, "erasure"]))
+    page = client_for("adam").get(reverse("request-detail", args=["legal-erasure", legal.id]))
     assert 'id="erasure-plan"' in page.content.decode()
 
 

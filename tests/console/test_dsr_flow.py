@@ -19,6 +19,7 @@ from governance.models import GovernanceEvent, TreeCheckpoint, Vote
 from privacy import subjects
 from replay.canonical import jcs
 from tests.console.personas import client_for, persona
+from tlog import note as notes
 
 pytestmark = pytest.mark.django_db
 
@@ -146,6 +147,20 @@ def test_the_bundle_proves_each_event_in_a_signed_checkpoint_extending_a_kept_on
     )  # fmt: skip
     assert f"{check.proven} event(s) proven in it\n" in out.getvalue()
     assert f"it extends the older checkpoint (size {kept.size})\n" in out.getvalue()
+    # no witness is configured here: a quorum asked for offline is not met, and says who
+    witness = notes.Signer.from_seed("witness.test/w1", bytes(32)).as_cosigner().verifier
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command(
+            "dsr", "verify-bundle", str(path), "--vkey", vkeys[0],
+            "--witness", witness.vkey, "--quorum", "1", stdout=out,
+        )  # fmt: skip
+    assert exited.value.code == 1
+    assert (
+        f"FAIL BUNDLE_WITNESS_QUORUM at ledger/tlog.json: checkpoint: checkpoint of size "
+        f"{newest.size}: 0 of the 1 witness cosignatures required; signed: none; not signed: "
+        f"witness.test/w1+{witness.key_id:08x}\n"
+    ) in out.getvalue()
 
 
 def test_legal_sees_redacted_values_and_an_admin_release_is_one_pii_revealed_event(
@@ -220,7 +235,7 @@ def test_an_approved_erasure_shreds_once_and_leaves_a_receipt_without_personal_d
     early = lena.post(reverse("dsr-erase", args=[legal.id]))
     assert early.status_code == 409
     assert codes.DSR_STATE in early.content.decode()
-    plan_page = client_for("adam").get(reverse("dsr-approve", args=[legal.id, "erasure"]))
+    plan_page = client_for("adam").get(reverse("request-detail", args=["legal-erasure", legal.id]))
     text = plan_page.content.decode()
     assert 'id="erasure-plan"' in text
     for trace in traces:

@@ -75,7 +75,7 @@ def test_the_request_page_is_for_legal_admin_and_council(name, legal):
 
 @pytest.mark.parametrize("name", EVERYONE)
 def test_the_approval_page_is_for_admin_and_council(name, checked):
-    response = client_for(name).get(reverse("dsr-approve", args=[checked.id, "erasure"]))
+    response = client_for(name).get(reverse("request-detail", args=["legal-erasure", checked.id]))
     assert response.status_code == (200 if name in APPROVE_ROLES else 403)
 
 
@@ -88,11 +88,11 @@ def test_identity_and_transitions_are_for_legal_and_admin(name, legal):
 
 def test_a_legal_user_asking_for_an_approval_gets_the_same_403_whether_it_exists_or_not(legal):
     client = client_for("lena")
-    there = client.get(reverse("dsr-approve", args=[legal.id, "erasure"]))
-    missing = client.get(reverse("dsr-approve", args=[uuid.uuid4(), "erasure"]))
+    there = client.get(reverse("request-detail", args=["legal-erasure", legal.id]))
+    missing = client.get(reverse("request-detail", args=["legal-erasure", uuid.uuid4()]))
     assert there.status_code == missing.status_code == 403
     assert str(legal.id) not in there.content.decode()
-    posted = client.post(reverse("dsr-approve", args=[uuid.uuid4(), "erasure"]), {})
+    posted = client.post(reverse("request-detail", args=["legal-erasure", uuid.uuid4()]), {})
     assert posted.status_code == 403
 
 
@@ -138,10 +138,10 @@ def test_a_malformed_request_is_refused_in_the_page(signers):
 def test_an_approval_before_the_identity_check_is_refused_in_the_page(legal, member_key):
     key, private = member_key("adam")
     client = client_for("adam")
-    page = client.get(reverse("dsr-approve", args=[legal.id, "erasure"])).content.decode()
+    page = client.get(reverse("request-detail", args=["legal-erasure", legal.id])).content.decode()
     assert codes.DSR_IDENTITY_UNVERIFIED in page  # said up front
     response = client.post(
-        reverse("dsr-approve", args=[legal.id, "erasure"]),
+        reverse("request-detail", args=["legal-erasure", legal.id]),
         document_for(key, private, legal, "erasure"),
     )
     assert response.status_code == 409
@@ -152,12 +152,14 @@ def test_an_approval_before_the_identity_check_is_refused_in_the_page(legal, mem
 def test_an_admin_signs_the_erasure_in_the_page_once(checked, member_key):
     key, private = member_key("adam")
     client = client_for("adam")
-    page = client.get(reverse("dsr-approve", args=[checked.id, "erasure"])).content.decode()
+    page = client.get(
+        reverse("request-detail", args=["legal-erasure", checked.id])
+    ).content.decode()
     payload = services.approval_payload_for(request=checked, purpose="erasure")
     assert html.escape(jcs(payload).decode(), quote=False) in page.replace("&quot;", '"')
     assert 'id="erasure-plan"' in page
     response = client.post(
-        reverse("dsr-approve", args=[checked.id, "erasure"]),
+        reverse("request-detail", args=["legal-erasure", checked.id]),
         document_for(key, private, checked, "erasure"),
     )
     assert response.status_code == 303
@@ -168,7 +170,7 @@ def test_an_admin_signs_the_erasure_in_the_page_once(checked, member_key):
         "admin",
     )
     again = client.post(
-        reverse("dsr-approve", args=[checked.id, "erasure"]),
+        reverse("request-detail", args=["legal-erasure", checked.id]),
         document_for(key, private, checked, "erasure"),
     )
     assert again.status_code == 409
@@ -185,7 +187,7 @@ def test_the_requester_cannot_approve_in_the_page(signers, member_key):
     legal = services.legal_request_identity_verify(request=legal, actor=persona("lena"), method="m")
     client = client_for("adam")
     response = client.post(
-        reverse("dsr-approve", args=[legal.id, "erasure"]),
+        reverse("request-detail", args=["legal-erasure", legal.id]),
         document_for(key, private, legal, "erasure"),
     )
     assert response.status_code == 403
@@ -218,7 +220,7 @@ def test_navigation_shows_legal_requests_to_legal_only_among_the_plain_roles(sig
 
 
 def test_a_council_member_is_told_up_front_that_the_deployment_wants_an_admin(checked):
-    page = client_for("cora").get(reverse("dsr-approve", args=[checked.id, "erasure"]))
+    page = client_for("cora").get(reverse("request-detail", args=["legal-erasure", checked.id]))
     assert page.status_code == 200
     blocker = html.unescape(page.content.decode())
     assert (

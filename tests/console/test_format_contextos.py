@@ -283,8 +283,8 @@ def test_ingest_takes_the_inputs_named_on_the_command_line(capsys, tmp_path):
     call_command("ingest", str(trace), str(PACK), str(KG))
     assert capsys.readouterr().out.splitlines() == [
         f"{TRACE_ID} {FORMAT} replayable ok",
-        f"{PACK.name} input of the ContextOS traces given",
-        f"{KG.name} input of the ContextOS traces given",
+        f"{PACK.name} input of the contextos-trace traces given",
+        f"{KG.name} input of the contextos-trace traces given",
     ]
 
 
@@ -382,7 +382,7 @@ def test_the_council_clears_the_halt_and_the_trace_replays_again(as_persona, mem
         key, private = member_key(name)
         text = jcs(gov_services.halt_clear_payload_for(halt=halt)).decode()
         response = as_persona(name).post(
-            f"/governance/halts/{halt.seq}/",
+            f"/requests/halt-clear/{halt.seq}/",
             {"payload": text, "key_id": key.key_id, "signature": sign(private, text.encode())},
         )
         assert response.status_code == 303

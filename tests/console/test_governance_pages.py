@@ -175,29 +175,29 @@ class TestLedger:
 class TestHalts:
     def test_the_list_shows_active_halts_and_the_quorum(self, as_persona, halted):
         body = as_persona("vera").get("/governance/halts/").content.decode()
-        assert f'href="/governance/halts/{halted.seq}/"' in body
+        assert f'href="/requests/halt-clear/{halted.seq}/"' in body
         assert '<span class="badge no">active</span>' in body
         assert "<td>0 / 2</td>" in body
 
     def test_two_council_signatures_clear_a_halt(self, as_persona, halted, member_key):
         for name in ("cora", "colin"):
             key, private = member_key(name)
-            page = as_persona(name).get(f"/governance/halts/{halted.seq}/").content.decode()
+            page = as_persona(name).get(f"/requests/halt-clear/{halted.seq}/").content.decode()
             assert 'id="sign-form"' in page
             text = jcs(gov_services.halt_clear_payload_for(halt=halted)).decode()
             response = as_persona(name).post(
-                f"/governance/halts/{halted.seq}/",
+                f"/requests/halt-clear/{halted.seq}/",
                 {"payload": text, "key_id": key.key_id, "signature": sign(private, text.encode())},
             )
             assert response.status_code == 303
         assert not Halt.objects.active().filter(seq=halted.seq).exists()
-        body = as_persona("vera").get(f"/governance/halts/{halted.seq}/").content.decode()
+        body = as_persona("vera").get(f"/requests/halt-clear/{halted.seq}/").content.decode()
         assert '<span class="badge yes">cleared</span>' in body
 
     @pytest.mark.parametrize("name", ["vera", "alice", "adam", "lena", "nora"])
     def test_only_the_council_may_sign_a_clear(self, as_persona, halted, name):
         response = as_persona(name).post(
-            f"/governance/halts/{halted.seq}/", {"payload": "{}", "signature": "x"}
+            f"/requests/halt-clear/{halted.seq}/", {"payload": "{}", "signature": "x"}
         )
         assert response.status_code == 403
 
@@ -205,7 +205,7 @@ class TestHalts:
         key, _ = member_key("cora")
         text = jcs(gov_services.halt_clear_payload_for(halt=halted)).decode()
         response = as_persona("cora").post(
-            f"/governance/halts/{halted.seq}/",
+            f"/requests/halt-clear/{halted.seq}/",
             {"payload": text, "key_id": key.key_id, "signature": "00" * 64},
         )
         assert response.status_code == 400
@@ -326,7 +326,7 @@ class TestHaltTargets:
         sha = halted.target_id
         listing = as_persona("vera").get("/governance/halts/").content.decode()
         assert f'<a href="/traces/{sha}/"><code>{sha[:23]}…</code></a>' in listing
-        page = as_persona("vera").get(f"/governance/halts/{halted.seq}/").content.decode()
+        page = as_persona("vera").get(f"/requests/halt-clear/{halted.seq}/").content.decode()
         assert f"<h1>Halt #{halted.seq} on blob <code>{sha}</code></h1>" in page
         assert f'<a href="/traces/{sha}/">its trace page</a>' in page
         assert "Other copies of that trace are not halted." in page

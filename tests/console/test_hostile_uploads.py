@@ -170,15 +170,16 @@ class _Counting(io.RawIOBase):
 @pytest.fixture
 def bytes_read(monkeypatch) -> list[int]:
     """How many bytes the pages read from stored files."""
-    from console import selectors
+    from console.selectors import detail, opened
 
     counter = [0]
-    real = selectors.blob_open
+    real = opened.blob_open
 
     def counted(name: str):
         return io.BufferedReader(_Counting(real(name), counter))
 
-    monkeypatch.setattr(selectors, "blob_open", counted)
+    for module in (detail, opened):  # every module of the pages that opens a stored file
+        monkeypatch.setattr(module, "blob_open", counted)
     return counter
 
 

@@ -342,9 +342,9 @@ def _approval_url(kind: str, filed: Any) -> str:
         "force-continue": f"/requests/force-continue/{getattr(filed, 'id', '')}/",
         "production-replay": f"/requests/production-replay/{getattr(filed, 'id', '')}/",
         "role-grant": f"/requests/role-grant/{getattr(filed, 'id', '')}/",
-        "halt-clear": f"/governance/halts/{getattr(filed, 'seq', '')}/",
-        "legal-release": f"/dsr/{getattr(filed, 'id', '')}/approve/release/",
-        "legal-erasure": f"/dsr/{getattr(filed, 'id', '')}/approve/erasure/",
+        "halt-clear": f"/requests/halt-clear/{getattr(filed, 'seq', '')}/",
+        "legal-release": f"/requests/legal-release/{getattr(filed, 'id', '')}/",
+        "legal-erasure": f"/requests/legal-erasure/{getattr(filed, 'id', '')}/",
     }[kind]
 
 

@@ -32,7 +32,7 @@ class TestThePage:
         )
         halt = Halt.objects.active().get()
         assert response.status_code == 303
-        assert response["Location"] == f"/governance/halts/{halt.seq}/"
+        assert response["Location"] == f"/requests/halt-clear/{halt.seq}/"
         incident = GovernanceEvent.objects.get(seq=halt.payload["cause_seq"])
         assert (incident.type, incident.actor_label) == (codes.SECURITY_INCIDENT, "adam")
         assert (halt.target_kind, halt.target_id) == ("trace", trace.trace_id)

@@ -41,7 +41,7 @@ def test_it_links_a_halt_event_to_its_halt(as_persona, replayed):
     replayed("broken_chain")
     halt = Halt.objects.get(payload__target_kind="blob")
     body = as_persona("vera").get("/governance/").content.decode()
-    assert f'<a href="/governance/halts/{halt.seq}/">halt {halt.seq}</a>' in body
+    assert f'<a href="/requests/halt-clear/{halt.seq}/">halt {halt.seq}</a>' in body
 
 
 def test_it_links_a_key_event_to_the_key_on_the_keys_page(as_persona, member_key):

@@ -132,3 +132,31 @@ def test_tamper_detected_and_refused_have_distinct_colours(settings):
     assert set(fills) == {"ok", "diverged", "tamper_detected", "refused"}
     assert len(set(fills.values())) == 4
     assert fills["refused"] not in ("var(--bad)", "#7a271a")  # no second red beside tamper
+
+
+def test_the_dashboard_reads_a_fixed_number_of_queries_whatever_the_traces(as_persona):
+    """The page was the slowest (one snapshot query per non-replayable trace): its queries no
+    longer grow with the traces it lists."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.console.factories import trace_row
+
+    def lacking() -> None:
+        trace_row(
+            required_snapshot_ids=[{"kind": "env", "snapshot_id": "sha256:" + "ab" * 32}],
+            missing_outputs=["out-1"],
+        )
+
+    client = as_persona("oscar")
+    lacking()
+    client.get("/ops/")  # the session's and roles' first reads
+    with CaptureQueriesContext(connection) as one:
+        assert client.get("/ops/").status_code == 200
+    for _ in range(9):
+        lacking()
+    with CaptureQueriesContext(connection) as ten:
+        body = client.get("/ops/").content.decode()
+    section = body[body.index('id="not-replayable"') : body.index('id="drift"')]
+    assert section.count("(not retained)</code>") == 10
+    assert len(ten.captured_queries) == len(one.captured_queries) <= 12

@@ -131,9 +131,9 @@ class TestCursorPages:
         assert ids(back) == ids(first)
 
     def test_the_older_link_keeps_the_filters_and_is_also_an_hx_get(self, as_persona, monkeypatch):
-        from console import selectors
+        from console.selectors import listing
 
-        monkeypatch.setattr(selectors, "PAGE_SIZE", 2)
+        monkeypatch.setattr(listing, "PAGE_SIZE", 2)
         for _ in range(3):
             trace_row(status="ok")
         body = as_persona("vera").get("/traces/?verdict=ok").content.decode()

@@ -124,9 +124,9 @@ class TestThePage:
         assert 'name="sort"' not in body
 
     def test_the_next_page_keeps_the_sort_and_the_filters(self, as_persona, rows, monkeypatch):
-        from console import selectors
+        from console.selectors import listing
 
-        monkeypatch.setattr(selectors, "PAGE_SIZE", 2)
+        monkeypatch.setattr(listing, "PAGE_SIZE", 2)
         client = as_persona("vera")
         body = client.get("/traces/?date_from=2000-01-01&sort=-trace_id").content.decode()
         link = re.search(r'<a href="(\?[^"]+)"[^>]*rel="next"', body)

@@ -117,7 +117,7 @@ def test_it_keeps_the_verdict_a_halt_refused_run_found_after_the_halt_is_cleared
         key, private = member_key(name)
         text = jcs(gov_services.halt_clear_payload_for(halt=halt)).decode()
         response = as_persona(name).post(
-            f"/governance/halts/{halt.seq}/",
+            f"/requests/halt-clear/{halt.seq}/",
             {"payload": text, "key_id": key.key_id, "signature": sign(private, text.encode())},
         )
         assert response.status_code == 303

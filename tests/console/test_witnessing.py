@@ -308,3 +308,119 @@ def test_a_witness_setting_that_is_not_one_stops_the_start_up(value, message):
     )
     assert done.returncode == 1
     assert f"ImproperlyConfigured: GOVERNANCE_WITNESSES: {message}" in done.stderr
+
+
+def test_each_new_checkpoint_is_pushed_in_the_background_to_real_witnesses(
+    witnesses, settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    from replay import background
+
+    settings.GOVERNANCE_WITNESSES = [w.config for w in witnesses]
+    queued = []
+    real_enqueue = background.enqueue
+
+    def spy(task, *args):
+        queued.append(task.name)
+        real_enqueue(task, *args)  # the one runner (eager under the tests' settings)
+
+    monkeypatch.setattr(background, "enqueue", spy)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transparency.checkpoint().size == 5  # a page, the API or an export signs one
+    assert queued == ["governance.tasks.witness_push"]  # once: the push signed none itself
+    append(2)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transparency.checkpoint(7).size == 7
+    with django_capture_on_commit_callbacks(execute=True):
+        transparency.checkpoint(7)  # stored already: nothing new, nothing queued
+
+    assert queued == ["governance.tasks.witness_push"] * 2
+    stored = sorted(WitnessCosignature.objects.values_list("witness", "tree_size"))
+    assert stored == [
+        ("witness.test/w1", 5),
+        ("witness.test/w1", 7),
+        ("witness.test/w2", 5),
+        ("witness.test/w2", 7),
+    ]
+    assert witnessing.summary()["witnessed_size"] == 7
+
+
+def test_no_push_is_queued_for_a_new_checkpoint_without_witnesses(
+    settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    from replay import background
+
+    settings.GOVERNANCE_WITNESSES = []
+    queued = []
+    monkeypatch.setattr(background, "enqueue", lambda task, *a: queued.append(task.name))
+    append(2)
+    with django_capture_on_commit_callbacks(execute=True):
+        transparency.checkpoint()
+
+    assert queued == []
+
+
+def test_a_bundle_asks_the_witnesses_first_and_passes_an_offline_quorum_check(
+    witnesses, settings, tmp_path
+):
+    from dsr import bundle
+    from governance import chain, evidence, ledger
+
+    settings.GOVERNANCE_WITNESSES = [w.config for w in witnesses]
+    settings.GOVERNANCE_WITNESS_QUORUM = 2
+    assert WitnessCosignature.objects.count() == 0  # nothing cosigned yet: the build asks
+    rows = list(
+        GovernanceEvent.objects.filter(seq__in=[2, 5]).order_by("seq").values_list(*chain.FIELDS)
+    )
+    tlog = evidence.tlog_evidence(rows)
+
+    def build(section) -> bytes:
+        return bundle.build_bundle(
+            bundle.BundleInputs(
+                request_ref="dsr_1",
+                subject_refs=("subj_X",),
+                created_at="2026-02-01T00:00:00.000000Z",
+                events=[bundle.event_record(r) for r in rows],
+                server_keys=[bundle.server_key_record(k) for k in ledger.server_keys().values()],
+                tlog=section,
+            ),
+            evidence.server_sign,
+        )
+
+    path = tmp_path / "bundle.json"
+    path.write_bytes(build(tlog))
+    log_vkey = transparency.verifier_keys()[0]
+    argv = [str(path), "--vkey", log_vkey, "--quorum", "2"]
+    for w in witnesses:
+        argv += ["--witness", w.vkey]
+
+    done = subprocess.run(
+        [sys.executable, "-m", "dsr.bundle_cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    w1, w2 = (f"{w.name}+{notes.parse_verifier(w.vkey).key_id:08x}" for w in witnesses)
+    assert (
+        f"witnessed: 2 of the 2 cosignatures required; signed: {w1}, {w2}; not signed: none\n"
+        in (done.stdout)
+    )
+    # the same bundle with witness 2's line taken out of the note: refused, naming it
+    note = "".join(
+        line
+        for line in tlog["checkpoint"].splitlines(keepends=True)
+        if "witness.test/w2" not in line
+    )
+    check = bundle.verify_bundle(
+        build({**tlog, "checkpoint": note}),
+        vkeys=[log_vkey],
+        witnesses=[w.vkey for w in witnesses],
+        quorum=2,
+    )
+    assert (check.code, check.message) == (
+        codes.BUNDLE_WITNESS_QUORUM,
+        f"checkpoint of size 5: 1 of the 2 witness cosignatures required; signed: {w1}; "
+        f"not signed: {w2}",
+    )

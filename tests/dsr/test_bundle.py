@@ -45,6 +45,9 @@ def test_a_bundle_verifies_offline():
         "tlog_trust": None,
         "proven": 0,
         "extends": None,
+        "quorum": None,
+        "witnesses_signed": [],
+        "witnesses_missing": [],
     }
 
 

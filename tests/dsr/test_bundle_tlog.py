@@ -12,6 +12,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -308,7 +309,7 @@ def test_a_bundle_made_before_proofs_is_refused_when_a_vkey_is_asked_for():
         codes.BUNDLE_CHECKPOINT,
         "ledger/tlog.json",
         "the bundle carries no transparency-log checkpoint (made before proofs were added), so "
-        "--vkey and --older-checkpoint cannot be checked",
+        "--vkey, --witness and --older-checkpoint cannot be checked",
     )
 
 
@@ -408,3 +409,198 @@ def test_the_printable_summary_prints_the_checkpoint_and_where_the_proofs_are():
     assert "7" in text.splitlines()
     assert ROOT_B64 in text.replace("\n", "")
     assert "ledger/tlog.json" in text.replace("\n", " ")
+
+
+# --- a quorum of named witnesses (--witness VKEY ... --quorum K) ----------------------------
+
+WITNESSES = [
+    notes.Signer.from_seed(f"witness.example/w{i}", bytes([i]) * 32).as_cosigner()
+    for i in (1, 2, 3)
+]
+WITNESS_VKEYS = [w.verifier.vkey for w in WITNESSES]
+LABELS = [f"witness.example/w{i}+{w.key_id:08x}" for i, w in zip((1, 2, 3), WITNESSES, strict=True)]
+_BODY = checkpoints.Checkpoint(ORIGIN, SIZE, merkle.root(SIZE, _get)).body()
+
+
+def _cosigned(signers=WITNESSES, body: bytes = _BODY) -> str:
+    """The log's note with one cosignature/v1 line per signer, as the console exports it."""
+    lines = [
+        notes.signature_line(w, body, timestamp=1_700_000_000 + i) for i, w in enumerate(signers)
+    ]
+    return note_at(SIZE) + "".join(lines)
+
+
+def _forge(line: str) -> str:
+    """The same witness's line with the last byte of its Ed25519 signature changed."""
+    name, b64 = line.rstrip("\n")[2:].split(" ")
+    raw = bytearray(base64.b64decode(b64))
+    raw[-1] ^= 1
+    return f"— {name} {base64.b64encode(bytes(raw)).decode()}\n"
+
+
+def test_a_checkpoint_cosigned_by_the_quorum_of_named_witnesses_verifies():
+    check = bundle.verify_bundle(
+        build(section(checkpoint=_cosigned())), vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=2
+    )
+
+    assert check.ok, check
+    assert (check.quorum, check.witnesses_signed, check.witnesses_missing) == (
+        2,
+        tuple(LABELS),
+        (),
+    )
+
+
+def test_the_quorum_is_all_witnesses_named_when_not_given():
+    note = _cosigned(WITNESSES[:2])
+    check = bundle.verify_bundle(
+        build(section(checkpoint=note)), vkeys=[VKEY], witnesses=WITNESS_VKEYS
+    )
+
+    assert not check.ok
+    assert (check.code, check.where) == ("BUNDLE_WITNESS_QUORUM", "ledger/tlog.json: checkpoint")
+
+
+def test_one_witness_cosignature_removed_is_refused_naming_who_signed_and_who_did_not():
+    note = _cosigned([WITNESSES[0], WITNESSES[2]])
+    data = build(section(checkpoint=note))
+
+    code, where, message = _refused(data, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=3)
+
+    assert (code, where) == (codes.BUNDLE_WITNESS_QUORUM, "ledger/tlog.json: checkpoint")
+    assert message == (
+        f"checkpoint of size 7: 2 of the 3 witness cosignatures required; signed: "
+        f"{LABELS[0]}, {LABELS[2]}; not signed: {LABELS[1]}"
+    )
+    # two of three still make a quorum of two
+    check = bundle.verify_bundle(data, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=2)
+    assert check.ok, check
+    assert check.witnesses_missing == (LABELS[1],)
+
+
+def test_a_forged_witness_cosignature_is_refused_and_named_as_not_verifying():
+    head, _, lines = _cosigned().partition("\n\n")
+    log_line, w1, w2, w3 = lines.splitlines(keepends=True)
+    note = head + "\n\n" + log_line + w1 + _forge(w2) + w3
+    data = build(section(checkpoint=note))
+
+    code, _, message = _refused(data, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=3)
+
+    assert code == codes.BUNDLE_WITNESS_QUORUM
+    assert message.endswith(
+        f"signed: {LABELS[0]}, {LABELS[2]}; not signed: {LABELS[1]} (its cosignature does not "
+        "verify)"
+    )
+
+
+def test_a_witness_cosignature_of_another_checkpoint_does_not_count():
+    other_body = checkpoints.Checkpoint(ORIGIN, 3, merkle.root(3, _get)).body()
+    stolen = notes.signature_line(WITNESSES[0], other_body, timestamp=1_700_000_000)
+    note = _cosigned(WITNESSES[1:]) + stolen
+    data = build(section(checkpoint=note))
+
+    code, _, message = _refused(data, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=3)
+
+    assert code == codes.BUNDLE_WITNESS_QUORUM
+    assert f"not signed: {LABELS[0]} (its cosignature does not verify)" in message
+
+
+def test_a_cosignature_of_a_witness_not_named_does_not_count():
+    stranger = notes.Signer.from_seed("witness.example/w9", bytes([9]) * 32).as_cosigner()
+    note = _cosigned([WITNESSES[0], stranger])
+
+    code, _, message = _refused(
+        build(section(checkpoint=note)), vkeys=[VKEY], witnesses=WITNESS_VKEYS[:2], quorum=2
+    )
+
+    assert code == codes.BUNDLE_WITNESS_QUORUM
+    assert message.endswith(f"signed: {LABELS[0]}; not signed: {LABELS[1]}")
+
+
+def test_a_witness_named_by_its_ed25519_vkey_is_read_as_its_cosigner():
+    ed25519 = [
+        notes.Verifier.from_public_key(w.name, w.public_key, notes.ALG_ED25519).vkey
+        for w in WITNESSES
+    ]
+
+    check = bundle.verify_bundle(
+        build(section(checkpoint=_cosigned())), vkeys=[VKEY], witnesses=ed25519, quorum=3
+    )
+
+    assert check.ok, check
+
+
+@pytest.mark.parametrize(
+    ("witnesses", "quorum", "error"),
+    [
+        (WITNESS_VKEYS, 4, "the quorum 4 is not between 1 and the 3 witnesses"),
+        (WITNESS_VKEYS, 0, "the quorum 0 is not between 1 and the 3 witnesses"),
+        ([], 1, "a quorum needs the witnesses it counts (--witness)"),
+        ([WITNESS_VKEYS[0]] * 2, 1, f"the witness {WITNESS_VKEYS[0]!r} is given twice"),
+        (["nope"], 1, "the verifier key 'nope' does not parse: malformed verifier id"),
+    ],
+)
+def test_a_bad_witness_list_or_quorum_is_the_callers_error(witnesses, quorum, error):
+    with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
+        bundle.verify_bundle(BUNDLE, vkeys=[VKEY], witnesses=witnesses, quorum=quorum)
+
+
+def test_a_bundle_made_before_proofs_is_refused_when_witnesses_are_asked_for():
+    code, where, _ = _refused(b.build(), witnesses=WITNESS_VKEYS, quorum=1)
+
+    assert (code, where) == (codes.BUNDLE_CHECKPOINT, "ledger/tlog.json")
+
+
+def test_the_cli_names_the_witnesses_and_refuses_below_the_quorum_with_exit_1(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_bytes(build(section(checkpoint=_cosigned(WITNESSES[:2]))))
+    out = io.StringIO()
+
+    status = bundle_cli.verify_bundle_file(
+        str(path), out, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=2, err=out
+    )
+    assert status == bundle_cli.OK, out.getvalue()
+    assert (
+        f"witnessed: 2 of the 2 cosignatures required; signed: {LABELS[0]}, {LABELS[1]}; "
+        f"not signed: {LABELS[2]}\n"
+    ) in out.getvalue()
+
+    out = io.StringIO()
+    status = bundle_cli.verify_bundle_file(
+        str(path), out, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=3, err=out
+    )
+    assert status == bundle_cli.FAILED
+    assert (
+        "FAIL BUNDLE_WITNESS_QUORUM at ledger/tlog.json: checkpoint: checkpoint of size 7: 2 "
+        in (out.getvalue())
+    )
+
+    out = io.StringIO()
+    status = bundle_cli.verify_bundle_file(
+        str(path), out, vkeys=[VKEY], witnesses=WITNESS_VKEYS, quorum=5, err=out
+    )
+    assert (status, out.getvalue()) == (
+        bundle_cli.USAGE,
+        "error: the quorum 5 is not between 1 and the 3 witnesses\n",
+    )
+
+
+def test_the_module_checks_a_quorum_without_django(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_bytes(build(section(checkpoint=_cosigned([WITNESSES[0], WITNESSES[2]]))))
+    code = (
+        "import sys, runpy; sys.modules['django'] = None; "
+        "sys.argv = ['bundle_cli', *sys.argv[1:]]; "
+        "runpy.run_module('dsr.bundle_cli', run_name='__main__')"
+    )
+    argv = [str(path), "--vkey", VKEY, "--quorum", "3"]
+    for vkey in WITNESS_VKEYS:
+        argv += ["--witness", vkey]
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert f"not signed: {LABELS[1]}\n" in done.stdout
+    assert "FAIL BUNDLE_WITNESS_QUORUM" in done.stdout

@@ -102,3 +102,83 @@ def test_an_event_naming_traces_of_two_chunks_comes_once(traces, monkeypatch):
     assert seqs == sorted(set(seqs))
     assert len(seqs) == 4
     assert found["checkpoint"] is None
+
+
+WITNESS_SIGNERS = [
+    notes.Signer.from_seed(f"witness.test/w{i}", bytes([40 + i]) * 32).as_cosigner()
+    for i in (1, 2, 3)
+]
+
+
+def _cosign(size: int, signers) -> None:
+    """Store cosignatures of the checkpoint at ``size`` as a push would have (real signatures,
+    made here instead of by witness processes)."""
+    from django.utils import timezone
+
+    from governance import witnessing
+    from governance.models import WitnessCosignature
+
+    cp = transparency.checkpoint(size)
+    text = witnessing._text_of(cp.note)
+    for i, w in enumerate(signers):
+        WitnessCosignature.objects.create(
+            witness=w.name,
+            key_id=f"{w.key_id:08x}",
+            tree_size=size,
+            root_hash=bytes(cp.root_hash),
+            timestamp=1_700_000_000 + i,
+            line=notes.signature_line(w, text, timestamp=1_700_000_000 + i).rstrip("\n"),
+            created_at=timezone.now(),
+        )
+
+
+def test_the_bundle_cites_the_largest_checkpoint_a_quorum_cosigned_with_their_lines(
+    traces, settings
+):
+    alpha, _beta = traces
+    settings.GOVERNANCE_WITNESSES = [
+        {"url": f"http://127.0.0.1:{8260 + i}", "vkey": w.verifier.vkey}
+        for i, w in enumerate(WITNESS_SIGNERS)
+    ]
+    settings.GOVERNANCE_WITNESS_QUORUM = 2
+    cited = max(e["seq"] for e in evidence.ledger_evidence([alpha], checkpoint=False)["events"])
+    assert cited < 5
+    _cosign(cited, WITNESS_SIGNERS)  # a quorum at the size holding alpha's events
+    _cosign(5, WITNESS_SIGNERS[:1])  # the whole tree: one witness only, below the quorum
+
+    found = evidence.ledger_evidence([alpha])
+    data = bundle.build_bundle(
+        bundle.BundleInputs(
+            request_ref="dsr_1",
+            subject_refs=("subj_X",),
+            created_at="2026-02-01T00:00:00.000000Z",
+            traces=(bundle.TraceEvidence(alpha.trace_id, alpha.blob.sha256, alpha.format),),
+            **found,
+        ),
+        evidence.server_sign,
+    )
+    vkeys = [w.verifier.vkey for w in WITNESS_SIGNERS]
+
+    check = bundle.verify_bundle(
+        data, vkeys=transparency.verifier_keys(), witnesses=vkeys, quorum=3
+    )
+    assert (check.ok, check.tlog_size, len(check.witnesses_signed)) == (True, cited, 3), check
+    assert found["tlog"]["checkpoint"].count("\n— witness.test/w") == 3
+
+    _cosign(5, WITNESS_SIGNERS[1:2])  # now a quorum of two at the whole tree: that one
+    found = evidence.ledger_evidence([alpha])
+    assert found["tlog"]["checkpoint"].startswith(transparency.checkpoint(5).note)
+    assert found["tlog"]["checkpoint"].count("\n— witness.test/w") == 2
+
+
+def test_the_exported_checkpoint_carries_the_witness_cosignatures(traces, settings):
+    settings.GOVERNANCE_WITNESSES = [
+        {"url": "http://127.0.0.1:8260", "vkey": WITNESS_SIGNERS[0].verifier.vkey}
+    ]
+    _cosign(5, WITNESS_SIGNERS[:1])
+
+    note = selectors.tlog_checkpoint(5)["checkpoint"]
+
+    assert note.startswith(transparency.checkpoint(5).note)
+    assert note.endswith("\n— witness.test/w1 " + note.rsplit(" ", 1)[1])
+    assert note.count("— ") == 2

@@ -3,7 +3,9 @@ package adds a format through the entry-point group `replay_console.formats`."""
 
 from __future__ import annotations
 
+import ast
 import io
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,13 +15,13 @@ from replay.formats import (
     AHD,
     PAXMAN,
     VERIST,
-    builtin,
     detect_format,
     format_names,
     formats,
     mace,
     native,
 )
+from replay.formats.common import differences
 from replay.formats.protocol import (
     ENTRY_POINT_GROUP,
     Difference,
@@ -27,6 +29,7 @@ from replay.formats.protocol import (
     StoredFacts,
     VerifyContext,
     load_entry_points,
+    register_builtin,
 )
 
 
@@ -63,7 +66,7 @@ class ToyFormat:
         return {"bytes": str(len(parsed))}
 
     def compare(self, a, b):
-        return builtin.differences(a, b)
+        return differences(a, b)
 
 
 def register_toy(registry):
@@ -72,7 +75,7 @@ def register_toy(registry):
 
 def toy_registry():
     registry = FormatRegistry()
-    builtin.register(registry)
+    register_builtin(registry)
     ep = SimpleNamespace(name="toy", group=ENTRY_POINT_GROUP, load=lambda: register_toy)
     assert load_entry_points(registry, [ep]) == ["toy"]
     return registry
@@ -142,3 +145,46 @@ def test_an_eval_report_alone_is_refused_by_the_ahd_parse():
         "2026-04-21-swiss.md is an AHD eval report: upload its replay sidecar "
         "(2026-04-21-swiss.replay.json), which records the hashes to check"
     )
+
+
+FORMATS_DIR = Path(__file__).resolve().parents[2] / "replay" / "formats"
+#: the modules every format may use: none of them is a format
+SHARED = {"common", "protocol", "jsonstrict", "yaml12", "memory_ids", "archive"}
+
+
+def _formats_imported(path: Path) -> set[str]:
+    """The `replay.formats.<x>` each import of `path` reaches (`<x>` only)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[:2] != ["replay", "formats"]:
+                continue
+            if len(parts) > 2:
+                found.add(parts[2])
+            else:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[:2] == ["replay", "formats"] and len(parts) > 2:
+                    found.add(parts[2])
+    return found
+
+
+def test_each_format_is_one_package_that_imports_no_other_format():
+    packages = sorted(p.parent.name for p in FORMATS_DIR.glob("*/__init__.py"))
+    assert packages == ["ahd", "contextos", "mace", "native", "paxman", "verist"]
+    crossing = {
+        f"{path.relative_to(FORMATS_DIR)} imports {other}"
+        for package in packages
+        for path in (FORMATS_DIR / package).rglob("*.py")
+        for other in _formats_imported(path) - SHARED - {package}
+    }
+    assert crossing == set()
+
+
+def test_the_shared_modules_import_no_format():
+    packages = {p.parent.name for p in FORMATS_DIR.glob("*/__init__.py")}
+    for name in sorted(SHARED):
+        assert _formats_imported(FORMATS_DIR / f"{name}.py") & packages == set(), name

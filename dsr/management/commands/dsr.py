@@ -141,6 +141,8 @@ class Command(ActionCommand):
         p.add_argument("--vkey", action="append", default=[])
         p.add_argument("--older-checkpoint", default=None, dest="older_checkpoint")
         p.add_argument("--consistency", default=None)
+        p.add_argument("--witness", action="append", default=[], metavar="VKEY")
+        p.add_argument("--quorum", type=int, default=None, metavar="K")
         p.add_argument("--json", action="store_true", dest="as_json")
 
         p = sub.add_parser("approve", help="record a signed approval document for a user")
@@ -329,6 +331,8 @@ class Command(ActionCommand):
         vkey: list[str] | None = None,
         older_checkpoint: str | None = None,
         consistency: str | None = None,
+        witness: list[str] | None = None,
+        quorum: int | None = None,
         **_: Any,
     ) -> None:
         from dsr.bundle_cli import verify_bundle_file
@@ -343,6 +347,8 @@ class Command(ActionCommand):
             older_path=older_checkpoint,
             consistency_path=consistency,
             err=self.stderr,
+            witnesses=witness or (),
+            quorum=quorum,
         )
         if status:
             sys.exit(status)

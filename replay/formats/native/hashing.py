@@ -14,6 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from replay.canonical import CanonicalError, mace_v1
+
+# the content address every format shares, defined with them in common.py
+from replay.formats.common import snapshot_id_of  # noqa: F401
 from replay.formats.native.schema import _malformed
 
 
@@ -25,10 +28,6 @@ def canonical(value: Any, where: str) -> bytes:
         raise _malformed(f"{where}: {exc}") from None
     except RecursionError:
         raise _malformed(f"{where}: nesting is deeper than the canonicaliser allows") from None
-
-
-def snapshot_id_of(body: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical(body, "snapshot body")).hexdigest()
 
 
 _sha256 = hashlib.sha256

@@ -13,7 +13,7 @@ from replay.cli import (
     read_inputs,
 )
 from replay.errors import ReplayError
-from replay.formats import ahd, contextos
+from replay.formats import ahd, companion_on_disk
 from replay.services import archive_limits, inputs_beside, trace_ingest
 
 
@@ -44,11 +44,14 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"{contract}: cannot read: {exc.strerror}", returncode=2) from None
         refused = 0
-        given = [Path(p) for p in paths if p.lower().endswith(contextos.INPUT_SUFFIXES)]
+        # companions given on the command line (a ContextOS trace's pack and KG snapshot),
+        # by the formats' own rules: inputs of the traces given, not traces themselves
+        companion_of = {Path(p): companion_on_disk(Path(p).name) for p in paths}
+        given = [p for p, fmt in companion_of.items() if fmt is not None]
         for raw in paths:
             path = Path(raw)
             if path in given:
-                self.stdout.write(f"{path.name} input of the ContextOS traces given")
+                self.stdout.write(f"{path.name} input of the {companion_of[path]} traces given")
                 continue
             try:
                 uploaded = (

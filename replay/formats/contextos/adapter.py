@@ -1,15 +1,15 @@
 """The ContextOS trace (:mod:`replay.formats.contextos`) behind the one format interface.
 
-- Detection: a ``*.contextos.json`` name, or a top-level key only a ContextOS trace has
-  (``invoke``, ``tool_envelopes``, ``decision_record``, ``pack_version``, ``kg_snapshot_id``)
-  among the first bytes -- a definite claim, asked before the native format's keys (a
-  ContextOS trace has a ``trace_id`` too).
+- Detection: a ``*.contextos.json`` name (a definite claim), or a top-level key only a
+  ContextOS trace has (``invoke``, ``tool_envelopes``, ``decision_record``, ``pack_version``,
+  ``kg_snapshot_id``) among the first bytes; its ``trace_id`` is shared with the native
+  format, so it decides nothing (``shared_keys``).
 - Parse: the strict streaming read; the pinned pack and KG snapshot are looked for among the
   files uploaded with the trace (``*.pack.json``, ``*.kg.json``, matched by content).
 - Verify: the chain and the record, without the pinned inputs.
 - Replay: the pinned inputs come from what is stored with the trace (a stored trace) or what
   was uploaded with it; each is stored as a snapshot (``contextos-pack``, ``contextos-kg``,
-  the file's text, id ``native.snapshot_id_of(text)``) whatever its state, so a replay can say
+  the file's text, id ``snapshot_id_of(text)``) whatever its state, so a replay can say
   it is unsigned, or that its envelope hash differs.
 
 Pure: no Django.
@@ -22,23 +22,22 @@ from typing import IO, Any
 from replay import errors
 from replay.errors import ReplayError
 from replay.formats import contextos as cx
-from replay.formats import native, top_level_keys
-from replay.formats.builtin import (
-    AHD_KEYS,
-    NATIVE_KEYS,
-    PAXMAN_KEYS,
-    differences,
-    halt_refusal,
-    halts_clear,
+from replay.formats.common import differences, halt_refusal, halts_clear, snapshot_id_of
+from replay.formats.protocol import (
+    CompanionRule,
+    Difference,
+    FormatRegistry,
+    StoredFacts,
+    StoredSnapshot,
+    VerifyContext,
 )
-from replay.formats.protocol import Difference, StoredFacts, StoredSnapshot, VerifyContext
 
 CONTEXTOS_KEYS = frozenset(
     {"invoke", "tool_envelopes", "decision_record", "pack_version", "kg_snapshot_id"}
 )
 SUFFIX = ".contextos.json"
-#: keys that say "another format" (a ContextOS trace has a trace_id too): the scan stops there
-OTHER_KEYS = (NATIVE_KEYS | PAXMAN_KEYS | AHD_KEYS) - {"trace_id"}
+#: keys a ContextOS trace shares with another format: they decide nothing in detection
+SHARED_KEYS = frozenset({"trace_id"})
 #: at most this many tool envelopes are compared field by field (two runs of one job)
 MAX_COMPARED_ENVELOPES = 1000
 
@@ -55,6 +54,13 @@ class ContextosFormat:
     name = cx.FORMAT
     label = "a ContextOS trace"
     keys = CONTEXTOS_KEYS
+    shared_keys = SHARED_KEYS
+    #: its part of a run's report page: the ContextOS status, rule, record hash, divergence
+    report_template = "console/formats/contextos_report.html"
+    #: its pinned pack and KG snapshot, dropped beside it
+    companions: tuple[CompanionRule, ...] = (
+        CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),
+    )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = (
         "runs the pack's registered canonical loop offline over the recorded tool results, "
@@ -63,16 +69,7 @@ class ContextosFormat:
     )
 
     def sniff(self, head: bytes, filename: str) -> bool:
-        if filename.lower().endswith(SUFFIX):
-            return True
-        if head.startswith(native.GZIP_MAGIC):
-            return False
-        for key in top_level_keys(head):
-            if key in CONTEXTOS_KEYS:
-                return True
-            if key in OTHER_KEYS:
-                return False  # another format's key came first: detection decides
-        return False
+        return filename.lower().endswith(SUFFIX)
 
     def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> ContextosRun:
         trace = cx.parse(source, filename)
@@ -127,7 +124,7 @@ class ContextosFormat:
             (cx.PACK_KIND, head["pack_version"], parsed.inputs.pack_text),
             (cx.KG_KIND, head["kg_snapshot_id"], parsed.inputs.kg_text),
         ):
-            sid = native.snapshot_id_of(text) if text is not None else None
+            sid = snapshot_id_of(text) if text is not None else None
             refs.append({"kind": kind, "snapshot_id": sid, "path": pin})
             if text is not None and sid is not None:
                 snapshots.append(StoredSnapshot(sid, kind, text))
@@ -171,3 +168,7 @@ class ContextosFormat:
             return out
 
         return differences(doc(a), doc(b))
+
+
+def register(registry: FormatRegistry) -> None:
+    registry.register(ContextosFormat())

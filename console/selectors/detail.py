@@ -1,0 +1,274 @@
+"""One trace, for its page: the outline of its header and snapshots, the format panel, the
+traces of the same job or artifact, and comparing two traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from console.selectors.budget import (
+    _over_page_budget,
+    _page_limits,
+    page_budget_message,
+)
+from console.selectors.opened import OpenedTrace, _borrowed_or_own
+from replay.errors import ReplayError
+from replay.formats import native, open_trace
+from replay.models import Snapshot, Trace
+from replay.storage import blob_open
+
+
+@dataclass
+class SnapshotLine:
+    kind: str
+    snapshot_id: str
+    alg: str
+    key_id: str
+    in_file: bool
+    stored: bool
+    status: str  # "verified" | "failed" | "not checked" | "not retained"
+    detail: str = ""
+
+
+@dataclass
+class Outline:
+    header: dict[str, Any]
+    events: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    steps_total: int
+    snapshots: list[SnapshotLine]
+    broke_at: int | None
+    break_detail: str
+    unreadable: str = ""
+    cut_short: str = ""  # the page's read budget ended the outline early
+
+
+def failed_check(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    for check in (report or {}).get("checks", []):
+        if not check.get("ok"):
+            return check
+    return None
+
+
+def _chain_break(report: dict[str, Any] | None) -> tuple[int | None, str]:
+    check = failed_check(report)
+    broke_at = (report or {}).get("broke_at")
+    if check and check.get("name") == "events" and isinstance(broke_at, int):
+        return broke_at, str(check.get("detail", ""))
+    return None, ""
+
+
+def _snapshot_lines(header: dict[str, Any], report: dict[str, Any] | None) -> list[SnapshotLine]:
+    snaps = header.get("snapshots", [])
+    stored = set(
+        Snapshot.objects.filter(snapshot_id__in=[s.get("snapshot_id") for s in snaps]).values_list(
+            "snapshot_id", flat=True
+        )
+    )
+    check_names = {c.get("name"): c for c in (report or {}).get("checks", [])}
+    failing = failed_check(report)
+    bad_index = (
+        report.get("broke_at")
+        if report and failing and failing.get("name") == "snapshots"
+        else None
+    )
+    verified_all = bool(check_names.get("snapshots", {}).get("ok"))
+    lines = []
+    for index, snap in enumerate(snaps):
+        sig = snap.get("signature") or {}
+        in_file = "body" in snap
+        is_stored = snap.get("snapshot_id") in stored
+        if not in_file and not is_stored:
+            status, detail = "not retained", "no body in the file or in the store"
+        elif bad_index == index:
+            status, detail = "failed", str(failing.get("detail", "")) if failing else ""
+        elif verified_all or (isinstance(bad_index, int) and index < bad_index):
+            status, detail = "verified", ""
+        else:
+            status, detail = "not checked", "the verification stopped before this snapshot"
+        lines.append(
+            SnapshotLine(
+                kind=str(snap.get("kind", "")),
+                snapshot_id=str(snap.get("snapshot_id", "")),
+                alg=str(sig.get("alg", "")),
+                key_id=str(sig.get("key_id", "")),
+                in_file=in_file,
+                stored=is_stored,
+                status=status,
+                detail=detail,
+            )
+        )
+    return lines
+
+
+def brief_step(step: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "seq": step.get("seq"),
+        "step_id": step.get("step_id"),
+        "kind": step.get("kind"),
+        "fn": step.get("fn") or step.get("name") or "",
+        "output_ref": step.get("output_ref", ""),
+    }
+
+
+@dataclass
+class FormatPanel:
+    """What the trace page shows of a file of a format without an event outline (every
+    format but the native one): the format's header facts, its stored inputs, what
+    re-verifying it does, or why the stored file cannot be read."""
+
+    label: str
+    facts: dict[str, str]
+    inputs: list[dict[str, Any]]
+    replay_note: str
+    unreadable: str = ""
+
+
+def trace_panel(trace: Trace) -> FormatPanel | None:
+    """The format panel of a stored file (None for a native trace: the outline shows it)."""
+    from replay.formats import formats
+    from replay.formats.protocol import VerifyContext
+
+    if trace.format == native.FORMAT:
+        return None
+    fmt = formats().get(trace.format)
+    if fmt is None:
+        return FormatPanel(
+            trace.format, {}, [], "", f"the format {trace.format!r} is not registered"
+        )
+    inputs = [r for r in trace.required_snapshot_ids or [] if r.get("path")]
+    stored = set(
+        Snapshot.objects.filter(snapshot_id__in=[r.get("snapshot_id") for r in inputs]).values_list(
+            "snapshot_id", flat=True
+        )
+    )
+    inputs = [{**r, "stored": r.get("snapshot_id") in stored} for r in inputs]
+    try:
+        with blob_open(trace.blob.storage_name) as fh:
+            facts = fmt.panel(fmt.parse(fh, trace.filename, VerifyContext()))
+    except (ReplayError, OSError) as exc:
+        return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
+    from privacy.redaction import mask_texts, trace_personal_texts
+
+    facts = mask_texts(facts, trace_personal_texts(trace.pk))
+    return FormatPanel(fmt.label, facts, inputs, fmt.replay_note)
+
+
+def traces_same_job(trace: Trace, limit: int = 20) -> list[Trace]:
+    """Other stored files of the same format and job (AHD runs of one brief, Paxman artifacts
+    of one contract), newest first: what the trace page offers to compare with."""
+    if not trace.job_id:
+        return []
+    return list(
+        Trace.objects.filter(format=trace.format, job_id=trace.job_id)
+        .exclude(pk=trace.pk)
+        .select_related("blob")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:
+    """The other stored versions of a Paxman artifact: files whose artifact ``id`` (their
+    trace id) is this one's, newest first, each to compare with field by field. An artifact
+    that records no id is stored under its file's sha256 and has no other versions."""
+    from replay.formats import PAXMAN
+
+    if trace.format != PAXMAN or trace.trace_id == trace.blob.sha256:
+        return []
+    return list(
+        Trace.objects.filter(format=PAXMAN, trace_id=trace.trace_id)
+        .exclude(pk=trace.pk)
+        .select_related("blob")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+@dataclass
+class Comparison:
+    """Two stored files of one format, field by field (JSON pointers), or why not. Two
+    native traces are compared record by record, a page of changes at a time (``native``)."""
+
+    differences: list[Any]
+    unreadable: str = ""
+    native: Any = None  # replay.formats.native.compare.Comparison
+    stopped: str = ""  # why the native comparison stopped before the end of the files
+
+
+def _native_compare(a: Trace, b: Trace, offset: int) -> Comparison:
+    """Both files read as two streams in step, as far as one page of changes needs (each
+    within the page read budget): never both held whole."""
+    from replay.formats.native import compare
+
+    with blob_open(a.blob.storage_name) as fa, blob_open(b.blob.storage_name) as fb:
+        try:
+            left = open_trace(fa, a.filename, limits=_page_limits())
+        except ReplayError as exc:
+            return Comparison([], f"{a.filename}: {exc}")
+        try:
+            right = open_trace(fb, b.filename, limits=_page_limits())
+        except ReplayError as exc:
+            return Comparison([], f"{b.filename}: {exc}")
+        found = compare.compare(left, right, offset=offset)
+    stopped = ""
+    if found.stopped is not None:
+        exc = found.stopped
+        stopped = page_budget_message() if _over_page_budget(exc) else f"{exc.code}: {exc.message}"
+    return Comparison(found.changes, native=found, stopped=stopped)
+
+
+def trace_compare(a: Trace, b: Trace, *, offset: int = 0) -> Comparison:
+    """The format's own comparison of two stored files of that format (``compare``); two
+    native traces record by record, the page of changes from ``offset``."""
+    from replay.formats import formats
+    from replay.formats.protocol import VerifyContext
+
+    if a.format == b.format == native.FORMAT:
+        try:
+            return _native_compare(a, b, offset)
+        except OSError as exc:
+            return Comparison([], str(exc))
+    fmt = formats().get(a.format)
+    if fmt is None or a.format != b.format:
+        return Comparison([], f"{a.format} and {b.format} files do not compare")
+    parsed = []
+    for t in (a, b):
+        try:
+            with blob_open(t.blob.storage_name) as fh:
+                parsed.append(fmt.parse(fh, t.filename, VerifyContext(limits=_page_limits())))
+        except (ReplayError, OSError) as exc:
+            return Comparison([], f"{t.filename}: {exc}")
+    return Comparison(fmt.compare(parsed[0], parsed[1]))
+
+
+def trace_outline_empty(trace: Trace) -> Outline:
+    """No event outline: a format with none (its panel shows the file instead)."""
+    return Outline({}, [], [], trace.step_count, [], None, "")
+
+
+def trace_outline(
+    trace: Trace, report: dict[str, Any] | None, opened: OpenedTrace | None = None
+) -> Outline:
+    """What the trace page shows of the file's header (snapshots with their status) and
+    where the chain broke. Only the header is read here; the events and steps are read a
+    window at a time through the trace's index (:func:`trace_window`). ``opened``: the
+    request's opening of the stored file (else one is made for this call)."""
+    broke_at, break_detail = _chain_break(report)
+    steps_total = trace.step_count
+    try:
+        with _borrowed_or_own(trace, opened) as stored:
+            header = stored.header()
+    except ReplayError as exc:
+        message = page_budget_message() if _over_page_budget(exc) else str(exc)
+        return Outline({}, [], [], steps_total, [], broke_at, break_detail, message)
+    except OSError as exc:
+        return Outline({}, [], [], steps_total, [], broke_at, break_detail, unreadable=str(exc))
+    header = {k: v for k, v in header.items() if k not in ("events", "steps", "outputs")}
+    return Outline(
+        header=header,
+        events=[],
+        steps=[],
+        steps_total=steps_total,
+        snapshots=_snapshot_lines(header, report),
+        broke_at=broke_at,
+        break_detail=break_detail,
+    )

@@ -1,0 +1,262 @@
+"""The trace list: its filters, sorting and keyset (cursor) paging.
+
+Keyset paging on (created_at, id) walks the `trace_newest` index from the cursor on, so page
+1,000 costs what page 1 costs; nothing here counts rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from replay.formats import format_names
+from replay.models import Snapshot, Trace
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+
+
+class CursorError(ValueError):
+    """A cursor that was not produced by this module (or was altered)."""
+
+
+#: what a verdict is also called in a URL: the list shows "new" as "not replayed", so a person
+#: who types ``?verdict=not_replayed`` (page or API) means "new"
+VERDICT_ALIASES = {"not_replayed": "new"}
+
+
+@dataclass(frozen=True)
+class TraceFilters:
+    format: str = ""
+    verdict: str = ""
+    replayable: bool | None = None
+    date_from: date | None = None
+    date_to: date | None = None
+    q: str = ""
+
+
+@dataclass(frozen=True)
+class TracePage:
+    traces: list[Trace]
+    next_cursor: str | None  # older rows
+    prev_cursor: str | None  # newer rows
+
+
+#: ``?sort=`` key (ascending; ``-key`` descending) -> the Trace column; the id breaks ties
+SORTS: dict[str, str] = {
+    "created_at": "created_at",
+    "trace_id": "trace_id",
+    "format": "format",
+    "job": "job_id",
+    "verdict": "last_status",
+}
+SORT_DEFAULT = "-created_at"
+SORT_CHOICES = tuple(key for name in SORTS for key in (name, f"-{name}"))
+SORT_UNKNOWN_MESSAGE = "unknown sort {sort!r}: sort by one of " + ", ".join(SORT_CHOICES)
+
+
+class SortError(ValueError):
+    """A ``?sort=`` key that is not in :data:`SORTS` (``-`` for descending)."""
+
+
+def sort_parse(sort: str | None) -> tuple[str, bool]:
+    """``"-created_at"`` -> ("created_at", True): the Trace column and whether descending."""
+    sort = sort or SORT_DEFAULT
+    name = sort.removeprefix("-")
+    if name not in SORTS or sort.count("-") > 1:
+        raise SortError(SORT_UNKNOWN_MESSAGE.format(sort=sort))
+    return SORTS[name], sort.startswith("-")
+
+
+def sort_ordering(sort: str | None) -> tuple[str, str]:
+    """The ``order_by`` of a sort: its column, then the id the same way round."""
+    column, descending = sort_parse(sort)
+    sign = "-" if descending else ""
+    return f"{sign}{column}", f"{sign}id"
+
+
+def _cursor_value(trace: Trace, column: str) -> str:
+    value = getattr(trace, column)
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def cursor_encode(value: datetime | str, pk: int, direction: str, sort: str = SORT_DEFAULT) -> str:
+    """A page link's position: ``direction`` ("older": on in the sort's order, "newer": back),
+    the sort it belongs to, and the last row's sort value and id."""
+    stamp = value.isoformat() if isinstance(value, datetime) else value
+    raw = json.dumps([direction, sort, stamp, pk], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def cursor_decode(cursor: str, sort: str = SORT_DEFAULT) -> tuple[str, Any, int]:
+    """(direction, sort value, id); CursorError for a cursor we did not make, or made for
+    another sort (its position means nothing in this order)."""
+    column, _descending = sort_parse(sort)
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        direction, made_for, stamp, pk = json.loads(raw)
+        value = parse_datetime(stamp) if column == "created_at" else stamp
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise CursorError("invalid cursor") from exc
+    if (
+        direction not in ("older", "newer")
+        or made_for != (sort or SORT_DEFAULT)
+        or not isinstance(value, (str, datetime))
+        or type(pk) is not int
+    ):
+        raise CursorError("invalid cursor")
+    return direction, value, pk
+
+
+# Replayable: no missing external output, and every required snapshot is referenced and has a
+# Snapshot row (required_snapshot_ids holds {"kind", "snapshot_id"} objects; see
+# replay.selectors.trace_missing, which says the same for one trace). JSON arrays are
+# unnested per vendor; the SQL is constant (no user input).
+_REPLAYABLE_SQL = {
+    "sqlite": (
+        "(json_array_length(replay_trace.missing_outputs) = 0 AND NOT EXISTS ("
+        "SELECT 1 FROM json_each(replay_trace.required_snapshot_ids) j "
+        "WHERE json_extract(j.value, '$.snapshot_id') IS NULL OR NOT EXISTS ("
+        "SELECT 1 FROM replay_snapshot s "
+        "WHERE s.snapshot_id = json_extract(j.value, '$.snapshot_id'))))"
+    ),
+    "postgresql": (
+        "(jsonb_array_length(replay_trace.missing_outputs) = 0 AND NOT EXISTS ("
+        "SELECT 1 FROM jsonb_array_elements(replay_trace.required_snapshot_ids) j(v) "
+        "WHERE j.v->>'snapshot_id' IS NULL OR NOT EXISTS ("
+        "SELECT 1 FROM replay_snapshot s WHERE s.snapshot_id = j.v->>'snapshot_id')))"
+    ),
+}
+
+
+def _replayable_filter(qs: QuerySet[Trace], replayable: bool) -> QuerySet[Trace]:
+    sql = _REPLAYABLE_SQL[connection.vendor]
+    return qs.extra(where=[sql if replayable else f"NOT {sql}"])  # noqa: S610
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+
+
+def trace_queryset(filters: TraceFilters) -> QuerySet[Trace]:
+    qs = Trace.objects.select_related("blob")
+    if filters.format:
+        qs = qs.filter(format=filters.format)
+    if filters.verdict:
+        qs = qs.filter(last_status=filters.verdict)
+    if filters.date_from:
+        qs = qs.filter(created_at__gte=_day_start(filters.date_from))
+    if filters.date_to:
+        qs = qs.filter(created_at__lt=_day_start(filters.date_to + timedelta(days=1)))
+    if filters.q:
+        # an exact trace or job id, an uploader's user name, or a part of the file name
+        qs = qs.filter(
+            Q(trace_id=filters.q.lower())
+            | Q(job_id=filters.q)
+            | Q(uploaded_by__username=filters.q)
+            | Q(filename__icontains=filters.q)
+        )
+    if filters.replayable is not None:
+        qs = _replayable_filter(qs, filters.replayable)
+    return qs
+
+
+def trace_page(
+    *,
+    filters: TraceFilters,
+    cursor: str | None = None,
+    limit: int | None = None,
+    sort: str | None = None,
+) -> TracePage:
+    """One page of traces in ``sort``'s order (newest first by default). Raises SortError for
+    an unknown sort, CursorError for a cursor we did not make or made for another sort.
+
+    Keyset paging on (the sort's column, id): the default walks the ``trace_newest`` index;
+    the other columns are indexed too (the id orders the equal values)."""
+    sort = sort or SORT_DEFAULT
+    column, descending = sort_parse(sort)
+    limit = max(1, min(limit or PAGE_SIZE, MAX_PAGE_SIZE))
+    # the list never shows the verification report, which is the largest column
+    qs = trace_queryset(filters).select_related("uploaded_by").defer("ingest_report")
+    direction = "older"
+    if cursor:
+        direction, value, pk = cursor_decode(cursor, sort)
+        # "on" is the sort's own direction; the first conjunct bounds the index range and the
+        # second trims the rows equal to the cursor's value
+        on = descending == (direction == "older")
+        lt, lte = ("lt", "lte") if on else ("gt", "gte")
+        qs = qs.filter(**{f"{column}__{lte}": value}).filter(
+            Q(**{f"{column}__{lt}": value}) | Q(**{f"id__{lt}": pk})
+        )
+    forward = sort_ordering(sort)
+    if direction == "older":
+        rows = list(qs.order_by(*forward)[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        has_older, has_newer = more, bool(cursor)
+    else:
+        backward = [f[1:] if f.startswith("-") else f"-{f}" for f in forward]
+        rows = list(qs.order_by(*backward)[: limit + 1])
+        more = len(rows) > limit
+        rows = list(reversed(rows[:limit]))
+        has_older, has_newer = True, more
+    next_cursor = prev_cursor = None
+    if rows and has_older:
+        last = rows[-1]
+        next_cursor = cursor_encode(_cursor_value(last, column), last.pk, "older", sort)
+    if rows and has_newer:
+        first = rows[0]
+        prev_cursor = cursor_encode(_cursor_value(first, column), first.pk, "newer", sort)
+    traces_mark_replayable(rows)
+    traces_mark_shared_ids(rows)
+    return TracePage(traces=rows, next_cursor=next_cursor, prev_cursor=prev_cursor)
+
+
+def traces_mark_shared_ids(traces: list[Trace]) -> None:
+    """Sets `shares_trace_id` on each trace whose trace id another stored trace also has (a
+    re-run, a re-export): the list then names its file, size, digest and uploader."""
+    ids = {t.trace_id for t in traces}
+    shared = set(
+        Trace.objects.filter(trace_id__in=ids)
+        .values("trace_id")
+        .annotate(copies=Count("id"))
+        .filter(copies__gt=1)
+        .values_list("trace_id", flat=True)
+    )
+    for trace in traces:
+        trace.shares_trace_id = trace.trace_id in shared  # type: ignore[attr-defined]
+
+
+def trace_formats() -> list[str]:
+    """The formats the filter offers: every format this console reads."""
+    return sorted(format_names())
+
+
+def traces_mark_replayable(traces: list[Trace]) -> None:
+    """Set `trace.replayable` on each trace of a page with one query for all snapshots."""
+    wanted = {
+        ref.get("snapshot_id")
+        for t in traces
+        for ref in (t.required_snapshot_ids or [])
+        if ref.get("snapshot_id")
+    }
+    stored = set(
+        Snapshot.objects.filter(snapshot_id__in=wanted).values_list("snapshot_id", flat=True)
+    )
+    for trace in traces:
+        refs = trace.required_snapshot_ids or []
+        trace.replayable = not trace.missing_outputs and all(  # type: ignore[attr-defined]
+            ref.get("snapshot_id") in stored for ref in refs
+        )
+
+
+# --- one trace, for its page ----------------------------------------------------------------

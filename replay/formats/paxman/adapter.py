@@ -1,0 +1,129 @@
+"""The Paxman ExecutionArtifact behind the one format interface
+(:mod:`replay.formats.protocol`): parse is the strict JSON read (bounded by
+``MAX_ARTIFACT_BYTES``); verify and replay are ``paxman.replay`` (Paxman's replay is
+rehydration, nothing re-executed).
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from replay import errors
+from replay.errors import ReplayError
+from replay.formats import paxman
+from replay.formats.common import differences, halt_refusal, halts_clear
+from replay.formats.protocol import (
+    CompanionRule,
+    Difference,
+    FormatRegistry,
+    StoredFacts,
+    VerifyContext,
+)
+from replay.report import Check, ReplayReport
+
+#: the name rule of a contract dropped beside its artifact: ``x.json`` -> ``x.contract.json``
+CONTRACT_SUFFIX = ".contract.json"
+
+PAXMAN_KEYS = frozenset(
+    {"capability_versions", "contract_id", "diagnostics", "evidence", "execution_plan"}
+    | {"field_results", "normalized_data", "paxman_version", "planner_version"}
+    | {"replay_hash", "statistics", "unresolved_fields"}
+)
+
+
+class PaxmanFormat:
+    name = paxman.FORMAT
+    label = "a Paxman execution artifact"
+    keys = PAXMAN_KEYS
+    #: ``x.contract.json`` dropped with the artifact ``x.json`` is its contract
+    companions: tuple[CompanionRule, ...] = (
+        CompanionRule(r"\.json$", r"^{stem}\.contract\.json$", role="contract", needs_owner=True),
+    )
+    #: a contract supplied with the artifact that is not its contract is the caller's error:
+    #: the artifact is refused (nothing stored), as a file that does not parse is
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.INVALID_CONTRACT}
+    )
+    replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
+
+    def sniff(self, head: bytes, filename: str) -> bool:
+        return False
+
+    def companion_alone(self, name: str) -> ReplayError:
+        """A contract dropped without the artifact it belongs to."""
+        artifact = name[: -len(CONTRACT_SUFFIX)] + ".json"
+        message = (
+            f"{name} is a Paxman contract (named {CONTRACT_SUFFIX}); drop it together "
+            f"with the artifact it belongs to, {artifact}"
+        )
+        return ReplayError(errors.INVALID_CONTRACT, message)
+
+    def parse(self, source: IO[bytes], filename: str, ctx: VerifyContext) -> paxman.Artifact:
+        data = source.read(paxman.MAX_ARTIFACT_BYTES + 1)
+        if len(data) > paxman.MAX_ARTIFACT_BYTES:
+            raise ReplayError(
+                errors.MALFORMED_TRACE, f"artifact: larger than {paxman.MAX_ARTIFACT_BYTES} bytes"
+            )
+        return paxman.parse(data)
+
+    def refused(self, exc: ReplayError, filename: str, ctx: VerifyContext) -> ReplayReport:
+        report = ReplayReport(trace_id=None, format=self.name, mode=ctx.mode)
+        report.unprotected_fields = list(paxman.UNPROTECTED_FIELDS)
+        report.checks.append(Check("type", False, exc.message))
+        return report.fail(exc.code, exc.message)
+
+    @staticmethod
+    def _id(parsed: paxman.Artifact) -> str | None:
+        value = parsed.document.get("id")
+        return value if isinstance(value, str) and value else None
+
+    def verify(self, parsed: paxman.Artifact, filename: str, ctx: VerifyContext) -> ReplayReport:
+        refusal = halt_refusal(self.name, self._id(parsed), ctx)
+        if refusal is not None:
+            return refusal
+        report = paxman.replay(
+            parsed, contract=ctx.contract, registry=ctx.capabilities, mode=ctx.mode
+        )
+        return halts_clear(report, ctx)
+
+    replay = verify
+
+    def facts(
+        self, parsed: paxman.Artifact, report: ReplayReport, ctx: VerifyContext
+    ) -> StoredFacts:
+        doc = parsed.document
+        created = doc.get("created_at")
+        return StoredFacts(
+            trace_id=(self._id(parsed) or ctx.file_id or "paxman-artifact")[:64],
+            schema_version=int(paxman.REPLAY_VERSION),
+            job_id=str(doc.get("contract_id", "")),
+            runtime_name="paxman",
+            runtime_version=str(doc.get("paxman_version", "")),
+            started_at=created if isinstance(created, str) else None,
+            step_count=len(doc.get("field_results") or {}),
+        )
+
+    def panel(self, parsed: paxman.Artifact) -> dict[str, str]:
+        doc = parsed.document
+        caps = doc.get("capability_versions") or {}
+        unresolved = doc.get("unresolved_fields") or []
+        return {
+            "artifact id": str(doc.get("id") or "(none recorded)"),
+            "status": str(doc.get("status", "")),
+            "contract_id": str(doc.get("contract_id", "")),
+            "paxman_version": str(doc.get("paxman_version", "")),
+            "planner_version": str(doc.get("planner_version", "")),
+            "replay_hash": str(doc.get("replay_hash", "")),
+            "capabilities": ", ".join(f"{k}@{v}" for k, v in sorted(caps.items())) or "none",
+            "field results": str(len(doc.get("field_results") or {})),
+            "unresolved fields": ", ".join(map(str, unresolved)) or "none",
+        }
+
+    def compare(self, a: paxman.Artifact, b: paxman.Artifact) -> list[Difference]:
+        return differences(a.document, b.document)
+
+
+def register(registry: FormatRegistry) -> None:
+    registry.register(PaxmanFormat())

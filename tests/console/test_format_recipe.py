@@ -1,0 +1,133 @@
+"""CONTRIBUTING's "Add a trace format" is true: a format from a package outside the console
+(`tests/toyformat/`), registered only through the entry-point group `replay_console.formats`,
+goes through `manage.py verify`, `manage.py ingest`, the upload page (with its companion file
+grouped by its own rule), the API (verify and upload), the list's format filter, the trace
+page and compare, with no file of the console changed."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+
+from replay.errors import INTEGRITY_FAILURE
+from replay.formats import detect_format, format_names, protocol
+from replay.models import Trace
+from replay.services import inputs_beside
+from tests.console.formats import (
+    api_client,
+    compare_page,
+    listed,
+    trace_page,
+    upload_api,
+    upload_page,
+    verify_api,
+)
+from tests.toyformat import adapter as toy
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def toy_installed(monkeypatch):
+    """The toy package "installed": its entry point is the one the group lists."""
+    ep = SimpleNamespace(name="toy", group=protocol.ENTRY_POINT_GROUP, load=lambda: toy.register)
+
+    def entry_points(group):
+        return [ep] if group == protocol.ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(protocol, "entry_points", entry_points)
+    monkeypatch.setattr(protocol, "_default", None)  # rebuilt with the toy, restored after
+
+
+def toy_bytes(toy_id: str, values: list[int], total: int | None = None) -> bytes:
+    doc = {"toy": toy_id, "job": "toy-job", "values": values, "sum": sum(values)}
+    if total is not None:
+        doc["sum"] = total
+    return json.dumps(doc).encode()
+
+
+def test_the_toy_is_registered_through_the_entry_point_group_and_detected():
+    assert format_names()[-1] == toy.FORMAT
+    assert detect_format(b"{}", "a.toy.json") == toy.FORMAT
+    assert detect_format(b'{"toy": "x"}', "a.json") == toy.FORMAT
+
+
+def test_manage_py_verify_reads_a_toy_log(tmp_path, capsys):
+    good = tmp_path / "a.toy.json"
+    good.write_bytes(toy_bytes("a", [1, 2]))
+    call_command("verify", str(good), "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert (report["format"], report["status"], report["trace_id"]) == (toy.FORMAT, "ok", "a")
+    bad = tmp_path / "b.toy.json"
+    bad.write_bytes(toy_bytes("b", [1, 2], total=4))
+    with pytest.raises(SystemExit) as exited:
+        call_command("verify", str(bad), "--json")
+    assert exited.value.code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["status"], report["error_code"], report["message"]) == (
+        "tamper_detected",
+        INTEGRITY_FAILURE,
+        "sum is 4, not 3",
+    )
+
+
+def test_manage_py_ingest_stores_a_toy_log_with_the_note_beside_it(tmp_path, capsys):
+    path = tmp_path / "a.toy.json"
+    path.write_bytes(toy_bytes("a", [1, 2]))
+    (tmp_path / "a.note.txt").write_bytes(b"seven b")
+    (tmp_path / "b.note.txt").write_bytes(b"another log's")
+    assert inputs_beside(path) == {"a.note.txt": b"seven b"}
+    call_command("ingest", str(path))
+    trace = Trace.objects.get()
+    assert (trace.format, trace.trace_id, trace.job_id) == (toy.FORMAT, "a", "toy-job")
+    assert capsys.readouterr().out.startswith("a toy-log ")
+
+
+def test_the_upload_page_stores_a_toy_log_with_its_note_and_the_list_filters_it(as_persona):
+    client = as_persona("alice")
+    files = [
+        SimpleUploadedFile("a.toy.json", toy_bytes("a", [1, 2])),
+        SimpleUploadedFile("a.note.txt", b"seven b"),
+    ]
+    body = upload_page(client, files).content.decode()
+    assert "Stored as an input of <code>a.toy.json</code>" in body
+    trace = Trace.objects.get()
+    assert (trace.format, trace.trace_id) == (toy.FORMAT, "a")
+    assert trace.ingest_report["status"] == "ok"
+    page = client.get("/traces/upload/").content.decode()
+    assert '"trace": "\\\\.toy\\\\.json$"' in page  # its companion rule, as data
+    results, list_page = listed(client, toy.FORMAT)
+    assert [r["trace_id"] for r in results] == ["a"]
+    assert trace.blob.sha256 in list_page
+
+
+def test_the_api_verifies_and_stores_a_toy_log(as_persona):
+    client = api_client("alice")
+    checked = verify_api(client, SimpleUploadedFile("b.toy.json", toy_bytes("b", [5], 6)))
+    assert checked.status_code == 200
+    assert checked.json()["format"] == toy.FORMAT
+    assert checked.json()["report"]["error_code"] == INTEGRITY_FAILURE
+    assert not Trace.objects.exists()
+    stored = upload_api(client, SimpleUploadedFile("a.toy.json", toy_bytes("a", [1, 2])))
+    assert stored.status_code == 201
+    assert (stored.json()["format"], stored.json()["trace_id"]) == (toy.FORMAT, "a")
+
+
+def test_the_trace_page_shows_the_toy_panel_and_compare_lists_the_difference(as_persona):
+    client = api_client("alice")
+    upload_api(client, SimpleUploadedFile("a.toy.json", toy_bytes("a", [1, 2])))
+    upload_api(client, SimpleUploadedFile("a2.toy.json", toy_bytes("a", [1, 3])))
+    first, second = Trace.objects.order_by("id")
+    page = as_persona("alice")
+    body = trace_page(page, first).content.decode()
+    assert "1, 2" in body
+    assert "toy id" in body
+    response = compare_page(page, first, second)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert '<td class="path"><code>/values/1</code></td><td>changed</td>' in body
+    assert '<td class="path"><code>/sum</code></td><td>changed</td>' in body
