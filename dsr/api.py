@@ -229,7 +229,7 @@ class LegalRequestTransitionApi(APIView):
 
 class DsrApprovalOutput(serializers.Serializer):
     seq = serializers.IntegerField(source="event_id")
-    purpose = serializers.CharField()
+    purpose = serializers.CharField(source="payload.purpose")
     approver = serializers.CharField(source="approver.username")
     role = serializers.CharField()
     key_id = serializers.CharField(source="key.key_id")

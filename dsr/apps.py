@@ -14,6 +14,9 @@ class DsrConfig(AppConfig):
 
         hold_register(open_legal_requests)  # retention never expires what a DSR still needs
         from dsr.signed import table_mismatches
-        from governance.ledger import tables_register
+        from governance import codes, signing
+        from governance.ledger import opened_by_register, tables_register
 
         tables_register(table_mismatches)  # governance verify names every row that differs
+        for purpose in signing.DSR_PURPOSES:  # a legal approval's request: its DSR_OPENED
+            opened_by_register(f"legal-{purpose}", codes.DSR_OPENED)

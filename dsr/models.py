@@ -1,4 +1,5 @@
-"""Legal requests (Data Subject Requests) and their signed four-eyes approvals.
+"""Legal requests (Data Subject Requests); their signed four-eyes approvals are votes on
+a governed request of kind ``legal-release`` or ``legal-erasure`` (``governance.models.Vote``).
 
 No personal data is stored here: subjects are opaque refs (``dsr.subjects_port``), and every
 transition is a ledger event the row points to (the ledger is the record; these rows are what
@@ -98,39 +99,6 @@ class LegalRequest(models.Model):
     def days_left(self, today: date | None = None) -> int:
         """Days until the due date (negative once overdue)."""
         return (self.due_date - (today or timezone.localdate())).days
-
-
-class DsrApproval(models.Model):
-    """One signed approval (release of the bundle, or erasure) and its DSR_APPROVAL event.
-
-    Append-only in the database (``dsr`` migration 0002). Nothing decides from this row: the
-    quorum is read from the signed events (``dsr.signed``), and ``governance verify`` names a
-    row its event does not back."""
-
-    request = models.ForeignKey(LegalRequest, on_delete=models.PROTECT, related_name="approvals")
-    purpose = models.CharField(max_length=16)
-    approver = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
-    )
-    role = models.CharField(max_length=16)
-    key = models.ForeignKey("governance.MemberKey", on_delete=models.PROTECT, related_name="+")
-    payload = models.JSONField()
-    signature = models.CharField(max_length=128)
-    event = models.OneToOneField(
-        "governance.GovernanceEvent", on_delete=models.PROTECT, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["created_at", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["request", "purpose", "approver"], name="dsr_approval_once_per_person"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.purpose} approval of {self.request_id} by {self.approver_id}"
 
 
 class DsrRelease(models.Model):

@@ -25,10 +25,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from dsr import conf, scope, signed, subjects_port
-from dsr.models import DsrApproval, LegalRequest
+from dsr.models import LegalRequest
 from dsr.subjects_port import refs_for
 from governance import codes, ledger, membership, signing
 from governance import services as gov_services
+from governance.models import GovernedRequest, Vote
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
 NO_SUBJECT_MESSAGE = "a legal request names at least one subject identifier"
@@ -422,7 +423,7 @@ def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> N
 @transaction.atomic(durable=True)
 def legal_request_approve(
     *, request: LegalRequest, purpose: str, approver: Any, document: Mapping[str, Any]
-) -> DsrApproval:
+) -> Vote:
     """Record one signed approval of ``purpose`` (release or erasure): a DSR_APPROVAL event
     carrying the approver's Ed25519 signature over the payload of
     :func:`approval_payload_for`, verified with their confirmed member key, signed in the
@@ -463,17 +464,35 @@ def legal_request_approve(
         actor_key_id=key.key_id,
         actor_signature=signature,
     )
-    return DsrApproval.objects.create(
-        request=request,
-        purpose=purpose,
+    return Vote.objects.create(
+        request=_governed(request, purpose, filed_seq=filed.seq),
         approver=approver,
         role=role,
         key=key,
+        decision=signing.APPROVE,
+        reason=str(payload.get("reason", "")),
         payload=payload,
         signature=signature,
         event=event,
         created_at=event.created_at,
     )
+
+
+def _governed(request: LegalRequest, purpose: str, *, filed_seq: int) -> GovernedRequest:
+    """The governed request (kind ``legal-<purpose>``) the approvals of ``purpose`` of this
+    legal request are votes on: made with its first approval, filed by its DSR_OPENED."""
+    found, _made = GovernedRequest.objects.get_or_create(
+        kind=f"legal-{purpose}",
+        subject=str(request.pk),
+        defaults={
+            "payload": request.opened_event.payload if request.opened_event else {},
+            "reason": request.legal_basis,
+            "requested_by": request.requested_by,
+            "created_at": request.created_at,
+            "request_event_id": filed_seq,
+        },
+    )
+    return found
 
 
 def _require_identity(request: LegalRequest) -> int:

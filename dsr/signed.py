@@ -1,7 +1,7 @@
 """What the signed ledger says about a legal request: who opened it and on what terms
 (``DSR_OPENED``), whether and where its identity check is (``DSR_IDENTITY_VERIFIED``), which
 ``DSR_APPROVAL`` events verify and count, what its releases are, and the table check that
-names every ``dsr_dsrapproval`` / ``dsr_dsrrelease`` row that differs from its event.
+names every legal approval vote / ``dsr_dsrrelease`` row that differs from its event.
 
 Every approved action (the erasure, the bundle's release, the fulfilment) decides from here,
 never from a table row: a row inserted by hand counts for nothing and ``governance verify``
@@ -22,7 +22,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from dsr import conf, scope
-from dsr.models import DsrApproval, DsrRelease, LegalRequest
+from dsr.models import DsrRelease, LegalRequest
 from governance import codes, ledger, membership, reconcile, signing
 from governance.models import GovernanceEvent
 from replay.canonical import jcs
@@ -32,6 +32,8 @@ _OPENED = codes.code_of(codes.DSR_OPENED)
 _IDENTITY = codes.code_of(codes.DSR_IDENTITY_VERIFIED)
 _APPROVAL = codes.code_of(codes.DSR_APPROVAL)
 _REVEALED = codes.code_of(codes.PII_REVEALED)
+#: the kinds of governed request a legal request's approvals are votes on
+LEGAL_KINDS = tuple(f"legal-{purpose}" for purpose in signing.DSR_PURPOSES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,54 +346,20 @@ def covered(request: LegalRequest) -> tuple[Approvals, list[dict[str, Any]] | No
 # --- the table check (``governance verify``) ----------------------------------------------------
 
 
-def _approval_rows() -> Iterator[reconcile.ApprovalRow]:
-    for r in (
-        DsrApproval.objects.order_by("event_id")
-        .values_list(
-            "id",
-            "event_id",
-            "approver_id",
-            "role",
-            "key__key_id",
-            "payload",
-            "signature",
-            "request_id",
-            "purpose",
-        )
-        .iterator(chunk_size=2000)
-    ):
-        yield reconcile.ApprovalRow(
-            id=r[0],
-            event_id=r[1],
-            request_id=None,
-            halt_id=None,
-            production_id=None,
-            role_grant_id=None,
-            approver_id=r[2],
-            role=r[3],
-            key_id=r[4],
-            decision=signing.APPROVE,
-            payload=r[5],
-            signature=r[6],
-            legal_request_id=str(r[7]),
-            purpose=r[8],
-        )
-
-
 def _release_problem(row: scope.ReleaseRow, event: reconcile.VoteEvent) -> str | None:
     return scope.release_problem(row, event.actor_id, event.payload)
 
 
 def table_mismatches() -> Iterator[reconcile.Mismatch]:
-    """Every ``dsr_dsrapproval`` row against its DSR_APPROVAL event (and every such event
-    with no row), every ``dsr_dsrrelease`` row against its PII_REVEALED event (and every
-    PII_REVEALED naming a legal request with no row): registered with
+    """Every legal approval vote (``governance_vote``) against its DSR_APPROVAL event (and
+    every such event with no row), every ``dsr_dsrrelease`` row against its PII_REVEALED
+    event (and every PII_REVEALED naming a legal request with no row): registered with
     ``governance.ledger.tables_register``."""
     yield from reconcile.approvals(
-        _approval_rows(),
+        ledger.vote_rows(LEGAL_KINDS),
         ledger.vote_events(reconcile.DSR_VOTE_CODES),
         ledger.event_type_of,
-        table=DsrApproval._meta.db_table,
+        table=reconcile.VOTES_TABLE,
     )
     revealed = (
         e

@@ -31,14 +31,19 @@ from django.utils import timezone
 
 from governance import chain, codes, keystore, reconcile, signing, transparency
 from governance.models import (
-    Approval,
+    KIND_FORCE_CONTINUE,
+    KIND_HALT_CLEAR,
+    KIND_PRODUCTION_REPLAY,
+    KIND_ROLE_GRANT,
     ForceContinueRequest,
     GovernanceEvent,
+    GovernedRequest,
     MemberKey,
     MerkleNode,
     ProductionReplayRequest,
     RoleGrantRequest,
     SigningKey,
+    Vote,
 )
 
 #: an arbitrary constant naming the ledger's advisory lock ("gov-ledg")
@@ -716,30 +721,58 @@ def _uuid_text(value: Any) -> str | None:
     return str(value) if value is not None else None
 
 
-def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
-    rows = (
-        reconcile.ApprovalRow(
-            id=r[0],
-            event_id=r[1],
-            request_id=_uuid_text(r[2]),
-            halt_id=r[3],
-            production_id=_uuid_text(r[4]),
-            role_grant_id=_uuid_text(r[5]),
-            approver_id=r[6],
-            role=r[7],
-            key_id=r[8],
-            decision=r[9],
-            payload=r[10],
-            signature=r[11],
-        )
-        for r in Approval.objects.order_by("event_id")
+#: the column of ``reconcile.ApprovalRow`` a vote's request goes in, per kind
+_VOTE_LINK = {
+    KIND_FORCE_CONTINUE: "request_id",
+    KIND_PRODUCTION_REPLAY: "production_id",
+    KIND_ROLE_GRANT: "role_grant_id",
+}
+
+
+#: a kind of an app's whose votes name their subject as another request (a legal request's
+#: approvals, ``legal-<purpose>``): the prefix before the purpose
+_LEGAL_PREFIX = "legal-"
+
+
+def _vote_row(r: tuple[Any, ...]) -> reconcile.ApprovalRow:
+    request_id, kind, subject = _uuid_text(r[2]), r[3], r[4]
+    links: dict[str, Any] = {"request_id": None, "production_id": None, "role_grant_id": None}
+    halt_id = legal_request_id = purpose = None
+    if kind in _VOTE_LINK:
+        links[_VOTE_LINK[kind]] = request_id
+    elif kind.startswith(_LEGAL_PREFIX):
+        legal_request_id, purpose = subject, kind.removeprefix(_LEGAL_PREFIX)
+    else:
+        halt_id = int(subject) if kind == KIND_HALT_CLEAR and subject.isdigit() else subject
+    return reconcile.ApprovalRow(
+        id=r[0],
+        event_id=r[1],
+        halt_id=halt_id,
+        approver_id=r[5],
+        role=r[6],
+        key_id=r[7],
+        decision=r[8],
+        payload=r[9],
+        signature=r[10],
+        legal_request_id=legal_request_id,
+        purpose=purpose,
+        **links,
+    )
+
+
+def vote_rows(kinds: Iterable[str]) -> Iterator[reconcile.ApprovalRow]:
+    """The votes on requests of these kinds, streamed in ``event_id`` order, as the table
+    checks read them."""
+    return (
+        _vote_row(r)
+        for r in Vote.objects.filter(request__kind__in=list(kinds))
+        .order_by("event_id")
         .values_list(
             "id",
             "event_id",
             "request_id",
-            "halt_id",
-            "production_id",
-            "role_grant_id",
+            "request__kind",
+            "request__subject",
             "approver_id",
             "role",
             "key__key_id",
@@ -749,6 +782,12 @@ def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
         )
         .iterator(chunk_size=2000)
     )
+
+
+def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
+    """The council's votes (every kind but the legal ones, which ``dsr`` checks) against the
+    signed vote events."""
+    rows = vote_rows([*_VOTE_LINK, KIND_HALT_CLEAR])
     yield from reconcile.approvals(rows, vote_events(reconcile.VOTE_CODES), event_type_of)
 
 
@@ -846,6 +885,7 @@ def _filed_terms(extra: _RequestTerms, actor_id: Any, payload: Any) -> dict[str,
         "expires_at": p.get("expires_at"),
         "reason": p.get("reason"),
         "requested_by": f"user {actor_id}",
+        "payload": payload,
     }
     terms.update({term: p.get(term) for term in extra})
     return terms
@@ -862,17 +902,19 @@ def _request_rows(model: Any, extra: _RequestTerms) -> Iterator[reconcile.Reques
         "expires_at",
         "reason",
         "requested_by_id",
+        "payload",
         *columns,
     ):
         terms = {
             "expires_at": _time_text(r[4]),
             "reason": r[5],
             "requested_by": f"user {r[6]}",
+            "payload": r[7],
         }
         terms.update(
             {
                 term: spell(value)
-                for (term, (_c, spell)), value in zip(extra.items(), r[7:], strict=True)
+                for (term, (_c, spell)), value in zip(extra.items(), r[8:], strict=True)
             }
         )
         yield reconcile.RequestRow(str(r[0]), r[1], r[2], r[3], terms)
@@ -897,7 +939,7 @@ def _request_mismatches() -> Iterator[reconcile.Mismatch]:
                 filed[request_id] = reconcile.Filing(seq, _filed_terms(extra, actor_id, payload))
         yield from reconcile.requests(
             label=label,
-            table=model._meta.db_table,
+            table=GovernedRequest._meta.db_table,  # what the filing and decision set
             rows=_request_rows(model, extra),
             filed=filed,
             decided=decided,
@@ -950,6 +992,52 @@ def verify_after(
 #: table checks other apps add (``tables_register``): each yields its rows' mismatches
 _TABLE_CHECKS: list[Callable[[], Iterable[reconcile.Mismatch]]] = []
 
+#: the kinds of governed request whose row an event of another kind opens (no filing of their
+#: own): kind -> the event type that opens it (other apps add theirs: ``opened_by_register``)
+_OPENED_BY: dict[str, str] = {KIND_HALT_CLEAR: codes.FORCE_HALT_REPLAY}
+_FILED_KINDS = (KIND_FORCE_CONTINUE, KIND_PRODUCTION_REPLAY, KIND_ROLE_GRANT)
+
+
+def opened_by_register(kind: str, event_type: str) -> None:
+    """An app's kind of governed request whose row ``event_type`` opens (a legal request's
+    approvals: its ``DSR_OPENED``), so ``governance verify`` checks those rows too."""
+    _OPENED_BY[kind] = event_type
+
+
+def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
+    """Every governed request row not filed by a request event of its own (halt clears, an
+    app's kinds, or a kind nothing files) against the event it names."""
+    rows = [
+        reconcile.GovernedRow(str(r[0]), *r[1:])
+        for r in GovernedRequest.objects.exclude(kind__in=_FILED_KINDS)
+        .order_by("created_at", "id")
+        .values_list(
+            "id", "kind", "subject", "payload", "state", "request_event_id", "decision_event_id"
+        )
+    ]
+    if not rows:
+        return
+    openings = {
+        seq: reconcile.Opening(seq, type_, payload)
+        for seq, type_, payload in GovernanceEvent.objects.filter(
+            seq__in={r.request_event_id for r in rows}
+        ).values_list("seq", "type", "payload")
+    }
+    decided: dict[str, int] = {}
+    for seq, halt_seq in (
+        GovernanceEvent.objects.filter(code=codes.code_of(codes.FORCE_HALT_CLEAR))
+        .order_by("seq")
+        .values_list("seq", "payload__halt_seq")
+    ):
+        decided.setdefault(f"{KIND_HALT_CLEAR} {halt_seq}", seq)
+    yield from reconcile.governed_requests(
+        rows=rows,
+        openings=openings,
+        opened_by=_OPENED_BY,
+        decided=decided,
+        table=GovernedRequest._meta.db_table,
+    )
+
 
 def tables_register(check: Callable[[], Iterable[reconcile.Mismatch]]) -> None:
     """Add an app's table check (its ``AppConfig.ready``): ``governance verify``, the ledger
@@ -960,7 +1048,12 @@ def tables_register(check: Callable[[], Iterable[reconcile.Mismatch]]) -> None:
 
 def tables_check() -> list[reconcile.Mismatch]:
     """Every row of the tables the decisions depend on that disagrees with the ledger."""
-    found = [*_approval_mismatches(), *_member_key_mismatches(), *_request_mismatches()]
+    found = [
+        *_approval_mismatches(),
+        *_member_key_mismatches(),
+        *_request_mismatches(),
+        *_governed_mismatches(),
+    ]
     for check in _TABLE_CHECKS:
         found.extend(check())
     return found

@@ -1,6 +1,6 @@
 """Governance rows: the append-only ledger, the key registries, force-continue and approvals.
 
-Append-only at two levels: ``GovernanceEvent`` and ``Approval`` refuse update and delete in
+Append-only at two levels: ``GovernanceEvent`` and ``Vote`` refuse update and delete in
 the model layer (instances *and* querysets), and migration 0002 installs database triggers
 that refuse UPDATE, DELETE and TRUNCATE (PostgreSQL) for any SQL whatsoever.
 
@@ -232,9 +232,24 @@ class ApiToken(models.Model):
         return f"API token {self.prefix}… of {self.user}"
 
 
-class CouncilRequest(models.Model):
-    """What every request the council signs on has: who asked, why, until when, and how it
-    was decided (the ledger events of the request and of the decision)."""
+#: the kinds of governed request (``governance.requests`` registry names) that have a row
+KIND_FORCE_CONTINUE = "force-continue"
+KIND_PRODUCTION_REPLAY = "production-replay"
+KIND_ROLE_GRANT = "role-grant"
+KIND_HALT_CLEAR = "halt-clear"
+
+
+class GovernedRequest(models.Model):
+    """One governed request of any kind: what is asked (``payload``, exactly what its filing
+    event signed), of what ``subject`` (a run id, trace pk, user id, halt seq or legal request
+    id, as text), who filed it, until when, and how it was decided (the ledger events of the
+    request and of the decision). Kind-specific columns that need referential integrity live
+    in the per-kind tables joined 1:1 (``ForceContinueRequest`` ...).
+
+    Halt clears and the approvals of a legal request (release, erasure) have a row too,
+    created when the first vote is recorded (the halt's or the legal request's event is its
+    ``request_event``; nobody filed a halt). The database allows only the transitions the
+    ledger records (pending to approved or rejected) and no delete (migration 0010)."""
 
     class State(models.TextChoices):
         PENDING = "pending", "pending"
@@ -242,29 +257,51 @@ class CouncilRequest(models.Model):
         REJECTED = "rejected", "rejected"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    reason = models.TextField()
+    kind = models.CharField(max_length=64)
+    subject = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    expires_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     created_at = models.DateTimeField()
-    request_event = models.OneToOneField(
-        GovernanceEvent, on_delete=models.PROTECT, related_name="+"
-    )
+    request_event = models.ForeignKey(GovernanceEvent, on_delete=models.PROTECT, related_name="+")
     decision_event = models.OneToOneField(
         GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
 
+    #: the kind a per-kind model's rows are (set by each subclass)
+    KIND = ""
+
     class Meta:
-        abstract = True
+        db_table = "governance_request"
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "request_event"], name="governance_request_one_per_filing"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} ({self.state})"
+
+    def subject_key(self) -> str:
+        """The subject of a per-kind row, as the ``subject`` column spells it."""
+        return self.subject
 
 
-class ForceContinueRequest(CouncilRequest):
+#: the council's requests were rows of this name before they became governed requests
+CouncilRequest = GovernedRequest
+
+
+class ForceContinueRequest(GovernedRequest):
     """Continue one diverged run past the step where it diverged (one admin and a council
     quorum); on quorum the resumed run is queued, non-authoritative."""
+
+    KIND = KIND_FORCE_CONTINUE
 
     run = models.ForeignKey(
         "replay.ReplayRun", on_delete=models.PROTECT, related_name="force_continue_requests"
@@ -279,20 +316,25 @@ class ForceContinueRequest(CouncilRequest):
         related_name="force_continue_origin",
     )
 
-    class Meta(CouncilRequest.Meta):
-        pass
+    class Meta:
+        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"force-continue {self.id} ({self.state})"
 
+    def subject_key(self) -> str:
+        return str(self.run_id)
 
-class ProductionReplayRequest(CouncilRequest):
+
+class ProductionReplayRequest(GovernedRequest):
     """A request that a council quorum approve one production replay of one stored trace.
 
     Production replay needs the auditor and admin roles held together; anyone holding one of
     them may instead ask the council. On quorum the run is queued for the requester at once
     (``run``), so an approval authorises exactly one run of exactly these bytes.
     """
+
+    KIND = KIND_PRODUCTION_REPLAY
 
     trace = models.ForeignKey(
         "replay.Trace", on_delete=models.PROTECT, related_name="production_requests"
@@ -305,66 +347,50 @@ class ProductionReplayRequest(CouncilRequest):
         related_name="production_approval",
     )
 
-    class Meta(CouncilRequest.Meta):
-        pass
+    class Meta:
+        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"production replay {self.id} ({self.state})"
 
+    def subject_key(self) -> str:
+        return str(self.trace_id)
 
-class RoleGrantRequest(CouncilRequest):
+
+class RoleGrantRequest(GovernedRequest):
     """An admin's request that ``user`` be granted admin or council (``roles``): it takes
     effect only once a council quorum signed it (a ROLE_GRANT_APPROVED event)."""
+
+    KIND = KIND_ROLE_GRANT
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="role_grants"
     )
     roles = models.JSONField()  # the roles to add, sorted
 
-    class Meta(CouncilRequest.Meta):
-        pass
+    class Meta:
+        ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"role grant {self.id} ({self.state})"
 
+    def subject_key(self) -> str:
+        return str(self.user_id)
 
-class Approval(AppendOnlyModel):
-    """One signed vote: on a force-continue request, toward clearing a halt, on a production
-    replay request, or on a role grant (exactly one of ``request``, ``halt``, ``production``,
-    ``role_grant``).
+
+class Vote(AppendOnlyModel):
+    """One signed decision on one governed request, of any kind (force-continue, production
+    replay, role grant, halt clear, a legal request's release or erasure approval).
 
     A mirror of its ledger ``event``: tallies and decisions count the signed vote events
     (``governance.selectors.force_continue_ballots`` ...), and ``governance verify`` names a
-    row that differs from its event."""
+    row that differs from its event. Append-only in the database (migration 0010)."""
 
     class Decision(models.TextChoices):
         APPROVE = "approve", "approve"
         DENY = "deny", "deny"
 
-    request = models.ForeignKey(
-        ForceContinueRequest,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="approvals",
-    )
-    halt = models.ForeignKey(
-        GovernanceEvent, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    production = models.ForeignKey(
-        ProductionReplayRequest,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="approvals",
-    )
-    role_grant = models.ForeignKey(
-        RoleGrantRequest,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="approvals",
-    )
+    request = models.ForeignKey(GovernedRequest, on_delete=models.PROTECT, related_name="approvals")
     approver = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="governance_approvals"
     )
@@ -380,75 +406,13 @@ class Approval(AppendOnlyModel):
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
+        db_table = "governance_vote"
         ordering = ["created_at", "id"]
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(
-                    request__isnull=False,
-                    halt__isnull=True,
-                    production__isnull=True,
-                    role_grant__isnull=True,
-                )
-                | models.Q(
-                    request__isnull=True,
-                    halt__isnull=False,
-                    production__isnull=True,
-                    role_grant__isnull=True,
-                )
-                | models.Q(
-                    request__isnull=True,
-                    halt__isnull=True,
-                    production__isnull=False,
-                    role_grant__isnull=True,
-                )
-                | models.Q(
-                    request__isnull=True,
-                    halt__isnull=True,
-                    production__isnull=True,
-                    role_grant__isnull=False,
-                ),
-                name="approval_one_of_four_subjects",
-            ),
             models.UniqueConstraint(
-                fields=["request", "approver"],
-                condition=models.Q(request__isnull=False),
-                name="approval_once_per_person",
+                fields=["request", "approver"], name="governance_vote_once_per_person"
             ),
-            models.UniqueConstraint(
-                fields=["request", "key"],
-                condition=models.Q(request__isnull=False),
-                name="approval_once_per_key",
-            ),
-            models.UniqueConstraint(
-                fields=["halt", "approver"],
-                condition=models.Q(halt__isnull=False),
-                name="halt_approval_once_per_person",
-            ),
-            models.UniqueConstraint(
-                fields=["halt", "key"],
-                condition=models.Q(halt__isnull=False),
-                name="halt_approval_once_per_key",
-            ),
-            models.UniqueConstraint(
-                fields=["production", "approver"],
-                condition=models.Q(production__isnull=False),
-                name="production_approval_once_per_person",
-            ),
-            models.UniqueConstraint(
-                fields=["production", "key"],
-                condition=models.Q(production__isnull=False),
-                name="production_approval_once_per_key",
-            ),
-            models.UniqueConstraint(
-                fields=["role_grant", "approver"],
-                condition=models.Q(role_grant__isnull=False),
-                name="role_grant_approval_once_per_person",
-            ),
-            models.UniqueConstraint(
-                fields=["role_grant", "key"],
-                condition=models.Q(role_grant__isnull=False),
-                name="role_grant_approval_once_per_key",
-            ),
+            models.UniqueConstraint(fields=["request", "key"], name="governance_vote_once_per_key"),
         ]
 
     def __str__(self) -> str:

@@ -4,11 +4,11 @@ Django; ``governance.ledger.tables_check`` streams the rows in and collects what
 The ledger is the source of truth. A table row is a convenience (a foreign key to point at, a
 column to filter on) and must say exactly what the ledger says:
 
-* every ``Approval`` row matches exactly one signed vote event (``FORCE_CONTINUE_APPROVAL``,
-  ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``, ``ROLE_GRANT_APPROVAL``): same
-  subject, decision, role,
+* every ``Vote`` row (``governance_vote``) matches exactly one signed vote event
+  (``FORCE_CONTINUE_APPROVAL``, ``PRODUCTION_REPLAY_APPROVAL``, ``HALT_CLEAR_APPROVAL``,
+  ``ROLE_GRANT_APPROVAL``): same subject, decision, role,
   signer, key, signature and payload; every such event has its row; a legal request's
-  approval rows (``dsr_dsrapproval``) and ``DSR_APPROVAL`` events the same way, and other
+  approval votes and ``DSR_APPROVAL`` events the same way, and other
   rows bound one to one to events (a legal request's releases) through
   :func:`against_events`, the same merge;
 * every ``MemberKey`` row is a key the ledger added (same owner, public key, fingerprint), is
@@ -32,7 +32,7 @@ from governance import codes
 from governance.chain import Break, ChainResult, MemberKeyState
 from governance.signing import APPROVE, ROLE_COUNCIL, format_time
 
-APPROVALS_TABLE: Final = "governance_approval"
+VOTES_TABLE: Final = "governance_vote"  # every kind's votes, in one table
 MEMBER_KEYS_TABLE: Final = "governance_memberkey"
 
 _FORCE_CONTINUE_VOTE = codes.code_of(codes.FORCE_CONTINUE_APPROVAL)
@@ -41,14 +41,14 @@ _HALT_VOTE = codes.code_of(codes.HALT_CLEAR_APPROVAL)
 _ROLE_GRANT_VOTE = codes.code_of(codes.ROLE_GRANT_APPROVAL)
 _DSR_VOTE = codes.code_of(codes.DSR_APPROVAL)
 #: the signed vote events of the council's requests, each with the payload field naming its
-#: subject (their rows are ``governance_approval``)
+#: subject (their rows are ``governance_vote``)
 VOTE_CODES: Final = {
     _FORCE_CONTINUE_VOTE: "request_id",
     _PRODUCTION_VOTE: "request_id",
     _HALT_VOTE: "halt_seq",
     _ROLE_GRANT_VOTE: "request_id",
 }
-#: the signed approvals of legal requests (their rows are the dsr app's ``dsr_dsrapproval``)
+#: the signed approvals of legal requests (their rows are ``governance_vote`` too)
 DSR_VOTE_CODES: Final = {_DSR_VOTE: "request_id"}
 
 
@@ -79,7 +79,7 @@ class ApprovalRow:
     decision: str
     payload: Any
     signature: str
-    #: a legal request's approval (``dsr_dsrapproval``): the request and what it approves
+    #: a legal request's approval vote: the request and what it approves
     legal_request_id: str | None = None
     purpose: str | None = None
 
@@ -205,12 +205,11 @@ def approvals(
     events: Iterable[VoteEvent],
     type_of: Callable[[int], str | None],
     *,
-    table: str = APPROVALS_TABLE,
+    table: str = VOTES_TABLE,
 ) -> Iterator[Mismatch]:
-    """Approval ``rows`` (ordered by ``event_id``) against the signed vote ``events`` (ordered
-    by seq) that each must have one: the council's in ``governance_approval``, or a legal
-    request's in ``table``. ``type_of(seq)`` names an event a row points at that is not a vote
-    (asked only for such rows)."""
+    """Vote ``rows`` (ordered by ``event_id``, rows of ``table``: ``governance_vote``) against
+    the signed vote ``events`` (ordered by seq) that each must have one. ``type_of(seq)``
+    names an event a row points at that is not a vote (asked only for such rows)."""
     return against_events(
         rows,
         events,
@@ -368,6 +367,89 @@ def requests(
                 f"ledger event {filing.seq} filed {label} request {request_id}, which is not in "
                 "the table",
             )
+
+
+@dataclass(frozen=True, slots=True)
+class GovernedRow:
+    """A ``governance_request`` row a ledger event opened without a filing of its own (a halt
+    clear, a legal request's approval), or of a kind nothing files."""
+
+    id: str
+    kind: str
+    subject: str
+    payload: Any
+    state: str
+    request_event_id: int
+    decision_event_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """The ledger event a governed request names as its filing: its seq, type and payload."""
+
+    seq: int
+    type: str
+    payload: Any
+
+
+def _subject_of_opening(kind: str, opening: Opening) -> str:
+    """What the opening event says the request's subject is: a halt's seq, else the payload's
+    ``request_id`` (a legal request's id)."""
+    if kind == "halt-clear":
+        return str(opening.seq)
+    payload = opening.payload if isinstance(opening.payload, Mapping) else {}
+    return str(payload.get("request_id"))
+
+
+def _governed_problem(
+    row: GovernedRow,
+    opening: Opening | None,
+    opened_by: Mapping[str, str],
+    decided: Mapping[str, int],
+) -> str | None:
+    name = f"{row.kind} request {row.id}"
+    if row.kind not in opened_by:
+        return f"governed request {row.id} has kind {row.kind!r}, which no kind files"
+    if opening is None or opening.type != opened_by[row.kind]:
+        found = opening.type if opening is not None else "no event"
+        return (
+            f"{name} names event {row.request_event_id} as its filing, which is {found}, not "
+            f"{opened_by[row.kind]}"
+        )
+    subject = _subject_of_opening(row.kind, opening)
+    if row.subject != subject:
+        return f"{name} has subject {row.subject}, its filing event {opening.seq} says {subject}"
+    if row.payload != opening.payload:
+        return f"{name}'s payload differs from its filing event {opening.seq}'s"
+    decision = decided.get(f"{row.kind} {row.subject}")
+    state = "approved" if decision is not None else "pending"
+    if row.state != state:
+        return f"{name} is {row.state} in the table, the ledger says {state}"
+    if row.decision_event_id != decision:
+        return (
+            f"{name} names event {row.decision_event_id} as its decision, the ledger's is "
+            f"{decision}"
+        )
+    return None
+
+
+def governed_requests(
+    *,
+    rows: Iterable[GovernedRow],
+    openings: Mapping[int, Opening],
+    opened_by: Mapping[str, str],
+    decided: Mapping[str, int],
+    table: str,
+) -> Iterator[Mismatch]:
+    """Governed request ``rows`` that no filing event of their own filed (halt clears, legal
+    approvals, or an unknown kind) against the ledger: the event each names (``openings`` by
+    seq) is of the type ``opened_by[kind]``, its subject and payload are the row's, and the
+    row is approved exactly when ``decided`` (by ``"<kind> <subject>"``) names its decision
+    event, else pending."""
+    for row in rows:
+        problem = _governed_problem(row, openings.get(row.request_event_id), opened_by, decided)
+        if problem is not None:
+            yield Mismatch(codes.TABLE_REQUEST, table, row.id, problem)
 
 
 @dataclass(frozen=True, slots=True)

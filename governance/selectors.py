@@ -204,7 +204,7 @@ class Ballot:
     """One signed vote as the ledger has it: what the pages list and the tallies count.
 
     Read from the vote events themselves (signer, key, signed decision and role), never from
-    the Approval rows, which only mirror them (``governance verify`` checks that they do).
+    the Vote rows, which only mirror them (``governance verify`` checks that they do).
     """
 
     seq: int

@@ -114,3 +114,80 @@ def expiry_only_operation(table: str, columns: tuple[str, ...], column: str):
             schema_editor.execute(sql, params=None)
 
     return migrations.RunPython(forwards, backwards)
+
+
+def decision_only_sql(
+    vendor: str,
+    table: str,
+    *,
+    fixed: tuple[str, ...],
+    once: tuple[str, ...] = (),
+    decision: bool = False,
+) -> list[str]:
+    """Narrow `table`'s append-only guard (installed first, :func:`append_only_sql`) to the
+    updates a decision makes: with ``decision``, ``state`` from ``pending`` to ``approved`` or
+    ``rejected`` with ``decision_event_id`` and ``decided_at`` set from NULL; each column of
+    ``once`` may go from NULL to a value (or stay as it is). Every column of ``fixed`` must
+    stay as it is (SQLite compares each; PostgreSQL compares the whole row but the columns a
+    decision sets). DELETE and TRUNCATE stay refused."""
+    moving = (*once, *(("state", "decision_event_id", "decided_at") if decision else ()))
+    if vendor == "sqlite":
+        same = [f"NEW.{c} IS OLD.{c}" for c in fixed]
+    elif vendor == "postgresql":
+        minus = "".join(f" - '{c}'" for c in moving)
+        same = [f"(to_jsonb(NEW){minus}) = (to_jsonb(OLD){minus})"]
+    else:
+        raise NotImplementedError(f"no append-only triggers for database vendor {vendor!r}")
+    distinct = "IS NOT DISTINCT FROM" if vendor == "postgresql" else "IS"
+    allowed = [*same, *(f"(OLD.{c} IS NULL OR NEW.{c} {distinct} OLD.{c})" for c in once)]
+    if decision:
+        allowed += [
+            "OLD.state = 'pending'",
+            "NEW.state IN ('approved', 'rejected')",
+            "OLD.decision_event_id IS NULL",
+            "NEW.decision_event_id IS NOT NULL",
+            "NEW.decided_at IS NOT NULL",
+        ]
+    condition = " AND ".join(allowed)
+    if vendor == "sqlite":
+        return [
+            f"DROP TRIGGER IF EXISTS {table}_no_update;",
+            f"""CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+                WHEN NOT ({condition})
+                BEGIN SELECT RAISE(ABORT, '{table} is append-only: UPDATE refused'); END;""",
+        ]
+    return [
+        f"""CREATE OR REPLACE FUNCTION {table}_decide_only() RETURNS trigger AS $$
+           BEGIN
+             IF TG_OP = 'UPDATE' AND {condition} THEN
+               RETURN NEW;
+             END IF;
+             RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+               USING ERRCODE = 'insufficient_privilege';
+           END; $$ LANGUAGE plpgsql;""",
+        f"DROP TRIGGER IF EXISTS {table}_no_rewrite ON {table};",
+        f"""CREATE TRIGGER {table}_no_rewrite BEFORE UPDATE OR DELETE ON {table}
+            FOR EACH ROW EXECUTE FUNCTION {table}_decide_only();""",
+    ]
+
+
+def decision_only_operation(
+    table: str, *, fixed: tuple[str, ...], once: tuple[str, ...] = (), decision: bool = False
+):
+    """A RunPython operation installing the append-only guard on `table` narrowed to a
+    decision's updates (:func:`decision_only_sql`); backwards, it drops the guard."""
+    from django.db import migrations
+
+    def forwards(apps, schema_editor):
+        vendor = schema_editor.connection.vendor
+        for sql in [
+            *append_only_sql(vendor, table),
+            *decision_only_sql(vendor, table, fixed=fixed, once=once, decision=decision),
+        ]:
+            schema_editor.execute(sql, params=None)
+
+    def backwards(apps, schema_editor):
+        for sql in drop_append_only_sql(schema_editor.connection.vendor, table):
+            schema_editor.execute(sql, params=None)
+
+    return migrations.RunPython(forwards, backwards)

@@ -127,33 +127,46 @@ _GUARDED_TABLES_SQL = {
 }
 
 
+_TRIGGER_SQL = {
+    # the exact statements that made a table's triggers, to put them back as they were
+    "sqlite": "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s "
+    "AND name IN (tbl_name || '_no_update', tbl_name || '_no_delete')",
+    "postgresql": "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t "
+    "JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND c.relname = %s "
+    "AND t.tgname IN (c.relname || '_no_rewrite', c.relname || '_no_truncate')",
+}
+
+
 @pytest.fixture
 def flushable_transactional_db(transactional_db):
     """`transactional_db` for tests that need it (a live server, a worker process).
 
     Such a test ends with a flush of every table, which the append-only triggers rightly
     refuse. The triggers are lifted while the test runs (the model-level guard still holds)
-    and put back by the `post_migrate` signal that the flush itself sends when it is done, so
+    and put back, exactly as they were (a guard narrowed to a decision's updates stays
+    narrowed), by the `post_migrate` signal that the flush itself sends when it is done, so
     the order in which pytest tears fixtures down does not matter.
     """
     from django.db import connection
     from django.db.models.signals import post_migrate
 
-    from replay.dbguards import append_only_sql, drop_append_only_sql
+    from replay.dbguards import drop_append_only_sql
 
     with connection.cursor() as cur:
         cur.execute(_GUARDED_TABLES_SQL[connection.vendor])
         lifted = sorted(row[0] for row in cur.fetchall())
+        made: list[str] = []
         for table in lifted:
+            cur.execute(_TRIGGER_SQL[connection.vendor], [table])
+            made += [row[0] for row in cur.fetchall()]
             for sql in drop_append_only_sql(connection.vendor, table):
                 cur.execute(sql)
 
     def restore(**kwargs) -> None:
         post_migrate.disconnect(dispatch_uid="tests.restore_append_only")
         with connection.cursor() as cur:
-            for table in lifted:
-                for sql in append_only_sql(connection.vendor, table):
-                    cur.execute(sql)
+            for sql in made:
+                cur.execute(sql)
 
     post_migrate.connect(restore, dispatch_uid="tests.restore_append_only", weak=False)
 

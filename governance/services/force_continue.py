@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from governance import codes, conf, council, ledger, selectors, signing
 from governance import roles as matrix
-from governance.models import Approval, ForceContinueRequest, GovernanceEvent
+from governance.models import ForceContinueRequest, GovernanceEvent, Vote
 from governance.services.actors import actor_require
 from governance.services.replays import _enqueue, _replay_request
 from governance.services.votes import (
@@ -140,7 +140,7 @@ def force_continue_payload_for(
 @transaction.atomic(durable=True)
 def approval_record(
     *, request: ForceContinueRequest, approver: Any, document: Mapping[str, Any]
-) -> Approval:
+) -> Vote:
     """Record one signed approval or denial of a force-continue request, then decide.
 
     ``document`` is the signed approval (``{"payload", "key_id", "alg", "signature"}``) the
@@ -149,7 +149,7 @@ def approval_record(
     """
     ledger.lock()
     request = (
-        ForceContinueRequest.objects.select_for_update()
+        ForceContinueRequest.objects.select_for_update(of=("self", "governedrequest_ptr"))
         .select_related("run__trace")
         .get(id=request.id)
     )

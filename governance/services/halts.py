@@ -16,9 +16,11 @@ from governance.models import (
     HALT_SNAPSHOT,
     HALT_TARGET_KINDS,
     HALT_TRACE,
-    Approval,
+    KIND_HALT_CLEAR,
     GovernanceEvent,
+    GovernedRequest,
     Halt,
+    Vote,
 )
 from governance.services.votes import (
     _not_signed_by,
@@ -187,7 +189,7 @@ def halt_clear_refusal(
 @transaction.atomic(durable=True)
 def halt_clear_approval_record(
     *, halt_seq: int, approver: Any, document: Mapping[str, Any]
-) -> Approval:
+) -> Vote:
     """Record one council signature toward clearing a halt; on quorum, FORCE_HALT_CLEAR."""
     ledger.lock()
     halt = Halt.objects.active().filter(seq=halt_seq).first()
@@ -226,12 +228,12 @@ def halt_clear_approval_record(
         decision=signing.APPROVE,
         reason=reason,
         label=subject,
-        halt=halt,
+        request=(request := _halt_request(halt)),
     )
     ballots = selectors.halt_ballots(halt_seq=halt.seq)
     result = selectors.halt_tally(ballots=ballots)
     if result.state == council.APPROVED:
-        ledger.append(
+        request.decision_event = ledger.append(
             event_type=codes.FORCE_HALT_CLEAR,
             payload={
                 "halt_seq": halt.seq,
@@ -241,4 +243,23 @@ def halt_clear_approval_record(
             },
             idempotency_key=f"halt-clear:{halt.seq}",
         )
+        request.state = GovernedRequest.State.APPROVED
+        request.decided_at = request.decision_event.created_at
+        request.save(update_fields=["state", "decision_event", "decided_at"])
     return approval
+
+
+def _halt_request(halt: GovernanceEvent) -> GovernedRequest:
+    """The governed request (kind ``halt-clear``) the votes toward clearing ``halt`` are on:
+    made with the first vote; the halt event filed it, nobody asked."""
+    found, _made = GovernedRequest.objects.get_or_create(
+        kind=KIND_HALT_CLEAR,
+        request_event=halt,
+        defaults={
+            "subject": str(halt.seq),
+            "payload": halt.payload,
+            "reason": str(halt.payload.get("reason", "")),
+            "created_at": halt.created_at,
+        },
+    )
+    return found

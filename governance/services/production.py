@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from governance import codes, council, ledger, membership, selectors, signing
 from governance import roles as matrix
-from governance.models import Approval, ProductionReplayRequest
+from governance.models import ProductionReplayRequest, Vote
 from governance.services.replays import _enqueue, _replay_request
 from governance.services.votes import (
     _council_vote_record,
@@ -128,7 +128,7 @@ def production_replay_payload_for(
 @transaction.atomic(durable=True)
 def production_replay_approval_record(
     *, request: ProductionReplayRequest, approver: Any, document: Mapping[str, Any]
-) -> Approval:
+) -> Vote:
     """Record one council member's signed approval or denial of a production replay.
 
     On quorum this appends PRODUCTION_REPLAY_APPROVED and queues the production run for the
@@ -137,7 +137,7 @@ def production_replay_approval_record(
     """
     ledger.lock()
     request = (
-        ProductionReplayRequest.objects.select_for_update(of=("self",))
+        ProductionReplayRequest.objects.select_for_update(of=("self", "governedrequest_ptr"))
         .select_related("trace__blob", "requested_by")
         .get(id=request.id)
     )
@@ -149,7 +149,7 @@ def production_replay_approval_record(
         event_type=codes.PRODUCTION_REPLAY_APPROVAL,
         payload_for=production_replay_payload_for,
         ballots=selectors.production_ballots,
-        production=request,
+        request=request,
     )
     result = selectors.production_tally(request=request)
     if result.state != council.PENDING:

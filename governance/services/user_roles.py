@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from governance import codes, council, ledger, membership, selectors, signing
 from governance import roles as matrix
-from governance.models import Approval, GovernanceEvent, RoleGrantRequest
+from governance.models import GovernanceEvent, RoleGrantRequest, Vote
 from governance.services.votes import (
     _council_vote_record,
     _expiry,
@@ -210,7 +210,7 @@ def role_grant_payload_for(
 @transaction.atomic(durable=True)
 def role_grant_approval_record(
     *, request: RoleGrantRequest, approver: Any, document: Mapping[str, Any]
-) -> Approval:
+) -> Vote:
     """Record one council member's signed approval or denial of a role grant; on quorum the
     roles take effect (ROLE_GRANT_APPROVED), on the deny threshold ROLE_GRANT_REJECTED.
 
@@ -219,7 +219,7 @@ def role_grant_approval_record(
     """
     ledger.lock()
     request = (
-        RoleGrantRequest.objects.select_for_update()
+        RoleGrantRequest.objects.select_for_update(of=("self", "governedrequest_ptr"))
         .select_related("user", "requested_by")
         .get(id=request.id)
     )
@@ -232,7 +232,7 @@ def role_grant_approval_record(
         event_type=codes.ROLE_GRANT_APPROVAL,
         payload_for=role_grant_payload_for,
         ballots=selectors.role_grant_ballots,
-        role_grant=request,
+        request=request,
     )
     ballots = selectors.role_grant_ballots(request=request)
     result = selectors.role_grant_tally(request=request, ballots=ballots)

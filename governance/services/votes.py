@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from governance import codes, conf, council, ledger, selectors, signing
 from governance.membership import roles_before, user_has_role
-from governance.models import Approval, CouncilRequest, MemberKey
+from governance.models import CouncilRequest, MemberKey, Vote
 from replay.canonical import jcs
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
@@ -275,9 +275,9 @@ def _vote_append(
     reason: str,
     label: str,
     **subject: Any,
-) -> Approval:
-    """Append a signed vote to the ledger and keep its Approval row (request=, halt= or
-    production=), once per person and per key among the subject's signed ``ballots`` (the
+) -> Vote:
+    """Append a signed vote to the ledger and keep its Vote row (``request=``, the governed
+    request it decides), once per person and per key among the subject's signed ``ballots`` (the
     ledger's); ``label`` names the subject in refusals."""
     _not_twice(ballots=ballots, approver=approver, key=key, subject=label)
     event = ledger.append(
@@ -287,7 +287,7 @@ def _vote_append(
         actor_key_id=key.key_id,
         actor_signature=signature,
     )
-    return Approval.objects.create(
+    return Vote.objects.create(
         approver=approver,
         role=role,
         key=key,
@@ -327,6 +327,9 @@ def _request_file(
         actor=request.requested_by,
         idempotency_key=idempotency_key,
     )
+    request.kind = request.KIND
+    request.subject = request.subject_key()
+    request.payload = request.request_event.payload
     request.save(force_insert=True)
     return request
 
@@ -379,7 +382,7 @@ def _vote_opened(
 
 def _council_vote_record(
     request: CouncilRequest,
-    /,  # force-continue's Approval links it as request=, in ``subject``
+    /,  # the Vote row links it as request=, in ``subject``
     *,
     approver: Any,
     document: Mapping[str, Any],
@@ -389,14 +392,14 @@ def _council_vote_record(
     ballots: Callable[..., list[selectors.Ballot]],
     role: str | None = signing.ROLE_COUNCIL,
     **subject: Any,
-) -> Approval:
+) -> Vote:
     """One signed vote on a council request (force-continue, production replay, role grant):
     the request takes it (:func:`_vote_opened`), the decision is one the signer may make, the
     payload is what ``payload_for`` rebuilds for ``request``, the signer held the role before
     the request was filed, and it is appended once per person and per key among
     ``ballots(request=request)``. ``role`` is the role every vote is signed in, or None when
     the signer names theirs (force-continue's admin or council) in the payload; ``subject``
-    is the Approval row's link to ``request``. The caller tallies and decides."""
+    is the Vote row's link to ``request``. The caller tallies and decides."""
     label = f"request {request.id}"
     payload, key, signature = _vote_opened(
         request, approver=approver, document=document, type_=type_

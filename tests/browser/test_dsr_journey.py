@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from dsr.models import DsrApproval, DsrRelease, LegalRequest
+from dsr.models import DsrRelease, LegalRequest
 from governance import codes
+from governance.models import Vote
 from tests.browser.test_background_progress import thread_runner, trace_key  # noqa: F401
 from tests.browser.test_journeys import no_console_errors, sign_in
 from tests.console.personas import persona
@@ -81,8 +82,8 @@ def test_legal_opens_a_request_and_an_admin_approves_its_erasure_after_the_ident
     adam.wait_for_selector("text=Your signed approval is recorded in the ledger.")
     assert "approved" in adam.inner_text("#approval-erasure")
     shots(adam, "erasure-approved")
-    approval = DsrApproval.objects.get()
-    assert (approval.approver.username, approval.purpose) == ("adam", "erasure")
+    approval = Vote.objects.get()
+    assert (approval.approver.username, approval.payload["purpose"]) == ("adam", "erasure")
     no_console_errors(lena)
     no_console_errors(adam)
 
@@ -96,7 +97,7 @@ def test_an_admin_cannot_approve_the_erasure_they_requested(new_context, shots):
     adam.goto(f"/dsr/{legal.id}/approve/erasure/")
     assert codes.DSR_SELF_APPROVAL in adam.inner_text("#sign-blocker")
     shots(adam, "own-request")
-    assert not DsrApproval.objects.exists()
+    assert not Vote.objects.exists()
     no_console_errors(adam)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance.models import Approval
+from governance.models import Vote
 from tests.browser.test_journeys import no_console_errors
 from tests.browser.test_signing import browser_key_for, replayed
 from tests.console.personas import persona
@@ -68,5 +68,5 @@ def test_a_council_member_works_through_her_inbox(new_context, shots, trace_key)
     assert kinds == ["force-continue", "halt-clear"]
     shots(cora, "inbox-of-two")
     no_console_errors(cora)
-    vote = Approval.objects.get(production=production)
+    vote = Vote.objects.get(request=production)
     assert vote.approver.username == "cora"

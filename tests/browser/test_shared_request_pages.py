@@ -25,8 +25,7 @@ def test_a_council_member_signs_a_halt_clear_and_a_legal_approval_from_her_inbox
     new_context, shots, trace_key, settings
 ):
     from dsr import services as dsr_services
-    from dsr.models import DsrApproval
-    from governance.models import Approval, Halt
+    from governance.models import Halt, Vote
 
     settings.DSR_APPROVAL_BY = "council"  # this deployment has the council sign legal approvals
     for name in ("alice", "adam", "cora", "colin", "lena"):
@@ -79,10 +78,10 @@ def test_a_council_member_signs_a_halt_clear_and_a_legal_approval_from_her_inbox
 
     assert cora.inner_text("#nav-inbox") == "Inbox (0)"
     no_console_errors(cora)
-    vote = Approval.objects.get(halt_id=halt.seq)
+    vote = Vote.objects.get(request__kind="halt-clear", request__subject=str(halt.seq))
     assert vote.approver.username == "cora"
-    approval = DsrApproval.objects.get()
-    assert (approval.approver.username, approval.purpose, approval.role) == (
+    approval = Vote.objects.get(request__kind__startswith="legal-")
+    assert (approval.approver.username, approval.payload["purpose"], approval.role) == (
         "cora",
         "erasure",
         "council",

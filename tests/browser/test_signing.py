@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from governance.models import Approval, GovernanceEvent
+from governance.models import GovernanceEvent, Vote
 from tests.browser.test_journeys import no_console_errors, sign_in
 from tests.console.conftest import LONG_AGO, TRACE_KEY_ID, TRACE_SECRET, trace_bytes
 from tests.console.personas import persona
@@ -79,7 +79,7 @@ def test_a_council_member_denies_in_the_browser_after_typing_a_reason_and_asking
     cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
     shots(cora, "deny-recorded")
     no_console_errors(cora)
-    vote = Approval.objects.get(request=fc)
+    vote = Vote.objects.get(request=fc)
     assert (vote.approver.username, vote.decision, vote.reason) == ("cora", "deny", REASON)
     event = GovernanceEvent.objects.get(type="FORCE_CONTINUE_APPROVAL")
     assert event.payload["decision"] == "deny"
@@ -105,7 +105,7 @@ def test_a_council_member_signs_a_halt_clear_in_the_browser_after_typing_a_reaso
     cora.click("#sign-button")
     cora.wait_for_selector("text=Your signature toward clearing this halt is recorded.")
     no_console_errors(cora)
-    vote = Approval.objects.get(halt_id=halt.seq)
+    vote = Vote.objects.get(request__kind="halt-clear", request__subject=str(halt.seq))
     assert (vote.approver.username, vote.reason) == ("cora", reason)
     assert GovernanceEvent.objects.filter(type="HALT_CLEAR_APPROVAL").count() == 1
 
@@ -126,13 +126,13 @@ def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
     cora.fill("#payload-choices input[name=reason]", REASON)
     cora.click("#sign-button")  # the reason is typed but not yet in the payload shown
     cora.wait_for_selector(f'#payload-text:has-text(\'"reason":"{REASON}"\')')
-    assert not Approval.objects.exists()
+    assert not Vote.objects.exists()
     shots(cora, "payload-caught-up-with-the-reason")
 
     cora.click("#sign-button")
     cora.wait_for_selector("text=Your signed decision is recorded in the ledger.")
     no_console_errors(cora)
-    vote = Approval.objects.get(request=fc)
+    vote = Vote.objects.get(request=fc)
     assert (vote.decision, vote.reason) == ("deny", REASON)
 
 

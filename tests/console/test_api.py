@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from governance import services as gov_services
-from governance.models import Approval, ForceContinueRequest
+from governance.models import ForceContinueRequest, Vote
 from governance.signing import sign
 from replay.canonical import jcs
 from replay.models import ReplayRun, Trace
@@ -442,7 +442,7 @@ class TestForceContinue:
         )
         assert signed.status_code == 201
         assert signed.json()["approver"] == "cora"
-        assert Approval.objects.count() == 1
+        assert Vote.objects.count() == 1
 
     def test_a_forged_signature_is_refused_with_its_code(self, as_persona, replayed, member_key):
         run = replayed("diverged")

@@ -8,8 +8,9 @@ import pytest
 from django.urls import reverse
 
 from dsr import services
-from dsr.models import DsrApproval, LegalRequest
+from dsr.models import LegalRequest
 from governance import codes, signing
+from governance.models import Vote
 from replay.canonical import jcs
 from tests.console.personas import EVERYONE, client_for, persona
 
@@ -164,7 +165,7 @@ def test_the_four_eyes_flow_over_the_api(legal, member_key):
         "complete": True,
         "approvers": ["adam"],
     }
-    assert DsrApproval.objects.count() == 1
+    assert Vote.objects.count() == 1
 
 
 def test_the_schema_names_the_legal_request_endpoints(signers):

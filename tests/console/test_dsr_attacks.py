@@ -4,7 +4,7 @@
   release of another field (event 2 ``/user/name``, "Alan Turing") is refused, and no bundle
   hands over a value the approval did not sign;
 * an erasure approval signs the exact plan; a plan that changed since is refused, named;
-* one raw ``INSERT INTO dsr_dsrapproval`` for a request with no identity check and no
+* one raw ``INSERT INTO governance_vote`` for a request with no identity check and no
   approval, then ``manage.py dsr erase``: refused, nothing destroyed, and ``governance
   verify`` and the checkpoint check name the row;
 * approval and release rows are append-only in the database, and a row rewritten with the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 from django.core.management import call_command
@@ -24,9 +25,9 @@ from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 
 from dsr import access, bundle, services
-from dsr.models import DsrApproval, DsrRelease, LegalRequest
+from dsr.models import DsrRelease, LegalRequest
 from governance import codes, signing
-from governance.models import GovernanceEvent
+from governance.models import GovernanceEvent, Vote
 from privacy import subjects
 from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
@@ -49,7 +50,7 @@ def opened(kind: str, *, verify: bool = True) -> LegalRequest:
     return legal
 
 
-def approve(legal: LegalRequest, purpose: str, member_key) -> DsrApproval:
+def approve(legal: LegalRequest, purpose: str, member_key) -> Vote:
     key, private = member_key("adam")
     payload = services.approval_payload_for(request=legal, purpose=purpose)
     return services.legal_request_approve(
@@ -118,15 +119,17 @@ def drop_guard(table: str) -> None:
             cur.execute(sql)
 
 
-_INSERT_APPROVAL_SQL = (
-    "INSERT INTO dsr_dsrapproval (request_id, purpose, approver_id, role, key_id, payload, "
-    "signature, event_id, created_at) VALUES (%s, %s, %s, %s, %s, {json}, %s, %s, %s)"
+_INSERT_REQUEST_SQL = (
+    "INSERT INTO governance_request (id, kind, subject, payload, reason, requested_by_id, "
+    "state, created_at, request_event_id) VALUES (%s, %s, %s, {json}, '', %s, 'pending', %s, %s)"
 )
-#: the raw insert per vendor (PostgreSQL takes the JSON text as jsonb)
-_INSERT_APPROVAL = {
-    "sqlite": _INSERT_APPROVAL_SQL.format(json="%s"),
-    "postgresql": _INSERT_APPROVAL_SQL.format(json="CAST(%s AS jsonb)"),
-}
+_INSERT_APPROVAL_SQL = (
+    "INSERT INTO governance_vote (request_id, approver_id, role, key_id, decision, reason, "
+    "payload, signature, event_id, created_at) "
+    "VALUES (%s, %s, %s, %s, 'approve', '', {json}, %s, %s, %s)"
+)
+#: the raw inserts per vendor (PostgreSQL takes the JSON text as jsonb)
+_JSON = {"sqlite": "%s", "postgresql": "CAST(%s AS jsonb)"}
 
 
 def _uuid(value) -> object:
@@ -305,15 +308,28 @@ def test_an_erasure_whose_plan_changed_since_its_approval_is_refused_naming_the_
 # --- 3. approval rows are bound to the ledger ----------------------------------------------------
 
 
-def _insert_approval(legal: LegalRequest, key) -> DsrApproval:
-    """One raw INSERT INTO dsr_dsrapproval: adam 'approved' the erasure, citing the
-    request's DSR_OPENED event."""
+def _insert_approval(legal: LegalRequest, key) -> Vote:
+    """One raw INSERT INTO governance_vote (and the governed request it needs): adam
+    'approved' the erasure, citing the request's DSR_OPENED event."""
+    request_id = uuid.uuid4()
+    json_ = _JSON[connection.vendor]
     with connection.cursor() as cur:
         cur.execute(
-            _INSERT_APPROVAL[connection.vendor],
+            _INSERT_REQUEST_SQL.format(json=json_),
             [
-                _uuid(legal.id),
-                "erasure",
+                _uuid(request_id),
+                "legal-erasure",
+                str(legal.id),
+                "{}",
+                persona("lena").pk,
+                legal.created_at,
+                legal.opened_event_id,
+            ],
+        )
+        cur.execute(
+            _INSERT_APPROVAL_SQL.format(json=json_),
+            [
+                _uuid(request_id),
                 persona("adam").pk,
                 "admin",
                 key.pk,
@@ -323,7 +339,7 @@ def _insert_approval(legal: LegalRequest, key) -> DsrApproval:
                 legal.created_at,
             ],
         )
-    return DsrApproval.objects.get()
+    return Vote.objects.get()
 
 
 def _erase(legal: LegalRequest) -> tuple[int, str]:
@@ -343,7 +359,7 @@ def test_a_hand_inserted_approval_erases_nothing_and_verify_names_it(
     key, _private = member_key("adam")
     checkpoint = tmp_path / "head.json"
     call_command("governance", "checkpoint", "--out", str(checkpoint), stdout=io.StringIO())
-    drop_guard("dsr_dsrapproval")  # as an owner of the database could (an insert passes anyway)
+    drop_guard("governance_vote")  # as an owner of the database could (an insert passes anyway)
     row = _insert_approval(legal, key)
 
     code, err = _erase(legal)
@@ -358,20 +374,33 @@ def test_a_hand_inserted_approval_erases_nothing_and_verify_names_it(
     assert not services.approval_status(request=legal, purpose="erasure").complete
     named = {
         "code": codes.TABLE_APPROVAL,
-        "table": "dsr_dsrapproval",
+        "table": "governance_vote",
         "row": str(row.id),
         "message": f"approval row {row.id} has no ledger event (event {legal.opened_event_id} "
         "is DSR_OPENED)",
     }
+    # the request row the insert needed is named too: its payload is not its filing's
+    request_named = {
+        "code": codes.TABLE_REQUEST,
+        "table": "governance_request",
+        "row": str(row.request_id),
+        "message": f"legal-erasure request {row.request_id}'s payload differs from its filing "
+        f"event {legal.opened_event_id}'s",
+    }
     status, result = verify_json()
-    assert (status, result["ok"], result["broke_at"], result["tables"]) == (1, False, None, [named])
+    assert (status, result["ok"], result["broke_at"], result["tables"]) == (
+        1,
+        False,
+        None,
+        [request_named, named],
+    )
     out = io.StringIO()
     with pytest.raises(SystemExit) as exited:
         call_command("governance", "check-checkpoint", str(checkpoint), "--json", stdout=out)
     assert exited.value.code == 1
     verdict = json.loads(out.getvalue())
     assert verdict["code"] == "CHECKPOINT_LEDGER_BROKEN"
-    assert verdict["message"] == f"a table disagrees with the ledger: {named['message']}"
+    assert verdict["message"] == (f"a table disagrees with the ledger: {request_named['message']}")
 
 
 def test_a_hand_inserted_approval_after_the_identity_check_still_counts_for_nothing(
@@ -394,7 +423,7 @@ def test_a_hand_inserted_approval_after_the_identity_check_still_counts_for_noth
     assert subjects.identifier(legal.subject_refs[0]) == ALAN
 
 
-@pytest.mark.parametrize("table", ["dsr_dsrapproval", "dsr_dsrrelease"])
+@pytest.mark.parametrize("table", ["governance_vote", "dsr_dsrrelease"])
 @pytest.mark.parametrize(
     "statement", ["UPDATE {table} SET created_at = created_at", "DELETE FROM {table}"]
 )
@@ -408,7 +437,7 @@ def test_approval_and_release_rows_are_append_only(table, statement, traces, mem
         connection.cursor() as cur,
     ):
         cur.execute(statement.format(table=table))
-    assert DsrApproval.objects.count() == DsrRelease.objects.count() == 1
+    assert Vote.objects.count() == DsrRelease.objects.count() == 1
 
 
 def test_a_rewritten_approval_or_release_row_is_named_by_verify(traces, member_key):
@@ -417,10 +446,10 @@ def test_a_rewritten_approval_or_release_row_is_named_by_verify(traces, member_k
     approval = approve(legal, signing.DSR_ERASURE, member_key)
     release = DsrRelease.objects.get()
     assert verify_json()[0] == 0
-    drop_guard("dsr_dsrapproval")
+    drop_guard("governance_vote")
     drop_guard("dsr_dsrrelease")
     with connection.cursor() as cur:
-        cur.execute("UPDATE dsr_dsrapproval SET purpose = 'release' WHERE id = %s", [approval.id])
+        cur.execute("UPDATE governance_vote SET decision = 'deny' WHERE id = %s", [approval.id])
         cur.execute("UPDATE dsr_dsrrelease SET path = '/user/name' WHERE id = %s", [release.id])
 
     code, result = verify_json()
@@ -429,11 +458,10 @@ def test_a_rewritten_approval_or_release_row_is_named_by_verify(traces, member_k
     assert result["tables"] == [
         {
             "code": codes.TABLE_APPROVAL,
-            "table": "dsr_dsrapproval",
+            "table": "governance_vote",
             "row": str(approval.id),
-            "message": f"approval row {approval.id} says subject legal request {legal.id} "
-            f"(release), its ledger event {approval.event_id} says legal request {legal.id} "
-            "(erasure)",
+            "message": f"approval row {approval.id} says decision deny, its ledger event "
+            f"{approval.event_id} says approve",
         },
         {
             "code": codes.TABLE_RELEASE,
@@ -453,10 +481,10 @@ def test_deleted_approval_and_release_rows_are_named_missing(traces, member_key)
     release_api(legal, field(legal, "/user/email", traces[0].pk))
     approval = approve(legal, signing.DSR_ERASURE, member_key)
     release = DsrRelease.objects.get()
-    drop_guard("dsr_dsrapproval")
+    drop_guard("governance_vote")
     drop_guard("dsr_dsrrelease")
     with connection.cursor() as cur:
-        cur.execute("DELETE FROM dsr_dsrapproval WHERE id = %s", [approval.id])
+        cur.execute("DELETE FROM governance_vote WHERE id = %s", [approval.id])
         cur.execute("DELETE FROM dsr_dsrrelease WHERE id = %s", [release.id])
 
     code, result = verify_json()
@@ -465,7 +493,7 @@ def test_deleted_approval_and_release_rows_are_named_missing(traces, member_key)
     assert result["tables"] == [
         {
             "code": codes.TABLE_APPROVAL_MISSING,
-            "table": "dsr_dsrapproval",
+            "table": "governance_vote",
             "row": str(approval.event_id),
             "message": f"ledger event {approval.event_id} (DSR_APPROVAL) has no approval row",
         },
@@ -490,18 +518,18 @@ def test_rows_rewritten_with_the_trigger_disabled_on_postgresql_are_named(traces
     release = DsrRelease.objects.get()
     with connection.cursor() as cur:
         cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no deferred foreign key checks pending
-        for table in ("dsr_dsrapproval", "dsr_dsrrelease"):
+        for table in ("governance_vote", "dsr_dsrrelease"):
             cur.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-        cur.execute("UPDATE dsr_dsrapproval SET role = 'council' WHERE id = %s", [approval.id])
+        cur.execute("UPDATE governance_vote SET role = 'council' WHERE id = %s", [approval.id])
         cur.execute("DELETE FROM dsr_dsrrelease WHERE id = %s", [release.id])
-        for table in ("dsr_dsrapproval", "dsr_dsrrelease"):
+        for table in ("governance_vote", "dsr_dsrrelease"):
             cur.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
 
     code, result = verify_json()
 
     assert code == 1
     assert [(m["code"], m["table"], m["row"]) for m in result["tables"]] == [
-        (codes.TABLE_APPROVAL, "dsr_dsrapproval", str(approval.id)),
+        (codes.TABLE_APPROVAL, "governance_vote", str(approval.id)),
         (codes.TABLE_RELEASE, "dsr_dsrrelease", str(release.event_id)),
     ]
     assert services.approval_status(request=legal, purpose="erasure").complete
@@ -510,7 +538,7 @@ def test_rows_rewritten_with_the_trigger_disabled_on_postgresql_are_named(traces
 # --- approvals recorded before they signed what they cover --------------------------------------
 
 
-def _recorded_before(legal: LegalRequest, purpose: str, member_key) -> DsrApproval:
+def _recorded_before(legal: LegalRequest, purpose: str, member_key) -> Vote:
     """An approval as the console recorded it before approvals signed values or a plan."""
     from governance import ledger
 
@@ -535,11 +563,11 @@ def _recorded_before(legal: LegalRequest, purpose: str, member_key) -> DsrApprov
             actor_key_id=key.key_id,
             actor_signature=signature,
         )
-        return DsrApproval.objects.create(
-            request=legal,
-            purpose=purpose,
+        return Vote.objects.create(
+            request=services._governed(legal, purpose, filed_seq=legal.opened_event_id),
             approver=persona("adam"),
             role="admin",
+            decision=signing.APPROVE,
             key=key,
             payload=payload,
             signature=signature,
@@ -618,4 +646,4 @@ def test_a_requester_rewritten_in_the_request_row_still_cannot_approve(ingest, s
     assert refused.value.message == services.SELF_APPROVAL_MESSAGE.format(
         user="adam", request=legal.id, purpose="erasure"
     )
-    assert not DsrApproval.objects.exists()
+    assert not Vote.objects.exists()

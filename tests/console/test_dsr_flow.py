@@ -15,7 +15,7 @@ from django.urls import reverse
 from dsr import access, bundle, services
 from dsr.models import DsrRelease, LegalRequest
 from governance import codes, ledger, signing, transparency
-from governance.models import GovernanceEvent, TreeCheckpoint
+from governance.models import GovernanceEvent, TreeCheckpoint, Vote
 from privacy import subjects
 from replay.canonical import jcs
 from tests.console.personas import client_for, persona
@@ -262,7 +262,9 @@ def test_an_approved_erasure_shreds_once_and_leaves_a_receipt_without_personal_d
     assert {t["file_sha256"] for t in receipt.payload["receipt"]["traces"]} == {
         t.blob.sha256 for t in traces
     }
-    assert receipt.payload["approval_seqs"] == [legal.approvals.get().event_id]
+    assert receipt.payload["approval_seqs"] == [
+        Vote.objects.get(request__subject=str(legal.id)).event_id
+    ]
     page = lena.get(reverse("dsr-detail", args=[legal.id])).content.decode()
     assert 'id="erasure-receipt"' in page
     receipt_html = page[page.index('id="erasure-receipt"') :]

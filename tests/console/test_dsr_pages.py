@@ -11,9 +11,9 @@ import pytest
 from django.urls import reverse
 
 from dsr import services
-from dsr.models import DsrApproval, LegalRequest
+from dsr.models import LegalRequest
 from governance import codes, signing
-from governance.models import GovernanceEvent
+from governance.models import GovernanceEvent, Vote
 from replay.canonical import jcs
 from tests.console.personas import EVERYONE, client_for, persona
 
@@ -146,7 +146,7 @@ def test_an_approval_before_the_identity_check_is_refused_in_the_page(legal, mem
     )
     assert response.status_code == 409
     assert codes.DSR_IDENTITY_UNVERIFIED in response.content.decode()
-    assert not DsrApproval.objects.exists()
+    assert not Vote.objects.exists()
 
 
 def test_an_admin_signs_the_erasure_in_the_page_once(checked, member_key):
@@ -163,8 +163,8 @@ def test_an_admin_signs_the_erasure_in_the_page_once(checked, member_key):
         document_for(key, private, checked, "erasure"),
     )
     assert response.status_code == 303
-    approval = DsrApproval.objects.get()
-    assert (approval.approver.username, approval.purpose, approval.role) == (
+    approval = Vote.objects.get()
+    assert (approval.approver.username, approval.payload["purpose"], approval.role) == (
         "adam",
         "erasure",
         "admin",

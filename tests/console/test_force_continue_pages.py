@@ -9,10 +9,11 @@ import json
 import pytest
 
 from governance import services as gov_services
-from governance.models import Approval, ForceContinueRequest
+from governance.models import ForceContinueRequest, Vote
 from governance.signing import sign
 from replay.canonical import jcs
 from tests.console.personas import persona
+from tests.governance.factories import lift_request_guard
 
 pytestmark = pytest.mark.django_db
 
@@ -236,7 +237,7 @@ class TestSigning:
         key, private = member_key("cora")
         response = post_signature(as_persona("cora"), fc, key, private, "council")
         assert response.status_code == 303
-        approval = Approval.objects.get()
+        approval = Vote.objects.get()
         assert (approval.approver.username, approval.role, approval.decision) == (
             "cora",
             "council",
@@ -271,7 +272,7 @@ class TestSigning:
         message = gov_services.APPROVAL_BAD_SIGNATURE_MESSAGE.format(key_id=key.key_id)
         assert response.status_code == 400
         assert f"APPROVAL_BAD_SIGNATURE</code> {message}" in response.content.decode()
-        assert not Approval.objects.exists()
+        assert not Vote.objects.exists()
 
     def test_a_malformed_signature_field_is_refused_precisely(self, as_persona, fc, member_key):
         key, _private = member_key("cora")
@@ -309,13 +310,13 @@ class TestSigning:
             f"/force-continue/{fc.id}/", {"document": json.dumps(document), "offline": "1"}
         )
         assert response.status_code == 303
-        assert Approval.objects.get().approver.username == "colin"
+        assert Vote.objects.get().approver.username == "colin"
 
     def test_a_council_member_cannot_sign_as_admin(self, as_persona, fc, member_key):
         key, private = member_key("cora")
         response = post_signature(as_persona("cora"), fc, key, private, "admin")
         assert response.status_code == 403
-        assert not Approval.objects.exists()
+        assert not Vote.objects.exists()
 
     def test_the_requester_cannot_approve_their_own_request(self, as_persona, replayed, member_key):
         run = replayed("diverged", by="sam")
@@ -332,6 +333,7 @@ class TestSigning:
         from django.utils import timezone
 
         key, private = member_key("cora")
+        lift_request_guard()  # the row, not the signed filing, is made to expire
         ForceContinueRequest.objects.filter(id=fc.id).update(
             expires_at=timezone.now() - timedelta(minutes=1)
         )

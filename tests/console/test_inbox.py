@@ -245,6 +245,7 @@ def test_a_request_waits_for_the_right_role_only_until_they_signed(world, case):
 
     key, private = world.member_key(case.signer)
     case.sign(filed, persona(case.signer), key, private)
+    _voted_on_one_governed_request(case, filed)
 
     assert listed(case.signer, case.kind) == []
     assert nav_count(case.signer) == 0
@@ -273,6 +274,59 @@ def test_a_request_waits_for_the_right_role_only_until_they_signed(world, case):
         assert others == []
     else:
         assert [i["needs"] for i in others] == [case.needs_after]
+
+
+def _voted_on_one_governed_request(case: Case, filed: Any) -> None:
+    """Every kind's vote is one ``Vote`` row on one ``GovernedRequest`` of that kind, whose
+    payload is what its filing (or opening) event signed, and every row agrees with the
+    ledger."""
+    from governance import ledger
+    from governance.models import GovernanceEvent, Vote
+
+    (vote,) = Vote.objects.filter(approver=persona(case.signer)).select_related("request")
+    request = vote.request
+    assert request.kind == case.kind
+    assert request.payload == GovernanceEvent.objects.get(seq=request.request_event_id).payload
+    if hasattr(filed, "governedrequest_ptr_id"):  # a kind with its detail table: the same id
+        assert request.pk == filed.pk
+    else:  # a halt (its seq) or a legal request (its id)
+        assert request.subject == _key_of(filed)
+    assert ledger.tables_check() == []
+
+
+PINNED_CODES = {
+    "force-continue": (
+        "FORCE_CONTINUE_REQUEST",
+        "FORCE_CONTINUE_APPROVAL",
+        "FORCE_CONTINUE_APPROVED",
+        "FORCE_CONTINUE_REJECTED",
+    ),
+    "production-replay": (
+        "PRODUCTION_REPLAY_REQUEST",
+        "PRODUCTION_REPLAY_APPROVAL",
+        "PRODUCTION_REPLAY_APPROVED",
+        "PRODUCTION_REPLAY_REJECTED",
+    ),
+    "role-grant": (
+        "ROLE_GRANT_REQUEST",
+        "ROLE_GRANT_APPROVAL",
+        "ROLE_GRANT_APPROVED",
+        "ROLE_GRANT_REJECTED",
+    ),
+    "halt-clear": ("FORCE_HALT_REPLAY", "HALT_CLEAR_APPROVAL", "FORCE_HALT_CLEAR", None),
+    "legal-release": ("DSR_OPENED", "DSR_APPROVAL", None, None),
+    "legal-erasure": ("DSR_OPENED", "DSR_APPROVAL", None, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_CODES))
+def test_each_kind_keeps_its_ledger_event_types(name):
+    """Pinned before the one request model: the event types each kind files, votes and
+    decides with (the ledger's codes never change with the tables)."""
+    kind = builtin.kinds().get(name)
+    assert kind is not None
+    found = kind.codes
+    assert (found.filed, found.vote, found.approved, found.rejected) == PINNED_CODES[name]
 
 
 def _key_of(filed: Any) -> str:

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from governance import services as gov_services
-from governance.models import Approval
+from governance.models import Vote
 from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
 from tests.console.personas import persona
@@ -29,11 +29,11 @@ def test_the_force_continue_page_counts_the_ledgers_decision_not_a_flipped_row(
 ):
     key, private = member_key("adam")
     assert post_signature(as_persona("adam"), fc, key, private, "admin").status_code == 303
-    approval = Approval.objects.get()
+    approval = Vote.objects.get()
     with connection.cursor() as cur:
-        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+        for sql in drop_append_only_sql(connection.vendor, "governance_vote"):
             cur.execute(sql)
-        cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+        cur.execute("UPDATE governance_vote SET decision = 'deny' WHERE id = %s", [approval.id])
 
     body = as_persona("cora").get(f"/requests/force-continue/{fc.id}/").content.decode()
 
@@ -46,9 +46,9 @@ def test_the_list_counts_the_ledgers_decision_too(as_persona, fc, member_key):
     key, private = member_key("adam")
     post_signature(as_persona("adam"), fc, key, private, "admin")
     with connection.cursor() as cur:
-        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+        for sql in drop_append_only_sql(connection.vendor, "governance_vote"):
             cur.execute(sql)
-        cur.execute("UPDATE governance_approval SET decision = 'deny'", [])
+        cur.execute("UPDATE governance_vote SET decision = 'deny'", [])
 
     body = as_persona("cora").get("/requests/force-continue/").content.decode()
 
@@ -61,11 +61,11 @@ def test_the_ledger_page_names_the_row_that_disagrees(
 ):
     key, private = member_key("adam")
     post_signature(as_persona("adam"), fc, key, private, "admin")
-    approval = Approval.objects.get()
+    approval = Vote.objects.get()
     with connection.cursor() as cur:
-        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+        for sql in drop_append_only_sql(connection.vendor, "governance_vote"):
             cur.execute(sql)
-        cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+        cur.execute("UPDATE governance_vote SET decision = 'deny' WHERE id = %s", [approval.id])
 
     client = as_persona("vera")
     with django_capture_on_commit_callbacks(execute=True):
@@ -110,11 +110,11 @@ def _revocation_seq(key_id: str) -> int:
 def test_the_request_api_lists_the_ledgers_votes_not_a_flipped_row(as_persona, fc, member_key):
     key, private = member_key("adam")
     post_signature(as_persona("adam"), fc, key, private, "admin")
-    approval = Approval.objects.get()
+    approval = Vote.objects.get()
     with connection.cursor() as cur:
-        for sql in drop_append_only_sql(connection.vendor, "governance_approval"):
+        for sql in drop_append_only_sql(connection.vendor, "governance_vote"):
             cur.execute(sql)
-        cur.execute("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+        cur.execute("UPDATE governance_vote SET decision = 'deny' WHERE id = %s", [approval.id])
 
     body = as_persona("vera").get(f"/api/force-continue/{fc.id}/").json()
 

@@ -9,7 +9,7 @@ import pytest
 
 from governance import codes
 from governance import services as gov_services
-from governance.models import Approval, GovernanceEvent, ProductionReplayRequest
+from governance.models import GovernanceEvent, ProductionReplayRequest, Vote
 from governance.signing import sign
 from replay.canonical import jcs
 from replay.models import ReplayRun
@@ -164,7 +164,7 @@ class TestSigning:
         key, private = member_key("adam")
         response = post_vote(as_persona("adam"), asked, key, private)
         assert response.status_code == 403
-        assert not Approval.objects.exists()
+        assert not Vote.objects.exists()
 
     def test_a_forged_signature_is_refused_precisely(self, as_persona, asked, member_key):
         key, _ = member_key("cora")

@@ -11,9 +11,8 @@ import pytest
 from django.test import Client
 
 from dsr import services as dsr_services
-from dsr.models import DsrApproval
 from governance import services as gov_services
-from governance.models import Halt
+from governance.models import Halt, Vote
 from governance.signing import sign
 from replay.canonical import jcs
 from tests.console.personas import EVERYONE, persona
@@ -105,7 +104,7 @@ class TestOldAddresses:
             legal_document(checked, "erasure", key, private),
         )
         assert (response.status_code, response["Location"]) == (303, f"/dsr/{checked.id}/")
-        assert DsrApproval.objects.get().purpose == "erasure"
+        assert Vote.objects.get().request.kind == "legal-erasure"
 
 
 class TestTheSharedPage:

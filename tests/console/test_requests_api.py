@@ -11,10 +11,9 @@ import pytest
 from django.test import Client
 
 from dsr import services as dsr_services
-from dsr.models import DsrApproval
 from governance import codes, signing
 from governance import services as gov_services
-from governance.models import Halt, RoleGrantRequest
+from governance.models import Halt, RoleGrantRequest, Vote
 from replay.canonical import jcs
 from tests.console.personas import EVERYONE, persona
 
@@ -251,7 +250,7 @@ def test_a_legal_erasure_is_approved_once_and_only_with_its_own_payload(
         as_persona("adam"), "legal-erasure", key, release, member_key=member_key, name="adam"
     )
     assert (wrong.status_code, wrong.json()["error_code"]) == (400, "APPROVAL_PAYLOAD_MISMATCH")
-    assert not DsrApproval.objects.exists()
+    assert not Vote.objects.exists()
     payload = payload_of("legal-erasure", legal)
     voted = vote(
         as_persona("adam"), "legal-erasure", key, payload, member_key=member_key, name="adam"
@@ -259,7 +258,7 @@ def test_a_legal_erasure_is_approved_once_and_only_with_its_own_payload(
     assert voted.status_code == 201
     assert voted.json()["state"] == "approved"
     assert [(v["approver"], v["role"]) for v in voted.json()["votes"]] == [("adam", "admin")]
-    assert DsrApproval.objects.get().purpose == "erasure"
+    assert Vote.objects.get().request.kind == "legal-erasure"
     again = vote(
         as_persona("adam"), "legal-erasure", key, payload, member_key=member_key, name="adam"
     )

@@ -10,8 +10,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dsr import services
-from dsr.models import DsrApproval, LegalRequest
+from dsr.models import LegalRequest
 from governance import codes, signing
+from governance.models import Vote
 from tests.dsr.factories import enrol, opened, person, verified
 
 pytestmark = pytest.mark.django_db
@@ -125,7 +126,7 @@ def test_offline_signing_and_the_four_eyes_refusals(tmp_path):
     assert out.startswith(f"erasure of legal request {legal.id} signed by bob")
     code, _, err = run(*approve, "--user", "bob")
     assert (code, err.split(":")[0]) == (1, codes.DSR_ALREADY_APPROVED)
-    assert DsrApproval.objects.count() == 1
+    assert Vote.objects.count() == 1
 
 
 def test_an_admin_cannot_approve_their_own_request_from_the_shell(tmp_path):

@@ -9,9 +9,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from dsr import services
-from dsr.models import DsrApproval, LegalRequest
+from dsr.models import LegalRequest
 from governance import codes, ledger, signing
-from governance.models import GovernanceEvent
+from governance.models import GovernanceEvent, Vote
 from replay.canonical import jcs
 from tests.dsr.factories import enrol, opened, person, signed, verified
 
@@ -141,7 +141,7 @@ def test_an_approval_before_the_identity_is_verified_is_refused():
             approver=bob.user,
             document=signed(bob, request, ERASURE),
         )
-    assert not DsrApproval.objects.exists()
+    assert not Vote.objects.exists()
 
 
 def test_the_requester_cannot_approve_their_own_request():
@@ -193,7 +193,7 @@ def test_an_admin_signature_approves_and_a_second_is_refused():
             approver=grace.user,
             document=signed(grace, request, ERASURE),
         )
-    assert DsrApproval.objects.count() == 1
+    assert Vote.objects.count() == 1
     assert ledger.verify().ok
 
 
@@ -216,7 +216,7 @@ def test_a_signature_over_another_request_or_a_tampered_payload_is_refused():
         services.legal_request_approve(
             request=first, purpose=ERASURE, approver=bob.user, document=bob.sign(payload)
         )
-    assert not DsrApproval.objects.exists()
+    assert not Vote.objects.exists()
 
 
 def test_a_purpose_the_kind_does_not_have_is_refused():

@@ -153,3 +153,15 @@ def approve(
     """The signed document ``signer`` would submit for ``request``."""
     payload = services.force_continue_payload_for(request=request, decision=decision, role=role)
     return signer.sign(payload)
+
+
+def lift_request_guard() -> None:
+    """Drop the database guard on ``governance_request`` (as the database owner could), for a
+    test that rewrites a request row by hand, e.g. to move its expiry into the past."""
+    from django.db import connection
+
+    from replay.dbguards import drop_append_only_sql
+
+    with connection.cursor() as cur:
+        for sql in drop_append_only_sql(connection.vendor, "governance_request"):
+            cur.execute(sql)

@@ -68,9 +68,10 @@ def test_the_app_role_appends_but_cannot_rewrite(app_role):
         ("TRUNCATE governance_governanceevent CASCADE", []),
         ("UPDATE replay_blob SET size = 2 WHERE id = %s", [blob.id]),
         ("DELETE FROM replay_blob WHERE id = %s", [blob.id]),
-        ("UPDATE governance_approval SET reason = 'x'", []),
+        ("UPDATE governance_vote SET reason = 'x'", []),
         ("UPDATE governance_verificationmark SET through_seq = 1", []),
         ("DELETE FROM governance_signingkey", []),
+        ("DELETE FROM governance_request", []),
         ("DELETE FROM governance_forcecontinuerequest", []),
         ("DELETE FROM governance_productionreplayrequest", []),
     ):

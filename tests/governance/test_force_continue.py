@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from governance import codes, ledger, selectors, services, signing
-from governance.models import Approval, ForceContinueRequest, GovernanceEvent
+from governance.models import ForceContinueRequest, GovernanceEvent, Vote
 from replay import errors
 from replay.canonical import jcs
 from replay.models import ReplayRun
@@ -36,11 +36,11 @@ def request_(signers):
 
 
 def _refused(request, signer, document, code):
-    events, approvals = GovernanceEvent.objects.count(), Approval.objects.count()
+    events, approvals = GovernanceEvent.objects.count(), Vote.objects.count()
     with pytest.raises(codes.GovernanceError) as caught:
         services.approval_record(request=request, approver=signer.user, document=document)
     assert caught.value.code == code
-    assert (GovernanceEvent.objects.count(), Approval.objects.count()) == (events, approvals)
+    assert (GovernanceEvent.objects.count(), Vote.objects.count()) == (events, approvals)
     return caught.value.message
 
 
@@ -173,7 +173,7 @@ class TestQuorum:
         ]
         approved = request_.decision_event
         assert approved.payload["approval_seqs"] == list(
-            Approval.objects.order_by("id").values_list("event_id", flat=True)
+            Vote.objects.order_by("id").values_list("event_id", flat=True)
         )
         assert (approved.payload["admins"], approved.payload["council"]) == (1, 2)
         assert GovernanceEvent.objects.order_by("-seq").first().payload == {

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from governance import codes, keystore, ledger, services, signing
 from governance.codes import GovernanceError
-from governance.models import Approval, ForceContinueRequest, GovernanceEvent, MemberKey
+from governance.models import ForceContinueRequest, GovernanceEvent, MemberKey, Vote
 from replay.dbguards import drop_append_only_sql
 from tests.governance.factories import Signer, approve, enrol, filed_request, person
 
@@ -87,9 +87,9 @@ def admin_approved():
     return request, approval
 
 
-def _flip_to_deny(approval: Approval) -> None:
-    _drop_triggers("governance_approval")
-    _sql("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
+def _flip_to_deny(approval: Vote) -> None:
+    _drop_triggers("governance_vote")
+    _sql("UPDATE governance_vote SET decision = 'deny' WHERE id = %s", [approval.id])
 
 
 # --- approval rows --------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_it_names_an_approval_row_whose_decision_was_flipped_underneath(admin_ap
     assert result["tables"] == [
         {
             "code": "TABLE_APPROVAL",
-            "table": "governance_approval",
+            "table": "governance_vote",
             "row": str(approval.id),
             "message": f"approval row {approval.id} says decision deny, its ledger event "
             f"{approval.event_id} says approve",
@@ -186,8 +186,8 @@ def test_the_quorum_follows_the_ledger_not_a_flipped_row(admin_approved):
 
 def test_it_names_an_approval_event_whose_row_was_deleted(admin_approved):
     _, approval = admin_approved
-    _drop_triggers("governance_approval")
-    _sql("DELETE FROM governance_approval WHERE id = %s", [approval.id])
+    _drop_triggers("governance_vote")
+    _sql("DELETE FROM governance_vote WHERE id = %s", [approval.id])
 
     code, result = _verify()
 
@@ -195,7 +195,7 @@ def test_it_names_an_approval_event_whose_row_was_deleted(admin_approved):
     assert result["tables"] == [
         {
             "code": "TABLE_APPROVAL_MISSING",
-            "table": "governance_approval",
+            "table": "governance_vote",
             "row": str(approval.event_id),
             "message": f"ledger event {approval.event_id} (FORCE_CONTINUE_APPROVAL) has no "
             "approval row",
@@ -207,7 +207,7 @@ def test_it_names_an_approval_row_without_a_ledger_vote(admin_approved):
     request, _ = admin_approved
     carol = enrol("carol")
     other = services.pii_access_record(actor=person("bob"), trace_id="t", fields=["e"], reason="x")
-    forged = Approval.objects.create(
+    forged = Vote.objects.create(
         request=request,
         approver=carol.user,
         role="council",
@@ -264,8 +264,8 @@ def test_a_halt_clears_on_the_ledgers_signatures_when_a_row_was_deleted():
     first = services.halt_clear_approval_record(
         halt_seq=halt.seq, approver=carol.user, document=carol.sign(payload)
     )
-    _drop_triggers("governance_approval")
-    _sql("DELETE FROM governance_approval WHERE id = %s", [first.id])
+    _drop_triggers("governance_vote")
+    _sql("DELETE FROM governance_vote WHERE id = %s", [first.id])
 
     with pytest.raises(GovernanceError) as again:
         services.halt_clear_approval_record(
@@ -297,7 +297,7 @@ def test_it_refuses_a_vote_signed_with_a_key_inserted_into_its_table():
     assert refused.value.message == services.APPROVAL_KEY_UNKNOWN_MESSAGE.format(
         key_id=carol.key.key_id, user="carol"
     )
-    assert not Approval.objects.exists()
+    assert not Vote.objects.exists()
 
 
 def test_verify_names_a_key_inserted_into_its_table():
@@ -415,8 +415,9 @@ def test_the_usable_keys_a_page_offers_are_the_ledgers():
 
 def test_it_names_a_request_whose_state_was_changed_in_its_table(admin_approved):
     request, _ = admin_approved
+    _drop_triggers("governance_request")  # as the owner of the database could
     _sql(
-        "UPDATE governance_forcecontinuerequest SET state = 'approved' WHERE id = %s",
+        "UPDATE governance_request SET state = 'approved' WHERE id = %s",
         [request.id.hex if connection.vendor == "sqlite" else request.id],
     )
 
@@ -426,7 +427,7 @@ def test_it_names_a_request_whose_state_was_changed_in_its_table(admin_approved)
     assert result["tables"] == [
         {
             "code": "TABLE_REQUEST",
-            "table": "governance_forcecontinuerequest",
+            "table": "governance_request",
             "row": str(request.id),
             "message": f"force-continue request {request.id} is approved in the table, the "
             "ledger says pending",
@@ -444,9 +445,10 @@ def test_the_tally_follows_the_ledger_when_a_request_row_names_a_later_filing(ad
 
     request, approval = admin_approved
     filed_at = request.request_event_id
-    # the application role may UPDATE request rows: point the filing past bob's vote
+    # the owner drops the guard and points the filing past bob's vote
+    _drop_triggers("governance_request")  # as the owner of the database could
     _sql(
-        "UPDATE governance_forcecontinuerequest SET request_event_id = %s WHERE id = %s",
+        "UPDATE governance_request SET request_event_id = %s WHERE id = %s",
         [approval.event_id, _row_id(request.id)],
     )
     request.refresh_from_db()
@@ -476,8 +478,9 @@ def test_an_expiry_extended_in_the_table_does_not_extend_the_vote():
     filed = request.expires_at
     time.sleep(1.1)
     later = filed + timedelta(days=1)
+    _drop_triggers("governance_request")  # as the owner of the database could
     _sql(
-        "UPDATE governance_forcecontinuerequest SET expires_at = %s WHERE id = %s",
+        "UPDATE governance_request SET expires_at = %s WHERE id = %s",
         [later, _row_id(request.id)],
     )
     request.refresh_from_db()
@@ -507,9 +510,15 @@ def test_a_request_approved_only_in_its_table_resumes_nothing(admin_approved):
 
     request, _ = admin_approved
     elsewhere = diverged_run()
+    _drop_triggers("governance_request")  # as the owner of the database could
     _sql(
-        "UPDATE governance_forcecontinuerequest SET state = 'approved', resumed_run_id = %s "
-        "WHERE id = %s",
+        "UPDATE governance_request SET state = 'approved' WHERE id = %s",
+        [request.id.hex if connection.vendor == "sqlite" else request.id],
+    )
+    _drop_triggers("governance_forcecontinuerequest")
+    _sql(
+        "UPDATE governance_forcecontinuerequest SET resumed_run_id = %s "
+        "WHERE governedrequest_ptr_id = %s",
         [
             elsewhere.id.hex if connection.vendor == "sqlite" else elsewhere.id,
             request.id.hex if connection.vendor == "sqlite" else request.id,
@@ -542,11 +551,123 @@ def test_every_verification_finding_is_explained_and_documented():
 def test_it_names_a_row_flipped_with_the_trigger_disabled_on_postgresql(admin_approved):
     _, approval = admin_approved
     _sql("SET CONSTRAINTS ALL IMMEDIATE", [])  # no deferred foreign key checks pending
-    _sql("ALTER TABLE governance_approval DISABLE TRIGGER USER", [])
-    _sql("UPDATE governance_approval SET decision = 'deny' WHERE id = %s", [approval.id])
-    _sql("ALTER TABLE governance_approval ENABLE TRIGGER USER", [])
+    _sql("ALTER TABLE governance_vote DISABLE TRIGGER USER", [])
+    _sql("UPDATE governance_vote SET decision = 'deny' WHERE id = %s", [approval.id])
+    _sql("ALTER TABLE governance_vote ENABLE TRIGGER USER", [])
 
     code, result = _verify()
 
     assert code == 1
     assert [m["row"] for m in result["tables"]] == [str(approval.id)]
+
+
+# --- every governed request row, of every kind ----------------------------------------------
+
+
+@pytest.fixture
+def halt_with_a_vote():
+    """A halt with carol's vote toward clearing it: its ``halt-clear`` request row exists."""
+    from governance.models import GovernedRequest
+    from governance.selectors import halts_active
+
+    carol = enrol("carol")
+    services.security_incident_record(
+        actor=person("bob"), targets=[("trace", "a" * 32)], reason="leaked key"
+    )
+    halt = halts_active().get()
+    payload = services.halt_clear_payload_for(halt=halt, reason="rotated")
+    services.halt_clear_approval_record(
+        halt_seq=halt.seq, approver=carol.user, document=carol.sign(payload)
+    )
+    return halt, GovernedRequest.objects.get(kind="halt-clear")
+
+
+def test_a_halt_clear_request_row_is_what_its_halt_says(halt_with_a_vote):
+    halt, row = halt_with_a_vote
+
+    assert (row.subject, row.request_event_id, row.state, row.payload) == (
+        str(halt.seq),
+        halt.seq,
+        "pending",
+        halt.payload,
+    )
+    code, result = _verify()
+    assert (code, result["tables"]) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("assignment", "says"),
+    [
+        ("state = 'approved'", "is approved in the table, the ledger says pending"),
+        ("subject = '1'", "has subject 1, its filing event {seq} says {seq}"),
+        ("payload = '{{}}'", "'s payload differs from its filing event {seq}'s"),
+        (
+            "request_event_id = 1",
+            "names event 1 as its filing, which is {first}, not FORCE_HALT_REPLAY",
+        ),
+    ],
+)
+def test_a_rewritten_halt_clear_request_row_is_named(halt_with_a_vote, assignment, says):
+    halt, row = halt_with_a_vote
+    first = GovernanceEvent.objects.get(seq=1).type
+    _drop_triggers("governance_request")
+    _sql(
+        f"UPDATE governance_request SET {assignment.format()} WHERE id = %s",  # noqa: S608
+        [_row_id(row.id)],
+    )
+
+    code, result = _verify()
+
+    assert code == 1
+    separator = "" if says.startswith("'") else " "
+    # (a rewritten subject also moves its votes to another halt: those are named as well)
+    assert [m for m in result["tables"] if m["table"] == "governance_request"] == [
+        {
+            "code": "TABLE_REQUEST",
+            "table": "governance_request",
+            "row": str(row.id),
+            "message": f"halt-clear request {row.id}{separator}"
+            + says.format(seq=halt.seq, first=first),
+        }
+    ]
+
+
+def test_a_council_request_row_whose_payload_was_rewritten_is_named(admin_approved):
+    request, _ = admin_approved
+    _drop_triggers("governance_request")
+    _sql("UPDATE governance_request SET payload = '{}' WHERE id = %s", [_row_id(request.id)])
+
+    code, result = _verify()
+
+    assert code == 1
+    assert [(m["table"], m["row"]) for m in result["tables"]] == [
+        ("governance_request", str(request.id))
+    ]
+    assert result["tables"][0]["message"].startswith(
+        f"force-continue request {request.id} has payload {{}} in the table, but its filing "
+        f"event {request.request_event_id} says "
+    )
+
+
+def test_a_request_row_of_a_kind_nothing_files_is_named(admin_approved):
+    import uuid
+
+    request, _ = admin_approved
+    forged = uuid.uuid4()
+    _sql(
+        "INSERT INTO governance_request (id, kind, subject, payload, reason, state, created_at,"
+        " request_event_id) VALUES (%s, 'launch-missiles', 'all', '{}', '', 'pending', %s, %s)",
+        [_row_id(forged), timezone.now(), request.request_event_id],
+    )
+
+    code, result = _verify()
+
+    assert code == 1
+    assert result["tables"] == [
+        {
+            "code": "TABLE_REQUEST",
+            "table": "governance_request",
+            "row": str(forged),
+            "message": f"governed request {forged} has kind 'launch-missiles', which no kind files",
+        }
+    ]

@@ -10,11 +10,11 @@ import pytest
 from django.utils import timezone
 
 from governance import codes, ledger, selectors, services, signing
-from governance.models import Approval, GovernanceEvent, ProductionReplayRequest
+from governance.models import GovernanceEvent, ProductionReplayRequest, Vote
 from governance.tasks import replay_run_governed
 from replay.models import ReplayRun
 from tests.governance.conftest import ingest
-from tests.governance.factories import enrol, person
+from tests.governance.factories import enrol, lift_request_guard, person
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("stored_traces")]
 
@@ -52,13 +52,13 @@ def record(signer, request, document=None):
 
 
 def refused(request, approver, document, code):
-    before = (GovernanceEvent.objects.count(), Approval.objects.count())
+    before = (GovernanceEvent.objects.count(), Vote.objects.count())
     with pytest.raises(codes.GovernanceError) as caught:
         services.production_replay_approval_record(
             request=request, approver=approver, document=document
         )
     assert caught.value.code == code
-    assert (GovernanceEvent.objects.count(), Approval.objects.count()) == before
+    assert (GovernanceEvent.objects.count(), Vote.objects.count()) == before
     return caught.value.message
 
 
@@ -330,6 +330,7 @@ class TestRefusals:
         assert message == services.APPROVAL_BAD_SIGNATURE_MESSAGE.format(key_id=carol.key.key_id)
 
     def test_an_expired_request_takes_no_votes(self, signers, asked):
+        lift_request_guard()  # the row, not the signed filing, is made to expire
         ProductionReplayRequest.objects.filter(id=asked.id).update(
             expires_at=timezone.now() - timedelta(seconds=1)
         )

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from governance import codes, membership, selectors, services, signing
-from governance.models import Approval, GovernanceEvent, RoleGrantRequest
+from governance.models import GovernanceEvent, RoleGrantRequest, Vote
 from tests.governance.factories import approve, enrol, filed_request, person
 
 pytestmark = pytest.mark.django_db
@@ -175,7 +175,7 @@ class TestGrantsNeedTheCouncil:
         }
         assert decided.idempotency_key == f"role-grant-decision:{grant.id}"
         assert membership.roles_held(User.objects.get(pk=nina.pk)) == {"admin"}
-        assert Approval.objects.filter(role_grant=grant).count() == 2
+        assert Vote.objects.filter(request=grant).count() == 2
         assert selectors.ledger_verify().ok
 
     def test_one_council_signature_is_not_enough(self, council):

@@ -106,10 +106,10 @@ def test_changing_one_field_underneath_names_that_seq(ledger_with_an_approval, f
 def test_a_deleted_event_is_named_as_the_missing_seq(ledger_with_an_approval):
     event = ledger_with_an_approval
     with connection.cursor() as cur:
-        for table in (TABLE, "governance_approval"):
+        for table in (TABLE, "governance_vote"):
             for sql in drop_append_only_sql(connection.vendor, table):
                 cur.execute(sql)
-        cur.execute("DELETE FROM governance_approval WHERE event_id = %s", [event.seq])
+        cur.execute("DELETE FROM governance_vote WHERE event_id = %s", [event.seq])
         cur.execute(f"DELETE FROM {TABLE} WHERE seq = %s", [event.seq])  # noqa: S608
     result = _verify_json()
     assert (result["broke_at"], result["code"]) == (event.seq, "CHAIN_SEQ")
