@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0009_witness_cosignatures"),
+        ("governance", "0010_governed_request_and_vote"),
     ]
 
     operations = [
