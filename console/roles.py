@@ -376,17 +376,3 @@ def access_user_by_id(user: User, user_id: int | str, action: str = MANAGE):
     if found is None:
         raise Http404("no such user")
     return found
-
-
-def access_legal_request_by_id(user: User, request_id: uuid.UUID | str, action: str = DSR):
-    """A legal request (Data Subject Request): the role first, so someone without it gets 403
-    whether or not the request exists; then 404 for one that does not."""
-    from dsr.models import LegalRequest
-
-    rows = LegalRequest.objects.select_related("requested_by", "identity_verified_by")
-    return _by_uuid(user, action, rows, request_id, "legal request")
-
-
-def may_see_legal_requests(user: User) -> bool:
-    """Legal staff and admins (DSR), and whoever signs approvals of them (DSR_APPROVE)."""
-    return can(user, DSR) or can(user, DSR_APPROVE)
