@@ -41,8 +41,8 @@ def trace_names(traces: Sequence[Trace]) -> dict[str, set[int]]:
         for ref in trace.required_snapshot_ids or []:
             if isinstance(ref, dict) and ref.get("snapshot_id"):
                 names.setdefault(str(ref["snapshot_id"]), set()).add(trace.pk)
-    runs = ReplayRun.objects.filter(trace__in=[t.pk for t in traces]).values_list("id", "trace")
-    for run_id, trace_pk in runs:
+    runs = ReplayRun.objects.filter(trace__in=[t.pk for t in traces])
+    for run_id, trace_pk in runs.values_list("id", "trace_id"):
         names.setdefault(str(run_id), set()).add(trace_pk)
     return names
 
@@ -72,12 +72,12 @@ def events_naming(
     )
     matched: dict[int, set[int]] = {}
     for seq, *refs in values.iterator(chunk_size=5000):
-        pks: set[int] = set()
+        named: set[int] = set()
         for ref in refs:
             if ref is not None and ref in names:
-                pks |= names[ref]
-        if pks:
-            matched[seq] = pks
+                named |= names[ref]
+        if named:
+            matched[seq] = named
     seqs = sorted(matched)
     for start in range(0, len(seqs), CHUNK):
         rows = (
