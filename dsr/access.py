@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dsr import scope, services, signed, subjects_port
+from dsr import bundle, scope, services, signed, subjects_port
 from dsr.evidence import server_sign, tlog_evidence
 from dsr.models import DsrRelease, LegalRequest
 from governance import chain, codes, ledger, signing
@@ -139,8 +139,6 @@ def _events(request: LegalRequest, traces: list[Trace]) -> list[tuple[Any, ...]]
 def bundle_build(*, request_id: Any) -> LegalRequest:
     """Build the bundle (what the task runs): audit replays, then the signed file and its
     DSR_EXPORTED event. A failure is kept on the row (never half a file)."""
-    from dsr import bundle
-
     request = LegalRequest.objects.select_related("requested_by").get(pk=request_id)
     _progress(request, bundle_state=RUNNING, bundle_done=0, bundle_error="")
     try:
@@ -289,8 +287,6 @@ def released_bundle(*, request: LegalRequest) -> bytes:
     """The bundle as it may be handed over: its release approved per the signed ledger, and
     every value it reveals among those the approval signed (else DSR_RELEASE_NOT_APPROVED
     naming the first that is not)."""
-    from dsr import bundle
-
     services.require_approved(request=request, purpose=signing.DSR_RELEASE)
     found, cover = signed.covered(request)
     data = bundle_bytes(request=request)
