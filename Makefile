@@ -40,9 +40,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
+# ruff, the import contracts of pyproject.toml's [tool.importlinter] (the pure core and the
+# apps' layers, docs/architecture.md), then mypy
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 fmt: $(STAMP)
@@ -50,4 +53,4 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .hypothesis build replay/formats/contextos/_compiled.*.so
+	rm -rf $(VENV) var .pytest_cache .hypothesis .import_linter_cache build replay/formats/contextos/_compiled.*.so

@@ -29,15 +29,24 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from governance import membership
+from governance.models import (
+    ForceContinueRequest,
+    Halt,
+    MemberKey,
+    ProductionReplayRequest,
+    RoleGrantRequest,
+)
+from governance.selectors import api_token_of
+from replay.models import ReplayRun, Trace
+from replay.selectors import UPLOAD_PREFIX, trace_by_upload_id, trace_to_replay
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-
-    from replay.models import ReplayRun, Trace
 
     User = AbstractBaseUser | AnonymousUser
 
@@ -239,9 +248,6 @@ def access_trace_by_id(user: User, trace_ref: str, action: str = BROWSE) -> Trac
     Several files may carry one trace id (a tampered copy is evidence in its own right), so
     pages link to a stored trace by its content address.
     """
-    from replay.models import Trace
-    from replay.selectors import UPLOAD_PREFIX, trace_by_upload_id
-
     require(user, action)
     ref = str(trace_ref).strip().lower()
     found = Trace.objects.select_related("blob", "uploaded_by")
@@ -261,8 +267,6 @@ def access_trace_to_replay(user: User, trace_ref: str, action: str) -> Trace:
     check: by ``upload:ID``, by sha256, or by a trace id exactly one stored file carries; a
     trace id several files carry raises ``ReplayError(AMBIGUOUS_TRACE_ID)`` naming each copy
     (replay.selectors.trace_to_replay), never the newest by guess."""
-    from replay.selectors import trace_to_replay
-
     require(user, action)
     trace = trace_to_replay(str(trace_ref))
     if trace is None:
@@ -290,29 +294,21 @@ def by_uuid_after_check(rows: Any, ref: uuid.UUID | str, what: str) -> Any:
 
 
 def access_run_by_id(user: User, run_id: uuid.UUID | str, action: str = BROWSE) -> ReplayRun:
-    from replay.models import ReplayRun
-
     rows = ReplayRun.objects.select_related("trace__blob")
     return _by_uuid(user, action, rows, run_id, "replay")
 
 
 def access_force_continue_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
-    from governance.models import ForceContinueRequest
-
     rows = ForceContinueRequest.objects.select_related("run__trace", "requested_by", "resumed_run")
     return _by_uuid(user, action, rows, request_id, "force-continue request")
 
 
 def access_production_request_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
-    from governance.models import ProductionReplayRequest
-
     rows = ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
     return _by_uuid(user, action, rows, request_id, "production replay request")
 
 
 def access_halt_by_seq(user: User, halt_seq: int, action: str = BROWSE):
-    from governance.models import Halt
-
     require(user, action)
     found = Halt.objects.filter(seq=int(halt_seq)).first()
     if found is None:
@@ -321,8 +317,6 @@ def access_halt_by_seq(user: User, halt_seq: int, action: str = BROWSE):
 
 
 def access_member_key_by_id(user: User, key_id: str, action: str = MANAGE):
-    from governance.models import MemberKey
-
     require(user, action)
     found = MemberKey.objects.filter(key_id=str(key_id)).select_related("user").first()
     if found is None:
@@ -332,8 +326,6 @@ def access_member_key_by_id(user: User, key_id: str, action: str = MANAGE):
 
 def access_api_token_by_id(user: User, token_id: int | str, action: str = API_TOKENS_OWN):
     """One of the user's own API tokens: someone else's is a 404, exactly like a missing one."""
-    from governance.selectors import api_token_of
-
     require(user, action)
     found = api_token_of(user=user, token_id=token_id)
     if found is None:
@@ -348,8 +340,6 @@ def may_see_role_grants(user: User) -> bool:
 
 def access_role_grant_by_id(user: User, request_id: uuid.UUID | str, action: str | None = None):
     """A role grant request; without ``action``, for seeing it (admins and the council)."""
-    from governance.models import RoleGrantRequest
-
     if action is None and not may_see_role_grants(user):
         raise PermissionDenied("your roles do not allow seeing role grants")
     if action is not None:
@@ -365,8 +355,6 @@ def access_role_grant_by_id(user: User, request_id: uuid.UUID | str, action: str
 
 
 def access_user_by_id(user: User, user_id: int | str, action: str = MANAGE):
-    from django.contrib.auth import get_user_model
-
     require(user, action)
     try:
         pk = int(user_id)
@@ -376,17 +364,3 @@ def access_user_by_id(user: User, user_id: int | str, action: str = MANAGE):
     if found is None:
         raise Http404("no such user")
     return found
-
-
-def access_legal_request_by_id(user: User, request_id: uuid.UUID | str, action: str = DSR):
-    """A legal request (Data Subject Request): the role first, so someone without it gets 403
-    whether or not the request exists; then 404 for one that does not."""
-    from dsr.models import LegalRequest
-
-    rows = LegalRequest.objects.select_related("requested_by", "identity_verified_by")
-    return _by_uuid(user, action, rows, request_id, "legal request")
-
-
-def may_see_legal_requests(user: User) -> bool:
-    """Legal staff and admins (DSR), and whoever signs approvals of them (DSR_APPROVE)."""
-    return can(user, DSR) or can(user, DSR_APPROVE)

@@ -26,10 +26,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dsr import scope, services, signed, subjects_port
+from dsr import bundle, scope, services, signed, subjects_port
+from dsr.evidence import server_sign, tlog_evidence
 from dsr.models import DsrRelease, LegalRequest
 from governance import chain, codes, ledger, signing
-from governance import evidence as ledger_evidence
 from governance import services as gov_services
 from governance.models import GovernanceEvent
 from replay.models import ReplayRun, Trace
@@ -136,18 +136,9 @@ def _events(request: LegalRequest, traces: list[Trace]) -> list[tuple[Any, ...]]
     return list(GovernanceEvent.objects.filter(found).order_by("seq").values_list(*chain.FIELDS))
 
 
-def _sign(message: bytes) -> tuple[str, str, str]:
-    key = ledger.server_key_current()
-    if key is None:  # pragma: no cover - a request's own DSR_OPENED made one
-        raise RuntimeError("no server signing key")
-    return key.key_id, key.public_key, signing.sign(ledger.private_key_of(key), message)
-
-
 def bundle_build(*, request_id: Any) -> LegalRequest:
     """Build the bundle (what the task runs): audit replays, then the signed file and its
     DSR_EXPORTED event. A failure is kept on the row (never half a file)."""
-    from dsr import bundle
-
     request = LegalRequest.objects.select_related("requested_by").get(pk=request_id)
     _progress(request, bundle_state=RUNNING, bundle_done=0, bundle_error="")
     try:
@@ -207,9 +198,9 @@ def bundle_build(*, request_id: Any) -> LegalRequest:
                 events=[bundle.event_record(r) for r in rows_],
                 server_keys=server_keys,
                 member_keys=member_keys,
-                tlog=ledger_evidence.tlog_evidence(rows_),
+                tlog=tlog_evidence(rows_),
             ),
-            _sign,
+            server_sign,
         )
     except Exception as exc:
         logger.exception("the bundle of legal request %s failed", request.id)
@@ -296,8 +287,6 @@ def released_bundle(*, request: LegalRequest) -> bytes:
     """The bundle as it may be handed over: its release approved per the signed ledger, and
     every value it reveals among those the approval signed (else DSR_RELEASE_NOT_APPROVED
     naming the first that is not)."""
-    from dsr import bundle
-
     services.require_approved(request=request, purpose=signing.DSR_RELEASE)
     found, cover = signed.covered(request)
     data = bundle_bytes(request=request)

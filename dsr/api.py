@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from console import roles
 from console.api.governance import ERRORS, SignedApprovalInput
-from dsr import access, services, subjects_port
+from dsr import access, lookup, services, subjects_port
 from dsr.models import LegalRequest
 from governance import signing
 from replay.canonical import jcs
@@ -80,7 +80,7 @@ class LegalRequestOutput(serializers.Serializer):
 
 
 def _require_list(user: Any) -> None:
-    if not roles.may_see_legal_requests(user):
+    if not lookup.may_see_legal_requests(user):
         raise PermissionDenied("your roles do not allow seeing legal requests")
 
 
@@ -97,7 +97,7 @@ def _legal_with_input(
     """The legal request the URL names, if the caller's roles allow ``action`` on it, and the
     body as ``serializer`` validates it. Access first: a caller who may not act on the request
     learns nothing about it from a 400."""
-    legal = roles.access_legal_request_by_id(request.user, request_id, action)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, action)
     return legal, _valid(serializer, request)
 
 
@@ -168,7 +168,7 @@ class LegalRequestDetailApi(APIView):
     )
     def get(self, request: Request, request_id: str) -> Response:
         _require_list(request.user)
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.BROWSE)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.BROWSE)
         purpose = request.query_params.get("purpose")
         legal.payload = legal.payload_jcs = None  # type: ignore[attr-defined]
         if purpose:
@@ -276,7 +276,7 @@ class LegalRequestBundleApi(APIView):
         operation_id="legal_request_bundle_status", responses={200: BundleStatusOutput, **ERRORS}
     )
     def get(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         return Response(BundleStatusOutput(legal).data)
 
     @extend_schema(
@@ -285,7 +285,7 @@ class LegalRequestBundleApi(APIView):
         responses={202: BundleStatusOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         legal = access.bundle_request(request=legal, actor=request.user)
         legal.refresh_from_db()
         return Response(BundleStatusOutput(legal).data, status=status.HTTP_202_ACCEPTED)
@@ -299,7 +299,7 @@ class LegalRequestBundleFileApi(APIView):
         responses={(200, "application/json"): OpenApiTypes.BINARY, **ERRORS},
     )
     def get(self, request: Request, request_id: str) -> HttpResponse:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         response = HttpResponse(
             access.released_bundle(request=legal), content_type="application/json"
         )
@@ -351,7 +351,7 @@ class LegalRequestErasureApi(APIView):
         operation_id="legal_request_erasure", responses={200: OutputSerializer, **ERRORS}
     )
     def get(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         receipt = access.erasure_receipt(legal)
         plan = None if receipt else subjects_port.erasure_plan(legal.subject_refs)
         body = {"plan": plan, "receipt": receipt, "receipt_seq": legal.erasure_event_id}
@@ -363,7 +363,7 @@ class LegalRequestErasureApi(APIView):
         responses={200: OutputSerializer, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         event = access.legal_request_erase(request=legal, actor=request.user)
         body = {"plan": None, "receipt": event.payload, "receipt_seq": event.seq}
         return Response(self.OutputSerializer(body).data)

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import refused
-from dsr import access, conf, services, signed, subjects_port
+from dsr import access, conf, lookup, services, signed, subjects_port
 from dsr.models import DsrRelease, LegalRequest
 from governance import signing
 from governance.codes import GovernanceError
@@ -31,7 +31,7 @@ TRANSITIONS = ("start", "fulfil", "refuse")
 
 
 def _require_list(user: Any) -> None:
-    if not roles.may_see_legal_requests(user):
+    if not lookup.may_see_legal_requests(user):
         raise PermissionDenied("your roles do not allow seeing legal requests")
 
 
@@ -152,7 +152,7 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
 @signed_in
 def dsr_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
     _require_list(request.user)
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.BROWSE)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.BROWSE)
     return partial_or_page(
         request, "dsr/detail.html", "dsr-bundle", _detail_context(request, legal)
     )
@@ -161,7 +161,7 @@ def dsr_detail_view(request: HttpRequest, request_id: str) -> HttpResponse:
 @require_POST
 @signed_in
 def dsr_identity_view(request: HttpRequest, request_id: str) -> HttpResponse:
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
     try:
         services.legal_request_identity_verify(
             request=legal, actor=request.user, method=request.POST.get("method", "")
@@ -175,7 +175,7 @@ def dsr_identity_view(request: HttpRequest, request_id: str) -> HttpResponse:
 @require_POST
 @signed_in
 def dsr_transition_view(request: HttpRequest, request_id: str) -> HttpResponse:
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
     action = request.POST.get("action", "")
     try:
         if action == "start":
@@ -202,7 +202,7 @@ def _back(legal: LegalRequest) -> HttpResponseRedirect:
 @signed_in
 def dsr_bundle_view(request: HttpRequest, request_id: str) -> HttpResponse:
     """Queue the evidence bundle's build; the request page shows its progress."""
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
     try:
         access.bundle_request(request=legal, actor=request.user)
     except GovernanceError as exc:
@@ -212,7 +212,7 @@ def dsr_bundle_view(request: HttpRequest, request_id: str) -> HttpResponse:
 
 
 def _released_bundle(request: HttpRequest, request_id: str) -> tuple[LegalRequest, bytes]:
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
     return legal, access.released_bundle(request=legal)
 
 
@@ -223,7 +223,7 @@ def dsr_bundle_download_view(request: HttpRequest, request_id: str) -> HttpRespo
     try:
         legal, data = _released_bundle(request, request_id)
     except GovernanceError as exc:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
     response = HttpResponse(data, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="evidence-bundle-{legal.id}.json"'
@@ -239,7 +239,7 @@ def dsr_bundle_pdf_view(request: HttpRequest, request_id: str) -> HttpResponse:
     try:
         legal, data = _released_bundle(request, request_id)
     except GovernanceError as exc:
-        legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+        legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
         return refused(request, exc, "dsr/detail.html", _detail_context(request, legal))
     response = HttpResponse(
         pdf.render_summary(bundle.pdf_summary(data)), content_type="application/pdf"
@@ -252,7 +252,7 @@ def dsr_bundle_pdf_view(request: HttpRequest, request_id: str) -> HttpResponse:
 @signed_in
 def dsr_release_view(request: HttpRequest, request_id: str) -> HttpResponse:
     """An admin releases one field into the bundle (one PII_REVEALED naming the request)."""
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.PII_REVEAL)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.PII_REVEAL)
     try:
         trace_pk = int(request.POST.get("trace_pk", ""))
     except ValueError:
@@ -279,7 +279,7 @@ def dsr_release_view(request: HttpRequest, request_id: str) -> HttpResponse:
 @signed_in
 def dsr_erase_view(request: HttpRequest, request_id: str) -> HttpResponse:
     """Execute an approved erasure; the request page then shows the receipt."""
-    legal = roles.access_legal_request_by_id(request.user, request_id, roles.DSR)
+    legal = lookup.access_legal_request_by_id(request.user, request_id, roles.DSR)
     try:
         access.legal_request_erase(request=legal, actor=request.user)
     except GovernanceError as exc:

@@ -4,7 +4,7 @@ A note is one ledger event, so it is as append-only as the ledger (the database 
 update or a delete of an event; there is no service, view or endpoint that edits or removes a
 note: a correction is a new note). Its payload names the trace by ``trace_id`` and
 ``file_sha256`` (``governance.evidence.REFERENCE_KEYS``), so retention never expires a noted
-trace and the trace's evidence (``governance.evidence.ledger_evidence``, the legal bundles)
+trace and the trace's evidence (``dsr.evidence.ledger_evidence``, the legal bundles)
 carries its notes.
 
 Personal data: the ledger cannot be erased, so the note text must never hold personal data.

@@ -60,7 +60,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from yaml.composer import Composer
@@ -76,7 +76,7 @@ from replay.canonical import es_number_to_string
 try:  # libyaml's parser (C), for the texts :func:`_fast_eligible` admits; PyYAML decides the rest
     from yaml._yaml import CParser as _CParser
 except ImportError:  # pragma: no cover - exercised only where PyYAML lacks libyaml
-    _CParser = None
+    _CParser = None  # type: ignore[misc,assignment]
 
 __all__ = ["MAX_ALIAS_COUNT", "MAX_ALIAS_EXPANSION", "YAML12Error", "load"]
 
@@ -276,7 +276,7 @@ class _Alias(Node):
     id = "alias"
 
     def __init__(self, name: str, target: Node, start_mark: Any, end_mark: Any) -> None:
-        super().__init__(None, target, start_mark, end_mark)
+        super().__init__(None, target, start_mark, end_mark)  # type: ignore[arg-type]
         self.name = name
         self.target = target
 
@@ -365,6 +365,7 @@ class _Loader(Reader, Scanner, Parser, Composer, BaseResolver):
             )
         event = self.peek_event()
         anchor = event.anchor  # a redefined anchor is allowed: later aliases take the latest
+        node: Node
         if self.check_event(ScalarEvent):
             node = self.compose_scalar_node(anchor)
         elif self.check_event(SequenceStartEvent):
@@ -377,7 +378,7 @@ class _Loader(Reader, Scanner, Parser, Composer, BaseResolver):
             self.anchored[id(node)] = anchor
         return node
 
-    def compose_scalar_node(self, anchor: str | None) -> ScalarNode:
+    def compose_scalar_node(self, anchor: str | None) -> ScalarNode:  # type: ignore[override]
         event = self.get_event()
         tag = event.tag
         if tag is None:  # plain: style None from PyYAML's parser, "" from libyaml's
@@ -434,7 +435,7 @@ class _ToJS:
             obj: dict[str, Any] = {}
             if data is not None:
                 data.res, data.done = obj, True
-            self.mapping(node, obj)
+            self.mapping(cast(MappingNode, node), obj)
             return obj
         finally:
             self.active.discard(id(node))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from governance import codes, evidence, ledger
+from dsr import evidence
+from governance import codes, ledger
 from governance.models import GovernanceEvent
 from governance.services import (
     NOTE_EMPTY_MESSAGE,

@@ -362,8 +362,8 @@ def test_no_push_is_queued_for_a_new_checkpoint_without_witnesses(
 def test_a_bundle_asks_the_witnesses_first_and_passes_an_offline_quorum_check(
     witnesses, settings, tmp_path
 ):
-    from dsr import bundle
-    from governance import chain, evidence, ledger
+    from dsr import bundle, evidence
+    from governance import chain, ledger
 
     settings.GOVERNANCE_WITNESSES = [w.config for w in witnesses]
     settings.GOVERNANCE_WITNESS_QUORUM = 2

@@ -1,13 +1,14 @@
-"""The ledger evidence a bundle carries (``governance.evidence``): the events naming the
-subject's traces, the keys that verify them and a checkpoint, signed by the server key, and a
-bundle built from them verifies offline."""
+"""The ledger evidence a bundle carries (``dsr.evidence``, over ``governance.evidence``): the
+events naming the subject's traces, the keys that verify them and a checkpoint, signed by the
+server key, and a bundle built from them verifies offline."""
 
 from __future__ import annotations
 
 import pytest
 
-from dsr import bundle
-from governance import codes, evidence, ledger, selectors, transparency
+from dsr import bundle, evidence
+from governance import codes, ledger, selectors, transparency
+from governance import evidence as governance_evidence
 from governance.services import replay_request, replay_run_govern
 from tests.governance.conftest import ingest, recorded_bytes
 from tlog import checkpoint as checkpoints
@@ -95,7 +96,7 @@ def test_the_exported_checkpoint_carries_the_tree_note_at_its_size(traces):
 
 
 def test_an_event_naming_traces_of_two_chunks_comes_once(traces, monkeypatch):
-    monkeypatch.setattr(evidence, "CHUNK", 1)
+    monkeypatch.setattr(governance_evidence, "CHUNK", 1)
     found = evidence.ledger_evidence(list(traces), checkpoint=False)
 
     seqs = [e["seq"] for e in found["events"]]
