@@ -10,6 +10,12 @@ A format is an object with:
   (``*.replay.json`` is AHD, gzip is native) -- checked before any key is scanned;
 - ``parse(source, filename, ctx)``: the strict, bounded parse; raises ``ReplayError``;
   ``refused(exc, filename, ctx)`` is the report of a file that did not parse;
+- ``codes``: every error code (``replay/errors.py``) a report of this format can carry
+  besides the console's own (:data:`CONSOLE_CODES`): what it refuses with, each documented in
+  ``docs/error-codes.md`` ("Codes by format"); registering a format that declares a code
+  ``replay/errors.py`` does not define, or an unstorable code it does not declare, is refused,
+  and the tests fail any report of a format carrying a code it did not declare
+  (``tests/conftest.py``);
 - ``unstorable_codes``: the report codes that refuse storing the file (nothing is stored);
   any other report is stored with its verdict, a tampered file included (as evidence); a
   format may decide itself with ``storable(report) -> bool`` (Verist's recompute refuses an
@@ -60,7 +66,21 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
+from replay import errors
+
 ENTRY_POINT_GROUP = "replay_console.formats"
+
+#: The codes the console itself gives a report of any format, whatever the format declares:
+#: a halted file (``common.halt_refusal``, asked by every format first), a file retention
+#: expired, a trace id several stored files carry, a force-continue without its approvals.
+CONSOLE_CODES = frozenset(
+    {
+        errors.FORCE_HALT_ACTIVE,
+        errors.TRACE_EXPIRED,
+        errors.AMBIGUOUS_TRACE_ID,
+        errors.FORCE_CONTINUE_REQUIRED,
+    }
+)
 
 
 @dataclass
@@ -184,6 +204,7 @@ class TraceFormat(Protocol[Parsed]):
     keys: frozenset[str]
     companions: tuple[CompanionRule, ...]
     replay_note: str
+    codes: frozenset[str]
     unstorable_codes: frozenset[str]
 
     def sniff(self, head: bytes, filename: str) -> bool: ...
@@ -309,6 +330,30 @@ def replay_options(fmt: Any, given: Any) -> dict[str, Any]:
     return resolved
 
 
+def codes_problem(fmt: Any) -> str | None:
+    """What is wrong with a format's declared ``codes``, or None: it must declare them, each
+    one a code of ``replay/errors.py``, none of the console's own, and every code it refuses
+    storing with among them."""
+    codes = getattr(fmt, "codes", None)
+    if not isinstance(codes, frozenset) or not codes:
+        return "declares no error codes (codes: a frozenset of replay.errors codes)"
+    unknown = sorted(c for c in codes if c not in errors.ERROR_CODES)
+    if unknown:
+        return f"declares codes replay/errors.py does not define: {', '.join(unknown)}"
+    console = sorted(codes & CONSOLE_CODES)
+    if console:
+        return f"declares the console's own codes (CONSOLE_CODES): {', '.join(console)}"
+    undeclared = sorted(set(getattr(fmt, "unstorable_codes", ())) - codes)
+    if undeclared:
+        return f"refuses storing with codes it does not declare: {', '.join(undeclared)}"
+    return None
+
+
+def declares(fmt: Any, code: str) -> bool:
+    """Whether a report of ``fmt`` may carry ``code``: one it declares, or the console's."""
+    return code in CONSOLE_CODES or code in getattr(fmt, "codes", frozenset())
+
+
 class FormatRegistry:
     """The formats this console reads, in the order detection asks them."""
 
@@ -318,6 +363,9 @@ class FormatRegistry:
     def register(self, fmt: TraceFormat[Any]) -> None:
         if fmt.name in self._formats:
             raise ValueError(f"format {fmt.name!r} is already registered")
+        problem = codes_problem(fmt)
+        if problem is not None:
+            raise ValueError(f"format {fmt.name!r}: {problem}")
         self._formats[fmt.name] = fmt
 
     def get(self, name: str) -> TraceFormat[Any] | None:

@@ -100,6 +100,15 @@ class AhdFormat:
             beside=False,
         ),
     )
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            errors.MISSING_SNAPSHOT,
+            errors.INTEGRITY_FAILURE,
+        }
+    )
     #: a sidecar whose inputs did not come with it is not stored: re-verifying it later
     #: would depend on a server checkout
     unstorable_codes = frozenset(

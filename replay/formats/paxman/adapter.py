@@ -41,11 +41,19 @@ class PaxmanFormat:
     companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.json$", r"^{stem}\.contract\.json$", role="contract", needs_owner=True),
     )
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.VERSION_MISMATCH,
+            errors.CAPABILITY_NOT_FOUND,
+            errors.HASH_MISMATCH,
+            errors.INVALID_CONTRACT,
+        }
+    )
     #: a contract supplied with the artifact that is not its contract is the caller's error:
     #: the artifact is refused (nothing stored), as a file that does not parse is
-    unstorable_codes = frozenset(
-        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.INVALID_CONTRACT}
-    )
+    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.INVALID_CONTRACT})
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
 
     def sniff(self, head: bytes, filename: str) -> bool:
