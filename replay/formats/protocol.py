@@ -34,6 +34,15 @@ A format is an object with:
   uploaded beside it (a MACE log's ``<snapshot_id>.json``): the upload batch keeps them as
   its inputs (``VerifyContext.inputs``), and ``ingest`` / ``verify`` read them from its
   directory;
+- optionally ``options(sources: OptionSources)``: the format's own options for one file, built
+  from its settings accessors and what the request gave; the services put them in
+  ``VerifyContext.format_options`` (a malformed setting: :class:`SettingError`);
+- optionally ``verify_path(path, filename, ctx) -> ReplayReport | None``: a file verified where
+  it lies on disk, without inputs given (an AHD sidecar against its checkout), None to verify
+  it as any other file;
+- optionally ``unpacks(filename) -> bool`` and ``unpack(data, filename, inputs, sources)``: a
+  file that is the whole run with its inputs (an AHD ``run.tar.gz``), read into the trace's
+  bytes, its name and its inputs (a refusal is ``ReplayError``, the format's ``refused``);
 - optionally ``replay_options``: the options a replay of it takes (:class:`ReplayOption`,
   Verist's recompute options), chosen per request (CLI ``--option``, the API's ``options``,
   the trace page's form); :func:`replay_options` checks what a request gives and fills in
@@ -63,7 +72,6 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
 from replay import errors
@@ -88,9 +96,12 @@ class VerifyContext:
     """What verifying one file may use; the services build it from settings and the DB.
 
     ``inputs``: files uploaded together with this one, by name (an AHD sidecar's token and
-    brief); ``input_root``: a directory of inputs on disk (``REPLAY_AHD_ROOT``, or a checkout
-    the CLI found); ``stored_inputs``: for a stored file, the inputs stored with it
-    (``{"kind", "path", "snapshot_id"}``), read back through ``stored_snapshot``.
+    brief); ``stored_inputs``: for a stored file, the inputs stored with it
+    (``{"kind", "path", "snapshot_id"}``), read back through ``stored_snapshot``;
+    ``format_options``: what the format's own ``options(sources)`` built for this file from its
+    settings and what the request gave (:class:`OptionSources`: AHD's checkout and input
+    limits, Paxman's contract and capabilities), None for a format without ``options`` (each
+    format then reads its defaults).
     """
 
     mode: str = "audit"
@@ -108,18 +119,37 @@ class VerifyContext:
     replay_limits: Any = None
     clock: Callable[[], float] | None = None
     inputs: Mapping[str, bytes] = field(default_factory=dict)
-    input_root: Path | None = None
-    input_root_named: str = "REPLAY_AHD_ROOT"
     stored_inputs: Sequence[Mapping[str, Any]] = ()
-    excluded: tuple[str, ...] = ()
-    max_input_bytes: int | None = None
-    contract: Any = None
     #: fields of a stored file whose values were erased (``{"location", "path"}``)
     erased: Sequence[Mapping[str, str]] = ()
-    #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
-    capabilities: Any = None
+    #: the format's own options for this file (its ``options(sources)``), or None
+    format_options: Any = None
     #: the replay options of the run, every one the format declares (:func:`replay_options`)
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: a setting by its name, or the default given: what a format's settings accessors read (the
+#: services pass ``lambda name, default: getattr(django.conf.settings, name, default)``)
+Setting = Callable[[str, Any], Any]
+
+
+class SettingError(ValueError):
+    """A deployment setting a format reads is malformed (the services' ImproperlyConfigured);
+    the message names the setting."""
+
+
+@dataclass(frozen=True)
+class OptionSources:
+    """What a format builds its options for one file from (``options(sources)``):
+    ``setting``, the deployment's settings by name; ``server_dirs``, the directories no input
+    may be read from (the server's own data: its database, blobs, spooled uploads);
+    ``given``, what the request brought for the format besides the file and its companions,
+    by the name the CLI and the API give it (``contract``: a contract file as
+    ``(name, bytes)``; ``input_root``: a directory of inputs the CLI names)."""
+
+    setting: Setting = lambda _name, default: default
+    server_dirs: tuple[str, ...] = ()
+    given: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
