@@ -478,7 +478,11 @@ def _input_names(source: IO[bytes], filename: str, fmt: str | None = None) -> li
 
 
 def trace_upload_batch(
-    *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
+    *,
+    files: Sequence[tuple[str, IO[bytes]]],
+    uploaded_by: Any = None,
+    inputs: Mapping[str, bytes] | None = None,
+    contract: Contract | None = None,
 ) -> list[BatchOutcome]:
     """Several files uploaded at once (the upload page). Each file is sniffed once; its
     companions are grouped by the formats' own rules (:func:`group_companions`, the rules
@@ -490,7 +494,11 @@ def trace_upload_batch(
     companion is stored with its trace, not as a trace of its own; one that needs its trace
     and came without it is refused (a contract without its artifact); every other file is
     stored (or refused) on its own (dropped without a sidecar, an archive is one whole AHD
-    run: its sidecar with the token and brief it names)."""
+    run: its sidecar with the token and brief it names).
+
+    ``inputs`` and ``contract``: given explicitly (the API's ``inputs`` and ``contract``
+    fields), pinned to every trace of the batch: they win over the companions its rules
+    group with it."""
     from replay.formats import archive, companion_alone, group_companions
 
     names = [name for name, _source in files]
@@ -507,7 +515,7 @@ def trace_upload_batch(
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
     max_archive = archive_limits().max_archive_bytes
     read: dict[str, bytes] = {}
-    inputs: dict[str, bytes] = {}
+    named_inputs: dict[str, bytes] = {}
     companions: list[BatchOutcome] = []
     outcomes: list[BatchOutcome] = []
     naming = set(named.values())
@@ -521,7 +529,7 @@ def trace_upload_batch(
             if refusal is not None:
                 outcomes.append(BatchOutcome(name, error=refusal(name)))
         elif name in named and name not in naming:
-            inputs[name] = source.read(cap + 1)
+            named_inputs[name] = source.read(cap + 1)
             companions.append(BatchOutcome(name, input_of=named[name]))
     taken = {o.filename for o in companions + outcomes}
     stored: list[BatchOutcome] = []
@@ -529,15 +537,16 @@ def trace_upload_batch(
         if name in taken:
             continue
         own = groups.get(name, [])
-        given = {**inputs, **{c: read[c] for c, rule in own if rule.role == "input"}}
-        contract = next(((c, read[c]) for c, rule in own if rule.role == "contract"), None)
+        given = {**named_inputs, **{c: read[c] for c, rule in own if rule.role == "input"}}
+        given.update(inputs or {})
+        grouped = next(((c, read[c]) for c, rule in own if rule.role == "contract"), None)
         try:
             result = trace_upload(
                 source=source,
                 filename=name,
                 uploaded_by=uploaded_by,
                 inputs=given,
-                contract=contract,
+                contract=contract if contract is not None else grouped,
                 detected=detected[name],
             )
         except ReplayError as exc:
