@@ -3,7 +3,6 @@ these; they load rows, call the pure core, and store what it says."""
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import tempfile
@@ -20,8 +19,15 @@ from django.utils import timezone
 
 from replay import engine, errors, verdicts
 from replay.errors import ReplayError
-from replay.formats import AHD, format_names, formats, native, sniff
-from replay.formats.protocol import StoredFacts, TraceFormat, VerifyContext, replay_options
+from replay.formats import format_names, formats, native, sniff
+from replay.formats.protocol import (
+    OptionSources,
+    SettingError,
+    StoredFacts,
+    TraceFormat,
+    VerifyContext,
+    replay_options,
+)
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.registry import default_registry
@@ -96,15 +102,6 @@ def _server_data_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
-def _ahd_limits() -> dict[str, Any]:
-    from replay.formats.ahd import settings as ahd_settings
-
-    return {
-        "excluded": _server_data_dirs(),
-        "max_input_bytes": ahd_settings.max_input_bytes(_setting),
-    }
-
-
 def _format(name: str) -> TraceFormat:
     fmt = formats().get(name)
     if fmt is None:
@@ -115,30 +112,9 @@ def _format(name: str) -> TraceFormat:
     return fmt
 
 
-@functools.cache
-def _installed_capabilities() -> dict[str, list[str]]:
-    """Paxman's built-in capabilities and those installed packages register (entry points
-    are read once per process)."""
-    from replay.formats import paxman
-
-    return paxman.capability_registry().as_dict()
-
-
 def _setting(name: str, default: Any) -> Any:
     """A setting by its name, or ``default``: what a format's pure settings accessors read."""
     return getattr(settings, name, default)
-
-
-def paxman_capabilities() -> Any:
-    """The capabilities a Paxman replay accepts: built-ins, installed packages' (entry-point
-    group ``replay_console.paxman_capabilities``), and ``REPLAY_PAXMAN_CAPABILITIES``
-    (:mod:`replay.formats.paxman.settings`)."""
-    from replay.formats.paxman import settings as paxman_settings
-
-    try:
-        return paxman_settings.capabilities(_setting, _installed_capabilities())
-    except ValueError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
 
 
 def archive_limits() -> Any:
@@ -156,42 +132,46 @@ def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
     return archive.expand_inputs(dict(inputs or {}), archive_limits())
 
 
-def _archived_run(
-    source: IO[bytes], filename: str, inputs: Mapping[str, bytes] | None
+def _sources(given: Mapping[str, Any] | None = None) -> OptionSources:
+    """What a format builds its options from: the settings, the server's data directories
+    and what the request ``given`` (``contract``, ``input_root``; None values left out)."""
+    return OptionSources(
+        setting=_setting,
+        server_dirs=_server_data_dirs(),
+        given={k: v for k, v in (given or {}).items() if v is not None},
+    )
+
+
+def _unpacker(filename: str) -> TraceFormat | None:
+    """The format that reads ``filename`` as a whole run with its inputs (an AHD archive)."""
+    for fmt in formats():
+        unpacks = getattr(fmt, "unpacks", None)
+        if unpacks is not None and unpacks(filename):
+            return fmt
+    return None
+
+
+def _unpacked(
+    fmt: TraceFormat, source: IO[bytes], filename: str, inputs: Mapping[str, bytes] | None
 ) -> tuple[IO[bytes], str, dict[str, bytes]]:
-    """An archive given as the file itself (``run.tar.gz``): one AHD run handed over whole,
-    read (bounded, hostile entries refused naming the entry) as its sidecar, the sidecar's
-    file name and its inputs (the archive's other files; ``inputs`` given beside it win)."""
-    import io
-
-    from replay.formats import archive
-
-    limits = archive_limits()
-    run = archive.read_run(source.read(limits.max_archive_bytes + 1), filename, limits)
-    return io.BytesIO(run.sidecar), run.sidecar_name, {**run.inputs, **(inputs or {})}
+    """A whole run given as the file itself (``run.tar.gz``), read by its format
+    (``unpack``) into the trace, its name and its inputs; raises ReplayError naming what
+    is refused."""
+    unpack = getattr(fmt, "unpack")  # noqa: B009 - optional in the protocol
+    return unpack(source, filename, dict(inputs or {}), _sources())
 
 
-def _contract(contract: Contract | None) -> Any:
-    """A supplied contract file, parsed (an ``InvalidContract`` when it is none), or None."""
-    if contract is None:
-        return None
-    from replay.formats import paxman
-
-    name, data = contract
-    return paxman.parse_contract(data, where=name)
-
-
-def _ahd_root() -> Path | None:
-    root = getattr(settings, "REPLAY_AHD_ROOT", None)
-    return Path(root) if root else None
-
-
-def _context(**kwargs: Any) -> VerifyContext:
-    """What verifying a file may use, from settings and the database."""
-    from replay.formats.ahd import settings as ahd_settings
-
-    kwargs.setdefault("input_root", _ahd_root())
-    kwargs.setdefault("capabilities", paxman_capabilities())
+def _context(
+    fmt: TraceFormat | None = None, given: Mapping[str, Any] | None = None, **kwargs: Any
+) -> VerifyContext:
+    """What verifying a file of ``fmt`` may use, from settings and the database; the
+    format's own options (its ``options``) from its settings and what the request gave."""
+    options = getattr(fmt, "options", None) if fmt is not None else None
+    if options is not None:
+        try:
+            kwargs["format_options"] = options(_sources(given))
+        except SettingError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
     return VerifyContext(
         keys=DatabaseKeyRing(),
         registry=default_registry(),
@@ -202,8 +182,6 @@ def _context(**kwargs: Any) -> VerifyContext:
             max_iterations=getattr(settings, "REPLAY_MAX_ITERATIONS", None),
         ),
         clock=time.monotonic,
-        excluded=_server_data_dirs(),
-        max_input_bytes=ahd_settings.max_input_bytes(_setting),
         **kwargs,
     )
 
@@ -257,12 +235,15 @@ def _checked(
     (called for a native trace only); without it, or when it gives None, the halts check
     says they were not checked. An archive among ``inputs`` that is refused is the report
     (the format's refusal naming the entry); ``contract`` is a Paxman artifact's."""
+    adapter = _format(fmt)
     try:
         expanded = _expanded(inputs)
     except ReplayError as exc:
-        ctx = _context(mode=mode)
-        return _format(fmt).refused(exc, filename, ctx)
+        ctx = _context(adapter, mode=mode)
+        return adapter.refused(exc, filename, ctx)
     ctx = _context(
+        adapter,
+        {"contract": contract},
         mode=mode,
         at=timezone.now(),
         # offline checks read the ledger for a native trace only (as before); a stored file
@@ -271,9 +252,8 @@ def _checked(
         progress=progress,
         workers=workers,
         inputs=expanded,
-        contract=_contract(contract),
     )
-    _parsed, report = _verify(lambda: stream, filename, fmt=_format(fmt), ctx=ctx)
+    _parsed, report = _verify(lambda: stream, filename, fmt=adapter, ctx=ctx)
     return report
 
 
@@ -301,34 +281,28 @@ def trace_verify_file(
     where the caller may start processes (a command, not a Celery prefork worker).
 
     The format is detected (`replay.formats.detect_format`): a native trace, a Paxman
-    artifact, or an AHD sidecar / report. AHD inputs are checked against the AHD checkout
-    on disk, so they need `path` (and take `root`); `ahd.AhdRootNotFound` is a usage error.
-    With ``inputs`` (the token and brief, or an archive of them: `--inputs`) an AHD sidecar
-    is checked against those instead of a checkout. ``contract``: a Paxman artifact's. An
-    archive (``run.tar.gz``) is the AHD run it holds, checked against the inputs it holds.
+    artifact, or an AHD sidecar / report. A format that verifies a file where it lies
+    (``verify_path``: an AHD sidecar against its checkout on disk, which needs `path` and
+    takes `root`; `ahd.AhdRootNotFound` is a usage error) does so when no ``inputs`` came
+    with it. With ``inputs`` (the token and brief, or an archive of them: `--inputs`) an AHD
+    sidecar is checked against those instead of a checkout. ``contract``: a Paxman
+    artifact's. A file a format reads whole (``unpacks``: an AHD ``run.tar.gz``) is the run
+    it holds, checked against the inputs it holds.
     """
-    from replay.formats import archive
-
-    if archive.is_archive(filename):
+    whole = _unpacker(filename)
+    if whole is not None:
         try:
-            source, filename, inputs = _archived_run(source, filename, inputs)
+            source, filename, inputs = _unpacked(whole, source, filename, inputs)
         except ReplayError as exc:
-            return _format(AHD).refused(exc, filename, _context(mode=mode)).to_json()
-        return _checked(AHD, source, filename, mode=mode, inputs=inputs).to_json()
+            return whole.refused(exc, filename, _context(whole, mode=mode)).to_json()
+        return _checked(whole.name, source, filename, mode=mode, inputs=inputs).to_json()
     fmt, stream = sniff(source, filename)
-    if fmt == AHD and inputs:
-        return _checked(fmt, stream, filename, mode=mode, inputs=inputs).to_json()
-    if fmt == AHD:
-        from replay.formats import ahd
-
-        if path is None:
-            report = engine.ReplayReport(trace_id=None, format=ahd.FORMAT, mode=mode)
-            message = f"{filename}: an AHD sidecar is verified against its checkout on disk"
-            report.checks.append(engine.Check("format", False, message))
-            return report.fail(errors.MALFORMED_TRACE, message).to_json()
-        return ahd.verify_path(
-            Path(path), root=Path(root) if root is not None else None, mode=mode, **_ahd_limits()
-        ).to_json()
+    on_disk = getattr(_format(fmt), "verify_path", None)
+    if on_disk is not None and not inputs:
+        ctx = _context(_format(fmt), {"input_root": root}, mode=mode)
+        report = on_disk(Path(path) if path is not None else None, filename, ctx)
+        if report is not None:
+            return report.to_json()
     return _checked(
         fmt,
         stream,
@@ -369,10 +343,9 @@ def trace_ingest(
     ``detected``: the format the caller already sniffed ``source`` as, positioned at its start
     (the upload batch): it is not sniffed again.
     """
-    from replay.formats import archive
-
-    if archive.is_archive(filename):
-        source, filename, inputs = _archived_run(source, filename, inputs)
+    whole = _unpacker(filename)
+    if whole is not None:
+        source, filename, inputs = _unpacked(whole, source, filename, inputs)
         detected = None
     if declared_format is not None:
         _format(declared_format)
@@ -417,17 +390,14 @@ def _ingest(
         existing = Trace.objects.filter(blob__sha256=spooled.sha256).first()
         if existing is not None:
             return IngestResult(existing, False, existing.ingest_report)
-        extra: dict[str, Any] = {} if input_root is None else {"input_root": input_root}
-        if input_root is not None:
-            extra["input_root_named"] = str(input_root)
         ctx = _context(
+            fmt,
+            {"contract": contract, "input_root": input_root},
             mode=engine.AUDIT,
             at=timezone.now(),
             workers=workers,
             file_id=spooled.sha256,
             inputs=expanded,
-            contract=_contract(contract),
-            **extra,
         )
         parsed, report = _verify(spooled.open, filename, fmt=fmt, ctx=ctx)
         if parsed is None or not _storable(fmt, report):
@@ -464,13 +434,12 @@ def trace_check(
     report, a refusal included (``POST /api/traces/verify/``), against the active halts
     ``halts`` reads from the ledger; an AHD sidecar against the files uploaded with it
     (``inputs``), else ``REPLAY_AHD_ROOT``; an archive, as the AHD run it holds."""
-    from replay.formats import archive
-
-    if archive.is_archive(filename):
+    whole = _unpacker(filename)
+    if whole is not None:
         try:
-            source, filename, inputs = _archived_run(source, filename, inputs)
+            source, filename, inputs = _unpacked(whole, source, filename, inputs)
         except ReplayError as exc:
-            return CheckedOnly(AHD, _format(AHD).refused(exc, filename, _context()).to_json())
+            return CheckedOnly(whole.name, whole.refused(exc, filename, _context(whole)).to_json())
     fmt, stream = sniff(source, filename)
     report = _checked(
         fmt, stream, filename, progress=progress, halts=halts, inputs=inputs, contract=contract
@@ -509,7 +478,11 @@ def _input_names(source: IO[bytes], filename: str, fmt: str | None = None) -> li
 
 
 def trace_upload_batch(
-    *, files: Sequence[tuple[str, IO[bytes]]], uploaded_by: Any = None
+    *,
+    files: Sequence[tuple[str, IO[bytes]]],
+    uploaded_by: Any = None,
+    inputs: Mapping[str, bytes] | None = None,
+    contract: Contract | None = None,
 ) -> list[BatchOutcome]:
     """Several files uploaded at once (the upload page). Each file is sniffed once; its
     companions are grouped by the formats' own rules (:func:`group_companions`, the rules
@@ -521,7 +494,11 @@ def trace_upload_batch(
     companion is stored with its trace, not as a trace of its own; one that needs its trace
     and came without it is refused (a contract without its artifact); every other file is
     stored (or refused) on its own (dropped without a sidecar, an archive is one whole AHD
-    run: its sidecar with the token and brief it names)."""
+    run: its sidecar with the token and brief it names).
+
+    ``inputs`` and ``contract``: given explicitly (the API's ``inputs`` and ``contract``
+    fields), pinned to every trace of the batch: they win over the companions its rules
+    group with it."""
     from replay.formats import archive, companion_alone, group_companions
 
     names = [name for name, _source in files]
@@ -538,7 +515,7 @@ def trace_upload_batch(
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
     max_archive = archive_limits().max_archive_bytes
     read: dict[str, bytes] = {}
-    inputs: dict[str, bytes] = {}
+    named_inputs: dict[str, bytes] = {}
     companions: list[BatchOutcome] = []
     outcomes: list[BatchOutcome] = []
     naming = set(named.values())
@@ -552,7 +529,7 @@ def trace_upload_batch(
             if refusal is not None:
                 outcomes.append(BatchOutcome(name, error=refusal(name)))
         elif name in named and name not in naming:
-            inputs[name] = source.read(cap + 1)
+            named_inputs[name] = source.read(cap + 1)
             companions.append(BatchOutcome(name, input_of=named[name]))
     taken = {o.filename for o in companions + outcomes}
     stored: list[BatchOutcome] = []
@@ -560,15 +537,16 @@ def trace_upload_batch(
         if name in taken:
             continue
         own = groups.get(name, [])
-        given = {**inputs, **{c: read[c] for c, rule in own if rule.role == "input"}}
-        contract = next(((c, read[c]) for c, rule in own if rule.role == "contract"), None)
+        given = {**named_inputs, **{c: read[c] for c, rule in own if rule.role == "input"}}
+        given.update(inputs or {})
+        grouped = next(((c, read[c]) for c, rule in own if rule.role == "contract"), None)
         try:
             result = trace_upload(
                 source=source,
                 filename=name,
                 uploaded_by=uploaded_by,
                 inputs=given,
-                contract=contract,
+                contract=contract if contract is not None else grouped,
                 detected=detected[name],
             )
         except ReplayError as exc:
@@ -770,7 +748,9 @@ def replay_run_execute(
         state=ReplayRun.State.RUNNING, started_at=timezone.now()
     )
     trace = run.trace
+    fmt = formats().get(trace.format)
     ctx = _context(
+        fmt,
         mode=run.mode,
         at=trace.created_at,
         halted=halted,
@@ -783,7 +763,6 @@ def replay_run_execute(
         erased=blob_erased(trace.blob.sha256),
         options=run.options or {},
     )
-    fmt = formats().get(trace.format)
     if trace.expired_at is not None:  # a tombstone: its content is gone (replay.expiry)
         from replay.expiry import expired_message
 

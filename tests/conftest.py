@@ -172,3 +172,31 @@ def flushable_transactional_db(transactional_db):
 
 
 # === end of the console block =================================================================
+
+
+# === formats: every code a format's report carries is one it declares (owner: fmtcodes) ======
+# Whatever a test runs (verify, ingest, upload, the API, a governed replay), a report of a
+# registered format that fails with a code its adapter does not declare (`codes`, besides the
+# console's own `protocol.CONSOLE_CODES`) fails the test at teardown, naming the format and the
+# code: a format's codes are what its tests observe. Reports of formats no registry knows
+# (a test's made-up name) are not checked.
+@pytest.fixture(autouse=True)
+def format_codes_undeclared(monkeypatch):
+    from replay.formats import protocol
+    from replay.report import ReplayReport
+
+    undeclared: list[str] = []
+    fail = ReplayReport.fail
+
+    def observed(self, code, message, **where):
+        fmt = protocol.default_formats().get(self.format) if self.format else None
+        if fmt is not None and not protocol.declares(fmt, code):
+            undeclared.append(f"{self.format} reported {code}, which it does not declare")
+        return fail(self, code, message, **where)
+
+    monkeypatch.setattr(ReplayReport, "fail", observed)
+    yield undeclared  # a test of this check reads (and empties) it
+    assert not undeclared, "; ".join(dict.fromkeys(undeclared))
+
+
+# === end of the formats block ===================================================================

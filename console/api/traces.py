@@ -8,7 +8,12 @@ from typing import Any
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.parsers import MultiPartParser
@@ -34,7 +39,7 @@ from console.selectors import (
 from governance.selectors import halts_active_map
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
-from replay.services import trace_check, trace_ingest
+from replay.services import trace_check, trace_ingest, trace_upload_batch
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 
@@ -95,6 +100,35 @@ UPLOAD_BODY = {
     "multipart/form-data": {
         "type": "object",
         "properties": {
+            "file": {
+                "type": "array",
+                "items": {"type": "string", "format": "binary"},
+                "description": "the file to verify or store; to store several at once, one "
+                "part per file: each trace goes with its companion files by the formats' rules "
+                "(as the upload page groups a drop)",
+            },
+            "inputs": {
+                "type": "array",
+                "items": {"type": "string", "format": "binary"},
+                "description": "an AHD sidecar's token and brief files, matched by the "
+                "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip); a "
+                "MACE log's snapshot files (<snapshot_id>.json)",
+            },
+            "contract": {
+                "type": "string",
+                "format": "binary",
+                "description": "a Paxman artifact's contract (JSON Dict DSL): its id must be "
+                "the artifact's contract_id, else INVALID_CONTRACT",
+            },
+        },
+        "required": ["file"],
+    },
+    "application/octet-stream": {"type": "string", "format": "binary"},
+}
+VERIFY_BODY = {
+    "multipart/form-data": {
+        "type": "object",
+        "properties": {
             "file": {"type": "string", "format": "binary"},
             "inputs": {
                 "type": "array",
@@ -136,7 +170,7 @@ class TraceVerifyApi(APIView):
 
     @extend_schema(
         operation_id="traces_verify",
-        request=UPLOAD_BODY,
+        request=VERIFY_BODY,
         parameters=[FILENAME_PARAMETER],
         responses={200: OutputSerializer, 413: ErrorOutput, **ERRORS},
     )
@@ -153,39 +187,119 @@ class TraceVerifyApi(APIView):
         return Response({"format": checked.format, "stored": False, "report": checked.report})
 
 
+class TraceUploadOutputSerializer(TraceOutput):
+    created = serializers.BooleanField()
+    report = serializers.JSONField(source="ingest_report")
+
+
+@extend_schema_serializer(component_name="TraceUploadBatchItem")
+class UploadBatchItemSerializer(serializers.Serializer):
+    """One file of a multi-file upload: stored (``trace``), refused (``error_code``,
+    ``message``), or a companion stored with the trace ``input_of`` names."""
+
+    filename = serializers.CharField()
+    trace = TraceUploadOutputSerializer(allow_null=True)
+    input_of = serializers.CharField(allow_null=True)
+    error_code = serializers.CharField(allow_null=True)
+    message = serializers.CharField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="TraceUploadBatchOutput")
+class UploadBatchSerializer(serializers.Serializer):
+    results = UploadBatchItemSerializer(many=True)
+
+
 class TraceUploadApi(APIView):
-    """Upload and store one file of any format the console reads: multipart `file` (with an
+    """Upload and store files of any format the console reads: multipart `file` (with an
     AHD sidecar, its token and brief as `inputs`; with a MACE log, its snapshot files), or the
-    raw bytes with `?filename=`."""
+    raw bytes with `?filename=`. Several `file` parts are one upload, as a drop on the upload
+    page: each trace is stored with its companions, grouped by the formats' own rules
+    (`replay.services.trace_upload_batch`, the page's service); the explicit `inputs` and
+    `contract` go with every trace, ahead of the grouped ones. One `file` answers its trace;
+    several, `{"results": [...]}`, one per file."""
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 
     @extend_schema_serializer(component_name="TraceUploadOutput")
-    class OutputSerializer(TraceOutput):
-        created = serializers.BooleanField()
-        report = serializers.JSONField(source="ingest_report")
+    class OutputSerializer(TraceUploadOutputSerializer):
+        pass
 
     @extend_schema(
         operation_id="traces_upload",
         request=UPLOAD_BODY,
         parameters=[FILENAME_PARAMETER],
-        responses={201: OutputSerializer, 200: OutputSerializer, 413: ErrorOutput, **ERRORS},
+        responses={
+            201: PolymorphicProxySerializer(
+                component_name="TraceUploadCreated",
+                serializers=[OutputSerializer, UploadBatchSerializer],
+                resource_type_field_name=None,
+            ),
+            200: PolymorphicProxySerializer(
+                component_name="TraceUploadFound",
+                serializers=[OutputSerializer, UploadBatchSerializer],
+                resource_type_field_name=None,
+            ),
+            413: ErrorOutput,
+            **ERRORS,
+        },
     )
     def post(self, request: Request) -> Response:
         roles.require(request.user, roles.UPLOAD)
         source, filename = uploaded_file(request)
-        result = trace_ingest(
-            source=source,
-            filename=filename,
-            uploaded_by=request.user,
-            inputs=uploaded_inputs(request),
-            contract=uploaded_contract(request),
-        )
+        parts = request.FILES.getlist("file") if request.FILES else []
+        if len(parts) > 1:
+            return self._batch(request, parts)
+        if parts:  # one multipart file: the same upload path, its refusal the answer
+            [outcome] = [
+                o
+                for o in trace_upload_batch(
+                    files=[(filename, source)],
+                    uploaded_by=request.user,
+                    inputs=uploaded_inputs(request),
+                    contract=uploaded_contract(request),
+                )
+                if o.filename == filename
+            ]
+            if outcome.error is not None:
+                raise outcome.error
+            assert outcome.result is not None
+            result = outcome.result
+        else:
+            result = trace_ingest(source=source, filename=filename, uploaded_by=request.user)
         trace = result.trace
         traces_mark_replayable([trace])
         trace.created = result.created  # type: ignore[attr-defined]
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response(self.OutputSerializer(trace).data, status=code)
+
+    def _batch(self, request: Request, parts: list[Any]) -> Response:
+        files = [(os.path.basename(p.name or "upload"), p) for p in parts]
+        outcomes = trace_upload_batch(
+            files=files,
+            uploaded_by=request.user,
+            inputs=uploaded_inputs(request),
+            contract=uploaded_contract(request),
+        )
+        traces = [o.result.trace for o in outcomes if o.result is not None]
+        traces_mark_replayable(traces)
+        results = []
+        for o in outcomes:
+            trace = None
+            if o.result is not None:
+                o.result.trace.created = o.result.created  # type: ignore[attr-defined]
+                trace = TraceUploadOutputSerializer(o.result.trace).data
+            results.append(
+                {
+                    "filename": o.filename,
+                    "trace": trace,
+                    "input_of": o.input_of or None,
+                    "error_code": o.error.code if o.error is not None else None,
+                    "message": o.error.message if o.error is not None else None,
+                }
+            )
+        created = any(o.result is not None and o.result.created for o in outcomes)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response({"results": results}, status=code)
 
 
 class TraceListApi(APIView):

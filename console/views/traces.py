@@ -55,7 +55,7 @@ from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
-from replay.formats import companion_rules
+from replay.formats import companion_rules, drop_formats
 from replay.formats.native.compare import SEAL_ALONE
 from replay.models import Trace
 from replay.selectors import (
@@ -215,6 +215,8 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
         "limit_bytes": upload_limit(),
         # which files of one drop go together, by name: each format's own rules (upload.js)
         "companion_rules": companion_rules(),
+        # what the drop zone names: each registered format's label and its companions
+        "drop_formats": drop_formats(),
     }
     return partial_or_page(request, "console/trace_upload.html", "upload-results", context, status)
 

@@ -56,6 +56,24 @@ def companion_rules() -> list[dict[str, object]]:
     ]
 
 
+#: what a format's companions are, in words, by their role (the upload page's drop zone)
+COMPANION_WORDS = {"input": "its input files", "contract": "its contract"}
+
+
+def drop_formats() -> list[dict[str, str]]:
+    """Every registered format as the upload page's drop zone names it, from the registry:
+    its ``label`` and, in words, what may be dropped with it (its companion rules' roles, and
+    the files it names when it has ``input_names``), in registration order."""
+    found = []
+    for fmt in formats():
+        roles = [rule.role for rule in getattr(fmt, "companions", ())]
+        if getattr(fmt, "input_names", None) is not None:
+            roles.append("input")
+        words = [COMPANION_WORDS.get(role, role) for role in dict.fromkeys(roles)]
+        found.append({"name": fmt.name, "label": fmt.label, "with": " or ".join(words)})
+    return found
+
+
 def companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
     """A rule's companion pattern for the trace whose name less its ``trace`` match is
     ``stem`` (None: for any trace)."""

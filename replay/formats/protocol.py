@@ -10,6 +10,12 @@ A format is an object with:
   (``*.replay.json`` is AHD, gzip is native) -- checked before any key is scanned;
 - ``parse(source, filename, ctx)``: the strict, bounded parse; raises ``ReplayError``;
   ``refused(exc, filename, ctx)`` is the report of a file that did not parse;
+- ``codes``: every error code (``replay/errors.py``) a report of this format can carry
+  besides the console's own (:data:`CONSOLE_CODES`): what it refuses with, each documented in
+  ``docs/error-codes.md`` ("Codes by format"); registering a format that declares a code
+  ``replay/errors.py`` does not define, or an unstorable code it does not declare, is refused,
+  and the tests fail any report of a format carrying a code it did not declare
+  (``tests/conftest.py``);
 - ``unstorable_codes``: the report codes that refuse storing the file (nothing is stored);
   any other report is stored with its verdict, a tampered file included (as evidence); a
   format may decide itself with ``storable(report) -> bool`` (Verist's recompute refuses an
@@ -28,6 +34,15 @@ A format is an object with:
   uploaded beside it (a MACE log's ``<snapshot_id>.json``): the upload batch keeps them as
   its inputs (``VerifyContext.inputs``), and ``ingest`` / ``verify`` read them from its
   directory;
+- optionally ``options(sources: OptionSources)``: the format's own options for one file, built
+  from its settings accessors and what the request gave; the services put them in
+  ``VerifyContext.format_options`` (a malformed setting: :class:`SettingError`);
+- optionally ``verify_path(path, filename, ctx) -> ReplayReport | None``: a file verified where
+  it lies on disk, without inputs given (an AHD sidecar against its checkout), None to verify
+  it as any other file;
+- optionally ``unpacks(filename) -> bool`` and ``unpack(data, filename, inputs, sources)``: a
+  file that is the whole run with its inputs (an AHD ``run.tar.gz``), read into the trace's
+  bytes, its name and its inputs (a refusal is ``ReplayError``, the format's ``refused``);
 - optionally ``replay_options``: the options a replay of it takes (:class:`ReplayOption`,
   Verist's recompute options), chosen per request (CLI ``--option``, the API's ``options``,
   the trace page's form); :func:`replay_options` checks what a request gives and fills in
@@ -57,10 +72,23 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
+from replay import errors
+
 ENTRY_POINT_GROUP = "replay_console.formats"
+
+#: The codes the console itself gives a report of any format, whatever the format declares:
+#: a halted file (``common.halt_refusal``, asked by every format first), a file retention
+#: expired, a trace id several stored files carry, a force-continue without its approvals.
+CONSOLE_CODES = frozenset(
+    {
+        errors.FORCE_HALT_ACTIVE,
+        errors.TRACE_EXPIRED,
+        errors.AMBIGUOUS_TRACE_ID,
+        errors.FORCE_CONTINUE_REQUIRED,
+    }
+)
 
 
 @dataclass
@@ -68,9 +96,12 @@ class VerifyContext:
     """What verifying one file may use; the services build it from settings and the DB.
 
     ``inputs``: files uploaded together with this one, by name (an AHD sidecar's token and
-    brief); ``input_root``: a directory of inputs on disk (``REPLAY_AHD_ROOT``, or a checkout
-    the CLI found); ``stored_inputs``: for a stored file, the inputs stored with it
-    (``{"kind", "path", "snapshot_id"}``), read back through ``stored_snapshot``.
+    brief); ``stored_inputs``: for a stored file, the inputs stored with it
+    (``{"kind", "path", "snapshot_id"}``), read back through ``stored_snapshot``;
+    ``format_options``: what the format's own ``options(sources)`` built for this file from its
+    settings and what the request gave (:class:`OptionSources`: AHD's checkout and input
+    limits, Paxman's contract and capabilities), None for a format without ``options`` (each
+    format then reads its defaults).
     """
 
     mode: str = "audit"
@@ -88,18 +119,37 @@ class VerifyContext:
     replay_limits: Any = None
     clock: Callable[[], float] | None = None
     inputs: Mapping[str, bytes] = field(default_factory=dict)
-    input_root: Path | None = None
-    input_root_named: str = "REPLAY_AHD_ROOT"
     stored_inputs: Sequence[Mapping[str, Any]] = ()
-    excluded: tuple[str, ...] = ()
-    max_input_bytes: int | None = None
-    contract: Any = None
     #: fields of a stored file whose values were erased (``{"location", "path"}``)
     erased: Sequence[Mapping[str, str]] = ()
-    #: the Paxman capabilities replay accepts (``paxman.CapabilityRegistry``; None: built-ins)
-    capabilities: Any = None
+    #: the format's own options for this file (its ``options(sources)``), or None
+    format_options: Any = None
     #: the replay options of the run, every one the format declares (:func:`replay_options`)
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: a setting by its name, or the default given: what a format's settings accessors read (the
+#: services pass ``lambda name, default: getattr(django.conf.settings, name, default)``)
+Setting = Callable[[str, Any], Any]
+
+
+class SettingError(ValueError):
+    """A deployment setting a format reads is malformed (the services' ImproperlyConfigured);
+    the message names the setting."""
+
+
+@dataclass(frozen=True)
+class OptionSources:
+    """What a format builds its options for one file from (``options(sources)``):
+    ``setting``, the deployment's settings by name; ``server_dirs``, the directories no input
+    may be read from (the server's own data: its database, blobs, spooled uploads);
+    ``given``, what the request brought for the format besides the file and its companions,
+    by the name the CLI and the API give it (``contract``: a contract file as
+    ``(name, bytes)``; ``input_root``: a directory of inputs the CLI names)."""
+
+    setting: Setting = lambda _name, default: default
+    server_dirs: tuple[str, ...] = ()
+    given: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -184,6 +234,7 @@ class TraceFormat(Protocol[Parsed]):
     keys: frozenset[str]
     companions: tuple[CompanionRule, ...]
     replay_note: str
+    codes: frozenset[str]
     unstorable_codes: frozenset[str]
 
     def sniff(self, head: bytes, filename: str) -> bool: ...
@@ -309,6 +360,30 @@ def replay_options(fmt: Any, given: Any) -> dict[str, Any]:
     return resolved
 
 
+def codes_problem(fmt: Any) -> str | None:
+    """What is wrong with a format's declared ``codes``, or None: it must declare them, each
+    one a code of ``replay/errors.py``, none of the console's own, and every code it refuses
+    storing with among them."""
+    codes = getattr(fmt, "codes", None)
+    if not isinstance(codes, frozenset) or not codes:
+        return "declares no error codes (codes: a frozenset of replay.errors codes)"
+    unknown = sorted(c for c in codes if c not in errors.ERROR_CODES)
+    if unknown:
+        return f"declares codes replay/errors.py does not define: {', '.join(unknown)}"
+    console = sorted(codes & CONSOLE_CODES)
+    if console:
+        return f"declares the console's own codes (CONSOLE_CODES): {', '.join(console)}"
+    undeclared = sorted(set(getattr(fmt, "unstorable_codes", ())) - codes)
+    if undeclared:
+        return f"refuses storing with codes it does not declare: {', '.join(undeclared)}"
+    return None
+
+
+def declares(fmt: Any, code: str) -> bool:
+    """Whether a report of ``fmt`` may carry ``code``: one it declares, or the console's."""
+    return code in CONSOLE_CODES or code in getattr(fmt, "codes", frozenset())
+
+
 class FormatRegistry:
     """The formats this console reads, in the order detection asks them."""
 
@@ -318,6 +393,9 @@ class FormatRegistry:
     def register(self, fmt: TraceFormat[Any]) -> None:
         if fmt.name in self._formats:
             raise ValueError(f"format {fmt.name!r} is already registered")
+        problem = codes_problem(fmt)
+        if problem is not None:
+            raise ValueError(f"format {fmt.name!r}: {problem}")
         self._formats[fmt.name] = fmt
 
     def get(self, name: str) -> TraceFormat[Any] | None:

@@ -100,6 +100,7 @@ def test_the_upload_page_stores_a_toy_log_with_its_note_and_the_list_filters_it(
     assert trace.ingest_report["status"] == "ok"
     page = client.get("/traces/upload/").content.decode()
     assert '"trace": "\\\\.toy\\\\.json$"' in page  # its companion rule, as data
+    assert "; a toy log, with its input files: each is verified" in page  # the drop zone
     results, list_page = listed(client, toy.FORMAT)
     assert [r["trace_id"] for r in results] == ["a"]
     assert trace.blob.sha256 in list_page

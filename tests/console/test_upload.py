@@ -68,6 +68,18 @@ def test_the_page_has_a_drop_zone_a_picker_and_the_upload_script(as_persona):
     assert 'enctype="multipart/form-data"' in body
 
 
+def test_the_drop_zone_names_every_registered_format_from_the_registry(as_persona):
+    body = as_persona("alice").get("/traces/upload/").content.decode()
+    zone = body.split('id="dropzone">', 1)[1].split("</p>", 1)[0]
+    assert zone == (
+        "\n    <p>Drop trace files here (an AHD replay sidecar, with its input files; "
+        "a ContextOS trace, with its input files; a native replay-trace; "
+        "a Paxman execution artifact, with its contract; a Verist snapshot; "
+        "a MACE reflective log, with its input files: each is verified and stored with the "
+        "files dropped with it), or"
+    )
+
+
 def test_one_file_over_htmx_gets_only_its_outcome(as_persona, trace_key, htmx_headers):
     response = as_persona("oscar").post(
         "/traces/upload/", {"files": files(("ok.trace.json", trace_bytes("ok")))}, **htmx_headers

@@ -40,6 +40,7 @@ class ToyFormat:
     label = "a toy log"
     keys = frozenset({"toy"})
     replay_note = "nothing to replay"
+    codes = frozenset({MALFORMED_TRACE})
     unstorable_codes = frozenset({MALFORMED_TRACE})
 
     def sniff(self, head, filename):

@@ -39,6 +39,9 @@ class ToyFormat:
     companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$"),
     )
+    #: what it refuses with: its own codes, from replay/errors.py (the console's own, such as
+    #: FORCE_HALT_ACTIVE from ``halt_refusal``, need no declaring)
+    codes = frozenset({errors.MALFORMED_TRACE, errors.INTEGRITY_FAILURE})
     unstorable_codes = frozenset({errors.MALFORMED_TRACE})
     replay_note = "re-adds the values and compares the sum"
 

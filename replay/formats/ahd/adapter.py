@@ -17,6 +17,7 @@ Pure apart from the AHD temporary directory: no Django.
 
 from __future__ import annotations
 
+import io
 import ntpath
 import os
 import posixpath
@@ -27,12 +28,14 @@ from typing import IO, Any
 
 from replay import errors
 from replay.errors import ReplayError
-from replay.formats import ahd
+from replay.formats import ahd, archive
+from replay.formats.ahd import settings as ahd_settings
 from replay.formats.common import differences, halt_refusal, halts_clear, snapshot_id_of
 from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    OptionSources,
     StoredFacts,
     StoredSnapshot,
     VerifyContext,
@@ -51,6 +54,31 @@ NOT_UPLOADED_MESSAGE = (
     "{name} names inputs that were not uploaded with it: {missing}; upload the sidecar "
     "together with every file it names"
 )
+
+
+#: how the settings name the server's checkout, in reports
+ROOT_SETTING = "REPLAY_AHD_ROOT"
+NOT_ON_DISK_MESSAGE = "{name}: an AHD sidecar is verified against its checkout on disk"
+
+
+@dataclass(frozen=True)
+class AhdOptions:
+    """What verifying one sidecar may read (:meth:`AhdFormat.options`): ``input_root``, the
+    checkout its inputs are read from when none came with it (the CLI's ``root``, else
+    ``REPLAY_AHD_ROOT``), named in reports as ``input_root_named``; ``given_root``, the one
+    the caller named (None: the CLI finds the checkout above the sidecar); ``excluded``,
+    directories no input may lead into (the server's data); ``max_input_bytes``, one input."""
+
+    input_root: Path | None = None
+    input_root_named: str = ROOT_SETTING
+    given_root: Path | None = None
+    excluded: tuple[str, ...] = ()
+    max_input_bytes: int = ahd.MAX_INPUT_BYTES
+
+
+def options_of(ctx: VerifyContext) -> AhdOptions:
+    found = ctx.format_options
+    return found if isinstance(found, AhdOptions) else AhdOptions()
 
 
 @dataclass
@@ -100,6 +128,15 @@ class AhdFormat:
             beside=False,
         ),
     )
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            errors.MISSING_SNAPSHOT,
+            errors.INTEGRITY_FAILURE,
+        }
+    )
     #: a sidecar whose inputs did not come with it is not stored: re-verifying it later
     #: would depend on a server checkout
     unstorable_codes = frozenset(
@@ -143,33 +180,73 @@ class AhdFormat:
         report.checks.append(Check("format", False, exc.message))
         return report.fail(exc.code, exc.message, expected=exc.expected, observed=exc.observed)
 
+    def options(self, sources: OptionSources) -> AhdOptions:
+        """The checkout and input limits of one sidecar, from ``REPLAY_AHD_ROOT``,
+        ``REPLAY_AHD_MAX_INPUT_BYTES`` and the ``input_root`` a caller gave."""
+        given = sources.given.get("input_root")
+        given_root = Path(given) if given is not None else None
+        return AhdOptions(
+            input_root=given_root or ahd_settings.input_root(sources.setting),
+            input_root_named=str(given_root) if given_root is not None else ROOT_SETTING,
+            given_root=given_root,
+            excluded=tuple(sources.server_dirs),
+            max_input_bytes=ahd_settings.max_input_bytes(sources.setting),
+        )
+
+    def verify_path(self, path: Path | None, filename: str, ctx: VerifyContext) -> ReplayReport:
+        """A sidecar (or its report) on disk with no inputs given: verified against the
+        checkout it lies in (or the one the caller named); without a path, refused."""
+        if path is None:
+            report = ReplayReport(trace_id=None, format=self.name, mode=ctx.mode)
+            message = NOT_ON_DISK_MESSAGE.format(name=filename)
+            report.checks.append(Check("format", False, message))
+            return report.fail(errors.MALFORMED_TRACE, message)
+        opts = options_of(ctx)
+        return ahd.verify_path(path, root=opts.given_root, mode=ctx.mode, **_limits(opts))
+
+    def unpacks(self, filename: str) -> bool:
+        """An archive given as the file itself is one AHD run handed over whole."""
+        return archive.is_archive(filename)
+
+    def unpack(
+        self,
+        source: IO[bytes],
+        filename: str,
+        inputs: dict[str, bytes],
+        sources: OptionSources,
+    ) -> tuple[IO[bytes], str, dict[str, bytes]]:
+        """An archived run (bounded, hostile entries refused naming the entry) as its
+        sidecar, the sidecar's file name and its inputs (the archive's other files; the
+        ``inputs`` given beside it win)."""
+        limits = ahd_settings.archive_limits(sources.setting)
+        run = archive.read_run(source.read(limits.max_archive_bytes + 1), filename, limits)
+        return io.BytesIO(run.sidecar), run.sidecar_name, {**run.inputs, **inputs}
+
     def _limits(self, ctx: VerifyContext) -> dict[str, Any]:
-        return {
-            "excluded": ctx.excluded,
-            "max_input_bytes": ctx.max_input_bytes or ahd.MAX_INPUT_BYTES,
-        }
+        return _limits(options_of(ctx))
 
     def verify(self, parsed: AhdRun, filename: str, ctx: VerifyContext) -> ReplayReport:
         refusal = halt_refusal(self.name, None, ctx)
         if refusal is not None:
             return refusal
         sidecar = parsed.sidecar
+        opts = options_of(ctx)
         if not ctx.stored_inputs and not ctx.inputs:
             report = ahd.verify_upload(
                 parsed.data,
                 filename,
-                root=ctx.input_root,
+                root=opts.input_root,
                 mode=ctx.mode,
                 **self._limits(ctx),
             )
-            if ctx.input_root is not None and report.status == "ok":
+            if opts.input_root is not None and report.status == "ok":
                 checkout = ahd.Checkout.at(
-                    Path(os.path.abspath(ctx.input_root)), **self._limits(ctx)
+                    Path(os.path.abspath(opts.input_root)), **self._limits(ctx)
                 )
                 self._capture(parsed, checkout)
-            if ctx.input_root is not None and ctx.input_root_named != "REPLAY_AHD_ROOT":
-                hidden = str(Path(os.path.abspath(ctx.input_root)))
-                _hide(report, "REPLAY_AHD_ROOT", hidden)  # the CLI shows its own paths
+            if opts.input_root is not None and opts.input_root_named != ROOT_SETTING:
+                hidden = str(Path(os.path.abspath(opts.input_root)))
+                _hide(report, ROOT_SETTING, hidden)  # the CLI shows its own paths
             return halts_clear(report, ctx)
         report = ahd._report(ctx.mode)
         report.checks.append(Check("format", True, ahd._describe(sidecar, Path(filename))))
@@ -219,8 +296,9 @@ class AhdFormat:
         the server's checkout (``ctx.input_root``, through the hardened reader) when there is
         one. Says where the inputs came from."""
         fallback = None
-        if ctx.input_root is not None and Path(ctx.input_root).is_dir():
-            fallback = ahd.Checkout.at(Path(os.path.abspath(ctx.input_root)), **self._limits(ctx))
+        opts = options_of(ctx)
+        if opts.input_root is not None and Path(opts.input_root).is_dir():
+            fallback = ahd.Checkout.at(Path(os.path.abspath(opts.input_root)), **_limits(opts))
         used_fallback = False
         for ref in ctx.stored_inputs:
             sid = ref.get("snapshot_id")
@@ -234,7 +312,7 @@ class AhdFormat:
             if isinstance(body, str):
                 _write(root, ref["path"], body.encode("utf-8", "surrogatepass"))
         if used_fallback:
-            return f"the inputs stored with this run, and from {ctx.input_root_named}"
+            return f"the inputs stored with this run, and from {opts.input_root_named}"
         return "the inputs stored with this run"
 
     def replay(self, parsed: AhdRun, filename: str, ctx: VerifyContext) -> None:
@@ -291,6 +369,10 @@ class AhdFormat:
 
     def compare(self, a: AhdRun, b: AhdRun) -> list[Difference]:
         return differences(a.sidecar.document, b.sidecar.document)
+
+
+def _limits(opts: AhdOptions) -> dict[str, Any]:
+    return {"excluded": opts.excluded, "max_input_bytes": opts.max_input_bytes}
 
 
 def ctx_name(ctx: VerifyContext, parsed: AhdRun) -> str:

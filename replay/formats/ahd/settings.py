@@ -6,12 +6,14 @@ pass ``lambda name, default: getattr(django_settings, name, default)``.
   ``REPLAY_AHD_ARCHIVE_MAX_TOTAL_BYTES``, ``REPLAY_AHD_ARCHIVE_MAX_RATIO``: one archive of
   inputs, or one run handed over as an archive (:func:`archive_limits`).
 
-``REPLAY_AHD_ROOT`` (the server's checkout) is read by the services, which check the path.
+- ``REPLAY_AHD_ROOT``: the server's AHD checkout, where a sidecar uploaded alone is verified
+  (:func:`input_root`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from replay.formats import archive
@@ -19,6 +21,11 @@ from replay.formats.ahd import MAX_INPUT_BYTES
 
 #: a setting by its name, or the default given
 Setting = Callable[[str, Any], Any]
+
+
+def input_root(setting: Setting) -> Path | None:
+    root = setting("REPLAY_AHD_ROOT", None)
+    return Path(root) if root else None
 
 
 def max_input_bytes(setting: Setting) -> int:

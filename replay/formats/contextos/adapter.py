@@ -61,6 +61,18 @@ class ContextosFormat:
     companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),
     )
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            errors.MISSING_SNAPSHOT,
+            errors.INTEGRITY_FAILURE,
+            errors.CAPABILITY_NOT_FOUND,
+            errors.REPLAY_DIVERGENCE,
+            errors.RESULT_MISMATCH,
+        }
+    )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = (
         "runs the pack's registered canonical loop offline over the recorded tool results, "

@@ -39,6 +39,18 @@ class MaceFormat:
     keys = MACE_KEYS
     #: none by name: the snapshot files a log names (``input_names``) go with it
     companions: tuple[CompanionRule, ...] = ()
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            errors.MISSING_SNAPSHOT,
+            errors.INTEGRITY_FAILURE,
+            errors.UNKNOWN_KEY,
+            errors.MISSING_PERSISTED_AGENT_OUTPUT,
+            errors.REPLAY_DIVERGENCE,
+        }
+    )
     #: a log whose snapshots did not come with it is not stored (nothing to re-verify it by),
     #: nor one whose key is not registered (its snapshots' signatures could not be checked,
     #: so none could be stored): register the key and upload it again

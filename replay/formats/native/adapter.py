@@ -36,6 +36,20 @@ class NativeFormat:
     label = "a native replay-trace"
     keys = NATIVE_KEYS
     companions: tuple[CompanionRule, ...] = ()
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            errors.MISSING_SNAPSHOT,
+            errors.INTEGRITY_FAILURE,
+            errors.CAPABILITY_NOT_FOUND,
+            errors.MISSING_PERSISTED_AGENT_OUTPUT,
+            errors.REPLAY_DIVERGENCE,
+            errors.RESULT_MISMATCH,
+            errors.REPLAY_TIMEOUT,
+        }
+    )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = "replays every step with the registered step functions (seed 003 §6)"
 

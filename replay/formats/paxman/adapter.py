@@ -8,16 +8,19 @@ Pure: no Django.
 
 from __future__ import annotations
 
-from typing import IO
+from dataclasses import dataclass
+from typing import IO, Any
 
 from replay import errors
 from replay.errors import ReplayError
 from replay.formats import paxman
 from replay.formats.common import differences, halt_refusal, halts_clear
+from replay.formats.paxman import settings as paxman_settings
 from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    OptionSources,
     StoredFacts,
     VerifyContext,
 )
@@ -25,6 +28,17 @@ from replay.report import Check, ReplayReport
 
 #: the name rule of a contract dropped beside its artifact: ``x.json`` -> ``x.contract.json``
 CONTRACT_SUFFIX = ".contract.json"
+
+
+@dataclass(frozen=True)
+class PaxmanOptions:
+    """What checking one artifact takes (:meth:`PaxmanFormat.options`): the contract supplied
+    with it (parsed: a ``paxman.InvalidContract`` when it is none; None: no contract) and the
+    capabilities replay accepts (None: the built-ins)."""
+
+    contract: Any = None
+    capabilities: paxman.CapabilityRegistry | None = None
+
 
 PAXMAN_KEYS = frozenset(
     {"capability_versions", "contract_id", "diagnostics", "evidence", "execution_plan"}
@@ -41,11 +55,19 @@ class PaxmanFormat:
     companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.json$", r"^{stem}\.contract\.json$", role="contract", needs_owner=True),
     )
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.VERSION_MISMATCH,
+            errors.CAPABILITY_NOT_FOUND,
+            errors.HASH_MISMATCH,
+            errors.INVALID_CONTRACT,
+        }
+    )
     #: a contract supplied with the artifact that is not its contract is the caller's error:
     #: the artifact is refused (nothing stored), as a file that does not parse is
-    unstorable_codes = frozenset(
-        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.INVALID_CONTRACT}
-    )
+    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.INVALID_CONTRACT})
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
 
     def sniff(self, head: bytes, filename: str) -> bool:
@@ -79,12 +101,26 @@ class PaxmanFormat:
         value = parsed.document.get("id")
         return value if isinstance(value, str) and value else None
 
+    def options(self, sources: OptionSources) -> PaxmanOptions:
+        """The contract the request gave (``contract``: its name and bytes) and the
+        capabilities: built-ins, installed packages' and ``REPLAY_PAXMAN_CAPABILITIES``."""
+        given = sources.given.get("contract")
+        return PaxmanOptions(
+            contract=paxman.parse_contract(given[1], where=given[0]) if given else None,
+            capabilities=paxman_settings.capabilities(
+                sources.setting, paxman_settings.installed_capabilities()
+            ),
+        )
+
     def verify(self, parsed: paxman.Artifact, filename: str, ctx: VerifyContext) -> ReplayReport:
         refusal = halt_refusal(self.name, self._id(parsed), ctx)
         if refusal is not None:
             return refusal
+        opts = ctx.format_options
+        if not isinstance(opts, PaxmanOptions):
+            opts = PaxmanOptions()
         report = paxman.replay(
-            parsed, contract=ctx.contract, registry=ctx.capabilities, mode=ctx.mode
+            parsed, contract=opts.contract, registry=opts.capabilities, mode=ctx.mode
         )
         return halts_clear(report, ctx)
 

@@ -39,6 +39,17 @@ class VeristFormat:
     label = "a Verist snapshot"
     keys = VERIST_KEYS
     companions: tuple[CompanionRule, ...] = ()
+    #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
+    codes = frozenset(
+        {
+            errors.MALFORMED_TRACE,
+            errors.UNSUPPORTED_SCHEMA_VERSION,
+            errors.HASH_MISMATCH,
+            errors.INPUT_HASH_MISMATCH,
+            errors.MISSING_PERSISTED_AGENT_OUTPUT,
+            errors.REPLAY_DIVERGENCE,
+        }
+    )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = (
         "re-hashes the input and artifacts (hashValue, js-sorted), loads the step-output and "
