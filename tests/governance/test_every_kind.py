@@ -322,6 +322,8 @@ def test_it_is_filed_voted_tallied_and_approved(name):
         assert decided is None  # nothing but the signed votes
     else:
         assert (decided.type, decided.payload) == (code, _decision_payload(name, filed, seqs))
+        once = f"halt-clear:{filed.key}" if name == "halt-clear" else f"{name}-decision:{filed.key}"
+        assert decided.idempotency_key == once
     assert _took_effect(name, filed)
     from tests.governance.test_ledger_tables import _verify
 
