@@ -5,7 +5,7 @@ decides it, the same way for each kind of request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -205,18 +205,22 @@ def _signed_vote(
 def _vote_matches(
     payload: Mapping[str, Any],
     *,
-    expected: Callable[[str], Mapping[str, Any]],
+    kind: Any,
+    request: Any,
+    decision: str,
     chosen: tuple[str, ...],
     approver: Any,
     role: str,
     filed_seq: int | None,
     subject: str,
 ) -> str:
-    """The checks every signed vote ends with: it carries a reason, the payload is the one
-    ``expected(reason)`` rebuilds from the subject (but for what the signer ``chosen``), and
-    the approver holds ``role`` (see :func:`_require_role`). Returns the reason."""
+    """The checks every signed vote ends with: it carries a reason, the payload is the one its
+    ``kind`` (the registry's kind module) rebuilds for ``request`` with ``payload_for`` (but for
+    what the signer ``chosen``), and the approver holds ``role`` (see :func:`_require_role`).
+    Returns the reason."""
     reason = _require_reason(payload)
-    _compare(payload, expected(reason), subject, chosen=chosen)
+    expected = kind.payload_for(request, decision=decision, role=role, reason=reason)
+    _compare(payload, expected, subject, chosen=chosen)
     _require_role(approver, role, filed_seq=filed_seq, subject=subject)
     return reason
 
@@ -384,11 +388,16 @@ def _kind_of(request: CouncilRequest) -> Any:
     """The kind module (``governance.requests``' registry) of a council request: what its
     votes are signed over (``payload_type``, ``payload_for``), counted from (``ballots``),
     appended as (``codes``), and what its approval does (``on_approval``)."""
+    return kind_named(request.kind or request.KIND)
+
+
+def kind_named(name: str) -> Any:
+    """The registry's kind called ``name`` (a halt clear's, a legal approval's ...)."""
     from governance.requests.builtin import kinds  # the kinds import their services
 
-    kind = kinds().get(request.kind or request.KIND)
+    kind = kinds().get(name)
     if kind is None:
-        raise LookupError(f"no kind of governed request is called {request.kind!r}")
+        raise LookupError(f"no kind of governed request is called {name!r}")
     return kind
 
 
@@ -421,9 +430,9 @@ def _council_vote_record(
         chosen = ("decision", "reason")
     reason = _vote_matches(
         payload,
-        expected=lambda reason: kind.payload_for(
-            request, decision=str(decision), role=role, reason=reason
-        ),
+        kind=kind,
+        request=request,
+        decision=str(decision),
         chosen=chosen,
         approver=approver,
         role=role,
