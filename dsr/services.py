@@ -448,9 +448,9 @@ def legal_request_approve(
     role = conf.approval_by()
     gov_services._vote_matches(
         payload,
-        expected=lambda reason: approval_payload_for(
-            request=request, purpose=purpose, reason=reason
-        ),
+        kind=gov_services.kind_named(f"legal-{purpose}"),
+        request=request,
+        decision=signing.APPROVE,
         chosen=("reason",),
         approver=approver,
         role=role,

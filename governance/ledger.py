@@ -1004,9 +1004,71 @@ def opened_by_register(kind: str, event_type: str) -> None:
     _OPENED_BY[kind] = event_type
 
 
+#: the filed kinds' detail tables, joined 1:1 to ``governance_request``
+_DETAIL_MODELS = {
+    KIND_FORCE_CONTINUE: ForceContinueRequest,
+    KIND_PRODUCTION_REPLAY: ProductionReplayRequest,
+    KIND_ROLE_GRANT: RoleGrantRequest,
+}
+
+
+def _detail_mismatches() -> Iterator[reconcile.Mismatch]:
+    """A filed kind's ``governance_request`` row with no row in its detail table: invisible
+    to the filing check, which reads the two joined."""
+    table = GovernedRequest._meta.db_table
+    for kind, model in _DETAIL_MODELS.items():
+        detailed = model.objects.values("pk")
+        for request_id in (
+            GovernedRequest.objects.filter(kind=kind)
+            .exclude(pk__in=detailed)
+            .order_by("created_at", "id")
+            .values_list("id", flat=True)
+        ):
+            yield reconcile.Mismatch(
+                codes.TABLE_REQUEST,
+                table,
+                str(request_id),
+                f"{kind} request {request_id} is in the table but has no "
+                f"{model._meta.db_table} row",
+            )
+
+
+#: vote event type -> how its payload names the governed request it votes on (kind, subject),
+#: for the kinds whose row the first vote makes (no filing of their own)
+_VOTED_ON: dict[str, Callable[[Mapping[str, Any]], tuple[str, str]]] = {
+    codes.HALT_CLEAR_APPROVAL: lambda p: (KIND_HALT_CLEAR, str(p.get("halt_seq"))),
+    codes.DSR_APPROVAL: lambda p: (f"legal-{p.get('purpose')}", str(p.get("request_id"))),
+}
+
+
+def _unrowed_votes(rows: Sequence[reconcile.GovernedRow]) -> Iterator[reconcile.Mismatch]:
+    """A signed vote on a halt clear or a legal approval whose request row is gone."""
+    have = {(r.kind, r.subject) for r in rows}
+    named: set[tuple[str, str]] = set()
+    for seq, type_, payload in (
+        GovernanceEvent.objects.filter(code__in=[codes.code_of(t) for t in _VOTED_ON])
+        .order_by("seq")
+        .values_list("seq", "type", "payload")
+        .iterator(chunk_size=2000)
+    ):
+        kind, subject = _VOTED_ON[type_](payload if isinstance(payload, dict) else {})
+        if (kind, subject) in have or (kind, subject) in named:
+            continue
+        named.add((kind, subject))
+        yield reconcile.Mismatch(
+            codes.TABLE_REQUEST,
+            GovernedRequest._meta.db_table,
+            str(seq),
+            f"ledger event {seq} ({type_}) is a vote on {kind} request {subject}, which is not "
+            "in the table",
+        )
+
+
 def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
     """Every governed request row not filed by a request event of its own (halt clears, an
-    app's kinds, or a kind nothing files) against the event it names."""
+    app's kinds, or a kind nothing files) against the event it names; every vote on such a
+    request has its row; every filed kind's row has its detail row."""
+    yield from _detail_mismatches()
     rows = [
         reconcile.GovernedRow(str(r[0]), *r[1:])
         for r in GovernedRequest.objects.exclude(kind__in=_FILED_KINDS)
@@ -1015,6 +1077,7 @@ def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
             "id", "kind", "subject", "payload", "state", "request_event_id", "decision_event_id"
         )
     ]
+    yield from _unrowed_votes(rows)
     if not rows:
         return
     openings = {

@@ -3,10 +3,8 @@ read-only ledger with its verification status."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
@@ -16,7 +14,8 @@ from rest_framework.views import APIView
 
 from console import roles
 from console.api.common import ErrorOutput
-from governance import codes, conf, signing, transparency, witnessing
+from console.api.filing import FileInput, request_file
+from governance import codes, signing, transparency, witnessing
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.models import ForceContinueRequest, Halt
@@ -84,9 +83,8 @@ class ForceContinueRequestCreateApi(APIView):
     """File a force-continue request for a replay that stopped at a divergence."""
 
     @extend_schema_serializer(component_name="ForceContinueRequestCreateInput")
-    class InputSerializer(serializers.Serializer):
-        reason = serializers.CharField(max_length=5000)
-        expires_in_hours = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    class InputSerializer(FileInput):
+        pass
 
     @extend_schema(
         operation_id="force_continue_create",
@@ -94,16 +92,7 @@ class ForceContinueRequestCreateApi(APIView):
         responses={201: ForceContinueOutput, **ERRORS},
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = roles.access_run_by_id(request.user, run_id, roles.FORCE_CONTINUE_REQUEST)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        hours = data.validated_data.get("expires_in_hours", conf.force_continue_hours())
-        fc = gov_services.force_continue_request_file(
-            run=run,
-            actor=request.user,
-            reason=data.validated_data["reason"],
-            expires_at=timezone.now() + timedelta(hours=hours),
-        )
+        fc = request_file(request.user, "force-continue", run_id, request.data)
         return Response(ForceContinueOutput(fc).data, status=status.HTTP_201_CREATED)
 
 

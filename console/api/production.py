@@ -3,9 +3,6 @@ record one council member's signed vote (on quorum the production run is queued)
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
@@ -14,10 +11,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import roles
+from console.api.filing import FileInput, request_file
 from console.api.governance import ERRORS, ApprovalOutput, BallotOutput, SignedApprovalInput
-from governance import conf, signing
 from governance import selectors as gov
 from governance import services as gov_services
+from governance import signing
 from governance.models import ProductionReplayRequest
 from replay.canonical import jcs
 
@@ -48,9 +46,8 @@ class ProductionRequestCreateApi(APIView):
     holds auditor or admin but not both)."""
 
     @extend_schema_serializer(component_name="ProductionRequestCreateInput")
-    class InputSerializer(serializers.Serializer):
-        reason = serializers.CharField(max_length=5000)
-        expires_in_hours = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    class InputSerializer(FileInput):
+        pass
 
     @extend_schema(
         operation_id="production_request_create",
@@ -58,18 +55,7 @@ class ProductionRequestCreateApi(APIView):
         responses={201: ProductionRequestOutput, **ERRORS},
     )
     def post(self, request: Request, trace_ref: str) -> Response:
-        trace = roles.access_trace_to_replay(
-            request.user, trace_ref, roles.REPLAY_PRODUCTION_REQUEST
-        )
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        hours = data.validated_data.get("expires_in_hours", conf.force_continue_hours())
-        asked = gov_services.production_replay_request_file(
-            trace=trace,
-            actor=request.user,
-            reason=data.validated_data["reason"],
-            expires_at=timezone.now() + timedelta(hours=hours),
-        )
+        asked = request_file(request.user, "production-replay", trace_ref, request.data)
         return Response(ProductionRequestOutput(asked).data, status=status.HTTP_201_CREATED)
 
 

@@ -3,6 +3,8 @@ kind from the registry (``governance.requests``), as the pages are:
 
 - ``GET /api/requests/``: the kinds, with their quorum and the roles that may sign them;
 - ``GET /api/requests/<kind>/``: its open requests, with the signatures each still needs;
+- ``POST /api/requests/<kind>/``: file one (``subject``, ``reason``, ``expires_in_hours``),
+  for the kinds filed through the API (``console.api.filing``); 405 for the others;
 - ``GET /api/requests/<kind>/<key>/``: one request: its state, the exact payload a signature
   signs (``decision``, ``role``, ``reason``), its signed votes, what it still needs, the roles
   that may sign it and whether you may, and why not;
@@ -22,13 +24,15 @@ from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import roles
+from console.api import filing
 from console.api.common import ErrorOutput
+from console.api.filing import FileInput
 from console.api.governance import SignedApprovalInput
 from governance import membership, signing
 from governance.requests.builtin import kinds
@@ -233,6 +237,43 @@ class RequestListApi(APIView):
                 }
             )
         return Response(OpenRequestOutput(found, many=True).data)
+
+
+class RequestFileInput(FileInput):
+    subject = serializers.CharField(
+        max_length=200,
+        help_text="what it is asked about: a force-continue's replay id, a production "
+        "replay's stored trace (trace id or sha256)",
+    )
+
+
+class RequestFileApi(RequestListApi):
+    """``GET``: the open requests of one kind; ``POST``: file one, for the kinds filed through
+    the API (force-continue, production-replay; 405 for the others), answering with the
+    request as ``GET /api/requests/<kind>/<key>/`` shows it."""
+
+    @extend_schema(
+        operation_id="requests_file",
+        parameters=[KIND_PARAMETER],
+        request=RequestFileInput,
+        responses={201: RequestDetailOutput, 405: ErrorOutput, **ERRORS},
+    )
+    def post(self, request: Request, kind: str) -> Response:
+        the_kind = kind_with_api(kind)
+        filer = filing.FILERS.get(kind)
+        if filer is None:
+            raise exceptions.MethodNotAllowed(
+                request.method, detail=f"{kind} requests are not filed through this endpoint"
+            )
+        roles.require(request.user, filer.action)
+        named = RequestFileInput(data=request.data)
+        named.is_valid(raise_exception=True)
+        filed = filing.request_file(
+            request.user, kind, named.validated_data["subject"], request.data
+        )
+        key = str(filed.id)
+        body = detail_body(request, the_kind, the_kind.detail(key), key)
+        return Response(RequestDetailOutput(body).data, status=status.HTTP_201_CREATED)
 
 
 class RequestDetailApi(APIView):

@@ -8,7 +8,7 @@ urlpatterns = [
     path("inbox/", inbox.InboxApi.as_view(), name="api-inbox"),
     # one set of endpoints for every kind of governed request (issue 19)
     path("requests/", requests.KindListApi.as_view(), name="api-request-kinds"),
-    path("requests/<str:kind>/", requests.RequestListApi.as_view(), name="api-request-list"),
+    path("requests/<str:kind>/", requests.RequestFileApi.as_view(), name="api-request-list"),
     path(
         "requests/<str:kind>/<str:key>/",
         requests.RequestDetailApi.as_view(),

@@ -40,6 +40,13 @@ class CouncilRequestKind:
     tally: Callable[..., Any]
     #: its signed votes on one request, from the ledger (``request=``), never from the rows
     ballots: Callable[..., Any]
+    #: what the generic vote recording (``governance.services.votes``) reads from the kind
+    #: instead of being handed callbacks: the ``type`` its signed vote payloads carry, the
+    #: role every vote is signed in (None: the signer names it, one of ``signed_in``), and
+    #: the row's columns its ``on_approval`` sets
+    payload_type: str
+    vote_role: str | None = signing.ROLE_COUNCIL
+    approval_saves: tuple[str, ...] = ()
 
     # --- what its pages need: one list and one approval page for every kind
     # (console/views/requests.py, templates/console/request_list.html, request_approve.html;
@@ -135,6 +142,11 @@ class CouncilRequestKind:
     def record(self, request: Any, *, approver: Any, document: Any) -> Any:
         """Record one signed vote (its service's ``*_approval_record``); refuses with a
         ``GovernanceError``."""
+        raise NotImplementedError
+
+    def on_approval(self, request: Any) -> None:
+        """What the request asked for, done once its approval is in the ledger (its
+        ``decision_event`` is set): called by ``votes._request_decide``."""
         raise NotImplementedError
 
     def page_facts(self, request: Any) -> dict[str, Any]:

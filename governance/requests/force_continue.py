@@ -11,7 +11,11 @@ from governance import roles as matrix
 from governance.models import ForceContinueRequest
 from governance.requests.common import CouncilRequestKind
 from governance.requests.protocol import KindCodes
-from governance.services.force_continue import approval_record, force_continue_payload_for
+from governance.services.force_continue import (
+    approval_record,
+    force_continue_payload_for,
+    force_continue_resumed,
+)
 
 
 class ForceContinueKind(CouncilRequestKind):
@@ -31,6 +35,9 @@ class ForceContinueKind(CouncilRequestKind):
         signing.ROLE_COUNCIL: matrix.FORCE_CONTINUE_APPROVE_COUNCIL,
     }
     admins_required = 1
+    payload_type = signing.FORCE_CONTINUE_APPROVAL_TYPE
+    vote_role = None  # one admin and the council: the signer names their role
+    approval_saves = ("resumed_run",)
     tally = staticmethod(selectors.force_continue_tally)
     ballots = staticmethod(selectors.force_continue_ballots)
     title = "Force-continue request"
@@ -49,6 +56,9 @@ class ForceContinueKind(CouncilRequestKind):
 
     def record(self, request: Any, *, approver: Any, document: Any) -> Any:
         return approval_record(request=request, approver=approver, document=document)
+
+    def on_approval(self, request: Any) -> None:
+        force_continue_resumed(request)
 
     def page_facts(self, request: Any) -> dict[str, Any]:
         report = request.run.report or {}

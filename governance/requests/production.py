@@ -13,6 +13,7 @@ from governance.requests.protocol import KindCodes
 from governance.services.production import (
     production_replay_approval_record,
     production_replay_payload_for,
+    production_replay_queued,
 )
 
 
@@ -32,6 +33,8 @@ class ProductionReplayKind(CouncilRequestKind):
         signing.ROLE_COUNCIL: matrix.REPLAY_PRODUCTION_APPROVE
     }
     tally = staticmethod(selectors.production_tally)
+    payload_type = signing.PRODUCTION_REPLAY_APPROVAL_TYPE
+    approval_saves = ("run",)
     ballots = staticmethod(selectors.production_ballots)
     title = "Production replay request"
     list_title = "Production replay approvals"
@@ -54,6 +57,9 @@ class ProductionReplayKind(CouncilRequestKind):
         return production_replay_approval_record(
             request=request, approver=approver, document=document
         )
+
+    def on_approval(self, request: Any) -> None:
+        production_replay_queued(request)
 
     def page_facts(self, request: Any) -> dict[str, Any]:
         return {"trace": request.trace}

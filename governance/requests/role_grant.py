@@ -14,6 +14,7 @@ from governance.requests.common import CouncilRequestKind
 from governance.requests.protocol import KindCodes, OpenRequest
 from governance.services.user_roles import (
     role_grant_approval_record,
+    role_grant_granted,
     role_grant_payload_for,
     role_grant_refusal,
 )
@@ -33,6 +34,7 @@ class RoleGrantKind(CouncilRequestKind):
     related = ("requested_by", "user")
     signed_in: ClassVar[Mapping[str, str]] = {signing.ROLE_COUNCIL: matrix.ROLE_GRANT_APPROVE}
     tally = staticmethod(selectors.role_grant_tally)
+    payload_type = signing.ROLE_GRANT_APPROVAL_TYPE
     ballots = staticmethod(selectors.role_grant_ballots)
     title = "Role grant"
     list_title = "Role grants"
@@ -54,6 +56,9 @@ class RoleGrantKind(CouncilRequestKind):
 
     def record(self, request: Any, *, approver: Any, document: Any) -> Any:
         return role_grant_approval_record(request=request, approver=approver, document=document)
+
+    def on_approval(self, request: Any) -> None:
+        role_grant_granted(request)
 
     def blocker_of(self, request: Any, *, user: Any) -> str:
         if request.user_id == user.pk:

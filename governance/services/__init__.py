@@ -113,6 +113,7 @@ from governance.services.votes import (
     _signed_vote,
     _signer_key,
     _vote_matches,
+    kind_named,
 )
 
 __all__ = [
@@ -177,6 +178,7 @@ __all__ = [
     "force_continue_resume",
     "halt_clear_approval_record",
     "halt_clear_payload_for",
+    "kind_named",
     "member_key_confirm",
     "member_key_register",
     "member_key_revoke",

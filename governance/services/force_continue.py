@@ -153,17 +153,7 @@ def approval_record(
         .select_related("run__trace")
         .get(id=request.id)
     )
-    approval = _council_vote_record(
-        request,
-        approver=approver,
-        document=document,
-        type_=signing.FORCE_CONTINUE_APPROVAL_TYPE,
-        event_type=codes.FORCE_CONTINUE_APPROVAL,
-        payload_for=force_continue_payload_for,
-        ballots=selectors.force_continue_ballots,
-        role=None,  # one admin and the council: the signer names their role
-        request=request,
-    )
+    approval = _council_vote_record(request, approver=approver, document=document)
     result = selectors.force_continue_tally(request=request)
     if result.state != council.PENDING:
         _force_continue_decide(request=request, result=result)
@@ -185,29 +175,24 @@ def _force_continue_decide(*, request: ForceContinueRequest, result: council.Tal
         "denials": result.denials,
     }
 
-    def resume_the_run() -> None:
-        request.resumed_run = _replay_request(
-            trace=run.trace,
-            mode=run.mode,
-            actor=request.requested_by,
-            actor_label=None,
-            continue_past=[*run.continue_past, request.step],
-            resumed_from=run,
-            force_continue=request,
-            options=run.options,
-        )
-        _enqueue(request.resumed_run)
+    _request_decide(request, result=result, payload=payload)
 
-    _request_decide(
-        request,
-        result=result,
-        payload=payload,
-        approved=codes.FORCE_CONTINUE_APPROVED,
-        rejected=codes.FORCE_CONTINUE_REJECTED,
-        idempotency_key=f"force-continue-decision:{request.id}",
-        on_approval=resume_the_run,
-        saved=("resumed_run",),
+
+def force_continue_resumed(request: ForceContinueRequest) -> None:
+    """What an approved force-continue does (its kind's ``on_approval``): queue the run
+    resumed past the step, for who asked."""
+    run = request.run
+    request.resumed_run = _replay_request(
+        trace=run.trace,
+        mode=run.mode,
+        actor=request.requested_by,
+        actor_label=None,
+        continue_past=[*run.continue_past, request.step],
+        resumed_from=run,
+        force_continue=request,
+        options=run.options,
     )
+    _enqueue(request.resumed_run)
 
 
 @transaction.atomic(durable=True)

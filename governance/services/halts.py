@@ -28,6 +28,7 @@ from governance.services.votes import (
     _signed_vote,
     _vote_append,
     _vote_matches,
+    kind_named,
 )
 from replay.models import Trace
 
@@ -210,7 +211,9 @@ def halt_clear_approval_record(
     )
     reason = _vote_matches(
         payload,
-        expected=lambda reason: halt_clear_payload_for(halt=halt, reason=reason),
+        kind=kind_named(KIND_HALT_CLEAR),
+        request=halt,
+        decision=signing.APPROVE,
         chosen=("reason",),
         approver=approver,
         role=signing.ROLE_COUNCIL,

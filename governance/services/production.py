@@ -141,16 +141,7 @@ def production_replay_approval_record(
         .select_related("trace__blob", "requested_by")
         .get(id=request.id)
     )
-    approval = _council_vote_record(
-        request,
-        approver=approver,
-        document=document,
-        type_=signing.PRODUCTION_REPLAY_APPROVAL_TYPE,
-        event_type=codes.PRODUCTION_REPLAY_APPROVAL,
-        payload_for=production_replay_payload_for,
-        ballots=selectors.production_ballots,
-        request=request,
-    )
+    approval = _council_vote_record(request, approver=approver, document=document)
     result = selectors.production_tally(request=request)
     if result.state != council.PENDING:
         _production_replay_decide(request=request, result=result)
@@ -167,23 +158,17 @@ def _production_replay_decide(*, request: ProductionReplayRequest, result: counc
         "denials": result.denials,
     }
 
-    def queue_the_run() -> None:
-        request.run = _replay_request(
-            trace=request.trace,
-            mode=PRODUCTION_MODE,
-            actor=request.requested_by,
-            actor_label=None,
-            production=request,
-        )
-        _enqueue(request.run)
+    _request_decide(request, result=result, payload=payload)
 
-    _request_decide(
-        request,
-        result=result,
-        payload=payload,
-        approved=codes.PRODUCTION_REPLAY_APPROVED,
-        rejected=codes.PRODUCTION_REPLAY_REJECTED,
-        idempotency_key=f"production-replay-decision:{request.id}",
-        on_approval=queue_the_run,
-        saved=("run",),
+
+def production_replay_queued(request: ProductionReplayRequest) -> None:
+    """What an approved production replay does (its kind's ``on_approval``): queue the one
+    production run of the stored file, for who asked."""
+    request.run = _replay_request(
+        trace=request.trace,
+        mode=PRODUCTION_MODE,
+        actor=request.requested_by,
+        actor_label=None,
+        production=request,
     )
+    _enqueue(request.run)

@@ -224,16 +224,7 @@ def role_grant_approval_record(
         .get(id=request.id)
     )
     _not_the_grantee(request, approver=approver)
-    approval = _council_vote_record(
-        request,
-        approver=approver,
-        document=document,
-        type_=signing.ROLE_GRANT_APPROVAL_TYPE,
-        event_type=codes.ROLE_GRANT_APPROVAL,
-        payload_for=role_grant_payload_for,
-        ballots=selectors.role_grant_ballots,
-        request=request,
-    )
+    approval = _council_vote_record(request, approver=approver, document=document)
     ballots = selectors.role_grant_ballots(request=request)
     result = selectors.role_grant_tally(request=request, ballots=ballots)
     if result.state != council.PENDING:
@@ -291,12 +282,11 @@ def _role_grant_decide(
         "council": result.council,
         "denials": result.denials,
     }
-    _request_decide(
-        request,
-        result=result,
-        payload=payload,
-        approved=codes.ROLE_GRANT_APPROVED,
-        rejected=codes.ROLE_GRANT_REJECTED,
-        idempotency_key=f"role-grant-decision:{request.id}",
-        on_approval=lambda: membership.groups_mirror(user, after),
-    )
+    _request_decide(request, result=result, payload=payload)
+
+
+def role_grant_granted(request: RoleGrantRequest) -> None:
+    """What an approved role grant does (its kind's ``on_approval``): the grantee's groups
+    mirror the roles its signed decision event says they hold after it."""
+    after = request.decision_event.payload["roles_after"]
+    membership.groups_mirror(request.user, after)

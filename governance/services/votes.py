@@ -5,7 +5,7 @@ decides it, the same way for each kind of request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -205,18 +205,22 @@ def _signed_vote(
 def _vote_matches(
     payload: Mapping[str, Any],
     *,
-    expected: Callable[[str], Mapping[str, Any]],
+    kind: Any,
+    request: Any,
+    decision: str,
     chosen: tuple[str, ...],
     approver: Any,
     role: str,
     filed_seq: int | None,
     subject: str,
 ) -> str:
-    """The checks every signed vote ends with: it carries a reason, the payload is the one
-    ``expected(reason)`` rebuilds from the subject (but for what the signer ``chosen``), and
-    the approver holds ``role`` (see :func:`_require_role`). Returns the reason."""
+    """The checks every signed vote ends with: it carries a reason, the payload is the one its
+    ``kind`` (the registry's kind module) rebuilds for ``request`` with ``payload_for`` (but for
+    what the signer ``chosen``), and the approver holds ``role`` (see :func:`_require_role`).
+    Returns the reason."""
     reason = _require_reason(payload)
-    _compare(payload, expected(reason), subject, chosen=chosen)
+    expected = kind.payload_for(request, decision=decision, role=role, reason=reason)
+    _compare(payload, expected, subject, chosen=chosen)
     _require_role(approver, role, filed_seq=filed_seq, subject=subject)
     return reason
 
@@ -380,37 +384,45 @@ def _vote_opened(
     )
 
 
+def _kind_of(request: CouncilRequest) -> Any:
+    """The kind module (``governance.requests``' registry) of a council request: what its
+    votes are signed over (``payload_type``, ``payload_for``), counted from (``ballots``),
+    appended as (``codes``), and what its approval does (``on_approval``)."""
+    return kind_named(request.kind or request.KIND)
+
+
+def kind_named(name: str) -> Any:
+    """The registry's kind called ``name`` (a halt clear's, a legal approval's ...)."""
+    from governance.requests.builtin import kinds  # the kinds import their services
+
+    kind = kinds().get(name)
+    if kind is None:
+        raise LookupError(f"no kind of governed request is called {name!r}")
+    return kind
+
+
 def _council_vote_record(
-    request: CouncilRequest,
-    /,  # the Vote row links it as request=, in ``subject``
-    *,
-    approver: Any,
-    document: Mapping[str, Any],
-    type_: str,
-    event_type: str,
-    payload_for: Callable[..., dict[str, Any]],
-    ballots: Callable[..., list[selectors.Ballot]],
-    role: str | None = signing.ROLE_COUNCIL,
-    **subject: Any,
+    request: CouncilRequest, /, *, approver: Any, document: Mapping[str, Any]
 ) -> Vote:
     """One signed vote on a council request (force-continue, production replay, role grant):
     the request takes it (:func:`_vote_opened`), the decision is one the signer may make, the
-    payload is what ``payload_for`` rebuilds for ``request``, the signer held the role before
-    the request was filed, and it is appended once per person and per key among
-    ``ballots(request=request)``. ``role`` is the role every vote is signed in, or None when
-    the signer names theirs (force-continue's admin or council) in the payload; ``subject``
-    is the Vote row's link to ``request``. The caller tallies and decides."""
+    payload is what its kind's ``payload_for`` rebuilds for ``request``, the signer held the
+    role before the request was filed, and it is appended (as the kind's ``codes.vote``) once
+    per person and per key among the kind's ``ballots(request=request)``. The kind's
+    ``vote_role`` is the role every vote is signed in, or None when the signer names theirs
+    (force-continue's admin or council) in the payload. The caller tallies and decides."""
+    kind = _kind_of(request)
     label = f"request {request.id}"
     payload, key, signature = _vote_opened(
-        request, approver=approver, document=document, type_=type_
+        request, approver=approver, document=document, type_=kind.payload_type
     )
     decision = payload.get("decision")
-    named: dict[str, str] = {}
+    role = kind.vote_role
     if role is None:
         signed_role = payload.get("role")
         if decision not in signing.DECISIONS or signed_role not in signing.SIGNING_ROLES:
             raise _malformed("decision or role is not recognised")
-        role = named["role"] = str(signed_role)
+        role = str(signed_role)
         chosen: tuple[str, ...] = ("decision", "role", "reason")
     else:
         if decision not in signing.DECISIONS:
@@ -418,9 +430,9 @@ def _council_vote_record(
         chosen = ("decision", "reason")
     reason = _vote_matches(
         payload,
-        expected=lambda reason: payload_for(
-            request=request, decision=str(decision), reason=reason, **named
-        ),
+        kind=kind,
+        request=request,
+        decision=str(decision),
         chosen=chosen,
         approver=approver,
         role=role,
@@ -428,8 +440,8 @@ def _council_vote_record(
         subject=label,
     )
     return _vote_append(
-        event_type=event_type,
-        ballots=ballots(request=request),
+        event_type=kind.codes.vote,
+        ballots=kind.ballots(request=request),
         approver=approver,
         key=key,
         payload=payload,
@@ -438,35 +450,31 @@ def _council_vote_record(
         decision=str(decision),
         reason=reason,
         label=label,
-        **subject,
+        request=request,
     )
 
 
 def _request_decide(
-    request: CouncilRequest,
-    *,
-    result: council.Tally,
-    payload: Mapping[str, Any],
-    approved: str,
-    rejected: str,
-    idempotency_key: str,
-    on_approval: Callable[[], Any],
-    saved: tuple[str, ...] = (),
+    request: CouncilRequest, *, result: council.Tally, payload: Mapping[str, Any]
 ) -> None:
-    """Close a council request the tally ``result`` decided: its ``approved`` or ``rejected``
-    event (with ``payload``) and its state; on approval, ``on_approval()`` then does what the
-    request asked for (its rows in ``saved``)."""
+    """Close a council request the tally ``result`` decided: its kind's ``codes.approved`` or
+    ``codes.rejected`` event (with ``payload``) and its state; on approval, the kind's
+    ``on_approval(request)`` then does what the request asked for (setting the row's
+    ``approval_saves``)."""
+    kind = _kind_of(request)
     rejecting = result.state == council.REJECTED
     request.decision_event = ledger.append(
-        event_type=rejected if rejecting else approved,
+        event_type=kind.codes.rejected if rejecting else kind.codes.approved,
         payload=payload,
-        idempotency_key=idempotency_key,
+        idempotency_key=f"{kind.name}-decision:{request.id}",
     )
+    saved: tuple[str, ...] = ()
     if rejecting:
         request.state = CouncilRequest.State.REJECTED
     else:
         request.state = CouncilRequest.State.APPROVED
-        on_approval()
+        kind.on_approval(request)
+        saved = kind.approval_saves
     request.decided_at = request.decision_event.created_at
     request.save(update_fields=["state", "decision_event", "decided_at", *saved])
 

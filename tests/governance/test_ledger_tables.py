@@ -620,15 +620,27 @@ def test_a_rewritten_halt_clear_request_row_is_named(halt_with_a_vote, assignmen
 
     assert code == 1
     separator = "" if says.startswith("'") else " "
-    # (a rewritten subject also moves its votes to another halt: those are named as well)
+    # (a rewritten subject also moves its votes to another halt: those are named as well,
+    # and the halt they were signed for has no request row left)
+    vote = Vote.objects.get(request_id=row.id)
+    orphaned = [
+        {
+            "code": "TABLE_REQUEST",
+            "table": "governance_request",
+            "row": str(vote.event_id),
+            "message": f"ledger event {vote.event_id} (HALT_CLEAR_APPROVAL) is a vote on "
+            f"halt-clear request {halt.seq}, which is not in the table",
+        }
+    ]
     assert [m for m in result["tables"] if m["table"] == "governance_request"] == [
+        *(orphaned if assignment.startswith("subject") else []),
         {
             "code": "TABLE_REQUEST",
             "table": "governance_request",
             "row": str(row.id),
             "message": f"halt-clear request {row.id}{separator}"
             + says.format(seq=halt.seq, first=first),
-        }
+        },
     ]
 
 
