@@ -117,7 +117,7 @@ def _text_everywhere() -> str:
         for model in apps.get_models():
             columns = [
                 f.column
-                for f in model._meta.concrete_fields
+                for f in model._meta.local_concrete_fields
                 if isinstance(
                     f, (models.CharField, models.TextField, models.JSONField, models.BinaryField)
                 )
