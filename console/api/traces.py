@@ -96,6 +96,22 @@ def uploaded_contract(request: Request) -> tuple[str, bytes] | None:
     return os.path.basename(upload.name or "contract.json"), upload.read(limit + 1)
 
 
+#: the companion parts an upload and a verify both take (the formats' rules group the rest)
+COMPANION_PARTS = {
+    "inputs": {
+        "type": "array",
+        "items": {"type": "string", "format": "binary"},
+        "description": "an AHD sidecar's token and brief files, matched by the "
+        "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip); a "
+        "MACE log's snapshot files (<snapshot_id>.json)",
+    },
+    "contract": {
+        "type": "string",
+        "format": "binary",
+        "description": "a Paxman artifact's contract (JSON Dict DSL): its id must be "
+        "the artifact's contract_id, else INVALID_CONTRACT",
+    },
+}
 UPLOAD_BODY = {
     "multipart/form-data": {
         "type": "object",
@@ -107,19 +123,7 @@ UPLOAD_BODY = {
                 "part per file: each trace goes with its companion files by the formats' rules "
                 "(as the upload page groups a drop)",
             },
-            "inputs": {
-                "type": "array",
-                "items": {"type": "string", "format": "binary"},
-                "description": "an AHD sidecar's token and brief files, matched by the "
-                "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip); a "
-                "MACE log's snapshot files (<snapshot_id>.json)",
-            },
-            "contract": {
-                "type": "string",
-                "format": "binary",
-                "description": "a Paxman artifact's contract (JSON Dict DSL): its id must be "
-                "the artifact's contract_id, else INVALID_CONTRACT",
-            },
+            **COMPANION_PARTS,
         },
         "required": ["file"],
     },
@@ -130,19 +134,7 @@ VERIFY_BODY = {
         "type": "object",
         "properties": {
             "file": {"type": "string", "format": "binary"},
-            "inputs": {
-                "type": "array",
-                "items": {"type": "string", "format": "binary"},
-                "description": "an AHD sidecar's token and brief files, matched by the "
-                "sidecar's recorded paths, or one archive of them (.tar.gz, .tgz, .zip); a "
-                "MACE log's snapshot files (<snapshot_id>.json)",
-            },
-            "contract": {
-                "type": "string",
-                "format": "binary",
-                "description": "a Paxman artifact's contract (JSON Dict DSL): its id must be "
-                "the artifact's contract_id, else INVALID_CONTRACT",
-            },
+            **COMPANION_PARTS,
         },
         "required": ["file"],
     },
