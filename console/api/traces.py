@@ -179,6 +179,7 @@ class TraceVerifyApi(APIView):
         return Response({"format": checked.format, "stored": False, "report": checked.report})
 
 
+@extend_schema_serializer(component_name="TraceUploadOutput")
 class TraceUploadOutputSerializer(TraceOutput):
     created = serializers.BooleanField()
     report = serializers.JSONField(source="ingest_report")
@@ -212,9 +213,7 @@ class TraceUploadApi(APIView):
 
     parser_classes = (MultiPartParser, OctetStreamParser)
 
-    @extend_schema_serializer(component_name="TraceUploadOutput")
-    class OutputSerializer(TraceUploadOutputSerializer):
-        pass
+    OutputSerializer = TraceUploadOutputSerializer  # one component, in one file or many
 
     @extend_schema(
         operation_id="traces_upload",
