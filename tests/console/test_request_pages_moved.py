@@ -151,7 +151,7 @@ class TestTheSharedPage:
         assert response.status_code == 303
         again = as_persona("adam").post(url, legal_document(checked, "release", key, private))
         assert again.status_code == 409
-        assert "DSR_ALREADY_APPROVED" in again.content.decode()
+        assert "APPROVAL_DUPLICATE_KEY" in again.content.decode()  # the same key again
 
     def test_a_legal_request_without_that_approval_is_not_found(self, as_persona, signers):
         only = dsr_services.legal_request_open(
