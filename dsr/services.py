@@ -384,10 +384,15 @@ def _check_purpose(request: LegalRequest, purpose: str) -> None:
         )
 
 
-def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> None:
+def approval_refusal(
+    *, request: LegalRequest, purpose: str, approver: Any, key_id: str | None = None
+) -> None:
     """The four-eyes rules, checked before any signature is looked at (the pages use it to say
     up front why someone cannot sign): the request is not closed, the identity is verified,
-    the approver is not the requester, has not approved it already, and it is not complete."""
+    the approver is not the requester, has not approved it already, and it is not complete.
+    With the ``key_id`` a signed document names, a second signature with a key of theirs that
+    already signed is APPROVAL_DUPLICATE_KEY, checked before the person (DSR_ALREADY_APPROVED)
+    as every kind's votes are (``governance.services.votes._not_twice``)."""
     _check_purpose(request, purpose)
     if request.is_closed:
         raise _state_error(request, f"have its {purpose} approved")
@@ -398,6 +403,14 @@ def approval_refusal(*, request: LegalRequest, purpose: str, approver: Any) -> N
             codes.DSR_SELF_APPROVAL,
             SELF_APPROVAL_MESSAGE.format(
                 user=approver.get_username(), request=request.id, purpose=purpose
+            ),
+        )
+    with_key = signed.signed_by(request, purpose, approver, key_id=key_id) if key_id else None
+    if with_key is not None:
+        raise codes.GovernanceError(
+            codes.APPROVAL_DUPLICATE_KEY,
+            gov_services.APPROVAL_DUPLICATE_KEY_MESSAGE.format(
+                key_id=key_id, subject=f"legal request {request.id}"
             ),
         )
     if signed.signed_by(request, purpose, approver) is not None:
@@ -430,7 +443,13 @@ def legal_request_approve(
     capacity ``DSR_APPROVAL_BY`` names, which they held (per the ledger) before the request
     was opened."""
     request = _locked(request)
-    approval_refusal(request=request, purpose=purpose, approver=approver)
+    named = document.get("key_id") if isinstance(document, Mapping) else None
+    approval_refusal(
+        request=request,
+        purpose=purpose,
+        approver=approver,
+        key_id=named if isinstance(named, str) else None,
+    )
     filed = signed.filing(request)
     if filed is None:
         raise codes.GovernanceError(codes.DSR_STATE, UNFILED_MESSAGE.format(request=request.id))

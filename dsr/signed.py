@@ -251,18 +251,20 @@ def _problem(
     return None
 
 
-def signed_by(request: LegalRequest, purpose: str, user: Any) -> int | None:
-    """The seq of a DSR_APPROVAL ``user`` appended for this purpose (counted or not)."""
-    return (
-        GovernanceEvent.objects.filter(
-            code=_APPROVAL,
-            actor_id=user.pk,
-            payload__request_id=str(request.id),
-            payload__purpose=purpose,
-        )
-        .values_list("seq", flat=True)
-        .first()
+def signed_by(
+    request: LegalRequest, purpose: str, user: Any, *, key_id: str | None = None
+) -> int | None:
+    """The seq of a DSR_APPROVAL ``user`` appended for this purpose (counted or not); with
+    ``key_id``, one they signed with that key."""
+    found = GovernanceEvent.objects.filter(
+        code=_APPROVAL,
+        actor_id=user.pk,
+        payload__request_id=str(request.id),
+        payload__purpose=purpose,
     )
+    if key_id is not None:
+        found = found.filter(actor_key_id=key_id)
+    return found.values_list("seq", flat=True).first()
 
 
 # --- releases ---------------------------------------------------------------------------------

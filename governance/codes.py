@@ -245,7 +245,10 @@ NOTE_INVALID: Final = "NOTE_INVALID"
 NOTE_PERSONAL_DATA: Final = "NOTE_PERSONAL_DATA"
 
 REFUSALS: Final[dict[str, str]] = {
-    APPROVAL_SELF: "the requester tried to approve their own request",
+    APPROVAL_SELF: (
+        "the requester tried to approve their own request, or the admin who declared a halt's "
+        "incident signed toward clearing it"
+    ),
     APPROVAL_DUPLICATE_PERSON: "this person has already signed this request",
     APPROVAL_DUPLICATE_KEY: "this key has already signed this request",
     APPROVAL_OTHER_REQUEST: "the signed payload names another request (a replayed approval)",

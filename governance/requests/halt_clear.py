@@ -1,5 +1,6 @@
 """Clearing a halt: a council quorum signs (``governance.services.halts``). A halt is filed
-by nobody (an integrity failure or an admin's incident set it) and never expires."""
+by nobody (an integrity failure or an admin's incident set it) and never expires; the admin
+who declared the incident that set it does not sign its clear (four eyes)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ class HaltClearKind:
         blocker = ""
         if not active:
             blocker = "This halt is cleared: it takes no more signatures."
+        elif request.actor_id is not None and request.actor_id == user.pk:
+            blocker = "You declared this halt: other council members must clear it."
         elif any(a.approver_id == user.pk for a in approvals):
             blocker = "You have already signed toward clearing this halt."
         return {

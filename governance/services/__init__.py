@@ -36,6 +36,7 @@ from governance.services.force_continue import (
     force_continue_resume,
 )
 from governance.services.halts import (
+    HALT_CLEAR_SELF_MESSAGE,
     HALT_NOT_ACTIVE_MESSAGE,
     INCIDENT_REASON_MESSAGE,
     INCIDENT_ROLE_MESSAGE,
@@ -132,6 +133,7 @@ __all__ = [
     "CLI_SYSTEM_ACTOR",
     "EVENT_TYPE_UNKNOWN_MESSAGE",
     "FORCE_CONTINUE_REQUIRED_MESSAGE",
+    "HALT_CLEAR_SELF_MESSAGE",
     "HALT_NOT_ACTIVE_MESSAGE",
     "INCIDENT_REASON_MESSAGE",
     "INCIDENT_ROLE_MESSAGE",

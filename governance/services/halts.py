@@ -34,6 +34,9 @@ from replay.models import Trace
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
 HALT_NOT_ACTIVE_MESSAGE = "halt {halt} is not active"
+#: four eyes (APPROVAL_SELF, worded as votes.APPROVAL_SELF_MESSAGE is): whoever's ledger event
+#: set a halt (the admin who declared the incident) does not sign its clear
+HALT_CLEAR_SELF_MESSAGE = "{user} declared halt {halt} and cannot approve clearing it"
 INCIDENT_ROLE_MESSAGE = "{user} is not an admin: only an admin may declare a security incident"
 INCIDENT_REASON_MESSAGE = "a security incident needs a reason"
 INCIDENT_TARGET_MESSAGE = (
@@ -172,14 +175,26 @@ def halt_clear_payload_for(*, halt: GovernanceEvent, reason: str = "") -> dict[s
     )
 
 
+def _not_declarer(halt: GovernanceEvent, approver: Any) -> None:
+    """Four eyes: the person whose ledger event set ``halt`` (its actor: the admin who declared
+    the incident) may not sign its clear. A halt a failed replay set has no actor, so no
+    declarer (who asked for that replay is the INTEGRITY_FAILURE's actor, not the halt's)."""
+    if halt.actor_id is not None and halt.actor_id == approver.pk:
+        raise codes.GovernanceError(
+            codes.APPROVAL_SELF,
+            HALT_CLEAR_SELF_MESSAGE.format(user=approver.get_username(), halt=halt.seq),
+        )
+
+
 def halt_clear_refusal(
     *, halt: GovernanceEvent, approver: Any, ballots: Sequence[selectors.Ballot]
 ) -> codes.GovernanceError | None:
     """Why ``approver`` may not sign toward clearing the active ``halt``, or None: the checks
-    :func:`halt_clear_approval_record` makes of the signer (the council role per the ledger
-    now, one signature per person among the ledger's ``ballots``)."""
+    :func:`halt_clear_approval_record` makes of the signer (not its declarer, the council role
+    per the ledger now, one signature per person among the ledger's ``ballots``)."""
     subject = f"halt {halt.seq}"
     try:
+        _not_declarer(halt, approver)
         _require_role(approver, signing.ROLE_COUNCIL, filed_seq=None, subject=subject)
         _not_signed_by(ballots=ballots, approver=approver, subject=subject)
     except codes.GovernanceError as refused:
@@ -191,13 +206,16 @@ def halt_clear_refusal(
 def halt_clear_approval_record(
     *, halt_seq: int, approver: Any, document: Mapping[str, Any]
 ) -> Vote:
-    """Record one council signature toward clearing a halt; on quorum, FORCE_HALT_CLEAR."""
+    """Record one council signature toward clearing a halt; on quorum, FORCE_HALT_CLEAR. As
+    a council request's vote: the halt takes votes (it is active), not from its declarer,
+    before any signature is looked at."""
     ledger.lock()
     halt = Halt.objects.active().filter(seq=halt_seq).first()
     if halt is None:
         raise codes.GovernanceError(
             codes.HALT_NOT_ACTIVE, HALT_NOT_ACTIVE_MESSAGE.format(halt=halt_seq)
         )
+    _not_declarer(halt, approver)
     subject = f"halt {halt.seq}"
     payload, key, signature = _signed_vote(
         document,

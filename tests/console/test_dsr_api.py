@@ -155,7 +155,8 @@ def test_the_four_eyes_flow_over_the_api(legal, member_key):
     assert created.json()["purpose"] == "release"
     assert created.json()["approver"] == "adam"
     twice = adam.post(url, signed(key, private, legal, "release"), content_type="application/json")
-    assert (twice.status_code, twice.json()["error_code"]) == (409, codes.DSR_ALREADY_APPROVED)
+    # the same key again: named as a duplicate key, as every kind's votes are
+    assert (twice.status_code, twice.json()["error_code"]) == (409, codes.APPROVAL_DUPLICATE_KEY)
     after = lena.get(reverse("api-legal-request-detail", args=[legal.id])).json()
     assert after["approvals"][0] == {
         "purpose": "release",

@@ -174,7 +174,7 @@ def test_an_admin_signs_the_erasure_in_the_page_once(checked, member_key):
         document_for(key, private, checked, "erasure"),
     )
     assert again.status_code == 409
-    assert codes.DSR_ALREADY_APPROVED in again.content.decode()
+    assert codes.APPROVAL_DUPLICATE_KEY in again.content.decode()  # the same key again
     detail = client.get(reverse("dsr-detail", args=[checked.id])).content.decode()
     assert "approved</span> by adam" in detail
 

@@ -380,6 +380,38 @@ def test_a_force_continue_waits_for_an_admin_until_one_signed_and_for_the_counci
     assert [i["needs"] for i in listed("cora")] == ["2 more council signatures"]
 
 
+def test_a_halt_does_not_wait_for_the_admin_who_declared_it(world):
+    """Four eyes on a halt clear: dora (admin and council) declares the incident, so its halt
+    waits for the rest of the council, not for her, for the reason her signature is refused."""
+    from tests.console.personas import make_user
+
+    dora = make_user("dora", "admin", "council")
+    trace = world.ingest("missing_snapshot")
+    _incident, halt = gov.security_incident_declare(
+        actor=dora, reason="key leaked", trace=trace.blob.sha256
+    )
+
+    assert listed("dora") == []
+    assert nav_count("dora") == 0
+    assert [i["url"] for i in listed("cora", "halt-clear")] == [_approval_url("halt-clear", halt)]
+    kind = builtin.kinds().get("halt-clear")
+    assert kind is not None
+    now = timezone.now()
+    (still_open,) = kind.open_requests(now=now)
+    why = kind.refusal(
+        still_open, user=dora, role="council", now=now, history=membership.roles_history(dora)
+    )
+    key, private = world.member_key("dora")
+    with pytest.raises(GovernanceError) as refused:
+        _halt_sign(halt, dora, key, private)
+    assert isinstance(why, GovernanceError)
+    assert (why.code, str(why)) == (refused.value.code, str(refused.value))
+    assert (why.code, why.message) == (
+        "APPROVAL_SELF",
+        gov.HALT_CLEAR_SELF_MESSAGE.format(user="dora", halt=halt.seq),
+    )
+
+
 def test_legal_approvals_wait_for_the_council_where_the_setting_says_so(world, settings):
     settings.DSR_APPROVAL_BY = "council"
     _legal_file("erasure")(world)

@@ -119,6 +119,31 @@ class TestTheSharedPage:
         assert '<span class="badge yes">cleared</span>' in body
         assert "This halt is cleared: it takes no more signatures." in body
 
+    def test_the_admin_who_declared_a_halt_is_told_and_refused_there(
+        self, as_persona, ingest, member_key
+    ):
+        from tests.console.personas import make_user
+
+        dora = make_user("dora", "admin", "council")  # declares incidents, sits on the council
+        trace = ingest("ok")
+        _incident, halt = gov_services.security_incident_declare(
+            actor=dora, reason="key leaked", trace=trace.trace_id
+        )
+        url = f"/requests/halt-clear/{halt.seq}/"
+        client = as_persona("dora")
+        assert (
+            '<p class="notice" id="sign-blocker">You declared this halt: other council members'
+            " must clear it.</p>"
+        ) in client.get(url).content.decode()
+        key, private = member_key("dora")
+
+        response = client.post(url, halt_document(halt, key, private))
+
+        message = gov_services.HALT_CLEAR_SELF_MESSAGE.format(user="dora", halt=halt.seq)
+        assert response.status_code == 403
+        assert f"APPROVAL_SELF</code> {message}" in response.content.decode()
+        assert not Vote.objects.exists()
+
     def test_a_legal_approval_signed_there(self, as_persona, checked, member_key):
         key, private = member_key("adam")
         url = f"/requests/legal-release/{checked.id}/"
@@ -126,7 +151,7 @@ class TestTheSharedPage:
         assert response.status_code == 303
         again = as_persona("adam").post(url, legal_document(checked, "release", key, private))
         assert again.status_code == 409
-        assert "DSR_ALREADY_APPROVED" in again.content.decode()
+        assert "APPROVAL_DUPLICATE_KEY" in again.content.decode()  # the same key again
 
     def test_a_legal_request_without_that_approval_is_not_found(self, as_persona, signers):
         only = dsr_services.legal_request_open(

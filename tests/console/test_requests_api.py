@@ -262,6 +262,7 @@ def test_a_legal_erasure_is_approved_once_and_only_with_its_own_payload(
     again = vote(
         as_persona("adam"), "legal-erasure", key, payload, member_key=member_key, name="adam"
     )
+    # another key of adam's (``vote`` registers one): the legal code for the same person
     assert (again.status_code, again.json()["error_code"]) == (409, codes.DSR_ALREADY_APPROVED)
 
 

@@ -124,8 +124,8 @@ def test_offline_signing_and_the_four_eyes_refusals(tmp_path):
     code, out, err = run(*approve, "--user", "bob")
     assert code == 0, err
     assert out.startswith(f"erasure of legal request {legal.id} signed by bob")
-    code, _, err = run(*approve, "--user", "bob")
-    assert (code, err.split(":")[0]) == (1, codes.DSR_ALREADY_APPROVED)
+    code, _, err = run(*approve, "--user", "bob")  # the same signed file: the same key
+    assert (code, err.split(":")[0]) == (1, codes.APPROVAL_DUPLICATE_KEY)
     assert Vote.objects.count() == 1
 
 

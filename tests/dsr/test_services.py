@@ -11,6 +11,7 @@ from django.utils import timezone
 from dsr import services
 from dsr.models import LegalRequest
 from governance import codes, ledger, signing
+from governance import services as gov_services
 from governance.models import GovernanceEvent, Vote
 from replay.canonical import jcs
 from tests.dsr.factories import enrol, opened, person, signed, verified
@@ -173,6 +174,20 @@ def test_an_admin_signature_approves_and_a_second_is_refused():
     assert event.payload["identity_seq"] == request.identity_event_id
     assert services.approval_status(request=request, purpose=ERASURE).complete
     assert not services.approval_status(request=request, purpose=RELEASE).complete
+    # the same key again: the duplicate key is named first, as every kind's votes do
+    with refused(
+        codes.APPROVAL_DUPLICATE_KEY,
+        gov_services.APPROVAL_DUPLICATE_KEY_MESSAGE.format(
+            key_id=bob.key.key_id, subject=f"legal request {request.id}"
+        ),
+    ):
+        services.legal_request_approve(
+            request=request,
+            purpose=ERASURE,
+            approver=bob.user,
+            document=signed(bob, request, ERASURE),
+        )
+    again = enrol("bob")  # another key of bob's: the person has approved already
     with refused(
         codes.DSR_ALREADY_APPROVED,
         services.ALREADY_APPROVED_MESSAGE.format(user="bob", request=request.id, purpose=ERASURE),
@@ -180,8 +195,8 @@ def test_an_admin_signature_approves_and_a_second_is_refused():
         services.legal_request_approve(
             request=request,
             purpose=ERASURE,
-            approver=bob.user,
-            document=signed(bob, request, ERASURE),
+            approver=again.user,
+            document=signed(again, request, ERASURE),
         )
     with refused(
         codes.DSR_ALREADY_APPROVED,

@@ -173,6 +173,49 @@ class TestClearing:
         assert not Halt.objects.active().exists()
         assert _replay(trace).status == "ok"
 
+    def test_the_admin_who_declared_it_may_not_sign_its_clear(self):
+        """Four eyes: sam (admin and council) declared the incident, so his signature toward
+        clearing its halt is refused as a self-approval, before his key is looked at, and
+        nothing is appended."""
+        trace = ingest("ok")
+        sam = enrol("sam")
+        _incident, halt = services.security_incident_declare(
+            actor=sam.user, trace=trace.trace_id, reason="key leaked"
+        )
+        payload = services.halt_clear_payload_for(halt=halt, reason="rotated")
+        before = GovernanceEvent.objects.count()
+        for document in (sam.sign(payload), {"payload": payload}):
+            with pytest.raises(codes.GovernanceError) as caught:
+                services.halt_clear_approval_record(
+                    halt_seq=halt.seq, approver=sam.user, document=document
+                )
+            assert (caught.value.code, caught.value.message) == (
+                codes.APPROVAL_SELF,
+                services.HALT_CLEAR_SELF_MESSAGE.format(user="sam", halt=halt.seq),
+            )
+        assert GovernanceEvent.objects.count() == before
+        assert Halt.objects.active().filter(seq=halt.seq).exists()
+
+    def test_a_halt_a_failed_replay_set_has_no_declarer(self):
+        """The system set it (the halt event has no actor): sam, who asked for the replay
+        that failed, signs toward its clear like any council member."""
+        trace = ingest("tampered_snapshot")
+        sam = enrol("sam")
+        run = services.replay_request(trace=trace, mode="audit", actor=sam.user, enqueue=False)
+        replay_run_governed.apply(args=[str(run.id)])
+        run.refresh_from_db()
+        assert run.error_code == errors.INTEGRITY_FAILURE
+        (failure,) = GovernanceEvent.objects.filter(type=codes.INTEGRITY_FAILURE)
+        halt = Halt.objects.active().get()
+        assert (failure.actor_id, halt.actor_id) == (sam.user.pk, None)
+        payload = services.halt_clear_payload_for(halt=halt, reason="evidence kept")
+
+        vote = services.halt_clear_approval_record(
+            halt_seq=halt.seq, approver=sam.user, document=sam.sign(payload)
+        )
+
+        assert (vote.approver, vote.event.type) == (sam.user, codes.HALT_CLEAR_APPROVAL)
+
 
 class TestCommand:
     def test_an_admin_declares_one_from_the_command_line(self):

@@ -249,7 +249,6 @@ class Command(ActionCommand):
     def do_approve(self, *, request: str, file: str, purpose: str, user: str, **_: Any) -> None:
         approver = user_named(user, action=roles.DSR_APPROVE)
         legal = self._request(request)
-        services.approval_refusal(request=legal, purpose=purpose, approver=approver)
         try:
             document = json.loads(self._read(file))
         except ValueError as exc:
