@@ -114,7 +114,13 @@ def _detail_context(request: HttpRequest, legal: LegalRequest) -> dict[str, Any]
     for purpose in services.purposes_of(legal):
         status = services.approval_status(request=legal, purpose=purpose)
         statuses[purpose] = status
-        approvals.append({"purpose": purpose, "status": status})
+        approvals.append(
+            {
+                "purpose": purpose,
+                "status": status,
+                "signed_by_you": user.get_username() in status.approvers,
+            }
+        )
     release = statuses.get(signing.DSR_RELEASE)
     erasure = statuses.get(signing.DSR_ERASURE)
     return {

@@ -179,6 +179,27 @@ def test_an_admin_signs_the_erasure_in_the_page_once(checked, member_key):
     assert "approved</span> by adam" in detail
 
 
+def test_the_request_page_offers_no_signing_to_a_council_member_who_signed(
+    checked, member_key, settings
+):
+    """With a council quorum of two, the first signer is told she signed, while the other
+    council member is still offered the approval page."""
+    settings.DSR_APPROVAL_BY = "council"
+    key, private = member_key("cora")
+    cora = client_for("cora")
+    response = cora.post(
+        reverse("request-detail", args=["legal-erasure", checked.id]),
+        document_for(key, private, checked, "erasure"),
+    )
+    assert response.status_code == 303
+    mine = cora.get(reverse("dsr-detail", args=[checked.id])).content.decode()
+    assert 'id="approve-erasure-link"' not in mine
+    assert '<span class="badge" id="approve-erasure-yours">you signed</span>' in mine
+    theirs = client_for("colin").get(reverse("dsr-detail", args=[checked.id])).content.decode()
+    assert 'id="approve-erasure-link"' in theirs
+    assert 'id="approve-erasure-yours"' not in theirs
+
+
 def test_the_requester_cannot_approve_in_the_page(signers, member_key):
     key, private = member_key("adam")
     legal = services.legal_request_open(
