@@ -139,8 +139,9 @@ def test_signing_right_after_typing_a_reason_never_signs_the_payload_without_it(
 @pytest.mark.xfail(
     strict=False,
     reason=(
-        "order-dependent: passes alone and after every browser test, times out after the "
-        "whole non-browser suite in one process (CI); its cause is not found yet"
+        "timing-dependent: under load (seen alone too, while CI ran beside it) the page shows "
+        "the reason in the payload but the click on the sign button records nothing and "
+        "sets no status; its cause is not found yet"
     ),
 )
 def test_a_council_member_signs_a_role_grant_on_the_shared_request_page(
@@ -169,7 +170,12 @@ def test_a_council_member_signs_a_role_grant_on_the_shared_request_page(
         outcome.wait_for(timeout=60_000)
     except Exception:
         status = cora.locator("[id=sign-status]").inner_text()
-        raise AssertionError(f"no decision recorded; the signing form says: {status!r}") from None
+        votes = GovernanceEvent.objects.filter(type="ROLE_GRANT_APPROVAL").count()
+        # the known failure, named in the summary line CI prints (-ra), so its cause can be read
+        pytest.xfail(
+            f"no decision shown at {cora.url}; #sign-status {status!r}; {votes} vote event(s); "
+            f"page errors {cora.errors!r}"
+        )
     assert outcome.inner_text().strip() == "Your signed decision is recorded in the ledger."
     shots(cora, "role-grant-signed")
     no_console_errors(cora)
