@@ -73,6 +73,22 @@ def thread_runner(settings):
     background.pool_shutdown()
 
 
+@pytest.fixture
+def ingest(ingest):
+    """The console's `ingest`, then the pool drained when tasks run on it: storing a trace
+    queues background work of its own, which must not write while the test's next statement
+    does (the tests' shared-cache SQLite answers two writers with "database table is
+    locked" at once, whatever the busy timeout)."""
+
+    def make(name: str):
+        trace = ingest(name)
+        if background.runner() == background.THREAD:
+            background.pool().submit(lambda: None).result(timeout=60)
+        return trace
+
+    return make
+
+
 @pytest.mark.usefixtures("flushable_transactional_db")
 def test_a_replay_started_in_the_page_returns_at_once_and_runs_in_the_background(
     thread_runner, ingest, as_persona
