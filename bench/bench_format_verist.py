@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from replay.formats import verist  # noqa: E402 - after the path is set
+from replay.formats.verist import snapshot as verist_snapshot  # noqa: E402
 from replay.registry import Registry, default_registry  # noqa: E402
 
 REFERENCE = ROOT / "tests" / "replay" / "fixtures" / "verist" / "verist_ref.mjs"
@@ -94,11 +95,11 @@ def main() -> None:
         best_whole = min(s for s, _ in whole)
         # the worst case: every hash through the exact js_sorted writer (no orjson shortcut,
         # as for a value whose integer-like keys or numbers orjson spells otherwise)
-        shortcut, verist._orjson = verist._orjson, None
+        shortcut, verist_snapshot._orjson = verist_snapshot._orjson, None
         try:
             exact = [console_pass(files, full) for _ in range(args.repeat)]
         finally:
-            verist._orjson = shortcut
+            verist_snapshot._orjson = shortcut
         assert all(ok == len(files) for _, ok in exact)
         best_exact = min(s for s, _ in exact)
 

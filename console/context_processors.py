@@ -35,7 +35,9 @@ def nav_section(request: HttpRequest) -> str:
     """The navigation link the page is under (marked aria-current="page"), or ""."""
     match = getattr(request, "resolver_match", None)
     name = (match.url_name or "") if match is not None else ""
-    if name.startswith("request-"):  # one pair of pages for every kind of council request
+    if match is not None and name.startswith(
+        "request-"
+    ):  # one pair of pages for every kind of council request
         from governance.requests.builtin import kinds
 
         kind = kinds().get(match.kwargs.get("kind", ""))

@@ -84,7 +84,7 @@ def _node(
             f"<details{attr}><summary>{_label(key)}{opening}"
             f'<span class="jt-size"> {what} </span></summary><ul>'
         )
-        items = list(value.items()) if is_dict else list(enumerate(value))
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
         for i, (k, v) in enumerate(items):
             out.append("<li>")
             _node(out, k, v, depth + 1, open_depth, last=i == size - 1)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 
 from console.settings import *  # noqa: F403
+from console.settings import REPLAY_TASK_RUNNER
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Deterministic tests: without a broker, queued work runs inline (eager), not on the thread
 # pool; tests/console/test_background.py switches the pool back on to prove the default.
-if REPLAY_TASK_RUNNER == "thread":  # noqa: F405
+if REPLAY_TASK_RUNNER == "thread":
     REPLAY_TASK_RUNNER = "eager"
     CELERY_TASK_ALWAYS_EAGER = True
 

@@ -175,10 +175,9 @@ def client_ip(request: HttpRequest) -> str:
 
 def _last_failure(request: HttpRequest, username: str) -> Any:
     AxesProxyHandler.update_request(request)
+    address = request.axes_ip_address  # type: ignore[attr-defined]  # set by update_request
     return (
-        AccessAttempt.objects.filter(
-            username=throttle_username(username), ip_address=request.axes_ip_address
-        )
+        AccessAttempt.objects.filter(username=throttle_username(username), ip_address=address)
         .order_by("-attempt_time")
         .values_list("attempt_time", flat=True)
         .first()

@@ -16,6 +16,7 @@ No personal value is written to a ledger payload, a log line or a row here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -413,7 +414,7 @@ def _drop_bundles(refs: list[str]) -> None:
     for other in LegalRequest.objects.exclude(bundle_name=""):
         if set(other.subject_refs) & set(refs):
             path = bundle_path(other)
-            transaction.on_commit(lambda p=path: p.unlink(missing_ok=True))
+            transaction.on_commit(functools.partial(path.unlink, missing_ok=True))
             LegalRequest.objects.filter(pk=other.pk).update(
                 bundle_state="", bundle_name="", bundle_sha256="", bundle_done=0
             )

@@ -15,10 +15,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from dsr.bundle import DEFAULT_MAX_BYTES, BundleCheck, verify_bundle
 from governance import codes
+
+if TYPE_CHECKING:  # anything with write(str): a file, or a management command's stdout
+    from _typeshed import SupportsWrite
 
 OK, FAILED, USAGE = 0, 1, 2
 
@@ -59,7 +62,9 @@ def _load_older(path: str) -> str:
     return text
 
 
-def _report(check: BundleCheck, path: str, checkpoint_path: str | None, out: TextIO) -> None:
+def _report(
+    check: BundleCheck, path: str, checkpoint_path: str | None, out: SupportsWrite[str]
+) -> None:
     out.write(f"bundle {path}\n")
     if check.key_id is not None:
         out.write(f"signed by server key {check.key_id} (public key {check.public_key})\n")
@@ -111,7 +116,7 @@ def _report(check: BundleCheck, path: str, checkpoint_path: str | None, out: Tex
 
 def verify_bundle_file(
     path: str,
-    out: TextIO,
+    out: SupportsWrite[str],
     *,
     trust_keys: Sequence[str] = (),
     checkpoint_path: str | None = None,
@@ -120,7 +125,7 @@ def verify_bundle_file(
     older_path: str | None = None,
     consistency_path: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    err: TextIO | None = None,
+    err: SupportsWrite[str] | None = None,
     witnesses: Sequence[str] = (),
     quorum: int | None = None,
 ) -> int:

@@ -19,14 +19,14 @@ import json
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Field, Model, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -271,11 +271,8 @@ def _prepare(
     # jcs refuses what it cannot write (NaN, huge integers...) before anything is stored
     values["hash"] = digest = chain.event_hash(prev_hash, chain.row_body(values_row(values)))
     values["server_signature"] = signing.sign(private_key_of(key), digest.encode("ascii"))
-    meta = GovernanceEvent._meta
     params = [
-        meta.get_field("actor" if name == "actor_id" else name).get_db_prep_save(
-            values[name], connection
-        )
+        _column(GovernanceEvent, name).get_db_prep_save(values[name], connection)
         for name in _COLUMNS
     ]
     # the Merkle tree grows with the chain, in the same transaction, under the same lock
@@ -288,18 +285,24 @@ def _prepare(
 _PAYLOAD_COLUMN: Final = _COLUMNS.index("payload")
 
 
+def _column(model: type[Model], name: str) -> Field[Any, Any]:
+    """The model field behind a column name (``actor_id`` is the ``actor`` foreign key)."""
+    field = model._meta.get_field("actor" if name == "actor_id" else name)
+    if not isinstance(field, Field):  # a relation's reverse side or a generic key
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
+
+
 def _unnest_insert_sql() -> str:
     """PostgreSQL: the events and their nodes inserted from one array per column. One query
     text for any number of events and nodes: the driver parses and the server plans it once,
     where a VALUES list per batch size cost more than the rest of a batched append."""
-    meta = GovernanceEvent._meta
     casts = ", ".join(
-        f"%s::{meta.get_field('actor' if name == 'actor_id' else name).db_type(connection)}[]"
-        for name in _COLUMNS
+        f"%s::{_column(GovernanceEvent, name).db_type(connection)}[]" for name in _COLUMNS
     )
-    node = MerkleNode._meta
     node_casts = ", ".join(
-        f"%s::{node.get_field(name).db_type(connection)}[]" for name in ("level", "index", "hash")
+        f"%s::{_column(MerkleNode, name).db_type(connection)}[]"
+        for name in ("level", "index", "hash")
     )
     return (
         f"WITH event AS (INSERT INTO governance_governanceevent ({', '.join(_COLUMNS)}) "  # noqa: S608
@@ -576,7 +579,7 @@ def _raw_rows(chunk_size: int) -> Iterator[tuple[Any, ...]]:
 
 def _counted(
     stream: Iterator[tuple[Any, ...]], progress: Callable[[int], None] | None, every: int
-) -> Iterator[tuple[Any, ...]]:
+) -> Generator[tuple[Any, ...]]:
     """``stream`` as is, calling ``progress(rows so far)`` every ``every`` rows."""
     if progress is None:
         yield from stream
@@ -691,8 +694,8 @@ def _walk(
             if connection.vendor == "postgresql"
             else rows(chunk_size=chunk_size)
         )
-        stream = _counted(stream, progress, every)
-        with contextlib.closing(stream):  # an early stop must end the cursor's transaction
+        counted = _counted(stream, progress, every)
+        with contextlib.closing(counted):  # an early stop must end the cursor's transaction
             while first_local is None and linker.broken is None:
                 batch = list(itertools.islice(stream, chunk_size))
                 if not batch:

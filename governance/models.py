@@ -20,6 +20,8 @@ source of truth for what is halted. A halt's ``target_kind`` says what it stops:
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -106,7 +108,7 @@ HALT_TARGET_KINDS = (HALT_BLOB, HALT_TRACE, HALT_SNAPSHOT)
 class Halt(GovernanceEvent):
     """A ``FORCE_HALT_REPLAY`` event, seen as a halt on one file, trace id or snapshot."""
 
-    objects = HaltManager()
+    objects: ClassVar[HaltManager] = HaltManager()  # type: ignore[misc]  # a proxy's own
 
     class Meta:
         proxy = True
@@ -291,6 +293,19 @@ class GovernedRequest(models.Model):
     def subject_key(self) -> str:
         """The subject of a per-kind row, as the ``subject`` column spells it."""
         return self.subject
+
+    def filer_name(self) -> str:
+        """Who filed it. Only a halt clear's and a legal approval's rows have no filer (they
+        are made with the first vote), and those kinds never ask."""
+        if self.requested_by is None:
+            raise ValueError(f"{self.kind} request {self.id} has no filer")
+        return self.requested_by.get_username()
+
+    def expiry(self) -> datetime:
+        """Until when it takes votes; as :meth:`filer_name`, every filed kind has one."""
+        if self.expires_at is None:
+            raise ValueError(f"{self.kind} request {self.id} has no expiry")
+        return self.expires_at
 
 
 #: the council's requests were rows of this name before they became governed requests

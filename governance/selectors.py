@@ -349,8 +349,8 @@ def request_expiry(
     except ValueError:
         ledger_expiry = None
     if ledger_expiry is None:
-        return request.expires_at
-    return min(ledger_expiry, request.expires_at)
+        return request.expiry()
+    return min(ledger_expiry, request.expiry())
 
 
 def _request_ballots(request: CouncilRequest, event_type: str) -> list[Ballot]:

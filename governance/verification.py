@@ -121,7 +121,7 @@ def mark_latest() -> tuple[VerificationMark | None, list[MarkProblem]]:
     A mark made before a later run found the chain broken at a seq it covers is not
     believed either: a break, once found, is not hidden by checking only newer events.
     """
-    problems = []
+    problems: list[MarkProblem] = []
     broken = _newest_break()
     for mark in VerificationMark.objects.order_by("-id")[:MARKS_LOOKED_AT]:
         problem = mark_problem(mark)

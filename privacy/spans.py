@@ -56,6 +56,12 @@ def _decode(raw: bytes) -> str:
 _DECODER = json.JSONDecoder()
 
 
+def _reason(exc: ValueError) -> str:
+    """A decoding error's message: JSON's own without its position, else the error's text
+    (bytes that are not UTF-8 raise ``UnicodeDecodeError``, which has no ``msg``)."""
+    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
 class _Scanner:
     def __init__(
         self,
@@ -77,7 +83,7 @@ class _Scanner:
         try:
             return _DECODER.raw_decode(self.text, i)[1]
         except ValueError as exc:
-            raise SpanError(f"byte {self.base + i}: {exc.msg}") from None
+            raise SpanError(f"byte {self.base + i}: {_reason(exc)}") from None
 
     def ws(self, i: int) -> int:
         return _WS.match(self.data, i).end()  # type: ignore[union-attr]
@@ -178,7 +184,7 @@ def jsonl_spans(
         try:
             parsed = json.loads(line)
         except ValueError as exc:
-            raise SpanError(f"byte {offset}: a line is not JSON ({exc.msg})") from None
+            raise SpanError(f"byte {offset}: a line is not JSON ({_reason(exc)})") from None
         wanted = wanted_for_line(parsed)
         if wanted is None:
             continue

@@ -88,7 +88,7 @@ def lookup(identifier: str) -> str | None:
 def identifier(ref: str) -> str | None:
     """The decrypted identifier; None once erased (or for an unknown ref)."""
     subject = Subject.objects.select_related("key").filter(ref=ref).first()
-    if subject is None or subject.identifier_ciphertext is None:
+    if subject is None or subject.identifier_ciphertext is None or subject.identifier_nonce is None:
         return None
     key = subject_key(subject)
     if key is None:

@@ -19,6 +19,8 @@ def value_aad(trace_pk: int, start: int) -> bytes:
 
 def raw_value(value: PersonalValue, key: bytes) -> bytes:
     """The value's bytes exactly as the file holds them (JSON string contents, escaped)."""
+    if value.nonce is None or value.ciphertext is None:  # its bytes were shredded
+        raise crypto.EnvelopeError(f"personal value {value.pk} holds no ciphertext")
     return crypto.open_sealed(
         key, bytes(value.nonce), bytes(value.ciphertext), value_aad(value.trace_id, value.start)
     )

@@ -10,15 +10,23 @@ as it was, on SQLite and PostgreSQL alike. Nothing queries inside these columns.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+if TYPE_CHECKING:  # the stubs' TextField is generic over (set, get) types; Django's is not
+    _Text = models.TextField[Any, Any]
+else:
+    _Text = models.TextField
 
-class JSONTextField(models.TextField):
+
+class JSONTextField(_Text):
     """A JSON document stored as text and read back exactly (floats stay floats)."""
 
     description = "JSON kept as its text"
+    if TYPE_CHECKING:  # what django-stubs' plugin reads: any JSON value in, any out
+        _pyi_private_set_type: Any
+        _pyi_private_get_type: Any
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         return None if value is None else json.loads(value)

@@ -43,7 +43,9 @@ def encrypt_secret(secret: bytes) -> bytes:
     return _fernet().encrypt(secret)
 
 
-def decrypt_secret(token: bytes) -> bytes:
+def decrypt_secret(token: bytes | memoryview | None) -> bytes:
+    if token is None:  # the column allows it for Ed25519 keys; an HMAC key always has one
+        raise KeyRegistryError("a stored HMAC key has no secret")
     try:
         return _fernet().decrypt(bytes(token))
     except InvalidToken:

@@ -99,11 +99,12 @@ def build_records(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, An
     for kind, body in records:
         if kind not in marks:
             continue
+        seq: Any = body.get("seq")  # as the JSON Lines build: what the record says
         if counts[kind] % STRIDE == 0:
-            marks[kind].append([body.get("seq"), counts[kind]])
+            marks[kind].append([seq, counts[kind]])
         counts[kind] += 1
         if kind == EVENT:
-            seqs.append(body.get("seq"))
+            seqs.append(seq)
             types.append(str(body.get("type", "")))
     return _index("json", marks, counts, seqs, types, False)
 

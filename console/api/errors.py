@@ -54,7 +54,7 @@ _REPLAY_STATUS = {
     replay_errors.FORCE_HALT_ACTIVE: 409,
 }
 
-_DRF = [
+_DRF: list[tuple[type[exceptions.APIException], str]] = [
     (exceptions.NotAuthenticated, NOT_AUTHENTICATED),
     (exceptions.AuthenticationFailed, NOT_AUTHENTICATED),
     (exceptions.NotFound, NOT_FOUND),
@@ -78,6 +78,7 @@ class ApiError(exceptions.APIException):
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    body: dict[str, Any]
     if isinstance(exc, ReplayError):
         body = {
             "error_code": exc.code,

@@ -270,7 +270,7 @@ class MemberKeyOutput(serializers.Serializer):
     owner = serializers.CharField(source="user.username")
     public_key = serializers.CharField()
     fingerprint = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # DRF pops declared fields
     registered_at = serializers.DateTimeField()
     confirmed_at = serializers.DateTimeField(allow_null=True)
     confirmed_by = serializers.CharField(source="confirmed_by.username", default=None)
@@ -307,7 +307,9 @@ class KeyRegisterApi(APIView):
     @extend_schema_serializer(component_name="KeyRegisterInput")
     class InputSerializer(serializers.Serializer):
         public_key = serializers.CharField(max_length=4096)
-        label = serializers.CharField(max_length=200, required=False, default="")
+        label = serializers.CharField(  # type: ignore[assignment]  # DRF pops declared fields
+            max_length=200, required=False, default=""
+        )
 
     @extend_schema(
         operation_id="keys_register",

@@ -17,7 +17,7 @@ ERRORS = {401: ErrorOutput, 403: ErrorOutput}
 
 class InboxItemOutput(serializers.Serializer):
     kind = serializers.CharField(help_text="the kind of governed request (force-continue ...)")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # DRF pops declared fields
     key = serializers.CharField(help_text="the request within its kind: its id, a halt's seq")
     subject = serializers.CharField()
     filed_by = serializers.CharField()

@@ -65,7 +65,7 @@ def kind_with_api(name: str) -> Any:
 
 class KindOutput(serializers.Serializer):
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # DRF pops declared fields
     summary = serializers.CharField()
     quorum = serializers.CharField(help_text="how many signatures in which role decide it")
     signer_roles = serializers.ListField(
@@ -263,7 +263,8 @@ class RequestFileApi(RequestListApi):
         filer = filing.FILERS.get(kind)
         if filer is None:
             raise exceptions.MethodNotAllowed(
-                request.method, detail=f"{kind} requests are not filed through this endpoint"
+                request.method or "POST",
+                detail=f"{kind} requests are not filed through this endpoint",
             )
         roles.require(request.user, filer.action)
         named = RequestFileInput(data=request.data)

@@ -211,8 +211,10 @@ def _native_compare(a: Trace, b: Trace, offset: int) -> Comparison:
         found = compare.compare(left, right, offset=offset)
     stopped = ""
     if found.stopped is not None:
-        exc = found.stopped
-        stopped = page_budget_message() if _over_page_budget(exc) else f"{exc.code}: {exc.message}"
+        cause = found.stopped
+        stopped = (
+            page_budget_message() if _over_page_budget(cause) else f"{cause.code}: {cause.message}"
+        )
     return Comparison(found.changes, native=found, stopped=stopped)
 
 

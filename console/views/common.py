@@ -10,18 +10,19 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render, resolve_url
 from django.utils.cache import patch_vary_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]  # a page, a redirect or a streamed export
 
 
 def signed_in(view: View) -> View:
     """Like login_required, but an htmx request is redirected by the client (HX-Redirect)."""
 
     @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.is_authenticated:
             if getattr(request, "htmx", False):
                 login_url = resolve_url(settings.LOGIN_URL)

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 from django.views import debug
 
 from console.api.errors import MALFORMED_REQUEST, NOT_FOUND, PERMISSION_DENIED, SERVER_ERROR
@@ -92,7 +93,7 @@ class ConsoleExceptionReporter(debug.ExceptionReporter):
     technical page needs inline styles. The traceback is still logged (django.request) and
     the plain-text report (`Accept: text/plain`) is unchanged."""
 
-    def get_traceback_html(self) -> str:
+    def get_traceback_html(self) -> SafeString:
         if self.exc_type is not None and issubclass(
             self.exc_type, (SuspiciousOperation, BadRequest)
         ):

@@ -16,7 +16,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -112,11 +113,13 @@ def json_chunks(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
 
 @require_GET
 @signed_in
-def trace_export_view(request: HttpRequest, fmt: str) -> HttpResponse:
+def trace_export_view(request: HttpRequest, fmt: str) -> HttpResponseBase:
     roles.require(request.user, roles.BROWSE)
     form = TraceFilterForm(request.GET)
     if not form.is_valid():
-        errors = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        errors = "; ".join(
+            f"{name}: {' '.join(str(m) for m in e)}" for name, e in form.errors.items()
+        )
         context = {"title": "Export refused", "message": errors, "code": "INVALID_INPUT"}
         return render(request, "console/error_page.html", context, status=400)
     rows = _rows(request, form)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -36,6 +36,9 @@ from governance.verification import ledger_verification_start, ledger_verificati
 from replay.canonical import jcs
 from replay.keys import KeyRegistryError, key_add_ed25519, key_add_hmac, key_revoke
 from replay.models import VerificationKey
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 MESSAGE_NO_DOCUMENT = "Sign the payload in this browser, or paste a signed approval document."
 MESSAGE_BAD_DOCUMENT = "The signed approval document is not JSON: {problem}"
@@ -226,7 +229,7 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
     older = events[LEDGER_PAGE - 1].seq if len(events) > LEDGER_PAGE else None
     events = events[:LEDGER_PAGE]
     state = ledger_verification_state()
-    query = {k: v for k, v in request.GET.items() if k in ("range",) and v}
+    query = {k: str(v) for k, v in request.GET.items() if k in ("range",) and v}
     context = {
         **_verification_context(request, state),
         "rows": _ledger_rows(events, state),
@@ -462,7 +465,7 @@ def key_revoke_view(request: HttpRequest, key_id: str) -> HttpResponse:
     roles.require(request.user, roles.BROWSE)
     from governance.models import MemberKey
 
-    key = MemberKey.objects.filter(key_id=key_id, user=request.user).first()
+    key = MemberKey.objects.filter(key_id=key_id, user=cast("User", request.user)).first()
     if key is None:  # not one's own: only an admin may revoke it
         key = roles.access_member_key_by_id(request.user, key_id, roles.MANAGE)
 
@@ -574,7 +577,9 @@ def user_list_view(request: HttpRequest) -> HttpResponse:
     roles.require(request.user, roles.MANAGE)
     template = "console/users_manage.html"
     if request.method == "POST":
-        target = roles.access_user_by_id(request.user, request.POST.get("user_id"), roles.MANAGE)
+        target = roles.access_user_by_id(
+            request.user, request.POST.get("user_id", ""), roles.MANAGE
+        )
         try:
             change = gov_services.user_roles_change(
                 actor=request.user,

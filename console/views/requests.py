@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -161,7 +162,7 @@ def legacy_list_view(request: HttpRequest, kind: str) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
-def legacy_detail_view(request: HttpRequest, kind: str, request_id: str) -> HttpResponse:
+def legacy_detail_view(request: HttpRequest, kind: str, request_id: str) -> HttpResponseBase:
     """GET moves permanently; a POST (a form or script still posting here) is taken as is."""
     if request.method == "POST":
         return request_detail_view(request, kind=kind, request_id=request_id)
@@ -173,7 +174,9 @@ def legacy_detail_view(request: HttpRequest, kind: str, request_id: str) -> Http
 
 
 @require_http_methods(["GET", "POST"])
-def legacy_legal_approval_view(request: HttpRequest, request_id: str, purpose: str) -> HttpResponse:
+def legacy_legal_approval_view(
+    request: HttpRequest, request_id: str, purpose: str
+) -> HttpResponseBase:
     """``/dsr/<id>/approve/<purpose>/``, a legal approval's old page."""
     if purpose not in signing.DSR_PURPOSES:
         raise Http404("no such approval")

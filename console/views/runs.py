@@ -202,8 +202,8 @@ def run_value_view(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         value = pointer_get(run.report or {}, pointer)
     except PointerError as exc:
-        context = {"title": "No such value", "message": str(exc), "code": ""}
-        return render(request, "console/error_page.html", context, status=404)
+        refused = {"title": "No such value", "message": str(exc), "code": ""}
+        return render(request, "console/error_page.html", refused, status=404)
     context = {"run": run, "pointer": pointer, "value": render_json(value)}
     return partial_or_page(request, "console/run_value.html", "value", context)
 

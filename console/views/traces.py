@@ -115,7 +115,7 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
             status = 400
     else:
         status = 400
-    base = {k: v for k, v in request.GET.items() if k != "cursor" and v}
+    base = {k: str(v) for k, v in request.GET.items() if k != "cursor" and v}
 
     def link(cursor: str | None) -> str | None:
         return None if cursor is None else "?" + urlencode({**base, "cursor": cursor})

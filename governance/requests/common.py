@@ -95,7 +95,7 @@ class CouncilRequestKind:
         if request.state != self.model.State.PENDING:
             return f"This {self.noun} is {request.state}: it can no longer be signed."
         if expired:
-            return f"This {self.noun} expired at {signing.format_time(request.expires_at)}."
+            return f"This {self.noun} expired at {signing.format_time(request.expiry())}."
         if request.requested_by_id == user.pk:
             return self.own_message
         extra = self.blocker_of(request, user=user)
@@ -189,7 +189,7 @@ class CouncilRequestKind:
                     kind=self.name,
                     key=str(row.id),
                     subject=self.subject(row),
-                    filed_by=row.requested_by.get_username(),
+                    filed_by=row.filer_name(),
                     filed_at=row.created_at,
                     url=reverse("request-detail", args=[self.name, row.id]),
                     request=row,

@@ -11,6 +11,7 @@ whatever their number, and the person's role history is read once (``roles_histo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -20,7 +21,7 @@ from django.utils import timezone
 from governance import membership
 from governance import roles as matrix
 from governance.requests.builtin import kinds
-from governance.requests.protocol import KindRegistry, needs_in_words
+from governance.requests.protocol import KindRegistry, RequestKind, needs_in_words
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def waiting_for(
     user: Any,
     *,
     roles: frozenset[str],
-    registry: KindRegistry | None = None,
+    registry: Iterable[RequestKind] | None = None,
     now: datetime | None = None,
 ) -> list[Waiting]:
     """What waits for ``user``'s signature across every kind, oldest first."""

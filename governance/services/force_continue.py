@@ -132,7 +132,7 @@ def force_continue_payload_for(
         divergence_digest=request.divergence_digest,
         decision=decision,
         role=role,
-        expires_at=signing.format_time(request.expires_at),
+        expires_at=signing.format_time(request.expiry()),
         reason=reason,
     )
 
@@ -211,6 +211,8 @@ def _force_continue_refusal_record(*, run: ReplayRun, step: int | None, actor: A
 
 def _approved_in_ledger(request: ForceContinueRequest, resumed: ReplayRun) -> bool:
     """The ledger, not the row, says ``request`` was approved and ``resumed`` is its run."""
+    if request.decision_event_id is None:
+        return False
     decision = GovernanceEvent.objects.filter(seq=request.decision_event_id).first()
     resumed_request = GovernanceEvent.objects.filter(
         idempotency_key=f"replay-request:{resumed.id}"

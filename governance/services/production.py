@@ -118,9 +118,9 @@ def production_replay_payload_for(
         request_id=str(request.id),
         trace_id=request.trace.trace_id,
         trace_sha256=request.trace.blob.sha256,
-        requested_by=request.requested_by.get_username(),
+        requested_by=request.filer_name(),
         decision=decision,
-        expires_at=signing.format_time(request.expires_at),
+        expires_at=signing.format_time(request.expiry()),
         reason=reason,
     )
 

@@ -200,9 +200,9 @@ def role_grant_payload_for(
         user_id=request.user_id,
         username=request.user.get_username(),
         grant=list(request.roles),
-        requested_by=request.requested_by.get_username(),
+        requested_by=request.filer_name(),
         decision=decision,
-        expires_at=signing.format_time(request.expires_at),
+        expires_at=signing.format_time(request.expiry()),
         reason=reason,
     )
 
@@ -277,7 +277,7 @@ def _role_grant_decide(
         "request_id": str(request.id),
         **_roles_payload(user, before, after),
         "grant": list(request.roles),
-        "requested_by": request.requested_by.get_username(),
+        "requested_by": request.filer_name(),
         "approval_seqs": [b.seq for b in ballots],
         "council": result.council,
         "denials": result.denials,
@@ -288,5 +288,7 @@ def _role_grant_decide(
 def role_grant_granted(request: RoleGrantRequest) -> None:
     """What an approved role grant does (its kind's ``on_approval``): the grantee's groups
     mirror the roles its signed decision event says they hold after it."""
+    if request.decision_event is None:  # called only once its decision event is appended
+        raise ValueError(f"role grant {request.id} has no decision event")
     after = request.decision_event.payload["roles_after"]
     membership.groups_mirror(request.user, after)

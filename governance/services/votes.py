@@ -323,7 +323,7 @@ def _request_file(
             "request_id": str(request.id),
             **subject,
             "reason": request.reason,
-            "expires_at": signing.format_time(request.expires_at),
+            "expires_at": signing.format_time(request.expiry()),
             **needs,
             "council_required": conf.council_quorum(),
             "deny_threshold": conf.deny_threshold(),

@@ -59,6 +59,14 @@ def test_json_lines_spans_are_offsets_in_the_whole_text():
     ]
 
 
+def test_a_json_lines_line_that_is_not_utf8_is_refused_with_where():
+    # UnicodeDecodeError is a ValueError without JSON's ``msg``: it must still read as a refusal
+    text = b'{"k": "v1"}\n{"k": "\xff"}\n'
+    with pytest.raises(SpanError) as caught:
+        jsonl_spans(text, lambda obj: None)
+    assert str(caught.value).startswith("byte 12: a line is not JSON ('utf-8' codec can't decode")
+
+
 def test_native_json_and_jsonl_give_the_same_fields():
     doc = {
         "format": "replay-trace",

@@ -31,6 +31,7 @@ from replay.errors import (
 )
 from replay.formats import PAXMAN, detect_format, format_names, sniff, top_level_keys
 from replay.formats import paxman as px
+from replay.formats.paxman import verify as px_verify
 from replay.services import trace_verify_file
 from tests.published import PUBLISHED
 
@@ -515,7 +516,7 @@ def test_parse_refuses_with_replay_error():
 
 
 def test_an_oversized_stream_is_refused_before_parsing(monkeypatch):
-    monkeypatch.setattr(px, "MAX_ARTIFACT_BYTES", 100)
+    monkeypatch.setattr(px_verify, "MAX_ARTIFACT_BYTES", 100)  # where verify_stream reads it
 
     report = px.verify_stream(io.BytesIO(MONEY.read_bytes())).to_json()
 

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from replay.canonical import python_sorted
 from replay.errors import MALFORMED_TRACE
 from replay.formats import paxman as px
+from replay.formats.paxman import artifact as px_artifact
+from replay.formats.paxman import verify as px_verify
 from tests.published import PUBLISHED
 
 FIXTURES = PUBLISHED
@@ -28,7 +30,7 @@ MONEY = FIXTURES / "paxman" / "money_unresolved.json"
 
 @contextmanager
 def strict_only():
-    with mock.patch.object(px, "_parse_canonical", return_value=None):
+    with mock.patch.object(px_verify, "_parse_canonical", return_value=None):
         yield
 
 
@@ -56,7 +58,7 @@ def rehashed(doc: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("path", GOLDENS, ids=lambda p: p.name)
 def test_each_golden_takes_the_fast_path_with_the_strict_report(path):
     data = path.read_bytes()
-    assert px._parse_canonical(data) is not None
+    assert px_verify._parse_canonical(data) is not None
     fast, strict = both(data)
     assert fast == strict
     assert fast["status"] == "ok"
@@ -88,7 +90,7 @@ ACCEPTED = {"big int"}
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_text_declines_the_fast_path_and_is_refused_as_strictly(name):
     data = HOSTILE[name]
-    assert px._parse_canonical(data) is None
+    assert px_verify._parse_canonical(data) is None
     fast, strict = both(data)
     assert fast == strict
     if name in ACCEPTED:  # what loads_strict reads (not what orjson or the proof admit)
@@ -98,15 +100,15 @@ def test_hostile_text_declines_the_fast_path_and_is_refused_as_strictly(name):
 
 
 def test_the_installed_orjson_refuses_lone_surrogates_so_the_fast_path_is_on():
-    assert px._orjson_refuses_lone_surrogates()
-    assert px._FAST_PARSE
+    assert px_verify._orjson_refuses_lone_surrogates()
+    assert px_verify._FAST_PARSE
 
 
 @pytest.mark.parametrize("lone", ["\\ud800", "\\udc00", "x\\udbff", "\\udfffx", "\\ud83d\\ud83d"])
 def test_a_lone_surrogate_anywhere_is_refused_as_strictly(lone):
     doc = money()
     data = canonical(doc).replace(b'"metadata":{', b'"metadata":{"k":"' + lone.encode() + b'"', 1)
-    assert px._parse_canonical(data) is None
+    assert px_verify._parse_canonical(data) is None
     fast, strict = both(data)
     assert fast == strict
     assert fast["error_code"] == MALFORMED_TRACE
@@ -117,7 +119,7 @@ def test_a_float_overflowing_to_infinity_is_refused_the_same_on_both_paths():
     # 1e400 is refused where the text spells it (it once read as inf, and the strict path's
     # rehydration raised on the "Infinity" it wrote back)
     data = CANON.replace(b'"metadata":{', b'"metadata":{"x":1e400', 1)
-    assert px._parse_canonical(data) is None
+    assert px_verify._parse_canonical(data) is None
     fast, strict = both(data)
     assert fast == strict
     column = data.index(b"1e400") + 1  # the canonical spelling is ASCII, on one line
@@ -136,7 +138,7 @@ def test_a_text_in_another_spelling_declines_the_fast_path_and_reports_as_strict
         json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode(),
         json.dumps(doc).encode(),
     ):
-        assert px._parse_canonical(data) is None
+        assert px_verify._parse_canonical(data) is None
         fast, strict = both(data)
         assert fast == strict
         assert fast["status"] == "ok"
@@ -146,7 +148,7 @@ def test_a_canonical_text_that_fails_later_checks_reports_as_strictly():
     doc = money()
     doc["statistics"] = {"tampered": 1}
     data = canonical(doc)
-    assert px._parse_canonical(data) is not None
+    assert px_verify._parse_canonical(data) is not None
     fast, strict = both(data)
     assert fast == strict
     assert fast["error_code"] == "HASH_MISMATCH"
@@ -171,7 +173,7 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(JSON_VALUES)
 def test_stable_writes_exactly_python_sorted(value):
-    assert px._stable(value) == python_sorted(value)
+    assert px_artifact._stable(value) == python_sorted(value)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

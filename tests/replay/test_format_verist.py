@@ -33,6 +33,7 @@ from replay.errors import (
 from replay.formats import VERIST, detect_format, format_names, formats
 from replay.formats import verist as vs
 from replay.formats.protocol import OptionError, VerifyContext, replay_options
+from replay.formats.verist import snapshot as vs_snapshot
 from replay.registry import Registry, default_registry
 from replay.services import trace_verify_file
 from tests.published import node_or_skip
@@ -648,7 +649,7 @@ def test_malformed_input_is_refused_with_where_and_what(data, message):
 
 
 def test_a_file_over_the_size_limit_is_refused_before_it_is_parsed(monkeypatch):
-    monkeypatch.setattr(vs, "MAX_SNAPSHOT_BYTES", 100)
+    monkeypatch.setattr(vs_snapshot, "MAX_SNAPSHOT_BYTES", 100)  # where parse reads it
     report = verify("pass.snapshot.json")
     assert (report["error_code"], report["message"]) == (
         MALFORMED_TRACE,

@@ -545,8 +545,8 @@ class Command(ActionCommand):
                 others.append((user, held - roles.STRONG_ROLES))
         events = services.roles_install(admins=admins, council=members, others=others)
         for event in events:
-            held = ", ".join(event.payload["roles_after"])
-            self.stdout.write(f"{event.payload['username']}: {held} (seq {event.seq})")
+            after = ", ".join(event.payload["roles_after"])
+            self.stdout.write(f"{event.payload['username']}: {after} (seq {event.seq})")
 
     def do_set_roles(
         self, *, username: str, roles: list[str], user: str, reason: str, **_: Any
