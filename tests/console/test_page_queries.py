@@ -106,3 +106,19 @@ def test_the_run_report_opens_its_file_once(as_persona, replayed, django_assert_
 
     _count, openings = _get(client, f"/runs/{run.id}/", 9, django_assert_max_num_queries)
     assert openings == 1
+
+
+#: the comparison of two traces: the session and user, roles, the two traces, each one's sealed
+#: blob and personal values (one reassembly each)
+COMPARE_PAGE = 9
+
+
+def test_a_comparison_opens_each_file_once(as_persona, ingest, django_assert_max_num_queries):
+    ok, diverged = ingest("ok"), ingest("diverged")
+    client = as_persona("vera")
+    url = f"/traces/{ok.blob.sha256}/compare/{diverged.blob.sha256}/"
+    client.get(url)
+
+    count, openings = _get(client, url, COMPARE_PAGE, django_assert_max_num_queries)
+    assert openings == 2  # the comparison and the privacy policy read the same openings
+    assert count == COMPARE_PAGE
