@@ -31,6 +31,12 @@ from governance.codes import GovernanceError
 TRANSITIONS = ("start", "fulfil", "refuse")
 
 
+#: what a row of the list shows (dsr.tables)
+LIST_FIELDS = (
+    "id", "created_at", "kind", "subject_refs", "state", "due_date", "requested_by__username"
+)  # fmt: skip
+
+
 def _require_list(user: Any) -> None:
     if not lookup.may_see_legal_requests(user):
         raise PermissionDenied("your roles do not allow seeing legal requests")
@@ -41,7 +47,9 @@ def _require_list(user: Any) -> None:
 def dsr_list_view(request: HttpRequest) -> HttpResponse:
     _require_list(request.user)
     found = list(
-        LegalRequest.objects.select_related("requested_by").order_by("due_date", "created_at")[:500]
+        LegalRequest.objects.select_related("requested_by")
+        .only(*LIST_FIELDS)  # what the rows show: 1,000 objects a page, not 36 fields each
+        .order_by("due_date", "created_at")[:500]
     )
     return render(
         request,
