@@ -6,15 +6,18 @@ per page with the machine's load average beside each figure.
 Run: ``.venv/bin/python bench/bench_pages.py [--traces 100000] [--events 1000000]
 [--trace-events 100000] [--requests N] [--clients 1 10 50] [--tiny] [--reuse] [--skip-dev]
 [--pg postgres://postgres@127.0.0.1:5432] [--database bench_pages] [--json FILE]
-[--ports STACK DEV] [--fill-only]``
+[--ports STACK DEV] [--fill-only] [--legal-requests N]``
+(``bench/profile_pages.py`` then gives each page's server-side cost on the same database.)
 
 The fill is bench_scale's (the project's own: one real trace of ``--trace-events`` events
 ingested through the real path, ``--traces`` trace rows, ``--events`` real signed ledger
 events written with COPY), plus what the other pages need: a small real trace of about 212
-events (``trace_ingest``), a finished governed audit replay of it (the run report), and the
-large trace's index built as ingest queues it. ``--tiny`` is a smoke run (a few hundred rows,
-a few requests; tests/console/test_bench_smoke.py runs it). ``--reuse`` keeps a database this
-script filled with the same sizes.
+events (``trace_ingest``) and a second one (compare), a finished governed audit replay of it
+(the run report), ``--legal-requests`` legal requests (1,000; the legal-request pages, seen
+by the legal user lena) and the large trace's index built as ingest queues it. ``--tiny``
+is a smoke run (a few hundred rows, 20 legal requests, a few requests;
+tests/console/test_bench_smoke.py runs it). ``--reuse`` keeps a database this script filled
+with the same sizes.
 
 The figures are measurements, not tests: absolute times depend on the machine and on what
 else runs on it, which is why the 1-minute load average is printed beside each row.
