@@ -5,15 +5,19 @@ per page with the machine's load average beside each figure.
 
 Run: ``.venv/bin/python bench/bench_pages.py [--traces 100000] [--events 1000000]
 [--trace-events 100000] [--requests N] [--clients 1 10 50] [--tiny] [--reuse] [--skip-dev]
-[--pg postgres://postgres@127.0.0.1:5432] [--database bench_pages] [--json FILE]``
+[--pg postgres://postgres@127.0.0.1:5432] [--database bench_pages] [--json FILE]
+[--ports STACK DEV] [--fill-only] [--legal-requests N]``
+(``bench/profile_pages.py`` then gives each page's server-side cost on the same database.)
 
 The fill is bench_scale's (the project's own: one real trace of ``--trace-events`` events
 ingested through the real path, ``--traces`` trace rows, ``--events`` real signed ledger
 events written with COPY), plus what the other pages need: a small real trace of about 212
-events (``trace_ingest``), a finished governed audit replay of it (the run report), and the
-large trace's index built as ingest queues it. ``--tiny`` is a smoke run (a few hundred rows,
-a few requests; tests/console/test_bench_smoke.py runs it). ``--reuse`` keeps a database this
-script filled with the same sizes.
+events (``trace_ingest``) and a second one (compare), a finished governed audit replay of it
+(the run report), ``--legal-requests`` legal requests (1,000; the legal-request pages, seen
+by the legal user lena) and the large trace's index built as ingest queues it. ``--tiny``
+is a smoke run (a few hundred rows, 20 legal requests, a few requests;
+tests/console/test_bench_smoke.py runs it). ``--reuse`` keeps a database this script filled
+with the same sizes.
 
 The figures are measurements, not tests: absolute times depend on the machine and on what
 else runs on it, which is why the 1-minute load average is printed beside each row.
@@ -40,13 +44,15 @@ import bench_scale  # noqa: E402 - bench/ on sys.path
 from bench_console import free_port, recorded_trace  # noqa: E402
 
 SMALL_FILLER = 200  # with the runtime's own events: a trace of about 212 events
+LEGAL_REQUESTS = 1000  # the legal-request pages' fill (issue 23)
+LEGAL_USER = "lena"  # bench_scale.fill_people's legal staff: the legal-request pages
 
 
 def log(message: str) -> None:
     print(f"[bench_pages] {message}", file=sys.stderr, flush=True)
 
 
-def fill_pages(big_trace: str) -> dict[str, Any]:
+def fill_pages(big_trace: str, legal_requests: int = LEGAL_REQUESTS) -> dict[str, Any]:
     """What the pages beyond bench_scale's need: a small real trace, a finished replay of
     it, the large trace's index (built as ingest queues it, here in this process)."""
     from console.selectors import trace_index_build
@@ -58,6 +64,11 @@ def fill_pages(big_trace: str) -> dict[str, Any]:
         SMALL_FILLER, "bench-pages-small", key_id=bench_scale.KEY_ID, secret=bench_scale.SECRET
     )
     small = trace_ingest(source=io.BytesIO(data), filename="small.trace.jsonl").trace
+    data = recorded_trace(
+        SMALL_FILLER, "bench-pages-other", key_id=bench_scale.KEY_ID, secret=bench_scale.SECRET
+    )
+    other = trace_ingest(source=io.BytesIO(data), filename="other.trace.jsonl").trace
+    legal = fill_legal_requests(legal_requests)
     run = replay_request(trace=small, mode="audit", enqueue=False)
     run = replay_run_govern(run_id=run.id)
     t0 = time.perf_counter()
@@ -70,7 +81,32 @@ def fill_pages(big_trace: str) -> dict[str, Any]:
         "small_events": small.event_count,
         "big_sha": big.blob.sha256,
         "run_id": str(run.id),
+        "other_sha": other.blob.sha256,
+        "legal_request": legal,
     }
+
+
+def fill_legal_requests(count: int) -> str:
+    """``count`` legal requests opened by the legal user (lena) through the real service
+    (each one a DSR_OPENED ledger event); the id of the one the detail page shows."""
+    from django.contrib.auth.models import User
+
+    from dsr.services import legal_request_open
+
+    t0 = time.perf_counter()
+    lena = User.objects.get(username="lena")
+    kinds = ("access", "erasure", "both")
+    opened = [
+        legal_request_open(
+            actor=lena,
+            identifiers=[f"subject-{i}@example.org", f"+4479{i:08d}"],
+            kind=kinds[i % 3],
+            legal_basis=f"Art. 15 GDPR, letter {i}",
+        )
+        for i in range(count)
+    ]
+    log(f"{count} legal requests opened in {time.perf_counter() - t0:.1f} s")
+    return str(opened[count // 2].id)
 
 
 def deep_cursor(traces: int) -> str:
@@ -103,6 +139,9 @@ def targets(filled: dict[str, Any], pages: dict[str, Any], cursor: str) -> list[
         ("operations page", "/ops/"),
         ("API trace list", "/api/traces/"),
         ("API trace detail", f"/api/traces/{small}/"),
+        ("compare two small traces", f"/traces/{small}/compare/{pages['other_sha']}/"),
+        ("legal requests list", "/dsr/"),
+        ("legal request detail", f"/dsr/{pages['legal_request']}/"),
     ]
     return [(label, path) for label, path in found if "cursor=" not in path or cursor]
 
@@ -110,9 +149,13 @@ def targets(filled: dict[str, Any], pages: dict[str, Any], cursor: str) -> list[
 def measure(
     name: str, host: str, pages: list[tuple[str, str]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
-    cookie = bench_scale.sign_in(host, "alice", bench_scale.PASSWORD)  # an auditor
+    cookies = {
+        user: bench_scale.sign_in(host, user, bench_scale.PASSWORD)
+        for user in ("alice", LEGAL_USER)  # an auditor; legal staff for /dsr/
+    }
     rows = []
     for label, path in pages:
+        cookie = cookies[LEGAL_USER if path.startswith("/dsr/") else "alice"]
         warm = bench_scale.drive(host, cookie, path, 1, args.warmup)
         if warm["errors"]:
             log(f"{name} {label}: warm-up errors {warm['error_kinds']}")
@@ -152,6 +195,7 @@ def main() -> int:
     parser.add_argument("--traces", type=int, default=100_000)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--trace-events", type=int, default=100_000)
+    parser.add_argument("--legal-requests", type=int, default=LEGAL_REQUESTS)
     parser.add_argument("--requests", type=int, default=100, help="per page and client count")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 10, 50])
@@ -161,10 +205,15 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="keep a database already filled")
     parser.add_argument("--skip-dev", action="store_true", help="the stack's figures only")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--fill-only", action="store_true", help="fill (or reuse), measure nothing")
+    parser.add_argument(
+        "--ports", type=int, nargs=2, help="the stack's and runserver's ports (default: free ones)"
+    )
     args = parser.parse_args()
     if args.tiny:
         args.traces, args.events, args.trace_events = 300, 1000, 2000
         args.requests, args.warmup, args.clients = 4, 1, [1, 2]
+        args.legal_requests = 20
     elif args.quick:
         args.traces, args.events, args.trace_events = 10_000, 100_000, 20_000
         args.requests = 20
@@ -185,27 +234,29 @@ def main() -> int:
     if filled is None:
         t0 = time.perf_counter()
         filled = bench_scale.fill(args)
-        filled["pages"] = fill_pages(filled["big_trace"])
+        filled["pages"] = fill_pages(filled["big_trace"], args.legal_requests)
         filled["fill_seconds"] = round(time.perf_counter() - t0, 1)
         from django.db import connection
 
         with connection.cursor() as cur:
             cur.execute("UPDATE bench_scale_filled SET value = %s", [json.dumps(filled)])
     log(f"sizes: {filled}")
+    if args.fill_only:
+        return 0
     pages = targets(filled, filled["pages"], deep_cursor(args.traces))
     from django.db import connections
 
     connections.close_all()
 
     rows: list[dict[str, Any]] = []
-    port = free_port()
+    port = args.ports[0] if args.ports else free_port()
     stack = bench_scale.start_stack(args, state, port)
     try:
         rows += measure("stack", f"127.0.0.1:{port}", pages, args)
     finally:
         bench_scale.stop(stack)
     if not args.skip_dev:
-        port = free_port()
+        port = args.ports[1] if args.ports else free_port()
         dev = bench_scale.start_dev(env, state, port)
         try:
             rows += measure("dev", f"127.0.0.1:{port}", pages, args)

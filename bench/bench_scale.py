@@ -140,7 +140,11 @@ def fill_people() -> Any:
     roles_install(
         admins=[User.objects.create_user("adam", "adam@example.org", PASSWORD)],
         council=[User.objects.create_user("cora", "cora@example.org", PASSWORD)],
-        others=[(alice, ["auditor"])],
+        others=[
+            (alice, ["auditor"]),
+            # legal staff: the legal-request pages (bench_pages)
+            (User.objects.create_user("lena", "lena@example.org", PASSWORD), ["legal"]),
+        ],
     )
     return alice
 

@@ -24,10 +24,17 @@ from console.views.common import partial_or_page, signed_in
 from console.views.governance import refused
 from dsr import access, conf, lookup, services, signed, subjects_port
 from dsr.models import DsrRelease, LegalRequest
+from dsr.tables import legal_rows_html
 from governance import signing
 from governance.codes import GovernanceError
 
 TRANSITIONS = ("start", "fulfil", "refuse")
+
+
+#: what a row of the list shows (dsr.tables)
+LIST_FIELDS = (
+    "id", "created_at", "kind", "subject_refs", "state", "due_date", "requested_by__username"
+)  # fmt: skip
 
 
 def _require_list(user: Any) -> None:
@@ -39,17 +46,19 @@ def _require_list(user: Any) -> None:
 @signed_in
 def dsr_list_view(request: HttpRequest) -> HttpResponse:
     _require_list(request.user)
-    today = timezone.localdate()
-    rows = [
-        {"r": r, "days_left": r.days_left(today), "overdue": -r.days_left(today)}
-        for r in LegalRequest.objects.select_related("requested_by").order_by(
-            "due_date", "created_at"
-        )[:500]
-    ]
+    found = list(
+        LegalRequest.objects.select_related("requested_by")
+        .only(*LIST_FIELDS)  # what the rows show: 1,000 objects a page, not 36 fields each
+        .order_by("due_date", "created_at")[:500]
+    )
     return render(
         request,
         "dsr/list.html",
-        {"rows": rows, "can_open": roles.can(request.user, roles.DSR)},
+        {
+            "rows": found,
+            "legal_rows": legal_rows_html(found, timezone.localdate()),  # the rows, in Python
+            "can_open": roles.can(request.user, roles.DSR),
+        },
     )
 
 

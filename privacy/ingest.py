@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.files import File
 
 from privacy import crypto, rules
-from privacy.models import PersonalValue, SealedBlob, Subject
+from privacy.models import PersonalValue, SealedBlob, Subject, values_of_file
 from privacy.spans import SpanError
 from privacy.splice import Spliced
 from privacy.subjects import ref_for, subject_key
@@ -208,11 +208,7 @@ def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
     sealed = SealedBlob.objects.filter(sha256=sha).first()
     if sealed is None:
         return fh
-    values = list(
-        PersonalValue.objects.filter(trace__blob__sha256=sha)
-        .select_related("subject__key")
-        .order_by("start")
-    )
+    values = list(values_of_file(sha).select_related("subject__key").order_by("start"))
     cut_size = sealed.plain_size - sum(v.end - v.start for v in values)
     stored_size = fh.seek(0, io.SEEK_END)
     fh.seek(0)
@@ -247,9 +243,7 @@ def erased_fields(sha256: str) -> list[dict[str, str]]:
     """The fields of a stored file whose values are erased: [{location, path}]."""
     return [
         {"location": v.location, "path": v.path}
-        for v in PersonalValue.objects.filter(
-            trace__blob__sha256=sha256, subject__erased_at__isnull=False
-        ).order_by("start")
+        for v in values_of_file(sha256).filter(subject__erased_at__isnull=False).order_by("start")
     ]
 
 

@@ -46,12 +46,12 @@ def mask_differences(fmt: str, differences: list[Any]) -> list[Any]:
 def mark_erased(sha256: str, location: str, value: Any) -> Any:
     """`value` (what a page shows of one location of a stored file, e.g. an event payload)
     with every erased field reading ``[erased]``, so nothing looks as if it were still held."""
-    from privacy.models import PersonalValue
+    from privacy.models import values_of_file
 
     paths = list(
-        PersonalValue.objects.filter(
-            trace__blob__sha256=sha256, location=location, subject__erased_at__isnull=False
-        ).values_list("path", flat=True)
+        values_of_file(sha256)
+        .filter(location=location, subject__erased_at__isnull=False)
+        .values_list("path", flat=True)
     )
     if not paths:
         return value

@@ -13,7 +13,7 @@ from console.selectors.budget import (
 )
 from console.selectors.opened import OpenedTrace, _borrowed_or_own
 from replay.errors import ReplayError
-from replay.formats import native, open_trace
+from replay.formats import native
 from replay.models import Snapshot, Trace
 from replay.storage import blob_open
 
@@ -194,18 +194,22 @@ class Comparison:
     stopped: str = ""  # why the native comparison stopped before the end of the files
 
 
-def _native_compare(a: Trace, b: Trace, offset: int) -> Comparison:
+def _native_compare(
+    a: Trace, b: Trace, offset: int, opened: tuple[OpenedTrace | None, OpenedTrace | None]
+) -> Comparison:
     """Both files read as two streams in step, as far as one page of changes needs (each
-    within the page read budget): never both held whole."""
+    within the page read budget): never both held whole. ``opened``: the request's openings
+    of the two files (else one is made for this call), so the page reassembles each file's
+    personal values once."""
     from replay.formats.native import compare
 
-    with blob_open(a.blob.storage_name) as fa, blob_open(b.blob.storage_name) as fb:
+    with _borrowed_or_own(a, opened[0]) as sa, _borrowed_or_own(b, opened[1]) as sb:
         try:
-            left = open_trace(fa, a.filename, limits=_page_limits())
+            left = sa.opened()
         except ReplayError as exc:
             return Comparison([], f"{a.filename}: {exc}")
         try:
-            right = open_trace(fb, b.filename, limits=_page_limits())
+            right = sb.opened()
         except ReplayError as exc:
             return Comparison([], f"{b.filename}: {exc}")
         found = compare.compare(left, right, offset=offset)
@@ -218,15 +222,22 @@ def _native_compare(a: Trace, b: Trace, offset: int) -> Comparison:
     return Comparison(found.changes, native=found, stopped=stopped)
 
 
-def trace_compare(a: Trace, b: Trace, *, offset: int = 0) -> Comparison:
+def trace_compare(
+    a: Trace,
+    b: Trace,
+    *,
+    offset: int = 0,
+    opened: tuple[OpenedTrace | None, OpenedTrace | None] = (None, None),
+) -> Comparison:
     """The format's own comparison of two stored files of that format (``compare``); two
-    native traces record by record, the page of changes from ``offset``."""
+    native traces record by record, the page of changes from ``offset`` (through the
+    request's ``opened`` files, when given)."""
     from replay.formats import formats
     from replay.formats.protocol import VerifyContext
 
     if a.format == b.format == native.FORMAT:
         try:
-            return _native_compare(a, b, offset)
+            return _native_compare(a, b, offset, opened)
         except OSError as exc:
             return Comparison([], str(exc))
     fmt = formats().get(a.format)

@@ -451,12 +451,16 @@ def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> 
     if not raw.isdigit():
         context["error"] = MESSAGE_BAD_FROM.format(value=raw[:40])
         return render(request, "console/trace_compare.html", context, status=400)
-    comparison = trace_compare(trace, other, offset=int(raw))
-    if comparison.native is not None:
+    # each stored file opened once for the page: the comparison and its privacy policy
+    with OpenedTrace(trace) as left, OpenedTrace(other) as right:
+        comparison = trace_compare(trace, other, offset=int(raw), opened=(left, right))
         pointers = (
-            policy_pointers(trace_privacy_policy(trace)),
-            policy_pointers(trace_privacy_policy(other)),
-        )
+            (policy_pointers(trace_privacy_policy(trace, left)),
+             policy_pointers(trace_privacy_policy(other, right)))
+            if comparison.native is not None
+            else None
+        )  # fmt: skip
+    if comparison.native is not None and pointers is not None:
         context["sections"] = compare_sections(comparison.native.sections, pointers)
         context["seal_alone"] = SEAL_ALONE if comparison.native.seal_alone else ""
         found = comparison.native

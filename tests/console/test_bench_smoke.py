@@ -52,7 +52,8 @@ def test_it_prints_the_pages_and_upload_tables_in_a_small_run():
 
 def test_the_pages_bench_measures_every_page_on_both_servers(tmp_path):
     """bench_pages --tiny: the stack and runserver on a scratch database, every page of
-    issue 23 answered 200 to a signed-in auditor at 1 and 2 clients."""
+    issue 23 answered 200 to a signed-in auditor (legal staff for the legal requests) at 1 and 2
+    clients."""
     import json
 
     db = settings.DATABASES["default"]
@@ -77,7 +78,15 @@ def test_the_pages_bench_measures_every_page_on_both_servers(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(figures.read_text())["rows"]
     pages = {r["page"] for r in rows}
-    assert {"trace list, page 1", "run report", "event payload", "API trace detail"} <= pages
+    assert {
+        "trace list, page 1",
+        "run report",
+        "event payload",
+        "API trace detail",
+        "compare two small traces",
+        "legal requests list",
+        "legal request detail",
+    } <= pages
     assert any(p.startswith("small trace (") for p in pages)
     assert {(r["server"], r["clients"]) for r in rows} == {
         ("stack", 1), ("stack", 2), ("dev", 1), ("dev", 2)
