@@ -111,3 +111,39 @@ def test_a_json_lines_record_of_millions_of_empty_arrays_is_refused(api):
         "line 2: more than 1000000 objects and arrays; refused before parsing it"
     )
     assert sent.over_idle < BOUND_MIB
+
+
+# a ContextOS value as long as the reader allows, in each width of character: CPython holds
+# a string of characters past U+FFFF at 4 bytes each, so the bound is in characters of text
+# small enough for the widest (before: 64 Mi characters, +259 MiB for 1-byte text and
+# +835 MiB for 3-byte; the 4-byte one, 256 MB sent, more)
+@pytest.mark.parametrize("width", list(bench_bombs.WIDE_TEXT))
+def test_the_longest_contextos_value_of_each_width_costs_under_the_bound(api, width):
+    unit = bench_bombs.WIDE_TEXT[width]
+    count = (bench_bombs.value_bound() - 4096) // len(unit)
+    sent = api.send("upload", "wide.trace.json", bench_bombs.contextos_long_value(unit, count))
+    assert sent.status == 201, sent.body
+    assert sent.body["report"]["error_code"] is None  # args: outside the reference rule
+    assert sent.over_idle < BOUND_MIB
+    assert sent.held - sent.idle < 32
+
+
+def test_the_longest_head_of_4_byte_characters_costs_under_the_bound(api):
+    room = bench_bombs.value_bound() - 4096
+    data = bench_bombs.contextos_long_value(bench_bombs.WIDE_TEXT["4-byte"], room, head=True)
+    sent = api.send("upload", "widehead.trace.json", data)
+    assert sent.status == 201, sent.body
+    assert sent.body["report"]["error_code"] is None  # the note is outside what is hashed
+    assert sent.over_idle < BOUND_MIB
+
+
+@pytest.mark.parametrize("width", ["4-byte", "\\ud83d\\ude00 pairs"])
+def test_a_contextos_value_past_the_bound_is_refused_naming_it(api, width):
+    unit = bench_bombs.WIDE_TEXT[width]
+    count = bench_bombs.value_bound() // len(unit) + 1
+    sent = api.send("upload", "past.trace.json", bench_bombs.contextos_long_value(unit, count))
+    assert (sent.status, sent.body["error_code"]) == (400, "MALFORMED_TRACE")
+    assert sent.body["message"] == (
+        "past.trace.json: tool_envelopes[0] is longer than 8388608 characters"
+    )
+    assert sent.over_idle < BOUND_MIB
