@@ -243,6 +243,34 @@ def verist_empty_arrays(count: int = 16_000_000) -> bytes:
     return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
 
 
+def _with_arrays(doc: dict, key: str, count: int) -> bytes:
+    """``doc`` written compact with ``count`` ``[]`` as its last member ``key``."""
+    doc.pop(key, None)
+    doc[key] = "__ARRAYS__"
+    text = json.dumps(doc, separators=(",", ":"))
+    return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
+
+
+def mace_empty_arrays(count: int = 16_000_000) -> bytes:
+    """The log MACE's writer persisted (tests/replay/fixtures/mace/writer/clean.json) with
+    ``count`` ``[]`` as its ``agent_outputs``."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/mace/writer/clean.json").read_bytes())
+    return _with_arrays(doc, "agent_outputs", count)
+
+
+def paxman_empty_arrays(count: int = 16_000_000) -> bytes:
+    """A published Paxman artifact with ``count`` ``[]`` in a member of its own."""
+    path = ROOT / "tests/fixtures/published/paxman/money_unresolved.json"
+    return _with_arrays(json.loads(path.read_bytes()), "padding", count)
+
+
+def ahd_empty_arrays(count: int = 5_000_000) -> bytes:
+    """An AHD sidecar whose ``argv`` holds ``count`` ``[]`` (15 MB: a sidecar is at most
+    16 MiB)."""
+    sidecar = json.loads(ahd_checkout(Path(tempfile.mkdtemp()), "a: 1\n").read_bytes())
+    return _with_arrays(sidecar, "argv", count)
+
+
 #: one character of each width in UTF-8 (1 to 4 bytes), and two escapes, as JSON text: each
 #: costs CPython 1, 2 or 4 bytes a character once decoded (a surrogate pair escaped, 12 bytes
 #: of ASCII text, is one 4-byte character)
@@ -329,6 +357,9 @@ def server_shapes(quick: bool = False) -> list[tuple[str, str, str, bytes]]:
         ("16M [] Verist", "upload", "arrays.snapshot.json", verist_empty_arrays()),
         ("10M [] in a JSONL record", "upload", "arrays.trace.jsonl", jsonl_empty_arrays()),
         ("16M [] ContextOS args", "upload", "arrays.trace.json", contextos_empty_arrays()),
+        ("16M [] in a MACE log", "upload", "arrays.log.json", mace_empty_arrays()),
+        ("16M [] Paxman artifact", "upload", "arrays.artifact.json", paxman_empty_arrays()),
+        ("5M [] AHD sidecar", "upload", "arrays.replay.json", ahd_empty_arrays()),
     ]
 
 
