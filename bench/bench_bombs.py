@@ -21,7 +21,9 @@ above its idle RSS just before (``VmHWM``, reset through ``/proc/<pid>/clear_ref
 each upload) and what it still holds after (``VmRSS``): a ContextOS trace whose left-out
 pointers once filled a per-process cache, the same through the verify-only endpoint, a
 ``.json.gz`` of millions of ``{}`` events, a Verist file of millions of ``[]`` and a
-ContextOS trace nested deeper than any server's recursion limit. :func:`gunicorn_api` and
+ContextOS trace nested deeper than any server's recursion limit, and a ContextOS value as
+long as the reader allows in each width of character (1- to 4-byte UTF-8, escapes; only
+these with ``--wide``). :func:`gunicorn_api` and
 :func:`server_shapes` are what tests/console/test_hostile_gunicorn.py runs too.
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import signal
@@ -240,6 +243,86 @@ def verist_empty_arrays(count: int = 16_000_000) -> bytes:
     return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
 
 
+def _with_arrays(doc: dict, key: str, count: int) -> bytes:
+    """``doc`` written compact with ``count`` ``[]`` as its last member ``key``."""
+    doc.pop(key, None)
+    doc[key] = "__ARRAYS__"
+    text = json.dumps(doc, separators=(",", ":"))
+    return text.replace('"__ARRAYS__"', "[" + ",".join(["[]"] * count) + "]").encode()
+
+
+def mace_empty_arrays(count: int = 16_000_000) -> bytes:
+    """The log MACE's writer persisted (tests/replay/fixtures/mace/writer/clean.json) with
+    ``count`` ``[]`` as its ``agent_outputs``."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/mace/writer/clean.json").read_bytes())
+    return _with_arrays(doc, "agent_outputs", count)
+
+
+def paxman_empty_arrays(count: int = 16_000_000) -> bytes:
+    """A published Paxman artifact with ``count`` ``[]`` in a member of its own."""
+    path = ROOT / "tests/fixtures/published/paxman/money_unresolved.json"
+    return _with_arrays(json.loads(path.read_bytes()), "padding", count)
+
+
+def ahd_empty_arrays(count: int = 5_000_000) -> bytes:
+    """An AHD sidecar whose ``argv`` holds ``count`` ``[]`` (15 MB: a sidecar is at most
+    16 MiB)."""
+    sidecar = json.loads(ahd_checkout(Path(tempfile.mkdtemp()), "a: 1\n").read_bytes())
+    return _with_arrays(sidecar, "argv", count)
+
+
+#: one character of each width in UTF-8 (1 to 4 bytes), and two escapes, as JSON text: each
+#: costs CPython 1, 2 or 4 bytes a character once decoded (a surrogate pair escaped, 12 bytes
+#: of ASCII text, is one 4-byte character)
+WIDE_TEXT = {
+    "1-byte": "a",
+    "2-byte": "\u00e9",
+    "3-byte": "\u20ac",
+    "4-byte": "\U0001f600",
+    "\\u00e9 escapes": "\\u00e9",
+    "\\ud83d\\ude00 pairs": "\\ud83d\\ude00",
+}
+
+
+def value_bound() -> int:
+    """The longest ContextOS value the reader accepts, in characters (``MAX_VALUE_CHARS``)."""
+    from replay.formats.contextos import reader
+
+    return reader.MAX_VALUE_CHARS
+
+
+def contextos_long_value(unit: str, count: int, *, head: bool = False) -> bytes:
+    """seed 004's passing trace with a string of ``count`` times ``unit`` (JSON text: a
+    character, or an escape) as its first tool call's args (``head``: as its invoke request's
+    ``note``, a top-level value held while the trace is verified)."""
+    doc = json.loads((ROOT / "tests/replay/fixtures/contextos/pass.trace.json").read_bytes())
+    if head:
+        doc["invoke"]["request"]["note"] = "__LONG__"
+    else:
+        doc["tool_envelopes"][0]["call"]["args"] = "__LONG__"
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    before, after = text.split('"__LONG__"')
+    return b"".join((before.encode(), b'"', unit.encode() * count, b'"', after.encode()))
+
+
+def wide_shapes(quick: bool = False) -> Iterator[tuple[str, str, str, bytes]]:
+    """A ContextOS value of each character width as long as the reader accepts (the bound, in
+    characters of text, less 4 KiB: the rest of the envelope, or of the head), then the
+    4-byte one as a top-level value, and one unit past the bound (refused); made one at a
+    time (each is up to 4 x the bound in bytes)."""
+    bound = value_bound()
+    room = bound // 8 if quick else bound - 4096
+    for n, (name, unit) in enumerate(WIDE_TEXT.items()):
+        data = contextos_long_value(unit, room // len(unit))
+        yield f"value {name}", "upload", f"wide{n}.trace.json", data
+    four = WIDE_TEXT["4-byte"]
+    data = contextos_long_value(four, room, head=True)
+    yield "value 4-byte, in the head", "upload", "widehead.trace.json", data
+    if not quick:
+        data = contextos_long_value(four, bound + 1)
+        yield "value 4-byte, past the bound", "upload", "widepast.trace.json", data
+
+
 def server_shapes(quick: bool = False) -> list[tuple[str, str, str, bytes]]:
     """(name, endpoint, file name, bytes) of each shape sent to the server."""
     levels = 15 if quick else 60
@@ -274,6 +357,9 @@ def server_shapes(quick: bool = False) -> list[tuple[str, str, str, bytes]]:
         ("16M [] Verist", "upload", "arrays.snapshot.json", verist_empty_arrays()),
         ("10M [] in a JSONL record", "upload", "arrays.trace.jsonl", jsonl_empty_arrays()),
         ("16M [] ContextOS args", "upload", "arrays.trace.json", contextos_empty_arrays()),
+        ("16M [] in a MACE log", "upload", "arrays.log.json", mace_empty_arrays()),
+        ("16M [] Paxman artifact", "upload", "arrays.artifact.json", paxman_empty_arrays()),
+        ("5M [] AHD sidecar", "upload", "arrays.replay.json", ahd_empty_arrays()),
     ]
 
 
@@ -402,7 +488,7 @@ def answer(sent: Sent) -> str:
     return f"{sent.status} {code} {str(body.get('message', body.get('text', '')))[:90]}"
 
 
-def run_server(quick: bool) -> int:
+def run_server(quick: bool, wide: bool = False) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="bench-bombs-server-") as tmp,
         gunicorn_api(Path(tmp)) as api,
@@ -415,7 +501,12 @@ def run_server(quick: bool) -> int:
         print(header)
         print("-" * len(header))
         worst = 0.0
-        for name, endpoint, filename, data in server_shapes(quick):
+        shapes = (
+            wide_shapes(quick)
+            if wide
+            else itertools.chain(server_shapes(quick), wide_shapes(quick))
+        )
+        for name, endpoint, filename, data in shapes:
             sent = api.send(endpoint, filename, data)
             worst = max(worst, sent.over_idle)
             print(
@@ -454,9 +545,12 @@ def main() -> int:
     parser.add_argument(
         "--server", action="store_true", help="the API of a real gunicorn, peak RSS per upload"
     )
+    parser.add_argument(
+        "--wide", action="store_true", help="with --server: only the long ContextOS values"
+    )
     args = parser.parse_args()
     if args.server:
-        return run_server(args.quick)
+        return run_server(args.quick, args.wide)
     core = args.core or args.quick
     with tempfile.TemporaryDirectory(prefix="bench-bombs-") as tmp:
         directory = Path(tmp)

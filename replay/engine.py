@@ -737,116 +737,178 @@ def _persisted_outputs(run: _Run) -> Refusal | None:
     return None
 
 
-def _re_execute(run: _Run) -> Refusal | None:
-    """Re-execute the steps (seed 003 §6 step 8)."""
-    report, registry, scan, mode = run.report, run.registry, run.scan, run.mode
+def _runtime(run: _Run) -> Refusal | None:
+    """The job's runtime is registered (else nothing can be re-executed)."""
     if run.runtime is None:
         detail = f"runtime {run.header['job']['runtime']['name']!r} is not registered"
         return run.failed("steps", detail, errors.CAPABILITY_NOT_FOUND, detail)
+    return None
+
+
+@dataclass
+class _Execution:
+    """What re-executing the steps carries from one step to the next (`_re_execute`)."""
+
+    state: ReplayState
+    #: the iteration cap: the tighter of the limits' and the governance snapshot's
+    cap: int | None
+    #: sandbox mocks draw from the job's "agent" stream, one external call after another,
+    #: as the recorder's stand-in agent does; so each runs for every external step (in
+    #: order), and its output is used only where the recorded one was not persisted
+    mock_rng: Any
+    mocked: dict[str, str] = field(default_factory=dict)  # output_ref -> the mock's hash
+    unmocked: list[str] = field(default_factory=list)  # missing, no mock could stand in
+    fed: _Consumption = field(default_factory=lambda: _Consumption())  # noqa: PLW0108 - below
+    executed: int = 0
+    last_output: Any = None
+
+
+def _execution(run: _Run) -> _Execution:
+    """The state re-execution starts from: the snapshots, the materialised state, the cap."""
     assert run.materialiser is not None
-    bodies, rng = run.bodies, run.rng
-    state = ReplayState(snapshots=bodies, materialised=run.materialiser.state())
+    bodies = run.bodies
     cap = run.limits.max_iterations
     governance_cap = bodies.get("governance", {}).get("max_iterations")
     if isinstance(governance_cap, int) and not isinstance(governance_cap, bool):
         cap = governance_cap if cap is None else min(cap, governance_cap)
-    last_output: Any = None
-    executed = 0
-    # Sandbox mocks draw from the job's "agent" stream, one external call after another, as
-    # the recorder's stand-in agent does; so each runs for every external step (in order),
-    # and its output is used only where the recorded one was not persisted.
-    mock_rng = rng.fork("agent") if mode == SANDBOX and run.missing_outputs else None
-    mocked: dict[str, str] = {}  # output_ref -> hash of the mock's output that stands in
-    unmocked: list[str] = []  # missing outputs no registered mock could stand in for
-    fed = _Consumption()
-    for step in _steps(scan):
-        executed += 1
-        if cap is not None and executed > cap:
-            detail = f"more than the iteration cap of {cap} steps"
-            return run.failed("steps", detail, errors.REPLAY_TIMEOUT, detail, broke_at=step["seq"])
-        if executed % 256 == 0:
-            run.timer.check()
-        if step["kind"] == "external":
-            fed.track(step)
-            ref = step["output_ref"]
-            mock = registry.mock(step["name"]) if mock_rng is not None else None
-            if mock is not None and mock_rng is not None:
-                where = f"step {step['seq']} sandbox mock output"
-                mock_hash = native.output_hash_of(mock(step["input"], mock_rng), where)
-                if not scan.output_has_content.get(ref, False):
-                    mocked[ref] = mock_hash
-                    report.substituted.append(
-                        {
-                            "output_ref": ref,
-                            "step": step["seq"],
-                            "hash": mock_hash,
-                            "matches_recorded": mock_hash == scan.outputs.get(ref),
-                        }
-                    )
-            elif mock_rng is not None and not scan.output_has_content.get(ref, False):
-                unmocked.append(f"{ref} (step {step['seq']}, {step['name']})")
-            continue
-        fn = registry.function(step["fn"])
-        if fn is None:
-            detail = (
-                f"step {step['seq']} ({step['step_id']}): function {step['fn']!r} is not registered"
+    mocking = run.mode == SANDBOX and run.missing_outputs
+    return _Execution(
+        state=ReplayState(snapshots=bodies, materialised=run.materialiser.state()),
+        cap=cap,
+        mock_rng=run.rng.fork("agent") if mocking else None,
+    )
+
+
+def _within_cap(run: _Run, ex: _Execution, step: dict[str, Any]) -> Refusal | None:
+    """One more step: refused past the iteration cap; the clock read every 256 steps."""
+    ex.executed += 1
+    if ex.cap is not None and ex.executed > ex.cap:
+        detail = f"more than the iteration cap of {ex.cap} steps"
+        return run.failed("steps", detail, errors.REPLAY_TIMEOUT, detail, broke_at=step["seq"])
+    if ex.executed % 256 == 0:
+        run.timer.check()
+    return None
+
+
+def _external_step(run: _Run, ex: _Execution, step: dict[str, Any]) -> None:
+    """An external step is not re-executed; in sandbox mode its mock runs (in order), and
+    stands in for its output where the recorded one was not persisted."""
+    ex.fed.track(step)
+    if ex.mock_rng is None:
+        return
+    ref = step["output_ref"]
+    persisted = run.scan.output_has_content.get(ref, False)
+    mock = run.registry.mock(step["name"])
+    if mock is not None:
+        where = f"step {step['seq']} sandbox mock output"
+        mock_hash = native.output_hash_of(mock(step["input"], ex.mock_rng), where)
+        if not persisted:
+            ex.mocked[ref] = mock_hash
+            run.report.substituted.append(
+                {
+                    "output_ref": ref,
+                    "step": step["seq"],
+                    "hash": mock_hash,
+                    "matches_recorded": mock_hash == run.scan.outputs.get(ref),
+                }
             )
-            return run.failed(
-                "steps", detail, errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"]
+    elif not persisted:
+        ex.unmocked.append(f"{ref} (step {step['seq']}, {step['name']})")
+
+
+def _computed_step(run: _Run, ex: _Execution, step: dict[str, Any]) -> Refusal | None:
+    """Re-execute a computed step with its registered function and compare its output with
+    the recorded one (canonical bytes; within epsilon noted, not a divergence)."""
+    fn = run.registry.function(step["fn"])
+    if fn is None:
+        detail = (
+            f"step {step['seq']} ({step['step_id']}): function {step['fn']!r} is not registered"
+        )
+        return run.failed(
+            "steps", detail, errors.CAPABILITY_NOT_FOUND, detail, broke_at=step["seq"]
+        )
+    step_input = step["input"]
+    fed_by = ex.fed.consumed_ref(step)
+    if fed_by is not None and fed_by in ex.mocked:
+        step_input = {**step_input, "output_hash": ex.mocked[fed_by]}
+    else:
+        fed_by = None
+    recomputed = fn(step_input, ex.state, run.rng.fork(f"step:{step['seq']}"))
+    ex.last_output = recomputed
+    recorded_bytes = native.canonical(step["output"], f"step {step['seq']} output")
+    if native.canonical(recomputed, f"step {step['seq']} recomputed") == recorded_bytes:
+        return None
+    real, close = _differences(step["output"], recomputed)
+    run.report.within_epsilon += [
+        Divergence(step["seq"], step["step_id"], e.path, e.before, e.after) for e in close
+    ]
+    if not real:
+        return None
+    return _diverged(
+        run,
+        ex,
+        step,
+        real=real,
+        fed_by=fed_by,
+        recorded_bytes=recorded_bytes,
+        recomputed=recomputed,
+    )
+
+
+def _diverged(
+    run: _Run,
+    ex: _Execution,
+    step: dict[str, Any],
+    *,
+    real: list[DiffEntry],
+    fed_by: str | None,
+    recorded_bytes: bytes,
+    recomputed: Any,
+) -> Refusal | None:
+    """A step whose output differs: its divergences listed; the replay goes on past it when
+    a force-continue approved it (non-authoritative), else it ends there."""
+    report = run.report
+    approved = step["seq"] in run.continue_past
+    for entry in real:
+        report.divergences.append(
+            Divergence(
+                step["seq"],
+                step["step_id"],
+                entry.path,
+                entry.before,
+                entry.after,
+                force_continued=approved,
             )
-        step_input = step["input"]
-        fed_by = fed.consumed_ref(step)
-        if fed_by is not None and fed_by in mocked:
-            step_input = {**step_input, "output_hash": mocked[fed_by]}
-        else:
-            fed_by = None
-        recomputed = fn(step_input, state, rng.fork(f"step:{step['seq']}"))
-        last_output = recomputed
-        recorded_bytes = native.canonical(step["output"], f"step {step['seq']} output")
-        real: list[DiffEntry] = []
-        if native.canonical(recomputed, f"step {step['seq']} recomputed") != recorded_bytes:
-            real, close = _differences(step["output"], recomputed)
-            report.within_epsilon += [
-                Divergence(step["seq"], step["step_id"], e.path, e.before, e.after) for e in close
-            ]
-        if real:
-            approved = step["seq"] in run.continue_past
-            for entry in real:
-                report.divergences.append(
-                    Divergence(
-                        step["seq"],
-                        step["step_id"],
-                        entry.path,
-                        entry.before,
-                        entry.after,
-                        force_continued=approved,
-                    )
-                )
-            if approved:
-                report.force_continued = True
-                report.authoritative = False
-                continue
-            detail = (
-                f"step {step['seq']} ({step['step_id']}, {step['fn']}): the recomputed output "
-                "differs from the recorded one"
-            )
-            if fed_by is not None:
-                producer = fed.producers.get(fed_by)
-                detail += (
-                    f"; its input's output_hash is the sandbox mock's output for {fed_by!r}"
-                    + (f" (step {producer[0]})" if producer is not None else "")
-                )
-            return run.failed(
-                "steps",
-                detail,
-                errors.REPLAY_DIVERGENCE,
-                detail,
-                broke_at=step["seq"],
-                expected=_short(recorded_bytes),
-                observed=_short(mace_v1(recomputed)),
-            )
-    run.last_output = last_output
-    note = f"{executed} steps replayed"
+        )
+    if approved:
+        report.force_continued = True
+        report.authoritative = False
+        return None
+    detail = (
+        f"step {step['seq']} ({step['step_id']}, {step['fn']}): the recomputed output "
+        "differs from the recorded one"
+    )
+    if fed_by is not None:
+        producer = ex.fed.producers.get(fed_by)
+        detail += f"; its input's output_hash is the sandbox mock's output for {fed_by!r}" + (
+            f" (step {producer[0]})" if producer is not None else ""
+        )
+    return run.failed(
+        "steps",
+        detail,
+        errors.REPLAY_DIVERGENCE,
+        detail,
+        broke_at=step["seq"],
+        expected=_short(recorded_bytes),
+        observed=_short(mace_v1(recomputed)),
+    )
+
+
+def _steps_note(run: _Run, ex: _Execution) -> str:
+    """The steps check's line: how many replayed, and what makes the replay non-authoritative
+    (force-continued, sandbox mocks) or approximate (within epsilon)."""
+    report = run.report
+    note = f"{ex.executed} steps replayed"
     if report.within_epsilon:
         note += "; " + _epsilon_note(report.within_epsilon, with_step=True)
     if report.force_continued:
@@ -858,12 +920,28 @@ def _re_execute(run: _Run) -> Refusal | None:
             "(non-authoritative)"
         )
         report.authoritative = False
-    if unmocked:
+    if ex.unmocked:
         note += (
-            f"; no sandbox mock is registered for {', '.join(unmocked)}: the steps that "
+            f"; no sandbox mock is registered for {', '.join(ex.unmocked)}: the steps that "
             "consumed it used its recorded hash"
         )
-    run.passed("steps", note)
+    return note
+
+
+def _re_execute(run: _Run) -> Refusal | None:
+    """Re-execute the steps (seed 003 §6 step 8), one after another, to the first refusal."""
+    ex = _execution(run)
+    for step in _steps(run.scan):
+        refusal = _within_cap(run, ex, step)
+        if refusal is None:
+            if step["kind"] == "external":
+                _external_step(run, ex, step)
+                continue
+            refusal = _computed_step(run, ex, step)
+        if refusal is not None:
+            return refusal
+    run.last_output = ex.last_output
+    run.passed("steps", _steps_note(run, ex))
     return None
 
 
@@ -918,6 +996,7 @@ _CHECKS: tuple[pipeline.Check[_Run], ...] = (
     pipeline.Check("seal", _seal),
     pipeline.Check("outputs", _outputs),
     pipeline.Check("persisted_outputs", _persisted_outputs),
+    pipeline.Check("runtime", _runtime),
     pipeline.Check("steps", _re_execute),
     pipeline.Check("final_answer", _final_answer),
 )

@@ -568,7 +568,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
     ``given`` on the command line), and the files it names (``input_names``: a MACE log's
     snapshot files). {} for a format whose inputs come from elsewhere (an AHD sidecar's, from
     its checkout). The one grouping ``ingest``, ``replay PATH`` and ``verify`` share."""
-    from replay.formats import companion_pattern
+    from replay.formats import companion_pattern, name_rules
 
     with path.open("rb") as fh:
         fmt_name, stream = sniff(fh, path.name)
@@ -578,7 +578,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
         names = [n for n in _input_names(stream, path.name, fmt_name) if "/" not in n]
     limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
     found: dict[str, bytes] = {}
-    rules = [r for r in getattr(fmt, "companions", ()) if r.beside and r.role == "input"]
+    rules = [r for r in name_rules(fmt) if r.beside and r.role == "input"]
     if rules:
         stem = path.name
         patterns = []

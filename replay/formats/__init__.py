@@ -74,6 +74,11 @@ def drop_formats() -> list[dict[str, str]]:
     return found
 
 
+def name_rules(fmt: object) -> list[CompanionRule]:
+    """A format's companion rules by name (not ``named_by``: those read the file)."""
+    return [rule for rule in getattr(fmt, "companions", ()) if not rule.named_by]
+
+
 def companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
     """A rule's companion pattern for the trace whose name less its ``trace`` match is
     ``stem`` (None: for any trace)."""
@@ -92,7 +97,7 @@ def group_companions(
     detected = detected or {}
     groups: dict[str, list[tuple[str, CompanionRule]]] = {}
     for fmt in formats():
-        for rule in getattr(fmt, "companions", ()):
+        for rule in name_rules(fmt):
             trace = re.compile(rule.trace, re.IGNORECASE)
             for owner in names:
                 found = trace.search(owner)
@@ -113,7 +118,7 @@ def companion_alone(name: str) -> tuple[str, CompanionRule] | None:
     """The format and rule of a file that is only ever a companion (``needs_owner``), by its
     name: dropped without its trace, it is refused (``TraceFormat.companion_alone``)."""
     for fmt in formats():
-        for rule in getattr(fmt, "companions", ()):
+        for rule in name_rules(fmt):
             if rule.needs_owner and companion_pattern(rule, None).search(name):
                 return fmt.name, rule
     return None
@@ -124,7 +129,7 @@ def companion_on_disk(name: str) -> str | None:
     rule read ``beside`` a file on disk, e.g. a ContextOS trace's ``*.pack.json``), or
     None."""
     for fmt in formats():
-        for rule in getattr(fmt, "companions", ()):
+        for rule in name_rules(fmt):
             if rule.beside and rule.role == "input" and companion_pattern(rule, None).search(name):
                 return fmt.name
     return None

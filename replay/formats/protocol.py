@@ -50,8 +50,9 @@ A format is an object with:
   ``VerifyContext.options``. A format without them refuses any option.
 
 - ``companions``: the rules (:class:`CompanionRule`, data) saying which other files of one
-  upload belong with a file of this format, by name; the upload page receives them as JSON
-  and groups a drop by them, the server the same way.
+  upload belong with a file of this format, by name or by the fields that name them
+  (``named_by``); the upload page receives them as JSON and groups a drop by them, the
+  server the same way.
 
 Each format is one package ``replay/formats/<name>/`` whose ``adapter`` module holds the
 format object and a ``register(registry)``; the built-in ones are listed, one line each, in
@@ -195,6 +196,14 @@ class CompanionRule:
     rather than treated as a file of its own. ``beside``: whether, for a file on disk
     (``ingest``, ``verify``, ``replay PATH``), its companions are the files of its directory
     (and of the command line) that match (False for AHD, whose inputs come from a checkout).
+
+    ``named_by``: a rule by content rather than by name (a MACE log names its snapshot
+    files): a file whose name matches ``trace``, of at most ``max_bytes``, that is a JSON
+    object takes the files named exactly ``companion`` with ``{named}`` replaced by the
+    value of each of these top-level fields that is a non-empty string (:meth:`named`); the
+    name rules (``companion`` as a pattern) do not apply to it. The server reads the same
+    fields of a file it detected as the format (whatever its name); the upload page reads
+    them from the files of a drop before it sends them.
     """
 
     trace: str
@@ -202,15 +211,27 @@ class CompanionRule:
     role: str = "input"
     needs_owner: bool = False
     beside: bool = True
+    named_by: tuple[str, ...] = ()
+    max_bytes: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "trace": self.trace,
             "companion": self.companion,
             "role": self.role,
             "needs_owner": self.needs_owner,
             "beside": self.beside,
         }
+        if self.named_by:
+            data.update(named_by=list(self.named_by), max_bytes=self.max_bytes)
+        return data
+
+    def named(self, document: Any) -> list[str]:
+        """The companion files ``document`` names by ``named_by``, in the fields' order."""
+        if not isinstance(document, Mapping):
+            return []
+        values = (document.get(name) for name in self.named_by)
+        return [self.companion.replace("{named}", v) for v in values if isinstance(v, str) and v]
 
 
 @dataclass(frozen=True)

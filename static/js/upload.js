@@ -4,7 +4,8 @@
 // (#companion-rules): an AHD sidecar (*.replay.json) with the other files of the drop that
 // are not traces (its token and brief, or an archive of them); a Paxman artifact x.json with
 // x.contract.json; a ContextOS trace (*.contextos.json) with the pinned pack and KG snapshot
-// (*.pack.json, *.kg.json). No format is named here.
+// (*.pack.json, *.kg.json); a MACE log with the snapshot files its fields name (read from
+// the file before it is sent). No format is named here.
 // Without JavaScript the same form posts all files at once and the page lists the outcomes.
 (function () {
   "use strict";
@@ -107,12 +108,17 @@
   }
 
   // which files of one drop go together: each format's companion rules, as data from the
-  // server's format registry ({format, trace, companion, role, needs_owner}; see
-  // replay.formats.protocol.CompanionRule). A file whose name matches `trace` takes every
-  // other file of the drop whose name matches `companion` (`{stem}`: the file's name without
-  // its `trace` match); a companion is not sent on its own.
+  // server's format registry ({format, trace, companion, role, needs_owner, named_by,
+  // max_bytes}; see replay.formats.protocol.CompanionRule). A rule by name: a file whose name
+  // matches `trace` takes every other file of the drop whose name matches `companion`
+  // (`{stem}`: the file's name without its `trace` match). A rule by content (`named_by`): a
+  // file whose name matches `trace`, of at most `max_bytes`, that is a JSON object takes the
+  // files named exactly `companion` with `{named}` replaced by each of those fields' string
+  // values (unless that file names files itself). A companion is not sent on its own.
   const rulesNode = document.getElementById("companion-rules");
   const rules = rulesNode ? JSON.parse(rulesNode.textContent) : [];
+  const byName = rules.filter(function (rule) { return !rule.named_by; });
+  const byContent = rules.filter(function (rule) { return rule.named_by; });
 
   function escaped(text) {
     return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -120,7 +126,7 @@
 
   function companionsOf(file, all) {
     const found = [];
-    for (const rule of rules) {
+    for (const rule of byName) {
       const trace = new RegExp(rule.trace, "i");
       if (!trace.test(file.name)) continue;
       const stem = escaped(file.name.replace(trace, ""));
@@ -134,12 +140,43 @@
     return found;
   }
 
+  // the names of the files `file` names by the rules by content (a promise; [] for a file
+  // no such rule reads, or one that is not a JSON object)
+  function namedBy(file) {
+    const reading = byContent.filter(function (rule) {
+      return new RegExp(rule.trace, "i").test(file.name) && file.size <= rule.max_bytes;
+    });
+    if (!reading.length) return Promise.resolve([]);
+    return file.text().then(function (text) {
+      let doc = null;
+      try { doc = JSON.parse(text); } catch (e) { return []; }
+      if (!doc || typeof doc !== "object" || Array.isArray(doc)) return [];
+      const names = [];
+      for (const rule of reading) {
+        for (const field of rule.named_by) {
+          const value = doc[field];
+          if (typeof value === "string" && value) names.push(rule.companion.split("{named}").join(value));
+        }
+      }
+      return names;
+    }, function () { return []; });
+  }
+
   function sendAll(files) {
     const all = Array.from(files);
-    const groups = all.map(function (file) { return companionsOf(file, all); });
-    const taken = [].concat.apply([], groups);
-    all.forEach(function (file, i) {
-      if (taken.indexOf(file) === -1) send(file, groups[i]);
+    Promise.all(all.map(namedBy)).then(function (named) {
+      const groups = all.map(function (file, i) {
+        const found = companionsOf(file, all);
+        for (const name of named[i]) {
+          const j = all.findIndex(function (other) { return other.name === name; });
+          if (j !== -1 && j !== i && !named[j].length && found.indexOf(all[j]) === -1) found.push(all[j]);
+        }
+        return found;
+      });
+      const taken = [].concat.apply([], groups);
+      all.forEach(function (file, i) {
+        if (taken.indexOf(file) === -1) send(file, groups[i]);
+      });
     });
   }
 

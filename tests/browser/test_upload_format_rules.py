@@ -1,10 +1,14 @@
 """The upload page groups a drop by the formats' companion rules it is given as data: a format
 the page's script has never heard of (the toy format of `tests/toyformat/`, installed through
-the entry-point group) gets its note sent with it, and nothing else."""
+the entry-point group) gets its note sent with it, and nothing else; a MACE log takes the
+snapshot files its fields name (a rule by content, read from the file before it is sent), as
+the server groups them."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -55,3 +59,41 @@ def test_a_toy_log_goes_with_its_note_by_the_rule_the_page_is_given(
     shots(page, "upload-toy-format-by-rule")
     no_console_errors(page)
     assert sorted(Trace.objects.values_list("trace_id", flat=True)) == ["a", "b"]
+
+
+MACE = Path(__file__).resolve().parents[1] / "replay" / "fixtures" / "mace"
+
+
+def test_a_mace_log_goes_with_the_snapshot_files_it_names_before_it_is_sent(
+    new_context, shots, tmp_path
+):
+    from replay.keys import key_add_hmac
+    from tests.replay import mace_reference as ref
+
+    key_add_hmac(key_id=ref.KEY_ID, secret=ref.SECRET, valid_from=datetime(2000, 1, 1, tzinfo=UTC))
+    persona("alice")
+    log = json.loads((MACE / "log_s1.json").read_bytes())
+    named = [log[f"{kind}_snapshot_id"] + ".json" for kind in ref.KINDS]
+    drop = []
+    for name in reversed(named):  # the snapshot files first: the order of a drop is no rule
+        (tmp_path / name).write_bytes((MACE / name).read_bytes())
+        drop.append(tmp_path / name)
+    (tmp_path / "log_s1.json").write_bytes((MACE / "log_s1.json").read_bytes())
+    drop.append(tmp_path / "log_s1.json")
+    stray = tmp_path / "unnamed.json"  # a .json the log does not name: sent on its own
+    stray.write_bytes(b"{}")
+    drop.append(stray)
+
+    page = sign_in(new_context, "alice")
+    page.goto("/traces/upload/")
+    page.wait_for_selector("form.enhanced")
+    page.set_input_files("#upload-input", [str(p) for p in drop])
+    uploads_settled(page, done=1, failed=1)
+    rows = page.locator(".upload-file .filename").all_inner_texts()
+    assert rows == [f"log_s1.json (with {', '.join(named)})", "unnamed.json"]
+    stored = " ".join(page.locator(".upload-file.done").first.inner_text().split())
+    assert "Stored as log_s1 · mace-reflective-log" in stored
+    assert "Verified on upload: ok" in stored
+    shots(page, "upload-mace-log-with-its-snapshots")
+    no_console_errors(page)
+    assert list(Trace.objects.values_list("trace_id", flat=True)) == ["log_s1"]

@@ -5,7 +5,8 @@ under 256 MiB above the worker's idle RSS, each is answered with its exact code 
 
 The shapes are bench/bench_bombs.py's (``--server`` prints the same figures): before issue
 20 the first held ~1 GB for good, the .json.gz peaked at +1.1 GB and the Verist file at
-+2.2 GB (and was stored)."""
++2.2 GB (and was stored). Every format meets millions of empty containers (native, Verist,
+ContextOS, MACE, Paxman, AHD) and ContextOS's longest value in each width of character."""
 
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_bombs  # noqa: E402
 
 BOUND_MIB = 256
+MESSAGES = {
+    "arrays.log.json": (
+        "arrays.log.json: more than 1000000 objects and arrays; refused before parsing it"
+    ),
+    "arrays.artifact.json": (
+        "artifact: more than 1000000 objects and arrays; refused before parsing it"
+    ),
+    "arrays.replay.json": (
+        "arrays.replay.json: more than 1000000 objects and arrays; refused before parsing it"
+    ),
+}
 DEEP_MESSAGE = (
     "deep.trace.json: nesting deeper than 64 levels at line 1 column 654 "
     "(/tool_envelopes/0/call/args" + "/0" * 60 + ")"
@@ -110,4 +122,64 @@ def test_a_json_lines_record_of_millions_of_empty_arrays_is_refused(api):
     assert sent.body["message"] == (
         "line 2: more than 1000000 objects and arrays; refused before parsing it"
     )
+    assert sent.over_idle < BOUND_MIB
+
+
+# a ContextOS value as long as the reader allows, in each width of character: CPython holds
+# a string of characters past U+FFFF at 4 bytes each, so the bound is in characters of text
+# small enough for the widest (before: 64 Mi characters, +259 MiB for 1-byte text and
+# +835 MiB for 3-byte; the 4-byte one, 256 MB sent, more)
+@pytest.mark.parametrize("width", list(bench_bombs.WIDE_TEXT))
+def test_the_longest_contextos_value_of_each_width_costs_under_the_bound(api, width):
+    unit = bench_bombs.WIDE_TEXT[width]
+    count = (bench_bombs.value_bound() - 4096) // len(unit)
+    sent = api.send("upload", "wide.trace.json", bench_bombs.contextos_long_value(unit, count))
+    assert sent.status == 201, sent.body
+    assert sent.body["report"]["error_code"] is None  # args: outside the reference rule
+    assert sent.over_idle < BOUND_MIB
+    assert sent.held - sent.idle < 32
+
+
+def test_the_longest_head_of_4_byte_characters_costs_under_the_bound(api):
+    room = bench_bombs.value_bound() - 4096
+    data = bench_bombs.contextos_long_value(bench_bombs.WIDE_TEXT["4-byte"], room, head=True)
+    sent = api.send("upload", "widehead.trace.json", data)
+    assert sent.status == 201, sent.body
+    assert sent.body["report"]["error_code"] is None  # the note is outside what is hashed
+    assert sent.over_idle < BOUND_MIB
+
+
+@pytest.mark.parametrize("width", ["4-byte", "\\ud83d\\ude00 pairs"])
+def test_a_contextos_value_past_the_bound_is_refused_naming_it(api, width):
+    unit = bench_bombs.WIDE_TEXT[width]
+    count = bench_bombs.value_bound() // len(unit) + 1
+    sent = api.send("upload", "past.trace.json", bench_bombs.contextos_long_value(unit, count))
+    assert (sent.status, sent.body["error_code"]) == (400, "MALFORMED_TRACE")
+    assert sent.body["message"] == (
+        "past.trace.json: tool_envelopes[0] is longer than 8388608 characters"
+    )
+    assert sent.over_idle < BOUND_MIB
+
+
+@pytest.mark.parametrize(
+    ("make", "filename"),
+    [
+        (bench_bombs.mace_empty_arrays, "arrays.log.json"),
+        (bench_bombs.paxman_empty_arrays, "arrays.artifact.json"),
+        (bench_bombs.ahd_empty_arrays, "arrays.replay.json"),
+    ],
+)
+def test_millions_of_empty_arrays_in_the_other_formats_are_refused_under_the_bound(
+    api, make, filename
+):
+    sent = api.send("upload", filename, make())
+    assert (sent.status, sent.body["error_code"]) == (400, "MALFORMED_TRACE"), sent.body
+    assert sent.body["message"] == MESSAGES[filename]
+    assert sent.over_idle < BOUND_MIB
+
+
+def test_an_ahd_sidecar_past_its_size_is_refused_under_the_bound(api):
+    sent = api.send("upload", "big.replay.json", bench_bombs.ahd_empty_arrays(16_000_000))
+    assert (sent.status, sent.body["error_code"]) == (400, "MALFORMED_TRACE"), sent.body
+    assert sent.body["message"] == "big.replay.json: larger than 16777216 bytes"
     assert sent.over_idle < BOUND_MIB

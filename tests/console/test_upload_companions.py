@@ -41,6 +41,22 @@ RULES = [
         "needs_owner": True,
         "beside": True,
     },
+    {
+        "format": "mace-reflective-log",
+        "trace": r"\.json$",
+        "companion": "{named}.json",
+        "role": "input",
+        "needs_owner": False,
+        "beside": True,
+        "named_by": [
+            "selfrep_snapshot_id",
+            "brainstate_snapshot_id",
+            "router_snapshot_id",
+            "privacy_snapshot_id",
+            "governance_snapshot_id",
+        ],
+        "max_bytes": 64 * 1024**2,
+    },
 ]
 
 
@@ -126,3 +142,26 @@ def test_the_server_sniffs_each_file_of_a_batch_once(monkeypatch, db):
     assert sorted(sniffed) == ["a.trace.json", "x.contract.json", "x.json"]
     assert [o.filename for o in outcomes] == ["a.trace.json", "x.json", "x.contract.json"]
     assert outcomes[2].input_of == "x.json"
+
+
+def test_a_rule_by_content_names_the_files_the_server_takes_as_inputs():
+    """The MACE rule the page reads a log by (named_by) names exactly the files the server's
+    input_names gives for the same log: one rule, two readers."""
+    from replay.formats.mace.adapter import NAMED_SNAPSHOTS, MaceFormat
+    from tests.replay import mace_reference as ref
+
+    made = ref.job()
+    data = ref.dumps(made["log"])
+    expected = [f"{made['snapshots'][k]['snapshot_id']}.json" for k in ref.KINDS]
+    assert NAMED_SNAPSHOTS.named(json.loads(data)) == expected
+    assert MaceFormat().input_names(io.BytesIO(data), "log.json") == expected
+    assert NAMED_SNAPSHOTS.named({"selfrep_snapshot_id": "", "router_snapshot_id": 7}) == []
+    assert NAMED_SNAPSHOTS.named([1, 2]) == []
+
+
+def test_a_rule_by_content_groups_nothing_by_name():
+    names = ["log.json", "ac21.json", "x.json", "x.contract.json"]
+    groups = group_companions(names, {"log.json": "mace-reflective-log"})
+    assert {owner: [c for c, _ in group] for owner, group in groups.items()} == {
+        "x.json": ["x.contract.json"]
+    }

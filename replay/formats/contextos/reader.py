@@ -72,7 +72,15 @@ TOP_KEYS = frozenset(
 )
 
 MAX_DOCUMENT_BYTES = 4 * 1024**3
-MAX_VALUE_CHARS = 64 * 1024**2  # one tool envelope, or one other top-level value
+#: characters of one tool envelope's text, and of the other top-level values' texts together
+#: (the head, held while the trace is verified). Seed 004 (a blog post, ContextOS's own code
+#: is not published) sets no limit of its own. A character costs CPython up to 4 bytes once
+#: decoded (a string holding one character past U+FFFF stores each in 4), and reading and
+#: verifying a value holds about five copies of it at its peak (the buffer, its growth, the
+#: decoded value, its spooled or hashed bytes): 8 Mi characters of 4-byte text peak at
+#: +159 MiB in a gunicorn worker (`bench/bench_bombs.py --server --wide`; 64 Mi characters
+#: of 1-byte text peaked at +259 MiB), under the 256 MiB one upload may cost
+MAX_VALUE_CHARS = 8 * 1024**2
 #: levels of nesting, the document's own object being the first (a tool envelope is the
 #: third): refused past it with its line, column and pointer, before any recursive code
 #: (a decoder, a writer, a spooled envelope read back) sees it, so that what is accepted
@@ -229,15 +237,27 @@ class _Reader:
                 if depth <= 0:
                     return  # the value ended
 
-    def value(self, what: str, pointer: str = "", depth: int = 2) -> tuple[Any, int]:
+    def value(
+        self,
+        what: str,
+        pointer: str = "",
+        depth: int = 2,
+        *,
+        limit: int = MAX_VALUE_CHARS,
+        head: bool = False,
+    ) -> tuple[Any, int]:
         """The next JSON value and how many characters it took (``pointer``: where the value
-        is in the document, for a refusal; ``depth``: its level, the document being 1)."""
+        is in the document, for a refusal; ``depth``: its level, the document being 1;
+        ``limit``: the characters it may take, refused past them while it is read; ``head``:
+        a top-level value, whose limit is what the others left)."""
         self.skip_ws()
         self.check_containers(what)
         if _orjson is not None:
             start = self.pos
             fast = self._proven_value()
             if fast is not None:
+                if fast[1] > limit:
+                    raise _malformed(self.too_long(what, head=head))
                 self.check_depth(fast[0], start, self.pos, pointer, depth)
                 return fast
         while True:
@@ -261,10 +281,8 @@ class _Reader:
                     or (exc.msg.startswith("Invalid \\u") and exc.pos + 12 > len(self.buf))
                 )
                 if cut and not self.eof:
-                    if len(self.buf) - self.pos > MAX_VALUE_CHARS:
-                        raise _malformed(
-                            f"{self.where}: {what} is longer than {MAX_VALUE_CHARS} characters"
-                        ) from None
+                    if len(self.buf) - self.pos > limit:
+                        raise _malformed(self.too_long(what, head=head)) from None
                     self.fill()
                     continue
                 if cut:
@@ -274,6 +292,8 @@ class _Reader:
                 raise _malformed(f"{self.where}: {what}: {exc}") from None
             if end < len(self.buf) or self.eof or not self.fill():
                 size = end - self.pos
+                if size > limit:  # ended in the chunk read after the last check
+                    raise _malformed(self.too_long(what, head=head))
                 # only a \u escape can make a lone surrogate (not Unicode text: refused)
                 if self.buf.find("\\u", self.pos, end) != -1 and _SURROGATE_ESCAPE.search(
                     self.buf, self.pos, end
@@ -283,6 +303,16 @@ class _Reader:
                 self.pos = end
                 return value, size
             # a number may go on in the next chunk: parse it again
+
+    def too_long(self, what: str, *, head: bool = False) -> str:
+        """The refusal of a value past its characters (``head``: a top-level value other than
+        ``tool_envelopes``, bounded with the others together)."""
+        if head:
+            return (
+                f"{self.where}: the top-level values but tool_envelopes are longer than "
+                f"{MAX_VALUE_CHARS} characters together (at {what})"
+            )
+        return f"{self.where}: {what} is longer than {MAX_VALUE_CHARS} characters"
 
     def _proven_value(self) -> tuple[Any, int] | None:
         """The next value, when the fast read proves it is what the strict one gives: the
@@ -684,6 +714,7 @@ def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
     head: dict[str, Any] = {}
     envelopes = Envelopes()
     seen: set[str] = set()
+    head_chars = 0  # of the top-level values but tool_envelopes, together
     reader.expect("{", "a JSON object")
     try:
         if reader.skip_ws() == "}":
@@ -700,7 +731,11 @@ def parse(source: IO[bytes], filename: str = "trace") -> ContextosTrace:
                 if key == "tool_envelopes":
                     _read_envelopes(reader, envelopes)
                 else:
-                    head[key], _ = reader.value(key, pointer_join([key]))
+                    left = MAX_VALUE_CHARS - head_chars
+                    head[key], size = reader.value(key, pointer_join([key]), limit=left, head=True)
+                    head_chars += size
+                    if head_chars > MAX_VALUE_CHARS:
+                        raise _malformed(reader.too_long(key, head=True))
                 if reader.expect(",}", "',' or '}'") == "}":
                     break
         if reader.skip_ws() != "":

@@ -89,7 +89,6 @@ from replay.formats.mace.reader import (
     SNAPSHOT_FIELDS,
     Log,
     parse_log,
-    snapshot_file_names,
 )
 from replay.formats.mace.report import NOT_REPLAYABLE, refused, verify
 from replay.formats.mace.signing import hmac_hex, snapshot_signed_bytes
@@ -110,7 +109,6 @@ __all__ = [
     "panel",
     "parse_log",
     "refused",
-    "snapshot_file_names",
     "snapshot_id_of",
     "snapshot_signed_bytes",
     "stored_facts",

@@ -29,6 +29,15 @@ MACE_KEYS = frozenset(
 )
 
 
+#: a log's snapshot files, by the fields that name them (seed 003 §3): ``<snapshot_id>.json``
+NAMED_SNAPSHOTS = CompanionRule(
+    trace=r"\.json$",
+    companion="{named}.json",
+    named_by=tuple(mace.SNAPSHOT_FIELDS.values()),
+    max_bytes=mace.MAX_LOG_BYTES,
+)
+
+
 class MaceFormat:
     """MACE reflective logs (:mod:`replay.formats.mace`); the snapshot files uploaded with a
     log (``<snapshot_id>.json``) that verify are stored as its snapshots (kinds
@@ -37,8 +46,8 @@ class MaceFormat:
     name = mace.FORMAT
     label = "a MACE reflective log"
     keys = MACE_KEYS
-    #: none by name: the snapshot files a log names (``input_names``) go with it
-    companions: tuple[CompanionRule, ...] = ()
+    #: by content: the snapshot files a log names (``<selfrep_snapshot_id>.json``...) go with it
+    companions: tuple[CompanionRule, ...] = (NAMED_SNAPSHOTS,)
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
     codes = frozenset(
         {
@@ -77,7 +86,7 @@ class MaceFormat:
         """The snapshot files a log names ([] for a file that does not parse)."""
         try:
             log = mace.parse_log(source.read(mace.MAX_LOG_BYTES + 1), where=filename)
-            return mace.snapshot_file_names(log.document)
+            return NAMED_SNAPSHOTS.named(log.document)
         except ReplayError:
             return []
 

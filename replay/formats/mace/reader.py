@@ -1,6 +1,6 @@
 """The strict, bounded read of a MACE reflective log and of its snapshot files
-(:func:`parse_log`, :func:`parse_snapshot`, :func:`check_snapshot`), and the names a log gives
-its snapshot files (:func:`snapshot_file_names`).
+(:func:`parse_log`, :func:`parse_snapshot`, :func:`check_snapshot`); the names a log gives
+its snapshot files are its companion rule's (``adapter.NAMED_SNAPSHOTS``).
 
 A file is read by orjson where it proves the text (compact JSON, what MACE's canonical
 serializer writes), else by the strict decoder, which words every refusal; depth and string
@@ -263,12 +263,3 @@ def check_snapshot(doc: Any, *, where: Any) -> dict[str, Any]:
             f"{_place(where)}: kind {doc['kind']!r} is not one of {', '.join(SNAPSHOT_KINDS)}"
         )
     return doc
-
-
-def snapshot_file_names(document: Mapping[str, Any]) -> list[str]:
-    """The snapshot files a log names (``<snapshot_id>.json``), in kind order."""
-    return [
-        f"{sid}.json"
-        for sid in (document.get(name) for name in SNAPSHOT_FIELDS.values())
-        if isinstance(sid, str) and sid
-    ]
