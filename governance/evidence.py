@@ -13,21 +13,25 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import Q, QuerySet
+from django.db.models.lookups import In
 
 from governance import chain
-from governance.models import GovernanceEvent
+from governance.models import REFERENCE_KEYS, GovernanceEvent, PayloadText
 from replay.models import ReplayRun, Trace
 
-REFERENCE_KEYS: Final = (
-    "trace_id",
-    "trace_sha256",
-    "file_sha256",
-    "target_id",
-    "snapshot_id",
-    "run_id",
-)
+__all__ = [
+    "CHUNK",
+    "REFERENCE_KEYS",
+    "events_matching",
+    "events_naming",
+    "matching_query",
+    "trace_names",
+]
+
 CHUNK: Final = 500
+#: names looked up per query (each under the six keys: six times as many parameters)
+NAMES_PER_QUERY: Final = 1000
 _SEQ = chain.FIELDS.index("seq")
 
 
@@ -53,9 +57,10 @@ def events_naming(
     """Each event after ``after_seq`` that names one of ``traces`` (a row in ``chain.FIELDS``
     order), with the pks of the traces it names, in seq order.
 
-    One pass over the ledger reading only the :data:`REFERENCE_KEYS` values (whatever the
-    number of traces: the cost is the ledger's length plus the traces'), then the full rows
-    of the events that matched.
+    The names of the traces are looked up in the ledger through the expression index on each
+    of :data:`REFERENCE_KEYS` (migration 0012), :data:`NAMES_PER_QUERY` names at a time, so
+    the cost is the traces' and the matching events', never the ledger's length; then the
+    full rows of the events that matched.
     """
     if not traces:
         return
@@ -63,21 +68,11 @@ def events_naming(
     for start in range(0, len(traces), CHUNK):
         for name, pks in trace_names(traces[start : start + CHUNK]).items():
             names.setdefault(name, set()).update(pks)
-    columns = {f"ref_{i}": KeyTextTransform(key, "payload") for i, key in enumerate(REFERENCE_KEYS)}
-    values = (
-        GovernanceEvent.objects.filter(seq__gt=after_seq)
-        .annotate(**columns)
-        .order_by("seq")
-        .values_list("seq", *columns)
-    )
     matched: dict[int, set[int]] = {}
-    for seq, *refs in values.iterator(chunk_size=5000):
-        named: set[int] = set()
+    for seq, refs in events_matching(sorted(names), after_seq=after_seq):
         for ref in refs:
             if ref is not None and ref in names:
-                named |= names[ref]
-        if named:
-            matched[seq] = named
+                matched.setdefault(seq, set()).update(names[ref])
     seqs = sorted(matched)
     for start in range(0, len(seqs), CHUNK):
         rows = (
@@ -87,3 +82,33 @@ def events_naming(
         )
         for row in rows:
             yield row, matched[row[_SEQ]]
+
+
+def events_matching(
+    names: Sequence[str], *, after_seq: int = 0
+) -> Iterator[tuple[int, tuple[str | None, ...]]]:
+    """Each event after ``after_seq`` whose payload holds one of ``names`` under one of
+    :data:`REFERENCE_KEYS`, as its seq and its values of those keys (in that order); an event
+    matching names of several batches comes once per batch. Each key's condition is the
+    expression its index is built on (``payload ->> 'key'``), so the database answers from
+    the six indexes (a bitmap OR on PostgreSQL, one index lookup per name on SQLite)."""
+    for start in range(0, len(names), NAMES_PER_QUERY):
+        rows = matching_query(names[start : start + NAMES_PER_QUERY], after_seq=after_seq)
+        for seq, *refs in rows.iterator(chunk_size=5000):
+            yield seq, tuple(refs)
+
+
+def matching_query(names: Sequence[str], *, after_seq: int = 0) -> QuerySet[Any, Any]:
+    """The query of :func:`events_matching` for one batch of names."""
+    columns = {f"ref_{i}": PayloadText(key) for i, key in enumerate(REFERENCE_KEYS)}
+    where = Q()
+    for column in columns.values():
+        where |= Q(In(column, list(names)))  # each key's condition on its index's expression
+    if after_seq:
+        where &= Q(seq__gt=after_seq)
+    return (
+        GovernanceEvent.objects.annotate(**columns)
+        .filter(where)
+        .order_by()
+        .values_list("seq", *columns)
+    )
