@@ -24,7 +24,6 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models.expressions import Func
-from django.db.models.lookups import IsNull
 
 from governance import codes
 from replay.models import AppendOnlyError, AppendOnlyModel
@@ -117,7 +116,6 @@ class GovernanceEvent(AppendOnlyModel):
             models.Index(
                 PayloadText(key),
                 name=reference_index_name(key),
-                condition=models.Q(IsNull(PayloadText(key), False)),
             )
             for key in REFERENCE_KEYS
         ]

@@ -5,7 +5,6 @@ some traces through six index lookups instead of reading the whole ledger. The k
 written out here, as the migration froze them."""
 
 from django.db import migrations, models
-from django.db.models.lookups import IsNull
 
 from governance.models import PayloadText
 
@@ -23,7 +22,6 @@ class Migration(migrations.Migration):
             index=models.Index(
                 PayloadText(key),
                 name=f"gov_event_ref_{key}",
-                condition=models.Q(IsNull(PayloadText(key), False)),
             ),
         )
         for key in KEYS
