@@ -8,6 +8,11 @@ name exists, so the application never overwrites an object, not even two workers
 same file at once. The application's credentials cannot delete (the bucket policy
 ``deploy/seaweed.py`` sets denies it): the bytes of expired traces are deleted through a
 second storage, ``blobs_retention``, whose credentials only the Celery worker and beat have.
+
+The bucket is versioned (``deploy/seaweed.py`` turns it on with the admin identity), so an
+overwrite by someone holding the application's credentials (an unconditional PUT) leaves the
+earlier bytes as a non-current version. A deletion here therefore deletes every version of
+the name: an expired trace's bytes are gone, not kept behind a delete marker.
 """
 
 from __future__ import annotations
@@ -53,3 +58,21 @@ class AppendOnlyS3Storage(S3Storage):
                 raise
             # stored already, by this or another process: the same bytes (its name says so)
         return cleaned
+
+    def delete(self, name):
+        """Delete every version and delete marker of the object (a plain DELETE in a
+        versioned bucket only hides the bytes behind a delete marker); nothing when there is
+        no such object. Refused (``AccessDenied``) for the application's credentials."""
+        key = self._normalize_name(clean_name(name))
+        client = self.connection.meta.client
+        versions = []
+        for page in client.get_paginator("list_object_versions").paginate(
+            Bucket=self.bucket_name, Prefix=key
+        ):
+            listed = [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+            versions += [v["VersionId"] for v in listed if v["Key"] == key]
+        if not versions:
+            super().delete(name)  # a store that lists no versions: the plain DELETE
+            return
+        for version in versions:
+            client.delete_object(Bucket=self.bucket_name, Key=key, VersionId=version)

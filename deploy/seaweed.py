@@ -8,17 +8,23 @@ runs with umask 077), anonymous telemetry off, the Iceberg and Lance endpoints o
 
 Three S3 identities, their keys generated once into owner-only files:
 
-- ``admin`` (Admin, Read, Write, List): creates the bucket and sets its policy; nothing of
-  the console runs with it.
+- ``admin`` (Admin, Read, Write, List): creates the bucket, turns its versioning on and sets
+  its policy; nothing of the console runs with it.
 - ``app`` (Read, Write, List on the bucket only): the web processes and workers. SeaweedFS's
   ``Write`` action also covers deletes, so the bucket policy denies this identity
   ``s3:DeleteObject``/``s3:DeleteObjectVersion`` and every change of the bucket's own set-up
   (lifecycle rules, versioning, policy, ACL...). It cannot create or delete buckets.
   ``Write`` does include overwriting an object; the application never does (its names are
   content-addressed and every PUT is conditional, ``If-None-Match: *``, which the server
-  refuses with 412 for a name that exists: ``console.blobstore``).
+  refuses with 412 for a name that exists: ``console.blobstore``). Stolen, these keys could
+  still overwrite with an unconditional PUT: the bucket is versioned (S3 bucket versioning,
+  turned on by the admin identity at every start), so the earlier bytes stay readable as a
+  non-current version, which the app identity may not delete (``s3:DeleteObjectVersion``)
+  and whose versioning it may not suspend (``s3:PutBucketVersioning``).
 - ``retention`` (Read, Write, List on the bucket): deletes the bytes of expired traces
-  (``replay.expiry``); given only to the Celery worker and beat, never to the web processes.
+  (``replay.expiry``), every version of them (``console.blobstore``), so an expired trace
+  leaves nothing behind in the versioned bucket; given only to the Celery worker and beat,
+  never to the web processes.
 
     python deploy/seaweed.py --dir var/seaweed --ports 8270-8277 --bucket replay-blobs
 
@@ -320,7 +326,8 @@ def _ready(store: Seaweed) -> None:
 
 
 def ensure_bucket(store: Seaweed) -> None:
-    """The bucket, made when missing (as admin), and its policy set (again) every start."""
+    """The bucket, made when missing (as admin), its versioning turned on and its policy set
+    (again) every start."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     admin = store.client("admin")
@@ -331,18 +338,38 @@ def ensure_bucket(store: Seaweed) -> None:
     deadline = time.monotonic() + READY_SECONDS
     while True:  # the filer may still be settling the new bucket
         try:
+            admin.put_bucket_versioning(
+                Bucket=store.bucket, VersioningConfiguration={"Status": "Enabled"}
+            )
             admin.put_bucket_policy(Bucket=store.bucket, Policy=policy)
             # one write grows the bucket's volumes now, so their files are made (and
-            # tightened below) before the console stores anything
+            # tightened below) before the console stores anything; then every version of it
+            # goes (a plain delete would only add a delete marker)
             admin.put_object(Bucket=store.bucket, Key=".launcher-probe", Body=b"probe")
-            admin.delete_object(Bucket=store.bucket, Key=".launcher-probe")
+            versions_delete(admin, store.bucket, ".launcher-probe")
             _grow_default_collection(store)
             break
         except (BotoCoreError, ClientError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
+    status = admin.get_bucket_versioning(Bucket=store.bucket).get("Status")
+    if status != "Enabled":
+        raise RuntimeError(f"bucket {store.bucket}: versioning is {status!r}, not Enabled")
     tighten(store.directory)
+
+
+def versions_delete(s3, bucket: str, key: str) -> int:
+    """Delete every version and delete marker of ``key`` (exactly that key); how many."""
+    listed = s3.list_object_versions(Bucket=bucket, Prefix=key)
+    found = [
+        v["VersionId"]
+        for v in [*listed.get("Versions", []), *listed.get("DeleteMarkers", [])]
+        if v["Key"] == key
+    ]
+    for version in found:
+        s3.delete_object(Bucket=bucket, Key=key, VersionId=version)
+    return len(found)
 
 
 def _grow_default_collection(store: Seaweed) -> None:

@@ -10,24 +10,29 @@ concerns a trace names it under one of these keys.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import Expression
 
 from governance import chain
-from governance.models import GovernanceEvent
+from governance.models import REFERENCE_KEYS, GovernanceEvent, PayloadText
 from replay.models import ReplayRun, Trace
 
-REFERENCE_KEYS: Final = (
-    "trace_id",
-    "trace_sha256",
-    "file_sha256",
-    "target_id",
-    "snapshot_id",
-    "run_id",
-)
+__all__ = [
+    "CHUNK",
+    "REFERENCE_KEYS",
+    "events_matching",
+    "events_naming",
+    "matching_query",
+    "trace_names",
+]
+
 CHUNK: Final = 500
+#: names looked up per query (one array parameter, the same under each of the six keys)
+NAMES_PER_QUERY: Final = 5000
 _SEQ = chain.FIELDS.index("seq")
 
 
@@ -53,9 +58,10 @@ def events_naming(
     """Each event after ``after_seq`` that names one of ``traces`` (a row in ``chain.FIELDS``
     order), with the pks of the traces it names, in seq order.
 
-    One pass over the ledger reading only the :data:`REFERENCE_KEYS` values (whatever the
-    number of traces: the cost is the ledger's length plus the traces'), then the full rows
-    of the events that matched.
+    The names of the traces are looked up in the ledger through the expression index on each
+    of :data:`REFERENCE_KEYS` (migration 0012), :data:`NAMES_PER_QUERY` names at a time, so
+    the cost is the traces' and the matching events', never the ledger's length; then the
+    full rows of the events that matched.
     """
     if not traces:
         return
@@ -63,21 +69,11 @@ def events_naming(
     for start in range(0, len(traces), CHUNK):
         for name, pks in trace_names(traces[start : start + CHUNK]).items():
             names.setdefault(name, set()).update(pks)
-    columns = {f"ref_{i}": KeyTextTransform(key, "payload") for i, key in enumerate(REFERENCE_KEYS)}
-    values = (
-        GovernanceEvent.objects.filter(seq__gt=after_seq)
-        .annotate(**columns)
-        .order_by("seq")
-        .values_list("seq", *columns)
-    )
     matched: dict[int, set[int]] = {}
-    for seq, *refs in values.iterator(chunk_size=5000):
-        named: set[int] = set()
+    for seq, refs in events_matching(sorted(names), after_seq=after_seq):
         for ref in refs:
             if ref is not None and ref in names:
-                named |= names[ref]
-        if named:
-            matched[seq] = named
+                matched.setdefault(seq, set()).update(names[ref])
     seqs = sorted(matched)
     for start in range(0, len(seqs), CHUNK):
         rows = (
@@ -87,3 +83,61 @@ def events_naming(
         )
         for row in rows:
             yield row, matched[row[_SEQ]]
+
+
+def events_matching(
+    names: Sequence[str], *, after_seq: int = 0
+) -> Iterator[tuple[int, tuple[str | None, ...]]]:
+    """Each event after ``after_seq`` whose payload holds one of ``names`` under one of
+    :data:`REFERENCE_KEYS`, as its seq and its values of those keys (in that order); an event
+    comes once per key and batch of names it matches. Each key's condition is the
+    expression its index is built on (``payload ->> 'key'``), so the database answers from
+    the six indexes."""
+    for start in range(0, len(names), NAMES_PER_QUERY):
+        rows = matching_query(names[start : start + NAMES_PER_QUERY], after_seq=after_seq)
+        for seq, *refs in rows:
+            yield seq, tuple(refs)
+
+
+class _AnyOf(Expression):
+    """``expression`` is one of ``values``, the values bound as one parameter (an array on
+    PostgreSQL, a JSON array read by ``json_each`` on SQLite): the planner sees the
+    expression itself, so its index serves the lookup, and the SQL stays the same size
+    whatever the number of values (Django's IN writes one placeholder per value)."""
+
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, expression: Any, values: Sequence[str]) -> None:
+        super().__init__()
+        self.expression = expression
+        self.values = list(values)
+
+    def get_source_expressions(self) -> list[Any]:
+        return [self.expression]
+
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+        (self.expression,) = exprs
+
+    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
+        sql, params = compiler.compile(self.expression)
+        if connection.vendor == "postgresql":
+            return f"{sql} = ANY(%s)", (*params, self.values)
+        sqlite = f"{sql} IN (SELECT value FROM json_each(%s))"  # noqa: S608 - compiled SQL
+        return sqlite, (*params, json.dumps(self.values))
+
+
+def matching_query(names: Sequence[str], *, after_seq: int = 0) -> QuerySet[Any, Any]:
+    """The query of :func:`events_matching` for one batch of names: one SELECT per key, on
+    that key's index expression, joined by UNION ALL (an event named under two keys comes
+    twice), so the planner plans each key's lookup on its own index (one OR of the six
+    conditions is planned as one scan of the whole table on PostgreSQL)."""
+    columns = {f"ref_{i}": PayloadText(key) for i, key in enumerate(REFERENCE_KEYS)}
+    rows = GovernanceEvent.objects.annotate(**columns).order_by()
+    if after_seq:
+        rows = rows.filter(seq__gt=after_seq)
+    first, *rest = [
+        rows.filter(_AnyOf(column, names)).values_list("seq", *columns)
+        for column in columns.values()
+    ]
+    return first.union(*rest, all=True)

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
+from django.db.models.expressions import Func
 
 from governance import codes
 from replay.models import AppendOnlyError, AppendOnlyModel
@@ -41,6 +42,45 @@ class AppendOnlyQuerySet(models.QuerySet):
 
     update.queryset_only = True  # type: ignore[attr-defined]
     delete.queryset_only = True  # type: ignore[attr-defined]
+
+
+#: the payload keys under which an event names a stored trace (its trace id, its stored file's
+#: sha256, one of its runs or snapshots: ``governance.evidence``), each with an expression
+#: index (migration 0012) so the events naming some traces are found without reading the ledger
+REFERENCE_KEYS = (
+    "trace_id",
+    "trace_sha256",
+    "file_sha256",
+    "target_id",
+    "snapshot_id",
+    "run_id",
+)
+
+
+def reference_index_name(key: str) -> str:
+    return f"gov_event_ref_{key}"
+
+
+class PayloadText(Func):
+    """The text of an event's payload under one top-level ``key`` (NULL without it):
+    ``payload ->> 'key'`` on PostgreSQL, ``JSON_EXTRACT(payload, '$."key"')`` on SQLite, the
+    key written into the SQL (never a bound parameter, which SQLite does not match against an
+    index's expression), so the index built on it (:data:`REFERENCE_KEYS`) serves the queries
+    written with it."""
+
+    output_field = models.TextField()
+
+    def __init__(self, key: str) -> None:
+        if not key.isidentifier() or not key.isascii():
+            raise ValueError(f"a payload key is a plain identifier, not {key!r}")
+        self.key = key
+        super().__init__(models.F("payload"))
+
+    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
+        payload, params = compiler.compile(self.source_expressions[0])
+        if connection.vendor == "postgresql":
+            return f"({payload} ->> '{self.key}')", params
+        return f"""JSON_EXTRACT({payload}, '$."{self.key}"')""", params
 
 
 class GovernanceEvent(AppendOnlyModel):
@@ -74,6 +114,13 @@ class GovernanceEvent(AppendOnlyModel):
 
     class Meta:
         ordering = ["seq"]
+        indexes = [
+            models.Index(
+                PayloadText(key),
+                name=reference_index_name(key),
+            )
+            for key in REFERENCE_KEYS
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"

@@ -140,8 +140,8 @@ def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
     so the oldest live traces of each pair expire first: each pair's oldest ``UPCOMING_SCAN``
     live traces are read, then, when they gave fewer than ``limit`` unprotected traces, the
     next ones up to ``UPCOMING_PAGES`` × ``UPCOMING_SCAN``, so the page costs the same
-    whatever the number of traces. The ledger is read once per round, whatever the number of
-    pairs (:func:`traces_protected`): at most twice."""
+    whatever the number of traces. The ledger is asked once per round, whatever the number of
+    pairs (:func:`traces_protected`, through the reference indexes): at most twice."""
     policy = retention_policy()
     if policy.empty:
         return []
@@ -159,7 +159,7 @@ def retention_upcoming(*, limit: int = 20) -> list[retention.Decision]:
         for verdict, fmt in pairs
     }
     kept: dict[tuple[str, str], list[retention.Decision]] = {pair: [] for pair in pairs}
-    # two rounds at most, one ledger pass each: every pair's first page, then the further
+    # two rounds at most, one ledger lookup each: every pair's first page, then the further
     # pages of the pairs whose first page gave fewer than `limit` unprotected traces
     reading = dict.fromkeys(pairs, (0, UPCOMING_SCAN))
     for _round in range(2):

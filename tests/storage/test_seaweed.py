@@ -118,6 +118,75 @@ def test_the_application_keys_cannot_change_the_bucket(s3_blobs, change):
     assert _code(refused) == "AccessDenied"
 
 
+def _versions(store, key: str) -> list[tuple[str, bytes | None]]:
+    """Every version of the object as the admin sees it, oldest first (S3 lists a key's
+    versions newest first), then its delete markers: (version id, bytes; None for a marker)."""
+    admin = store.client("admin")
+    listed = admin.list_object_versions(Bucket=store.bucket, Prefix=key)
+    versions = [v["VersionId"] for v in listed.get("Versions", []) if v["Key"] == key]
+    markers = [m["VersionId"] for m in listed.get("DeleteMarkers", []) if m["Key"] == key]
+    return [
+        (v, admin.get_object(Bucket=store.bucket, Key=key, VersionId=v)["Body"].read())
+        for v in reversed(versions)
+    ] + [(m, None) for m in markers]
+
+
+def test_the_bucket_is_versioned_by_the_launcher(s3_blobs):
+    admin = s3_blobs.client("admin")
+    assert admin.get_bucket_versioning(Bucket=s3_blobs.bucket)["Status"] == "Enabled"
+    # the launcher's own probe left no version behind
+    assert _versions(s3_blobs, ".launcher-probe") == []
+
+
+def test_an_overwrite_with_stolen_app_keys_keeps_the_earlier_bytes(s3_blobs):
+    """The application never overwrites (conditional PUTs), but its keys could: the earlier
+    bytes stay readable by the admin identity, and the app's keys cannot delete them."""
+    data = b"the evidence as stored\n"
+    name = _put(data)
+    app = s3_blobs.client("app")
+    app.put_object(Bucket=s3_blobs.bucket, Key=name, Body=b"forged bytes")  # unconditional
+
+    assert _stored(s3_blobs, name) == b"forged bytes"
+    versions = _versions(s3_blobs, name)
+    assert [body for _v, body in versions] == [data, b"forged bytes"]
+    earlier = versions[0][0]
+    admin = s3_blobs.client("admin")
+    got = admin.get_object(Bucket=s3_blobs.bucket, Key=name, VersionId=earlier)
+    assert got["Body"].read() == data
+    assert hashlib.sha256(data).hexdigest() == name.rsplit("/", 1)[1]
+    with pytest.raises(ClientError) as refused:
+        app.delete_object(Bucket=s3_blobs.bucket, Key=name, VersionId=earlier)
+    assert _code(refused) == "AccessDenied"
+    with pytest.raises(ClientError) as refused:
+        storages["blobs"].delete(name)  # every version: refused too
+    assert _code(refused) == "AccessDenied"
+    assert [body for _v, body in _versions(s3_blobs, name)] == [data, b"forged bytes"]
+
+
+def test_the_app_keys_cannot_suspend_versioning(s3_blobs):
+    app = s3_blobs.client("app")
+    for status in ("Suspended", "Enabled"):
+        with pytest.raises(ClientError) as refused:
+            app.put_bucket_versioning(
+                Bucket=s3_blobs.bucket, VersioningConfiguration={"Status": status}
+            )
+        assert _code(refused) == "AccessDenied"
+    admin = s3_blobs.client("admin")
+    assert admin.get_bucket_versioning(Bucket=s3_blobs.bucket)["Status"] == "Enabled"
+
+
+def test_retention_deletes_every_version_of_an_expired_blob(s3_blobs):
+    data = b"an expired trace, overwritten once\n"
+    name = _put(data)
+    s3_blobs.client("app").put_object(Bucket=s3_blobs.bucket, Key=name, Body=b"second")
+    assert len(_versions(s3_blobs, name)) == 2
+
+    assert blob_content_remove(name) is True
+
+    assert _versions(s3_blobs, name) == []
+    assert _stored(s3_blobs, name) is None
+
+
 def test_retention_deletes_with_its_own_keys_only(s3_blobs, settings):
     name = _put(b"a trace whose time is up\n")
     settings.STORAGES = {k: v for k, v in settings.STORAGES.items() if k != "blobs_retention"}
@@ -132,6 +201,7 @@ def test_retention_deletes_with_its_own_keys_only(s3_blobs, settings):
     }
     assert blob_content_remove(name) is True
     assert _stored(s3_blobs, name) is None
+    assert _versions(s3_blobs, name) == []  # no version kept behind a delete marker
     assert blob_content_remove(name) is False  # gone already
 
 
