@@ -34,6 +34,7 @@ from governance.models import Vote as VoteRow
 from governance.requests.common import signer_roles_of
 from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest, Vote
 from governance.requests.protocol import vote_of_ballot as as_vote
+from governance.services.votes import vote_append
 from replay.canonical import jcs
 
 QUORUM = 2
@@ -46,7 +47,11 @@ class Notice:
     """One notice: its ``governance_request`` row and its signed votes, from the ledger."""
 
     row: GovernedRequest
-    votes: list[Vote]
+    ballots: list[Any]  # governance.selectors.Ballot, the ledger's
+
+    @property
+    def votes(self) -> list[Vote]:
+        return [as_vote(b) for b in self.ballots]
 
     @property
     def id(self) -> str:
@@ -123,7 +128,7 @@ class ToyNoticeKind:
             field="request_id",
             after={r.subject: r.request_event_id for r in rows},
         )
-        return [Notice(r, [as_vote(b) for b in ballots[r.subject]]) for r in rows]
+        return [Notice(r, ballots[r.subject]) for r in rows]
 
     # --- the inbox (protocol.RequestKind)
     def signer_roles(self) -> frozenset[str]:
@@ -229,28 +234,18 @@ class ToyNoticeKind:
         signature = str(document.get("signature", ""))
         if not signing.verify(public, jcs(payload), signature):
             raise codes.GovernanceError(codes.APPROVAL_BAD_SIGNATURE, "the signature fails")
-        if any(v.key_id == found.key_id for v in request.votes):
-            raise codes.GovernanceError(
-                codes.APPROVAL_DUPLICATE_KEY, f"key {found.key_id} has already signed"
-            )
-        event = ledger.append(
+        vote = vote_append(  # the ledger event and its row, once per person and per key
             event_type=VOTED,
-            payload=payload,
-            actor=approver,
-            actor_key_id=found.key_id,
-            actor_signature=signature,
-        )
-        vote = VoteRow.objects.create(
-            request=request.row,
+            ballots=request.ballots,
             approver=approver,
-            role=signing.ROLE_COUNCIL,
             key=found,
-            decision=signing.APPROVE,
-            reason=str(reason),
             payload=payload,
             signature=signature,
-            event=event,
-            created_at=event.created_at,
+            role=signing.ROLE_COUNCIL,
+            decision=signing.APPROVE,
+            reason=str(reason),
+            label=f"notice {request.id}",
+            request=request.row,
         )
         if len(request.votes) + 1 >= QUORUM:
             row = request.row
