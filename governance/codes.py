@@ -57,6 +57,11 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
 To add an event type: append a line to ``EVENT_TYPES`` in its range with the next free code
 and to the table above, write the service that appends it, and test it
 (``tests/governance/test_codes.py`` checks the table and the ranges).
+
+A kind of governed request an installed package brings declares its own event types (codes
+from ``INSTALLED_FIRST_CODE``, 1000, up) in its ``KindCodes.event_types``; registering the
+kind registers them (:func:`register_event_types`), so they are known wherever ``BY_NAME``
+and ``BY_CODE`` are read. ``EVENT_TYPES`` stays this console's own list.
 """
 
 from __future__ import annotations
@@ -189,13 +194,42 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     EventType(705, ROLE_GRANT_REJECTED, "a role grant reached the deny threshold"),
 )
 
+#: every known event type by name and by code: ``EVENT_TYPES`` plus the types the installed
+#: kinds of governed request declare (:func:`register_event_types`)
 BY_NAME: Final[dict[str, EventType]] = {t.name: t for t in EVENT_TYPES}
 BY_CODE: Final[dict[int, EventType]] = {t.code: t for t in EVENT_TYPES}
+
+#: the first code an installed kind's event type may take: codes below are this console's
+#: (the ranges above, and room for more), so an installed package never takes one of them
+INSTALLED_FIRST_CODE: Final = 1000
 
 
 def code_of(name: str) -> int:
     """The stable numeric code of an event type name (KeyError for an unknown type)."""
     return BY_NAME[name].code
+
+
+def register_event_types(types: tuple[EventType, ...]) -> None:
+    """Make an installed kind's own event types known (its ``KindCodes.event_types``): the
+    ledger then appends them, and ``governance verify`` reads them as it reads this module's.
+
+    Each code is ``INSTALLED_FIRST_CODE`` or more, and neither its name nor its code is taken
+    by another type (ValueError): an event's code and type are hashed into it, so once one is
+    appended they never change. Registering the same types again does nothing."""
+    for t in types:
+        if t.code < INSTALLED_FIRST_CODE:
+            raise ValueError(
+                f"event type {t.name!r}: an installed kind's codes start at "
+                f"{INSTALLED_FIRST_CODE}, not {t.code}"
+            )
+        for found in (BY_NAME.get(t.name), BY_CODE.get(t.code)):
+            if found is not None and found != t:
+                raise ValueError(
+                    f"event type {t.name!r} ({t.code}) clashes with {found.name!r} ({found.code})"
+                )
+    for t in types:
+        BY_NAME[t.name] = t
+        BY_CODE[t.code] = t
 
 
 # --- governance refusals -----------------------------------------------------------------------
@@ -352,6 +386,7 @@ TABLE_APPROVAL_MISSING: Final = "TABLE_APPROVAL_MISSING"
 TABLE_MEMBER_KEY: Final = "TABLE_MEMBER_KEY"
 TABLE_REQUEST: Final = "TABLE_REQUEST"
 TABLE_RELEASE: Final = "TABLE_RELEASE"
+TABLE_EVENT_TYPE_UNKNOWN: Final = "TABLE_EVENT_TYPE_UNKNOWN"
 
 TABLE_MISMATCHES: Final[dict[str, str]] = {
     TABLE_APPROVAL: "an approval row differs from its signed ledger event, or has none",
@@ -361,6 +396,9 @@ TABLE_MISMATCHES: Final[dict[str, str]] = {
     TABLE_REQUEST: "a request row's state or events differ from the ledger's",
     TABLE_RELEASE: "a legal request's release row differs from its PII_REVEALED event, or has"
     " none; or such an event has no row",
+    TABLE_EVENT_TYPE_UNKNOWN: "the ledger holds events of a type (code and name) that neither"
+    " this console nor an installed kind declares: the chain is verified, but the rows they"
+    " decide cannot be reconciled (the message names the type, its first seq and its count)",
 }
 
 # --- verification marks: a stored "verified through seq N" that is not believed ---------------

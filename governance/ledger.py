@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.db import connection
-from django.db.models import Field, Model, Q
+from django.db.models import Count, Field, Min, Model, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -742,12 +742,15 @@ def _vote_row(r: tuple[Any, ...]) -> reconcile.ApprovalRow:
     request_id, kind, subject = _uuid_text(r[2]), r[3], r[4]
     links: dict[str, Any] = {"request_id": None, "production_id": None, "role_grant_id": None}
     halt_id = legal_request_id = purpose = None
+    installed = installed_subject = None
     if kind in _VOTE_LINK:
         links[_VOTE_LINK[kind]] = request_id
     elif kind.startswith(_LEGAL_PREFIX):
         legal_request_id, purpose = subject, kind.removeprefix(_LEGAL_PREFIX)
-    else:
-        halt_id = int(subject) if kind == KIND_HALT_CLEAR and subject.isdigit() else subject
+    elif kind == KIND_HALT_CLEAR:
+        halt_id = int(subject) if subject.isdigit() else subject
+    else:  # an installed kind's (``installed_kinds``)
+        installed, installed_subject = kind, subject
     return reconcile.ApprovalRow(
         id=r[0],
         event_id=r[1],
@@ -760,6 +763,8 @@ def _vote_row(r: tuple[Any, ...]) -> reconcile.ApprovalRow:
         signature=r[10],
         legal_request_id=legal_request_id,
         purpose=purpose,
+        kind=installed,
+        subject=installed_subject,
         **links,
     )
 
@@ -788,11 +793,29 @@ def vote_rows(kinds: Iterable[str]) -> Iterator[reconcile.ApprovalRow]:
     )
 
 
+def installed_kinds() -> list[Any]:
+    """The registered kinds of governed request that bring their own event types (an
+    installed package's, ``KindCodes.event_types``): their filings, votes and approvals are
+    events of those types, and their rows are checked here the one way every such kind is:
+
+    - the filing (``codes.filed``) opens its ``governance_request`` row, whose subject is the
+      filing payload's ``request_id`` and whose payload is the filing's;
+    - each vote (``codes.vote``) has its ``governance_vote`` row, and names its request by
+      its payload's ``request_id`` (with its ``decision`` and ``role``);
+    - the row is approved exactly when an approval event (``codes.approved``, naming the
+      request by ``request_id``) says so, with that event as its decision; else pending."""
+    from governance.requests.builtin import kinds  # the kinds import the services
+
+    return [kind for kind in kinds() if kind.codes.event_types]
+
+
 def _approval_mismatches() -> Iterator[reconcile.Mismatch]:
-    """The council's votes (every kind but the legal ones, which ``dsr`` checks) against the
-    signed vote events."""
-    rows = vote_rows([*_VOTE_LINK, KIND_HALT_CLEAR])
-    yield from reconcile.approvals(rows, vote_events(reconcile.VOTE_CODES), event_type_of)
+    """The votes of every kind but the legal ones (which ``dsr`` checks) against the signed
+    vote events."""
+    installed = {codes.code_of(k.codes.vote): k.name for k in installed_kinds()}
+    rows = vote_rows([*_VOTE_LINK, KIND_HALT_CLEAR, *installed.values()])
+    events = vote_events([*reconcile.VOTE_CODES, *installed])
+    yield from reconcile.approvals(rows, events, event_type_of, installed=installed)
 
 
 def vote_events(codes_: Iterable[int]) -> Iterator[reconcile.VoteEvent]:
@@ -1045,17 +1068,21 @@ _VOTED_ON: dict[str, Callable[[Mapping[str, Any]], tuple[str, str]]] = {
 }
 
 
-def _unrowed_votes(rows: Sequence[reconcile.GovernedRow]) -> Iterator[reconcile.Mismatch]:
-    """A signed vote on a halt clear or a legal approval whose request row is gone."""
+def _unrowed_votes(
+    rows: Sequence[reconcile.GovernedRow],
+    voted_on: Mapping[str, Callable[[Mapping[str, Any]], tuple[str, str]]],
+) -> Iterator[reconcile.Mismatch]:
+    """A signed vote on a halt clear, a legal approval or an installed kind's request whose
+    request row is gone (``voted_on``: vote type -> how its payload names the request)."""
     have = {(r.kind, r.subject) for r in rows}
     named: set[tuple[str, str]] = set()
     for seq, type_, payload in (
-        GovernanceEvent.objects.filter(code__in=[codes.code_of(t) for t in _VOTED_ON])
+        GovernanceEvent.objects.filter(code__in=[codes.code_of(t) for t in voted_on])
         .order_by("seq")
         .values_list("seq", "type", "payload")
         .iterator(chunk_size=2000)
     ):
-        kind, subject = _VOTED_ON[type_](payload if isinstance(payload, dict) else {})
+        kind, subject = voted_on[type_](payload if isinstance(payload, dict) else {})
         if (kind, subject) in have or (kind, subject) in named:
             continue
         named.add((kind, subject))
@@ -1068,10 +1095,39 @@ def _unrowed_votes(rows: Sequence[reconcile.GovernedRow]) -> Iterator[reconcile.
         )
 
 
+def _unrowed_filings(
+    rows: Sequence[reconcile.GovernedRow], installed: Sequence[Any]
+) -> Iterator[reconcile.Mismatch]:
+    """An installed kind's filing event whose request row is gone."""
+    have = {(r.kind, r.subject) for r in rows}
+    filed = {codes.code_of(k.codes.filed): k.name for k in installed}
+    for seq, code, request_id in (
+        GovernanceEvent.objects.filter(code__in=list(filed))
+        .order_by("seq")
+        .values_list("seq", "code", "payload__request_id")
+        .iterator(chunk_size=2000)
+    ):
+        if (filed[code], str(request_id)) not in have:
+            yield reconcile.Mismatch(
+                codes.TABLE_REQUEST,
+                GovernedRequest._meta.db_table,
+                str(request_id),
+                f"ledger event {seq} filed {filed[code]} request {request_id}, which is not in "
+                "the table",
+            )
+
+
+def _voted_on_installed(name: str) -> Callable[[Mapping[str, Any]], tuple[str, str]]:
+    return lambda p: (name, str(p.get("request_id")))
+
+
 def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
     """Every governed request row not filed by a request event of its own (halt clears, an
-    app's kinds, or a kind nothing files) against the event it names; every vote on such a
-    request has its row; every filed kind's row has its detail row."""
+    app's kinds, an installed kind's, or a kind nothing files) against the event it names;
+    every vote on such a request has its row; every filed kind's row has its detail row."""
+    installed = installed_kinds()
+    opened_by = {**_OPENED_BY, **{k.name: k.codes.filed for k in installed}}
+    voted_on = {**_VOTED_ON, **{k.codes.vote: _voted_on_installed(k.name) for k in installed}}
     yield from _detail_mismatches()
     rows = [
         reconcile.GovernedRow(str(r[0]), *r[1:])
@@ -1081,7 +1137,8 @@ def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
             "id", "kind", "subject", "payload", "state", "request_event_id", "decision_event_id"
         )
     ]
-    yield from _unrowed_votes(rows)
+    yield from _unrowed_votes(rows, voted_on)
+    yield from _unrowed_filings(rows, installed)
     if not rows:
         return
     openings = {
@@ -1097,10 +1154,17 @@ def _governed_mismatches() -> Iterator[reconcile.Mismatch]:
         .values_list("seq", "payload__halt_seq")
     ):
         decided.setdefault(f"{KIND_HALT_CLEAR} {halt_seq}", seq)
+    approvals = {codes.code_of(k.codes.approved): k.name for k in installed if k.codes.approved}
+    for seq, code, request_id in (
+        GovernanceEvent.objects.filter(code__in=list(approvals))
+        .order_by("seq")
+        .values_list("seq", "code", "payload__request_id")
+    ):
+        decided.setdefault(f"{approvals[code]} {request_id}", seq)
     yield from reconcile.governed_requests(
         rows=rows,
         openings=openings,
-        opened_by=_OPENED_BY,
+        opened_by=opened_by,
         decided=decided,
         table=GovernedRequest._meta.db_table,
     )
@@ -1113,9 +1177,33 @@ def tables_register(check: Callable[[], Iterable[reconcile.Mismatch]]) -> None:
         _TABLE_CHECKS.append(check)
 
 
+def _unknown_type_mismatches() -> Iterator[reconcile.Mismatch]:
+    """One finding per event code neither this console nor an installed kind declares (the
+    kind that appended them is not installed here): the chain verifies without knowing what
+    an event means, but the rows such events decide cannot be reconciled, so it is named
+    (its type, first seq and count) and the verdict is not ok. One query, on the code index."""
+    for code, type_, first, count in (
+        GovernanceEvent.objects.exclude(code__in=list(codes.BY_CODE))
+        .values("code", "type")
+        .annotate(first=Min("seq"), count=Count("seq"))
+        .order_by("first")
+        .values_list("code", "type", "first", "count")
+    ):
+        yield reconcile.Mismatch(
+            codes.TABLE_EVENT_TYPE_UNKNOWN,
+            GovernanceEvent._meta.db_table,
+            str(first),
+            f"{count} ledger event(s) from seq {first} are of type {type_} (code {code}), which "
+            "neither this console nor an installed kind of governed request declares: the rows "
+            "they decide are not reconciled",
+        )
+
+
 def tables_check() -> list[reconcile.Mismatch]:
-    """Every row of the tables the decisions depend on that disagrees with the ledger."""
+    """Every row of the tables the decisions depend on that disagrees with the ledger, and
+    every event type no installed kind declares."""
     found = [
+        *_unknown_type_mismatches(),
         *_approval_mismatches(),
         *_member_key_mismatches(),
         *_request_mismatches(),

@@ -82,6 +82,10 @@ class ApprovalRow:
     #: a legal request's approval vote: the request and what it approves
     legal_request_id: str | None = None
     purpose: str | None = None
+    #: an installed kind's vote (``governance.ledger.installed_kinds``): its kind and the
+    #: request's subject (the ``request_id`` its votes name)
+    kind: str | None = None
+    subject: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class VoteEvent:
 
 
 def _subject_of_row(row: ApprovalRow) -> str:
+    if row.kind is not None:
+        return f"{row.kind} request {row.subject}"
     if row.legal_request_id is not None:
         return f"legal request {row.legal_request_id} ({row.purpose})"
     if row.request_id is not None:
@@ -107,8 +113,10 @@ def _subject_of_row(row: ApprovalRow) -> str:
     return f"halt {row.halt_id}"
 
 
-def _subject_of_event(event: VoteEvent) -> str:
+def _subject_of_event(event: VoteEvent, installed: Mapping[int, str]) -> str:
     payload = event.payload if isinstance(event.payload, Mapping) else {}
+    if event.code in installed:
+        return f"{installed[event.code]} request {payload.get('request_id')}"
     if event.code == _FORCE_CONTINUE_VOTE:
         return f"force-continue request {payload.get('request_id')}"
     if event.code == _PRODUCTION_VOTE:
@@ -130,10 +138,12 @@ def vote_of(event: VoteEvent) -> tuple[str, str]:
     return str(payload.get("decision")), str(payload.get("role"))
 
 
-def _approval_problem(row: ApprovalRow, event: VoteEvent) -> str | None:
+def _approval_problem(
+    row: ApprovalRow, event: VoteEvent, installed: Mapping[int, str]
+) -> str | None:
     decision, role = vote_of(event)
     pairs = (
-        ("subject", _subject_of_row(row), _subject_of_event(event)),
+        ("subject", _subject_of_row(row), _subject_of_event(event, installed)),
         ("decision", row.decision, decision),
         ("role", row.role, role),
         ("signer", f"user {row.approver_id}", f"user {event.actor_id}"),
@@ -206,15 +216,19 @@ def approvals(
     type_of: Callable[[int], str | None],
     *,
     table: str = VOTES_TABLE,
+    installed: Mapping[int, str] | None = None,
 ) -> Iterator[Mismatch]:
     """Vote ``rows`` (ordered by ``event_id``, rows of ``table``: ``governance_vote``) against
     the signed vote ``events`` (ordered by seq) that each must have one. ``type_of(seq)``
-    names an event a row points at that is not a vote (asked only for such rows)."""
+    names an event a row points at that is not a vote (asked only for such rows).
+    ``installed``: an installed kind's vote code -> its name (its votes name their request by
+    ``request_id``, their decision and role in the payload)."""
+    known = dict(installed or {})
     return against_events(
         rows,
         events,
         type_of,
-        problem=_approval_problem,
+        problem=lambda row, event: _approval_problem(row, event, known),
         table=table,
         noun="approval",
         code=codes.TABLE_APPROVAL,

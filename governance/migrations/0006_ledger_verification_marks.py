@@ -9,7 +9,10 @@ from replay.dbguards import migration_operation
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0005_merge_0004_api_tokens_0004_role_grant_requests"),
+        # the two 0004s directly: the history has no merge migration (an installation that
+        # applied the old 0005 merge keeps its row, which Django ignores; docs/deployment.md)
+        ("governance", "0004_api_tokens"),
+        ("governance", "0004_role_grant_requests"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -33,6 +33,11 @@ service (``record``). Every built-in kind has them; the council kinds
 (``governance.requests.common.CouncilRequestKind``) add their shared list
 (``/requests/<kind>/``, ``has_list``).
 
+A kind an installed package brings declares its own ledger event types
+(``KindCodes.event_types``, codes from 1000 up); registering it makes them known
+(``governance.codes.register_event_types``), so its requests and votes are ledger events and
+``governance verify`` reconciles its rows (``governance.ledger``, the installed kinds' check).
+
 Built-in kinds are the four council kinds, registered in :mod:`governance.requests.builtin`
 (whose ``kinds()`` is the one registry). Installed
 packages (and the other apps of this console, which governance does not import: the legal
@@ -54,12 +59,20 @@ from datetime import date, datetime
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from governance import codes as ledger_codes
+
 ENTRY_POINT_GROUP = "replay_console.request_kinds"
 
 
 @dataclass(frozen=True)
 class KindCodes:
-    """The ledger event types of one kind (``governance.codes`` names)."""
+    """The ledger event types of one kind (``governance.codes`` names).
+
+    A kind an installed package brings declares its own types in ``event_types`` (each an
+    ``governance.codes.EventType`` with a code from ``codes.INSTALLED_FIRST_CODE`` up): the
+    registry makes them known when it registers the kind, so its filings, votes and decisions
+    are ledger events like the built-in kinds', and ``governance verify`` reconciles its
+    ``governance_request`` and ``governance_vote`` rows with them (``governance.ledger``)."""
 
     filed: str
     vote: str
@@ -68,6 +81,9 @@ class KindCodes:
     #: the event after which it takes signatures, when that is not the filing (a legal
     #: request, once its subject's identity is verified): when its signers are told
     ready: str | None = None
+    #: the event types this kind brings (an installed kind's; the built-in kinds' are
+    #: ``governance.codes.EVENT_TYPES``)
+    event_types: tuple[ledger_codes.EventType, ...] = ()
 
     @property
     def announced_by(self) -> str:
@@ -216,6 +232,14 @@ class KindRegistry:
     def register(self, kind: RequestKind) -> None:
         if kind.name in self._kinds:
             raise ValueError(f"request kind {kind.name!r} is already registered")
+        brought = {t.name for t in kind.codes.event_types}
+        named = {kind.codes.filed, kind.codes.vote, kind.codes.approved, kind.codes.rejected}
+        unknown = sorted(
+            n for n in named if n and n not in brought and n not in ledger_codes.BY_NAME
+        )
+        if unknown:
+            raise ValueError(f"request kind {kind.name!r} names unknown event types {unknown}")
+        ledger_codes.register_event_types(kind.codes.event_types)
         self._kinds[kind.name] = kind
 
     def get(self, name: str) -> RequestKind | None:

@@ -26,9 +26,9 @@ from governance.services.votes import (
     _not_signed_by,
     _require_role,
     _signed_vote,
-    _vote_append,
     _vote_matches,
     kind_named,
+    vote_append,
 )
 from replay.models import Trace
 
@@ -238,7 +238,7 @@ def halt_clear_approval_record(
         filed_seq=None,
         subject=subject,
     )
-    approval = _vote_append(
+    approval = vote_append(
         event_type=codes.HALT_CLEAR_APPROVAL,
         ballots=selectors.halt_ballots(halt_seq=halt.seq),
         approver=approver,

@@ -266,7 +266,7 @@ def _require_role(
         )
 
 
-def _vote_append(
+def vote_append(
     *,
     event_type: str,
     ballots: Sequence[selectors.Ballot],
@@ -282,7 +282,8 @@ def _vote_append(
 ) -> Vote:
     """Append a signed vote to the ledger and keep its Vote row (``request=``, the governed
     request it decides), once per person and per key among the subject's signed ``ballots`` (the
-    ledger's); ``label`` names the subject in refusals."""
+    ledger's); ``label`` names the subject in refusals. Every kind's signing ends here, a kind
+    an installed package brings too (``tests/toykind``)."""
     _not_twice(ballots=ballots, approver=approver, key=key, subject=label)
     event = ledger.append(
         event_type=event_type,
@@ -439,7 +440,7 @@ def _council_vote_record(
         filed_seq=request.request_event_id,
         subject=label,
     )
-    return _vote_append(
+    return vote_append(
         event_type=kind.codes.vote,
         ballots=kind.ballots(request=request),
         approver=approver,

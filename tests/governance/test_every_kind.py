@@ -564,6 +564,8 @@ OTHER_KIND = {
 
 @pytest.mark.parametrize("name", KINDS)
 def test_a_signature_made_for_another_kind_is_refused(name):
+    """This request's own payload relabelled as another kind's (the type alone differs); a
+    real vote of another kind is replayed in the test after the next."""
     filed = FILE[name]()
     who, role = filed.signers[-1]
     signer = enrol(who)
@@ -609,4 +611,26 @@ def test_a_signature_made_for_another_request_of_the_kind_is_refused(name):
     assert outcome == (
         codes.APPROVAL_OTHER_REQUEST,
         services.APPROVAL_OTHER_REQUEST_MESSAGE.format(signed=other.subject, subject=filed.subject),
+    )
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_a_vote_signed_for_a_request_of_another_kind_is_refused(name):
+    """A real vote: signed by one of its signers for a request of ``OTHER_KIND[name]``, then
+    replayed by that signer against a request of this kind."""
+    filed = FILE[name]()
+    other = FILE[OTHER_KIND[name]](second=True)
+    who, role = other.signers[-1]
+    signer = enrol(who)
+    payload = other.payload(role)
+    assert payload["type"] == VOTE_TYPE[OTHER_KIND[name]]
+
+    outcome = _refused(filed, signer.user, signer.sign(payload))
+
+    # a legal request's other approval has the same type: the request it names differs
+    same_type = VOTE_TYPE[name] == payload["type"]
+    signed = other.subject if same_type else f"a {payload['type']} payload"
+    assert outcome == (
+        codes.APPROVAL_OTHER_REQUEST,
+        services.APPROVAL_OTHER_REQUEST_MESSAGE.format(signed=signed, subject=filed.subject),
     )

@@ -4,7 +4,9 @@ with the append-only guard dropped (SQLite) or disabled (PostgreSQL) as the data
 could, is named by ``governance verify`` (its table, its row, and what differs).
 
 Builds on ``test_ledger_tables`` (its helpers, and the cases it pins for one kind) and on the
-kinds as ``test_every_kind`` files them.
+kinds as ``test_every_kind`` files them, plus the toy kind an installed package brings
+(``tests/toykind``, installed here as ``tests/console/test_toy_kind.py`` installs it): its
+rows are reconciled with the event types it brings, as the built-in kinds' are.
 """
 
 from __future__ import annotations
@@ -17,11 +19,48 @@ import pytest
 from django.db import connection
 
 from governance.models import GovernanceEvent, GovernedRequest, Vote
-from tests.governance.factories import enrol
-from tests.governance.test_every_kind import FILE, KINDS, Filed, _everyone  # noqa: F401
+from governance.requests import builtin
+from governance.requests.protocol import KindRegistry, load_entry_points
+from tests.console.test_toy_kind import TOY
+from tests.governance.factories import enrol, person
+from tests.governance.test_every_kind import FILE as BUILTIN_FILE
+from tests.governance.test_every_kind import KINDS as BUILTIN_KINDS
+from tests.governance.test_every_kind import Filed, _everyone  # noqa: F401
 from tests.governance.test_ledger_tables import _drop_triggers, _row_id, _sql, _verify
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("stored_traces")]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("stored_traces", "toy_installed"),
+]
+
+TOY_KIND = "toy-notice"
+KINDS = [*BUILTIN_KINDS, TOY_KIND]
+
+
+@pytest.fixture
+def toy_installed(monkeypatch):
+    """The console's kinds plus the toy kind, loaded from its entry point."""
+    registry = KindRegistry()
+    builtin.register(registry)
+    load_entry_points(registry)
+    load_entry_points(registry, [TOY])
+    monkeypatch.setattr(builtin, "_default", registry)
+
+
+def _toy_notice(*, second: bool = False) -> Filed:
+    kind = builtin.kinds().get(TOY_KIND)
+    notice = kind.file(actor=person("bob"), text="the archive moves on Monday")
+    return Filed(
+        kind,
+        notice.id,
+        f"notice {notice.id}",
+        "bob",
+        [("carol", "council"), ("dave", "council")],
+        notice,
+    )
+
+
+FILE = {**BUILTIN_FILE, TOY_KIND: _toy_notice}
 
 #: the per-kind detail table each kind's rows join 1:1 (halts and legal approvals have none)
 DETAIL = {
@@ -183,6 +222,17 @@ def test_a_request_row_deleted_underneath_is_named(name):
             f"ledger event {vote.event_id} ({filed.kind.codes.vote}) is a vote on {name} "
             f"request {row.subject}, which is not in the table",
         )
+    filing = []
+    if name == TOY_KIND:  # its own filing event names it too
+        filing = [
+            (
+                "TABLE_REQUEST",
+                "governance_request",
+                str(row.id),
+                f"ledger event {row.request_event_id} filed {name} request {row.id}, which is "
+                "not in the table",
+            )
+        ]
     assert sorted(_named()) == sorted(
         [
             (
@@ -192,6 +242,7 @@ def test_a_request_row_deleted_underneath_is_named(name):
                 f"ledger event {vote.event_id} ({filed.kind.codes.vote}) has no approval row",
             ),
             ("TABLE_REQUEST", "governance_request", *request),
+            *filing,
         ]
     )
 
@@ -211,7 +262,9 @@ def test_a_request_row_inserted_underneath_is_named(name):
     if name in DETAIL:
         says = f"is in the table but has no {DETAIL[name]} row"
     else:
-        opened_by = "FORCE_HALT_REPLAY" if name == "halt-clear" else "DSR_OPENED"
+        opened_by = {"halt-clear": "FORCE_HALT_REPLAY", TOY_KIND: "TOY_NOTICE"}.get(
+            name, "DSR_OPENED"
+        )
         says = f"names event {first.seq} as its filing, which is {first.type}, not {opened_by}"
     assert _named() == [
         ("TABLE_REQUEST", "governance_request", str(forged), f"{name} request {forged} {says}")

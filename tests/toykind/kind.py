@@ -3,54 +3,90 @@
 It is what an installed package adds to bring a kind of its own: this one module (registered
 through the entry-point group ``replay_console.request_kinds`` by ``register``), its body
 partial (``templates/toykind/body.html``) and its tests. The shared approval page
-``/requests/toy-notice/<id>/``, the API ``/api/requests/toy-notice/…`` and the inbox then take
-it with no other change.
+``/requests/toy-notice/<id>/``, the API ``/api/requests/toy-notice/…``, the inbox and
+``governance verify`` then take it with no other change.
 
-What it is not: a notice lives in this module's memory, not in the ledger. Ledger event types
-are a closed set (``governance.codes.EVENT_TYPES``), so a real kind also adds its filing, vote
-and decision codes there; signatures here are checked against the signer's confirmed member
-key with ``governance.signing.verify`` as the services check theirs."""
+It brings its own ledger event types (``KindCodes.event_types``, codes from 1000 up): the
+filing ``TOY_NOTICE``, each signed vote ``TOY_NOTICE_APPROVAL`` and the approval
+``TOY_NOTICE_OK`` are ledger events, its rows are the shared ``governance_request`` and
+``governance_vote`` tables, and ``governance verify`` reconciles them as it does every kind
+that brings its types (``governance.ledger.installed_kinds``). Tallies and refusals read the
+signed votes from the ledger, never the rows; a signature is checked against the signer's
+confirmed member key with ``governance.signing.verify`` as the services check theirs."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
+from django.db import transaction
 from django.urls import reverse
-from django.utils import timezone
 
-from governance import codes, signing
+from governance import codes, ledger, signing
 from governance import roles as matrix
 from governance import selectors as gov
+from governance.models import GovernedRequest
+from governance.models import Vote as VoteRow
 from governance.requests.common import signer_roles_of
 from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest, Vote
+from governance.requests.protocol import vote_of_ballot as as_vote
+from governance.services.votes import vote_append
 from replay.canonical import jcs
 
 QUORUM = 2
 PAYLOAD_TYPE = "replay-audit-console/toy-notice-approval/v1"
+FILED, VOTED, APPROVED = "TOY_NOTICE", "TOY_NOTICE_APPROVAL", "TOY_NOTICE_OK"
 
 
 @dataclass
 class Notice:
-    id: str
-    text: str
-    filed_by: Any
-    filed_at: datetime
-    votes: list[Vote] = field(default_factory=list)
+    """One notice: its ``governance_request`` row and its signed votes, from the ledger."""
+
+    row: GovernedRequest
+    ballots: list[Any]  # governance.selectors.Ballot, the ledger's
+
+    @property
+    def votes(self) -> list[Vote]:
+        return [as_vote(b) for b in self.ballots]
+
+    @property
+    def id(self) -> str:
+        return self.row.subject
+
+    @property
+    def text(self) -> str:
+        return str(self.row.payload["text"])
+
+    @property
+    def filed_by(self) -> Any:
+        return self.row.requested_by
+
+    @property
+    def filed_at(self) -> datetime:
+        return self.row.created_at
 
     @property
     def state(self) -> str:
-        return "approved" if len(self.votes) >= QUORUM else "pending"
+        return str(self.row.state)
 
 
 class ToyNoticeKind:
     name = "toy-notice"
     label = "Toy notice"
-    codes = KindCodes(filed="TOY_NOTICE", vote="TOY_NOTICE_APPROVAL", approved="TOY_NOTICE_OK")
+    codes = KindCodes(
+        filed=FILED,
+        vote=VOTED,
+        approved=APPROVED,
+        event_types=(
+            codes.EventType(1000, FILED, "a toy notice was filed (tests/toykind)"),
+            codes.EventType(1001, VOTED, "one council member's signature on a toy notice"),
+            codes.EventType(1002, APPROVED, "a toy notice reached its two signatures"),
+        ),
+    )
     summary = "publish a toy notice: two council members sign it, never who filed it"
     #: a council action of the roles matrix (a real kind adds its own action)
     signed_in: ClassVar[Mapping[str, str]] = {signing.ROLE_COUNCIL: matrix.HALT_CLEAR}
@@ -67,13 +103,32 @@ class ToyNoticeKind:
     sign_heading = "Sign"
     signed_message = "Your signature on this notice is recorded."
 
-    def __init__(self) -> None:
-        self.notices: dict[str, Notice] = {}
-
+    @transaction.atomic
     def file(self, *, actor: Any, text: str) -> Notice:
-        notice = Notice(str(uuid.uuid4()), text, actor, timezone.now())
-        self.notices[notice.id] = notice
-        return notice
+        """File a notice: its signed ``TOY_NOTICE`` event and its row."""
+        notice_id = uuid.uuid4()
+        event = ledger.append(
+            event_type=FILED, payload={"request_id": str(notice_id), "text": text}, actor=actor
+        )
+        row = GovernedRequest.objects.create(
+            id=notice_id,
+            kind=self.name,
+            subject=str(notice_id),
+            payload=event.payload,
+            requested_by=actor,
+            created_at=event.created_at,
+            request_event=event,
+        )
+        return Notice(row, [])
+
+    def _notices(self, rows: list[GovernedRequest]) -> list[Notice]:
+        """``rows`` with their signed votes, from the ledger (one query)."""
+        ballots = gov.ballots_by_subject(
+            event_type=VOTED,
+            field="request_id",
+            after={r.subject: r.request_event_id for r in rows},
+        )
+        return [Notice(r, ballots[r.subject]) for r in rows]
 
     # --- the inbox (protocol.RequestKind)
     def signer_roles(self) -> frozenset[str]:
@@ -93,14 +148,21 @@ class ToyNoticeKind:
                 url=reverse("request-detail", args=[self.name, n.id]),
                 request=n,
             )
-            for n in self.notices.values()
-            if n.state == "pending"
+            for n in self._notices(
+                list(
+                    GovernedRequest.objects.filter(kind=self.name, state="pending")
+                    .select_related("requested_by")
+                    .order_by("created_at")
+                )
+            )
         ]
 
     def capacities(self, open_request: OpenRequest) -> Mapping[str, str]:
         return self.signed_in
 
     def _refusal(self, notice: Notice, user: Any) -> codes.GovernanceError | None:
+        if notice.state != "pending":
+            return codes.GovernanceError(codes.REQUEST_CLOSED, f"this notice is {notice.state}")
         if notice.filed_by.pk == user.pk:
             return codes.GovernanceError(codes.APPROVAL_SELF, "you filed this notice")
         if any(v.approver == user.get_username() for v in notice.votes):
@@ -131,7 +193,8 @@ class ToyNoticeKind:
         return self.title
 
     def detail(self, key: str) -> Notice | None:
-        return self.notices.get(str(key))
+        rows = GovernedRequest.objects.filter(kind=self.name, subject=str(key))
+        return next(iter(self._notices(list(rows.select_related("requested_by")))), None)
 
     def page_context(self, request: Any, *, user: Any) -> dict[str, Any]:
         refused = self._refusal(request, user) if request.state == "pending" else None
@@ -150,7 +213,8 @@ class ToyNoticeKind:
             "reason": reason,
         }
 
-    def record(self, request: Any, *, approver: Any, document: Any) -> Vote:
+    @transaction.atomic
+    def record(self, request: Any, *, approver: Any, document: Any) -> VoteRow:
         payload = document.get("payload")
         if isinstance(payload, str):
             payload = json.loads(payload)
@@ -167,17 +231,31 @@ class ToyNoticeKind:
         if found is None:
             raise codes.GovernanceError(codes.APPROVAL_KEY_UNKNOWN, "no usable key of yours")
         public = bytes.fromhex(found.public_key)
-        if not signing.verify(public, jcs(payload), str(document.get("signature", ""))):
+        signature = str(document.get("signature", ""))
+        if not signing.verify(public, jcs(payload), signature):
             raise codes.GovernanceError(codes.APPROVAL_BAD_SIGNATURE, "the signature fails")
-        vote = Vote(
-            seq=len(request.votes) + 1,
-            approver=approver.get_username(),
+        vote = vote_append(  # the ledger event and its row, once per person and per key
+            event_type=VOTED,
+            ballots=request.ballots,
+            approver=approver,
+            key=found,
+            payload=payload,
+            signature=signature,
             role=signing.ROLE_COUNCIL,
-            key_id=found.key_id,
             decision=signing.APPROVE,
             reason=str(reason),
+            label=f"notice {request.id}",
+            request=request.row,
         )
-        request.votes.append(vote)
+        if len(request.votes) + 1 >= QUORUM:
+            row = request.row
+            row.decision_event = ledger.append(
+                event_type=APPROVED,
+                payload={"request_id": request.id},
+                idempotency_key=f"{self.name}-decision:{request.id}",
+            )
+            row.state, row.decided_at = "approved", row.decision_event.created_at
+            row.save(update_fields=["state", "decision_event", "decided_at"])
         return vote
 
     def done_url(self, request: Any) -> str:
