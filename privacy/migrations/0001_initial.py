@@ -9,7 +9,8 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('replay', '0006_merge_reports_text_and_trace_index'),
+        ('replay', '0005_reports_kept_as_exact_json_text'),
+        ('replay', '0005_trace_page_index'),
     ]
 
     operations = [

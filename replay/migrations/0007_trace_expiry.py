@@ -6,7 +6,11 @@ from replay.dbguards import expiry_only_operation
 
 
 class Migration(migrations.Migration):
-    dependencies = [("replay", "0006_merge_reports_text_and_trace_index")]
+    dependencies = [
+        # both 0005s: replay's merge migration 0006 was removed (no merge migrations)
+        ("replay", "0005_reports_kept_as_exact_json_text"),
+        ("replay", "0005_trace_page_index"),
+    ]
 
     operations = [
         migrations.AddField(
