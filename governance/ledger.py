@@ -335,25 +335,26 @@ def _prepare(*, prev: Any, draft: _Draft, key: SigningKey, created_at: datetime)
     return _Prepared(values, draft.payload_json, new_nodes)
 
 
-_PAYLOAD_COLUMN: Final = _COLUMNS.index("payload")
-
-
 def _unnest_insert_sql() -> str:
-    """PostgreSQL: the events and their nodes inserted from one array per column. One query
-    text for any number of events and nodes: the driver parses and the server plans it once,
-    where a VALUES list per batch size cost more than the rest of a batched append."""
+    """PostgreSQL: the events and their nodes inserted from one array per column (the
+    payloads from one JSON array, joined on their position). One query text for any number
+    of events and nodes: the driver parses and the server plans it once, where a VALUES list
+    per batch size cost more than the rest of a batched append."""
     meta = GovernanceEvent._meta
+    others = [name for name in _COLUMNS if name != "payload"]
     casts = ", ".join(
         f"%s::{meta.get_field('actor' if name == 'actor_id' else name).db_type(connection)}[]"
-        for name in _COLUMNS
+        for name in others
     )
+    picked = ", ".join("p.value" if name == "payload" else f"u.{name}" for name in _COLUMNS)
     node = MerkleNode._meta
     node_casts = ", ".join(
         f"%s::{node.get_field(name).db_type(connection)}[]" for name in ("level", "index", "hash")
     )
     return (
         f"WITH event AS (INSERT INTO governance_governanceevent ({', '.join(_COLUMNS)}) "  # noqa: S608
-        f"SELECT * FROM unnest({casts})) "
+        f"SELECT {picked} FROM unnest({casts}) WITH ORDINALITY AS u({', '.join(others)}, n) "
+        "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS p(value, n) USING (n)) "
         f'INSERT INTO governance_merklenode ("level", "index", "hash") '
         f"SELECT * FROM unnest({node_casts})"
     )
@@ -372,13 +373,15 @@ def _write(prepared: Sequence[_Prepared]) -> None:
         if not _unnest_sql:
             _unnest_sql.append(_unnest_insert_sql())
         # the values as they are (what the fields would send on PostgreSQL: the driver adapts
-        # ints, strings and aware datetimes), the payload as JSON text (jsonb parses it)
-        columns: list[list[Any]] = [[p.values[name] for p in prepared] for name in _COLUMNS]
-        columns[_PAYLOAD_COLUMN] = [p.payload_json for p in prepared]
+        # ints, strings and aware datetimes); the payloads, JSON texts written before the
+        # lock, as one JSON array: one string for the driver to quote, not an array of them
+        # to escape element by element under the lock
+        columns = [[p.values[name] for p in prepared] for name in _COLUMNS if name != "payload"]
+        payloads = "[" + ",".join(p.payload_json for p in prepared) + "]"
         with connection.cursor() as cur:
             cur.execute(
                 _unnest_sql[0],
-                [*columns, *([node[i] for node in new_nodes] for i in range(3))],
+                [*columns, payloads, *([node[i] for node in new_nodes] for i in range(3))],
             )
         return
     events_sql = (
