@@ -75,7 +75,10 @@ def append_worker(count: int, label: str, start: str, batch: int = 1) -> None:
         actor_label=f"{label}-warm",
     )
     Path(f"{start}.{label}.ready").touch()
+    parent = os.getppid()
     while not os.path.exists(start):
+        if os.getppid() != parent:  # the bench was stopped: no start line will come
+            raise SystemExit(1)
         time.sleep(0.002)
     if batch <= 1:
         for n in range(count):
