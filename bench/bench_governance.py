@@ -67,8 +67,18 @@ def append_worker(count: int, label: str, start: str, batch: int = 1) -> None:
     from governance import codes, services
 
     connection.ensure_connection()
+    # one append before the start line, so the timed ones do not pay a process's first-call
+    # costs (entry points loaded, the server key decrypted): labelled apart, not counted
+    services.event_append(
+        event_type=codes.REPLAY_REQUEST,
+        payload={"writer": f"{label}-warm", "n": 0, "mode": "audit"},
+        actor_label=f"{label}-warm",
+    )
     Path(f"{start}.{label}.ready").touch()
+    parent = os.getppid()
     while not os.path.exists(start):
+        if os.getppid() != parent:  # the bench was stopped: no start line will come
+            raise SystemExit(1)
         time.sleep(0.002)
     if batch <= 1:
         for n in range(count):
@@ -91,20 +101,32 @@ def append_worker(count: int, label: str, start: str, batch: int = 1) -> None:
         )
 
 
-def run_writers(env: dict[str, str], var: str, writers: int, appends: int, batch: int) -> float:
+def run_writers(
+    env: dict[str, str],
+    var: str,
+    writers: int,
+    appends: int,
+    batch: int,
+    *,
+    prefix: str = "w",
+    root: Path = ROOT,
+) -> float:
     """``writers`` processes append ``appends`` events each, ``batch`` per lock hold, all
-    released at once; returns the wall seconds."""
-    start = os.path.join(var, f"go-{batch}")
+    released at once (labelled ``<prefix><i>``, running the code under ``root``); returns
+    the wall seconds."""
+    start = os.path.join(var, f"go-{prefix}-{batch}")
+    script = str(root / "bench" / "bench_governance.py")
+    labels = [f"{prefix}{i}" for i in range(writers)]
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--append-worker", str(appends), f"w{i}", start, str(batch)],
-            cwd=ROOT,
-            env=env,
+            [sys.executable, script, "--append-worker", str(appends), label, start, str(batch)],
+            cwd=root,
+            env={**env, "PYTHONPATH": str(root)},
         )
-        for i in range(writers)
+        for label in labels
     ]
     # every writer imports Django and connects before the start line
-    while sum(Path(f"{start}.w{i}.ready").exists() for i in range(writers)) < len(procs):
+    while sum(Path(f"{start}.{label}.ready").exists() for label in labels) < len(procs):
         if any(w.poll() not in (None, 0) for w in procs):
             raise SystemExit("an append writer failed to start")
         time.sleep(0.05)
@@ -313,6 +335,146 @@ def migrate(env: dict[str, str]) -> None:
         raise SystemExit(f"migrate failed: {done.stderr}")
 
 
+# --- the sweep: writers x events per lock hold, before and after ------------------------------
+
+
+class WaitSampler:
+    """Samples what the database's backends wait on while the writers run (a thread polling
+    ``pg_stat_activity`` every 10 ms): the evidence for where an append's time goes."""
+
+    def __init__(self, url: str, name: str) -> None:
+        import threading
+
+        self.url, self.name = url, name
+        self.counts: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.is_set():
+                for state, kind, event in conn.execute(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid() AND backend_type = "
+                    "'client backend'",
+                    [self.name],
+                ):
+                    what = f"{state}/{kind}:{event}" if kind else f"{state}/cpu"
+                    self.counts[what] = self.counts.get(what, 0) + 1
+                time.sleep(0.01)
+
+    def __enter__(self) -> WaitSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def top(self, n: int = 4) -> str:
+        total = sum(self.counts.values()) or 1
+        ranked = sorted(self.counts.items(), key=lambda kv: -kv[1])[:n]
+        return ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in ranked)
+
+
+def check_appends(url: str, env: dict[str, str], runs: list[tuple[str, int, int]]) -> str:
+    """The checks after a sweep: seqs 1..n with no gap, each writer's events in the order it
+    appended them (all of them), the chain verified by ``governance verify``, and the stored
+    Merkle tree exactly the tree of the chain. Returns what failed ("" when all hold)."""
+    import psycopg
+
+    from tlog import merkle
+
+    failed = []
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT seq, hash, actor_label, (payload->>'n')::int FROM governance_governanceevent "
+            "ORDER BY seq"
+        ).fetchall()
+        stored = {
+            (level, index): bytes(value)
+            for level, index, value in conn.execute(
+                'SELECT level, "index", hash FROM governance_merklenode'
+            )
+        }
+    if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
+        failed.append("seqs have a gap")
+    by_writer: dict[str, list[int]] = {}
+    for _seq, _hash, label, n in rows:
+        by_writer.setdefault(label, []).append(n)
+    for prefix, writers, appends in runs:
+        for i in range(writers):
+            if by_writer.get(f"{prefix}{i}") != list(range(appends)):
+                failed.append(f"writer {prefix}{i}'s events are not all there in its order")
+    checked = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "governance", "verify", "--json"],
+        cwd=ROOT,
+        env={**env, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result = json.loads(checked.stdout)
+    if not result["ok"] or result["size"] != len(rows):
+        failed.append(f"the chain does not verify: {result}")
+    tree = merkle.MemoryTree([r[1].encode("ascii") for r in rows])
+    if stored != {
+        (level, index): value
+        for level, nodes in enumerate(tree.levels)
+        for index, value in enumerate(nodes)
+    }:
+        failed.append("the stored tree is not the chain's")
+    return "; ".join(failed)
+
+
+def sweep(args: argparse.Namespace, base_env: dict[str, str], var: str, log) -> int:
+    """Appends/s for every writers x batch, the code under ``--compare-root`` (before) and
+    this checkout's (after) back to back per cell, each in its own scratch database."""
+    writers_list = [int(x) for x in args.sweep_writers.split(",")]
+    batches = [int(x) for x in args.sweep_batches.split(",")]
+    sides = [("after", ROOT)]
+    if args.compare_root:
+        sides.insert(0, ("before", Path(args.compare_root).resolve()))
+    prefix_db = args.sweep_database_prefix
+    urls = {}
+    for side, _root in sides:
+        urls[side] = create_database(args.database_url, f"{prefix_db}_{side}")
+        migrate({**base_env, "DATABASE_URL": urls[side]})
+    runs: dict[str, list[tuple[str, int, int]]] = {side: [] for side, _ in sides}
+    print(f"governance ledger appends/s ({args.appends} appends per writer)")
+    print("  load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    try:
+        for writers in writers_list:
+            for batch in batches:
+                cells = []
+                for side, root in sides:
+                    prefix = f"{side[0]}{len(runs[side])}w"  # its own start line
+                    env = {**base_env, "DATABASE_URL": urls[side]}
+                    with WaitSampler(urls[side], urls[side].rpartition("/")[2]) as sampled:
+                        seconds = run_writers(
+                            env, var, writers, args.appends, batch, prefix=prefix, root=root
+                        )
+                    runs[side].append((prefix, writers, args.appends))
+                    rate = writers * args.appends / seconds
+                    cells.append(f"{side} {rate:7,.0f}/s [{sampled.top()}]")
+                    log(f"  writers {writers} batch {batch} {side}: {rate:,.0f}/s")
+                print(f"  writers {writers} x {batch:>2} per hold: " + " | ".join(cells))
+        for side, _root in sides:
+            failed = check_appends(urls[side], base_env, runs[side])
+            print(
+                f"  {side}: contiguous seqs, each writer's order, chain verifies, tree equals "
+                f"chain: {'all hold' if not failed else 'FAILED: ' + failed}"
+            )
+        print("  load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    finally:
+        if not args.keep:
+            for side, _root in sides:
+                drop_database(args.database_url, f"{prefix_db}_{side}")
+    return 0
+
+
 # --- main ---------------------------------------------------------------------------------------
 
 
@@ -333,6 +495,17 @@ def main() -> int:
         "--batch", type=int, default=10, help="events per lock hold in the second append run"
     )
     parser.add_argument("--appends-only", action="store_true", help="skip the big ledger")
+    parser.add_argument(
+        "--sweep", action="store_true", help="appends/s for every --sweep-writers x batches"
+    )
+    parser.add_argument("--sweep-writers", default="1,2,4,8")
+    parser.add_argument("--sweep-batches", default="1,10,50")
+    parser.add_argument(
+        "--compare-root",
+        default=None,
+        help="with --sweep: a checkout of the code to compare with (before), run back to back",
+    )
+    parser.add_argument("--sweep-database-prefix", default="governance_bench_sweep")
     parser.add_argument("--append-worker", nargs=4, metavar=("COUNT", "LABEL", "START", "BATCH"))
     args = parser.parse_args()
 
@@ -347,6 +520,19 @@ def main() -> int:
         sys.stderr.write(message + "\n")
         sys.stderr.flush()
 
+    if args.sweep:
+        var = tempfile.mkdtemp(prefix="governance-bench-")
+        return sweep(
+            args,
+            {
+                **os.environ,
+                "DJANGO_SETTINGS_MODULE": "console.settings",
+                "REPLAY_VAR_DIR": var,
+                "PYTHONPATH": str(ROOT),
+            },
+            var,
+            log,
+        )
     tag = uuid.uuid4().hex[:8]
     small, big = f"governance_bench_appends_{tag}", f"governance_bench_ledger_{tag}"
     var = tempfile.mkdtemp(prefix="governance-bench-")
@@ -381,7 +567,10 @@ def main() -> int:
             check=False,
         )
         append_result = json.loads(checked.stdout)
-        append_ok = append_result["ok"] and append_result["size"] == 2 * appended + 1
+        # the first key's KEY_ADDED, each writer's warm-up append, then every timed append
+        append_ok = (
+            append_result["ok"] and append_result["size"] == 2 * appended + 1 + 2 * args.writers
+        )
         log(f"appends: {appended} in {append_seconds:.2f} s; chain ok={append_result['ok']}")
         if args.appends_only:
             print("governance ledger bench (appends)")

@@ -58,7 +58,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
@@ -295,6 +295,75 @@ def event_body(
         "actor_key_id": actor_key_id,
         "actor_signature": actor_signature,
     }
+
+
+#: the members of an event body that depend on the ledger's head (the event before it):
+#: everything else can be written before the append lock is taken
+HEAD_MEMBERS: Final = ("created_at", "seq", "server_key_id")
+
+
+@dataclass(frozen=True, slots=True)
+class BodyTemplate:
+    """An event body's canonical bytes with the head's members left out: ``parts`` are the
+    bytes between them, in jcs member order (:data:`HEAD_MEMBERS` sorted as jcs sorts)."""
+
+    parts: tuple[bytes, ...]
+    order: tuple[str, ...]
+
+    def fill(self, *, seq: int, created_at: datetime, server_key_id: str) -> bytes:
+        """``canonical(event_body(...))`` for these head members (a jcs object is its
+        members' bytes joined, so the bytes written ahead are the bytes a whole body gives)."""
+        late = {
+            "created_at": canonical(format_time(created_at)),
+            "seq": canonical(seq),
+            "server_key_id": canonical(server_key_id),
+        }
+        out = [self.parts[0]]
+        for name, part in zip(self.order, self.parts[1:], strict=True):
+            out.append(late[name])
+            out.append(part)
+        return b"".join(out)
+
+
+def body_template(
+    *,
+    code: int,
+    type: str,
+    actor_id: int | None,
+    actor_label: str,
+    payload: Mapping[str, Any],
+    idempotency_key: str | None,
+    actor_key_id: str | None,
+    actor_signature: str | None,
+) -> BodyTemplate:
+    """The canonical bytes of :func:`event_body` but for :data:`HEAD_MEMBERS` (raises what
+    jcs raises for the payload, before anything is locked or stored)."""
+    body = event_body(
+        seq=0,
+        code=code,
+        type=type,
+        created_at=datetime(2000, 1, 1, tzinfo=UTC),
+        actor_id=actor_id,
+        actor_label=actor_label,
+        payload=payload,
+        idempotency_key=idempotency_key,
+        server_key_id="",
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+    )
+    parts: list[bytes] = []
+    order: list[str] = []
+    current = b"{"
+    for i, name in enumerate(sorted(body)):  # every member name is ASCII: jcs order is this
+        current += (b"," if i else b"") + canonical(name) + b":"
+        if name in HEAD_MEMBERS:
+            parts.append(current)
+            order.append(name)
+            current = b""
+        else:
+            current += canonical(body[name])
+    parts.append(current + b"}")
+    return BodyTemplate(tuple(parts), tuple(order))
 
 
 _MAX_SAFE: Final = 2**53

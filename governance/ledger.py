@@ -14,6 +14,7 @@ could only fail with an IntegrityError, never fork the chain.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import multiprocessing
@@ -195,12 +196,75 @@ _ROW_SQL: Final = f"({', '.join(['%s'] * len(_COLUMNS))})"
 
 
 @dataclass(slots=True, eq=False)
+class _Draft:
+    """An event as far as it can be written before the lock is taken: its type checked, its
+    actor named, its payload as JSON text and its body's canonical bytes but for the members
+    the head decides (``chain.BodyTemplate``). Every waiting writer pays for what is done
+    under the lock, so this is done outside it."""
+
+    event_type: str
+    code: int
+    actor_id: int | None
+    actor_label: str
+    payload: dict[str, Any]
+    payload_json: str
+    idempotency_key: str | None
+    actor_key_id: str | None
+    actor_signature: str | None
+    template: chain.BodyTemplate
+
+
+def _draft(
+    *,
+    event_type: str,
+    payload: Mapping[str, Any],
+    actor: Any = None,
+    actor_label: str | None = None,
+    actor_key_id: str | None = None,
+    actor_signature: str | None = None,
+    idempotency_key: str | None = None,
+) -> _Draft:
+    """What an event is before it knows the head (no database access, no lock needed)."""
+    if event_type not in codes.BY_NAME:
+        raise codes.GovernanceError(
+            codes.EVENT_TYPE_UNKNOWN, f"unknown governance event type {event_type!r}"
+        )
+    payload = dict(payload)
+    label = actor_label or (actor.get_username() if actor is not None else SYSTEM_ACTOR)
+    code = codes.code_of(event_type)
+    actor_id = actor.pk if actor is not None else None
+    # jcs refuses what it cannot write (NaN, huge integers...) before anything is stored
+    template = chain.body_template(
+        code=code,
+        type=event_type,
+        actor_id=actor_id,
+        actor_label=label,
+        payload=payload,
+        idempotency_key=idempotency_key,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+    )
+    return _Draft(
+        event_type=event_type,
+        code=code,
+        actor_id=actor_id,
+        actor_label=label,
+        payload=payload,
+        payload_json=json.dumps(payload),  # what the JSONField would send
+        idempotency_key=idempotency_key,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+        template=template,
+    )
+
+
+@dataclass(slots=True, eq=False)
 class _Prepared:
-    """An event hashed and signed, ready to be written: its values, its INSERT parameters
+    """An event hashed and signed, ready to be written: its values, its payload as JSON text
     and the Merkle nodes it completes."""
 
     values: dict[str, Any]
-    params: list[Any]
+    payload_json: str
     nodes: list[tuple[int, int, bytes]]
 
     @property
@@ -223,6 +287,13 @@ class _Prepared:
     def server_key_id(self) -> str:
         return str(self.values["server_key_id"])
 
+    def params(self) -> list[Any]:
+        """The INSERT parameters, as the model's fields prepare them."""
+        return [
+            _column(GovernanceEvent, name).get_db_prep_save(self.values[name], connection)
+            for name in _COLUMNS
+        ]
+
     def event(self) -> GovernanceEvent:
         event = GovernanceEvent(**self.values)
         event._state.adding = False
@@ -230,59 +301,35 @@ class _Prepared:
         return event
 
 
-def _prepare(
-    *,
-    prev: Any,
-    event_type: str,
-    payload: Mapping[str, Any],
-    key: SigningKey,
-    created_at: datetime,
-    actor: Any = None,
-    actor_label: str | None = None,
-    actor_key_id: str | None = None,
-    actor_signature: str | None = None,
-    idempotency_key: str | None = None,
-) -> _Prepared:
-    """Hash and sign the event after ``prev`` (a Head, an event or a _Prepared; None for the
-    first) and work out the Merkle nodes it completes. Call only with the lock held."""
-    if event_type not in codes.BY_NAME:
-        raise codes.GovernanceError(
-            codes.EVENT_TYPE_UNKNOWN, f"unknown governance event type {event_type!r}"
-        )
-    payload = dict(payload)
+def _prepare(*, prev: Any, draft: _Draft, key: SigningKey, created_at: datetime) -> _Prepared:
+    """Hash and sign the drafted event after ``prev`` (a Head, an event or a _Prepared; None
+    for the first) and work out the Merkle nodes it completes: only what depends on the
+    head. Call only with the lock held."""
     seq = prev.seq + 1 if prev else 1
     prev_hash = prev.hash if prev else chain.GENESIS_PREV_HASH
-    label = actor_label or (actor.get_username() if actor is not None else SYSTEM_ACTOR)
-    code = codes.code_of(event_type)
+    body = draft.template.fill(seq=seq, created_at=created_at, server_key_id=key.key_id)
+    digest = "sha256:" + hashlib.sha256(prev_hash.encode("ascii") + body).hexdigest()
     values: dict[str, Any] = {
         "seq": seq,
-        "code": code,
-        "type": event_type,
+        "code": draft.code,
+        "type": draft.event_type,
         "created_at": created_at,
-        "actor_id": actor.pk if actor is not None else None,
-        "actor_label": label,
-        "payload": payload,
-        "idempotency_key": idempotency_key,
+        "actor_id": draft.actor_id,
+        "actor_label": draft.actor_label,
+        "payload": draft.payload,
+        "idempotency_key": draft.idempotency_key,
         "server_key_id": key.key_id,
-        "actor_key_id": actor_key_id,
-        "actor_signature": actor_signature,
+        "actor_key_id": draft.actor_key_id,
+        "actor_signature": draft.actor_signature,
         "prev_hash": prev_hash,
+        "hash": digest,
+        "server_signature": signing.sign(private_key_of(key), digest.encode("ascii")),
     }
-    # jcs refuses what it cannot write (NaN, huge integers...) before anything is stored
-    values["hash"] = digest = chain.event_hash(prev_hash, chain.row_body(values_row(values)))
-    values["server_signature"] = signing.sign(private_key_of(key), digest.encode("ascii"))
-    params = [
-        _column(GovernanceEvent, name).get_db_prep_save(values[name], connection)
-        for name in _COLUMNS
-    ]
     # the Merkle tree grows with the chain, in the same transaction, under the same lock
     new_nodes = transparency.nodes_for_append(
         prev_seq=seq - 1, prev_hash=prev_hash, seq=seq, event_hash=digest
     )
-    return _Prepared(values, params, new_nodes)
-
-
-_PAYLOAD_COLUMN: Final = _COLUMNS.index("payload")
+    return _Prepared(values, draft.payload_json, new_nodes)
 
 
 def _column(model: type[Model], name: str) -> Field[Any, Any]:
@@ -294,19 +341,23 @@ def _column(model: type[Model], name: str) -> Field[Any, Any]:
 
 
 def _unnest_insert_sql() -> str:
-    """PostgreSQL: the events and their nodes inserted from one array per column. One query
-    text for any number of events and nodes: the driver parses and the server plans it once,
-    where a VALUES list per batch size cost more than the rest of a batched append."""
+    """PostgreSQL: the events and their nodes inserted from one array per column (the
+    payloads from one JSON array, joined on their position). One query text for any number
+    of events and nodes: the driver parses and the server plans it once, where a VALUES list
+    per batch size cost more than the rest of a batched append."""
+    others = [name for name in _COLUMNS if name != "payload"]
     casts = ", ".join(
-        f"%s::{_column(GovernanceEvent, name).db_type(connection)}[]" for name in _COLUMNS
+        f"%s::{_column(GovernanceEvent, name).db_type(connection)}[]" for name in others
     )
+    picked = ", ".join("p.value" if name == "payload" else f"u.{name}" for name in _COLUMNS)
     node_casts = ", ".join(
         f"%s::{_column(MerkleNode, name).db_type(connection)}[]"
         for name in ("level", "index", "hash")
     )
     return (
         f"WITH event AS (INSERT INTO governance_governanceevent ({', '.join(_COLUMNS)}) "  # noqa: S608
-        f"SELECT * FROM unnest({casts})) "
+        f"SELECT {picked} FROM unnest({casts}) WITH ORDINALITY AS u({', '.join(others)}, n) "
+        "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS p(value, n) USING (n)) "
         f'INSERT INTO governance_merklenode ("level", "index", "hash") '
         f"SELECT * FROM unnest({node_casts})"
     )
@@ -324,20 +375,23 @@ def _write(prepared: Sequence[_Prepared]) -> None:
     if new_nodes and connection.vendor == "postgresql":
         if not _unnest_sql:
             _unnest_sql.append(_unnest_insert_sql())
-        columns: list[list[Any]] = [[p.params[i] for p in prepared] for i in range(len(_COLUMNS))]
-        # the payload as JSON text (jsonb parses it): what the JSONField would send
-        columns[_PAYLOAD_COLUMN] = [json.dumps(p.values["payload"]) for p in prepared]
+        # the values as they are (what the fields would send on PostgreSQL: the driver adapts
+        # ints, strings and aware datetimes); the payloads, JSON texts written before the
+        # lock, as one JSON array: one string for the driver to quote, not an array of them
+        # to escape element by element under the lock
+        columns = [[p.values[name] for p in prepared] for name in _COLUMNS if name != "payload"]
+        payloads = "[" + ",".join(p.payload_json for p in prepared) + "]"
         with connection.cursor() as cur:
             cur.execute(
                 _unnest_sql[0],
-                [*columns, *([node[i] for node in new_nodes] for i in range(3))],
+                [*columns, payloads, *([node[i] for node in new_nodes] for i in range(3))],
             )
         return
     events_sql = (
         _INSERT_SQL.split(" VALUES ", 1)[0] + " VALUES " + ", ".join([_ROW_SQL] * len(prepared))
     )
     with connection.cursor() as cur:
-        cur.execute(events_sql, [value for p in prepared for value in p.params])
+        cur.execute(events_sql, [value for p in prepared for value in p.params()])
     transparency.insert_nodes(new_nodes)
 
 
@@ -359,18 +413,16 @@ def insert(
     Call only with the lock held. One plain INSERT, and one for the Merkle nodes the event
     completes (``governance.transparency``): this is the hot path of every append.
     """
-    prepared = _prepare(
-        prev=prev,
+    draft = _draft(
         event_type=event_type,
         payload=payload,
-        key=key,
-        created_at=created_at,
         actor=actor,
         actor_label=actor_label,
         actor_key_id=actor_key_id,
         actor_signature=actor_signature,
         idempotency_key=idempotency_key,
     )
+    prepared = _prepare(prev=prev, draft=draft, key=key, created_at=created_at)
     _write([prepared])
     return prepared.event()
 
@@ -400,6 +452,15 @@ def append(
     With an ``idempotency_key`` that is already in the ledger, the existing event is returned
     and nothing is appended: a retried task never appends twice.
     """
+    draft = _draft(  # before the lock: every waiting writer pays for what is done under it
+        event_type=event_type,
+        payload=payload,
+        actor=actor,
+        actor_label=actor_label,
+        actor_key_id=actor_key_id,
+        actor_signature=actor_signature,
+        idempotency_key=idempotency_key,
+    )
     prev: Any = lock_and_head()
     if idempotency_key is not None:
         existing = GovernanceEvent.objects.filter(idempotency_key=idempotency_key).first()
@@ -409,27 +470,19 @@ def append(
     # timestamps never run backwards along the chain, whatever the writers' clocks say
     created_at = max(now, prev.created_at) if prev else now
     key = _signing_key_after(prev)
+    prepared: list[_Prepared] = []
     if key is None:
         key, _ = server_key_create(valid_from=created_at)
-        prev = insert(
+        prev = _prepare(
             prev=prev,
-            event_type=codes.KEY_ADDED,
-            payload=server_key_payload(key),
+            draft=_draft(event_type=codes.KEY_ADDED, payload=server_key_payload(key)),
             key=key,
             created_at=created_at,
         )
-    event = insert(
-        prev=prev,
-        event_type=event_type,
-        payload=payload,
-        key=key,
-        created_at=created_at,
-        actor=actor,
-        actor_label=actor_label,
-        actor_key_id=actor_key_id,
-        actor_signature=actor_signature,
-        idempotency_key=idempotency_key,
-    )
+        prepared.append(prev)
+    prepared.append(_prepare(prev=prev, draft=draft, key=key, created_at=created_at))
+    _write(prepared)
+    event = prepared[-1].event()
     event_appended.send(sender=GovernanceEvent, event=event)
     return event
 
@@ -459,6 +512,7 @@ def append_many(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
         unknown = set(entry) - _ENTRY_FIELDS
         if unknown or "event_type" not in entry or "payload" not in entry:
             raise TypeError(f"an append_many entry takes {sorted(_ENTRY_FIELDS)}: {dict(entry)}")
+    drafts = [_draft(**entry) for entry in entries]  # before the lock, as append
     prev: Any = lock_and_head()
     if not entries:
         return []
@@ -472,8 +526,8 @@ def append_many(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
     created_at = max(now, prev.created_at) if prev else now
     prepared: list[_Prepared] = []
     picked: list[GovernanceEvent | _Prepared] = []
-    for entry in entries:
-        idempotency_key = entry.get("idempotency_key")
+    for draft in drafts:
+        idempotency_key = draft.idempotency_key
         if idempotency_key is not None and idempotency_key in known:
             picked.append(known[idempotency_key])
             continue
@@ -482,13 +536,12 @@ def append_many(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
             key, _ = server_key_create(valid_from=created_at)
             prev = _prepare(
                 prev=prev,
-                event_type=codes.KEY_ADDED,
-                payload=server_key_payload(key),
+                draft=_draft(event_type=codes.KEY_ADDED, payload=server_key_payload(key)),
                 key=key,
                 created_at=created_at,
             )
             prepared.append(prev)
-        prev = _prepare(prev=prev, key=key, created_at=created_at, **entry)
+        prev = _prepare(prev=prev, draft=draft, key=key, created_at=created_at)
         prepared.append(prev)
         picked.append(prev)
         if idempotency_key is not None:
