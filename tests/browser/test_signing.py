@@ -184,9 +184,18 @@ def outcome_or_what_the_page_says(page, outcome) -> None:
 
 
 # The browser's signing held once, after the signature is made and before sign.js goes on, until
-# the test calls window.releaseSigning(): what a slow IndexedDB or WebCrypto does by chance.
+# the test calls window.releaseSigning(): what a slow IndexedDB or WebCrypto does by chance. And
+# <html data-htmx-in-flight> counts htmx's requests not yet answered and swapped in (htmx sends a
+# queued request in the same task as it finishes the one before, so 0 means all are done).
 HOLD_SIGNING = """
 (() => {
+  let inFlight = 0;
+  const count = (step) => () => {
+    inFlight += step;
+    document.documentElement.dataset.htmxInFlight = String(inFlight);
+  };
+  document.addEventListener("htmx:beforeRequest", count(1));
+  document.addEventListener("htmx:afterRequest", count(-1));
   const subtle = window.crypto && window.crypto.subtle;
   if (!subtle) return;
   const sign = subtle.sign.bind(subtle);
@@ -205,6 +214,10 @@ HOLD_SIGNING = """
 """
 
 
+def htmx_answered(page) -> None:
+    page.wait_for_selector("html[data-htmx-in-flight='0']", state="attached")
+
+
 def role_grant_page_signing_held(new_context):
     """cora on a role grant's page, her reason in the payload shown, her click on the sign
     button held while signing; the payload region she clicked in is marked `data-clicked`."""
@@ -220,8 +233,7 @@ def role_grant_page_signing_held(new_context):
     cora.fill("#payload-choices input[name=reason]", "Elected at the meeting")
     cora.click("#payload-choices button[type=submit]")
     cora.wait_for_selector('#payload-text:has-text(\'"reason":"Elected at the meeting"\')')
-    # the click's answers (blur's change, then submit) have all landed before the mark is set
-    cora.wait_for_load_state("networkidle")
+    htmx_answered(cora)  # the click's two answers (blur's change, then submit) are both in
     cora.evaluate("document.getElementById('signing-payload').dataset.clicked = '1'")
     cora.click("#sign-button")
     cora.wait_for_selector("html[data-signing-held='1']", state="attached")
@@ -254,7 +266,7 @@ def test_a_payload_changed_while_the_browser_signs_is_not_submitted_and_the_page
     cora.fill("#payload-choices input[name=reason]", "Elected by the members")
     cora.click("#payload-choices button[type=submit]")
     cora.wait_for_selector('#payload-text:has-text(\'"reason":"Elected by the members"\')')
-    cora.wait_for_load_state("networkidle")
+    htmx_answered(cora)
     cora.evaluate("window.releaseSigning()")
     status = cora.locator("#sign-status")
     status.filter(has_text="changed").wait_for()
