@@ -97,37 +97,54 @@
     return null;
   }
 
+  // The signing form on the page now. Signing awaits IndexedDB and WebCrypto, and meanwhile
+  // htmx may swap in a new payload region (a "Show the payload" answer landing late): the form
+  // the click came from is then detached, and submitting it or writing its status would do
+  // nothing the signer can see.
+  function currentForm(form) {
+    return form.isConnected ? form : document.getElementById("sign-form");
+  }
+
+  function say(form, text) {
+    const shown = currentForm(form) || form;
+    shown.querySelector("[id=sign-status]").textContent = text;
+  }
+
   async function signAndSubmit(form, event) {
-    const status = form.querySelector("[id=sign-status]");
     const pasted = form.querySelector("[name=document]");
     if (event.submitter && event.submitter.name === "offline" && pasted && pasted.value.trim()) return;
     event.preventDefault();
-    const stale = staleChoice(form.querySelector("[name=payload]").value);
+    const payload = form.querySelector("[name=payload]").value;
+    const stale = staleChoice(payload);
     if (stale) {
-      status.textContent = "The payload above does not carry your " + stale.name + " yet; it is being updated: read it and sign again.";
+      say(form, "The payload above does not carry your " + stale.name + " yet; it is being updated: read it and sign again.");
       if (window.htmx) window.htmx.trigger(stale.choices, "change");
       return;
     }
     try {
       const record = await stored(form.dataset.signer);
       if (!record) {
-        status.textContent = "This browser holds no signing key for you: generate and register one on the Keys page.";
+        say(form, "This browser holds no signing key for you: generate and register one on the Keys page.");
         return;
       }
-      const select = form.querySelector("[name=key_id]");
-      const option = Array.from(select.options).find((o) => o.dataset.publicKey === record.publicHex);
-      if (!option) {
-        status.textContent = "The key in this browser is not registered and confirmed for you yet.";
+      const held = (f) => Array.from(f.querySelector("[name=key_id]").options).find((o) => o.dataset.publicKey === record.publicHex);
+      if (!held(form)) {
+        say(form, "The key in this browser is not registered and confirmed for you yet.");
         return;
       }
-      select.value = option.value;
-      const payload = form.querySelector("[name=payload]").value;
       const signature = await crypto.subtle.sign({ name: "Ed25519" }, record.privateKey, new TextEncoder().encode(payload));
-      form.querySelector("[name=signature]").value = hex(signature);
-      status.textContent = "Signed; submitting…";
-      form.submit();
+      // Submit the form shown now, and only if it still asks for exactly what was signed.
+      const target = currentForm(form);
+      if (!target || target.querySelector("[name=payload]").value !== payload || !held(target)) {
+        say(form, "The payload shown changed while this browser was signing it; nothing was submitted: read it and sign again.");
+        return;
+      }
+      target.querySelector("[name=key_id]").value = held(target).value;
+      target.querySelector("[name=signature]").value = hex(signature);
+      say(target, "Signed; submitting…");
+      target.submit();
     } catch (err) {
-      status.textContent = "Signing failed: " + err;
+      say(form, "Signing failed: " + err);
     }
   }
 
