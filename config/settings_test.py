@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from console.settings import *  # noqa: F403
+from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
