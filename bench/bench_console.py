@@ -347,7 +347,7 @@ def main() -> int:
     env = {
         **os.environ,
         "DATABASE_URL": url,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": str(workdir / "var"),
         "DJANGO_SECRET_KEY": uuid.uuid4().hex * 2,
         "REPLAY_KEY_ENCRYPTION_KEY": uuid.uuid4().hex,

@@ -44,7 +44,7 @@ def setup(database_url: str | None, var_dir: str) -> None:
         os.environ["DATABASE_URL"] = database_url
     else:
         os.environ.pop("DATABASE_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

@@ -538,7 +538,7 @@ def main() -> int:
     var = tempfile.mkdtemp(prefix="governance-bench-")
     base_env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": var,
         "PYTHONPATH": str(ROOT),
     }

@@ -482,7 +482,7 @@ def part_two(args: argparse.Namespace, directory: Path) -> bool:
     )
     var = directory / "var"
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env.update(REPLAY_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="console.settings", DJANGO_DEBUG="1")
+    env.update(REPLAY_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="config.settings", DJANGO_DEBUG="1")
     secret_file = directory / "secret"
     secret_file.write_bytes(SECRET)
     manage = [sys.executable, str(ROOT / "manage.py")]

@@ -105,7 +105,7 @@ def stored(args: argparse.Namespace, log) -> dict[str, Any]:
     url = gov_bench.create_database(args.database_url, name)
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": var,
         "PYTHONPATH": str(ROOT),
         "DATABASE_URL": url,

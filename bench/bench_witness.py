@@ -146,7 +146,7 @@ def main() -> int:
         else gov_bench.create_database(args.database_url, name)
     )
     env = {
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": var,
         "DATABASE_URL": url,
         "GOVERNANCE_WITNESSES": "[]",

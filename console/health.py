@@ -16,6 +16,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import connection
 
+from replay import conf as replay_conf
+
 BROKER_TIMEOUT_SECONDS = 2.0
 logger = logging.getLogger(__name__)
 
@@ -28,10 +30,10 @@ def check_database() -> dict[str, Any]:
 
 
 def check_broker() -> dict[str, Any]:
-    url = getattr(settings, "CELERY_BROKER_URL", "")
+    url = replay_conf.broker_url()
     if not url:
         return {"ok": True, "runner": settings.REPLAY_TASK_RUNNER, "broker": "none configured"}
-    from console.celery import app
+    from celery import current_app as app  # the project's (config.celery, made on start)
 
     with app.connection_for_write(url) as conn:
         conn.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_SECONDS)

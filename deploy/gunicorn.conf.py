@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-wsgi_app = "console.wsgi:application"
+wsgi_app = "config.wsgi:application"
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8080")
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * multiprocessing.cpu_count() + 1))
 worker_class = "sync"

@@ -208,7 +208,7 @@ def stack_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     owner_url, app_url = database_ensure(args.pg, args.database, private)
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY_FILE": str(secret_file(private, "django_secret_key")),
         "REPLAY_KEY_ENCRYPTION_KEY_FILE": str(secret_file(private, "key_encryption_key")),
@@ -264,12 +264,12 @@ def start(
     commands = {
         "web": [PYTHON, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py")],
         "worker": [
-            PYTHON, "-m", "celery", "-A", "console", "worker", "--loglevel", "INFO",
+            PYTHON, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
             "--concurrency", os.environ.get("REPLAY_STACK_WORKER_CONCURRENCY", "2"),
             "-n", f"stack-{args.port}@%h",
         ],
         "beat": [
-            PYTHON, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO",
+            PYTHON, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
             "--schedule", str(state / "celerybeat-schedule"),
         ],
     }  # fmt: skip

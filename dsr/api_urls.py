@@ -1,5 +1,5 @@
 """The legal requests' API endpoints, under ``/api/legal-requests/`` (``console/api/urls.py``
-mounts them by dotted path, as ``console/urls.py`` mounts ``dsr.urls``)."""
+mounts them by dotted path, as ``config/urls.py`` mounts ``dsr.urls``)."""
 
 from __future__ import annotations
 

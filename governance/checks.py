@@ -8,12 +8,14 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
+from governance import conf
+
 
 @register(Tags.database)
 def ledger_serialisable(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     return problems(
         databases=settings.DATABASES,
-        quorum=getattr(settings, "GOVERNANCE_COUNCIL_QUORUM", 2),
+        quorum=conf.council_quorum_setting(),
     )
 
 

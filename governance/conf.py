@@ -1,6 +1,7 @@
 """Governance settings, read at call time with their documented defaults.
 
-Set them in the environment (console/settings.py reads ``GOVERNANCE_*`` variables):
+Set them in the environment (config/settings.py reads ``GOVERNANCE_*`` variables); each
+default is spelt once, here:
 
 * ``GOVERNANCE_COUNCIL_QUORUM`` (2): distinct council members whose approvals a
   force-continue needs besides one admin approval; also the quorum that clears a halt.
@@ -20,15 +21,27 @@ Set them in the environment (console/settings.py reads ``GOVERNANCE_*`` variable
 * ``GOVERNANCE_WITNESSES`` (``[]``, JSON in the environment): ``[{"url", "vkey"}]`` of the
   C2SP tlog-witnesses every new checkpoint is pushed to (``governance.witnessing``).
 * ``GOVERNANCE_WITNESS_QUORUM`` (1): cosignatures a tree size needs to be "witnessed".
+* ``REPLAY_RETENTION`` (none: keep everything; ``REPLAY_RETENTION_JSON`` in the environment)
+  and ``REPLAY_RETENTION_HOLDS`` (``[]``): what retention deletes and what it keeps anyway
+  (``governance.retention``).
 """
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from django.conf import settings
+
+DEFAULT_TLOG_ORIGIN: Final = "replay-audit-console.localhost/ledger"
+
+
+def council_quorum_setting() -> Any:
+    """``GOVERNANCE_COUNCIL_QUORUM`` as set, unchecked (the system check refuses a bad one)."""
+    return getattr(settings, "GOVERNANCE_COUNCIL_QUORUM", 2)
 
 
 def council_quorum() -> int:
-    return max(1, int(getattr(settings, "GOVERNANCE_COUNCIL_QUORUM", 2)))
+    return max(1, int(council_quorum_setting()))
 
 
 def deny_threshold() -> int:
@@ -51,6 +64,11 @@ def verification_stale_seconds() -> int:
     return max(1, int(getattr(settings, "GOVERNANCE_VERIFICATION_STALE_SECONDS", 900)))
 
 
+def tlog_origin() -> str:
+    """``GOVERNANCE_TLOG_ORIGIN``: the origin line of the ledger's checkpoints."""
+    return str(getattr(settings, "GOVERNANCE_TLOG_ORIGIN", "") or DEFAULT_TLOG_ORIGIN)
+
+
 def witnesses() -> list[dict[str, str]]:
     """``GOVERNANCE_WITNESSES``: the witnesses the console pushes its checkpoints to, each
     ``{"url": ..., "vkey": ...}`` (the url without ``/add-checkpoint``, the vkey the one
@@ -62,3 +80,13 @@ def witnesses() -> list[dict[str, str]]:
 def witness_quorum() -> int:
     """``GOVERNANCE_WITNESS_QUORUM``: cosignatures a size needs to count as witnessed."""
     return max(1, int(getattr(settings, "GOVERNANCE_WITNESS_QUORUM", 1)))
+
+
+def retention() -> Any:
+    """``REPLAY_RETENTION``: the retention policy as set (None keeps everything)."""
+    return getattr(settings, "REPLAY_RETENTION", None)
+
+
+def retention_holds() -> list[str]:
+    """``REPLAY_RETENTION_HOLDS``: dotted paths of the configured holds."""
+    return list(getattr(settings, "REPLAY_RETENTION_HOLDS", []) or [])

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from governance import chain, codes, ledger
+from governance import chain, codes, conf, ledger
 from governance.evidence import CHUNK, events_naming
 from governance.models import GovernanceEvent
 from replay import retention
@@ -61,12 +60,12 @@ def hold_unregister(hold: Hold) -> None:
 
 
 def _holds() -> list[Hold]:
-    configured = [import_string(path) for path in getattr(settings, "REPLAY_RETENTION_HOLDS", [])]
+    configured = [import_string(path) for path in conf.retention_holds()]
     return [*_HOLDS, *(h for h in configured if h not in _HOLDS)]
 
 
 def retention_policy() -> retention.Policy:
-    return retention.policy_from_setting(getattr(settings, "REPLAY_RETENTION", None))
+    return retention.policy_from_setting(conf.retention())
 
 
 # --- protection -----------------------------------------------------------------------------

@@ -26,19 +26,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from governance import chain, codes, signing
+from governance import chain, codes, conf, signing
 from governance.models import GovernanceEvent, MerkleNode, SigningKey, TreeCheckpoint
 from tlog import checkpoint as checkpoints
 from tlog import merkle
 from tlog import note as notes
 from tlog import proof as proof_docs
 
-DEFAULT_ORIGIN: Final = "replay-audit-console.localhost/ledger"
+DEFAULT_ORIGIN: Final = conf.DEFAULT_TLOG_ORIGIN
 _INSERT_SQL: Final = 'INSERT INTO governance_merklenode ("level", "index", "hash") VALUES '
 
 #: the right edge after the last append this process made: (seq, hash) -> {level: (index, hash)}
@@ -90,7 +89,7 @@ class ProofError(codes.GovernanceError):
 
 
 def origin() -> str:
-    return str(getattr(settings, "GOVERNANCE_TLOG_ORIGIN", "") or DEFAULT_ORIGIN)
+    return conf.tlog_origin()
 
 
 def leaf_of(event_hash: str) -> bytes:

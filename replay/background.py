@@ -2,9 +2,9 @@
 
 The one runner of every background job: replays, ledger verifications, legal-request
 bundles, retention. With no broker configured nothing is ever published to Celery's default
-broker (console/celery.py routes a stray ``delay`` here and refuses broker connections).
+broker (config/celery.py routes a stray ``delay`` here and refuses broker connections).
 
-``settings.REPLAY_TASK_RUNNER`` decides (console/settings.py):
+``settings.REPLAY_TASK_RUNNER`` decides (config/settings.py):
 
 - ``"celery"`` (CELERY_BROKER_URL is set): ``task.delay(...)``, a worker runs it;
 - ``"thread"`` (the embedded default, no broker to install): a small
@@ -36,8 +36,9 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from django.conf import settings
 from django.db import close_old_connections, connections, transaction
+
+from replay import conf
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def runner() -> str:
-    return getattr(settings, "REPLAY_TASK_RUNNER", EAGER)
+    return conf.task_runner()
 
 
 def pool() -> ThreadPoolExecutor:
@@ -60,7 +61,7 @@ def pool() -> ThreadPoolExecutor:
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(
-                max_workers=max(1, int(getattr(settings, "REPLAY_TASK_THREADS", 2))),
+                max_workers=conf.task_threads(),
                 thread_name_prefix="replay-task",
             )
         return _pool
@@ -140,7 +141,7 @@ def _periodic_loop(stop: threading.Event) -> None:
 
     last: dict[str, float] = {}
     while not stop.wait(PERIODIC_TICK_SECONDS):
-        schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", {}) or {}
+        schedule = conf.beat_schedule()
         for name in periodic_due(schedule, last, time.monotonic()):
             entry = schedule[name]
             try:  # a task module is imported on first use, as a worker would
@@ -181,7 +182,7 @@ def periodic_on_request(**kwargs: Any) -> None:
     """``request_started``: a serving process under the thread runner runs the schedule."""
     if _periodic is not None or runner() != THREAD:
         return
-    if not getattr(settings, "REPLAY_PERIODIC_IN_PROCESS", True):
+    if not conf.periodic_in_process():
         return
     from celery import current_app
 

@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from replay import engine, errors, verdicts
+from replay import conf, engine, errors, verdicts
 from replay.errors import ReplayError
 from replay.formats import format_names, formats, native, sniff
 from replay.formats.protocol import (
@@ -72,19 +72,6 @@ def stored_snapshot_body(snapshot_id: str) -> Any:
     return row.body if row is not None else None
 
 
-def _limits() -> native.Limits:
-    """What reading one upload may cost (settings override the format's defaults)."""
-    default = native.DEFAULT_LIMITS
-    return native.Limits(
-        max_total_bytes=getattr(settings, "REPLAY_MAX_DECOMPRESSED_BYTES", 8 * 1024**3),
-        max_ratio=getattr(settings, "REPLAY_MAX_GZIP_RATIO", default.max_ratio),
-        ratio_floor=getattr(settings, "REPLAY_GZIP_RATIO_FLOOR_BYTES", default.ratio_floor),
-        max_blank_lines=getattr(settings, "REPLAY_MAX_BLANK_LINES", default.max_blank_lines),
-        max_keys=getattr(settings, "REPLAY_MAX_JSON_KEYS", default.max_keys),
-        max_object_keys=getattr(settings, "REPLAY_MAX_OBJECT_KEYS", default.max_object_keys),
-    )
-
-
 def _server_data_dirs() -> tuple[str, ...]:
     """Directories an AHD input path may never lead into, even when the checkout holds them:
     the server's data (its SQLite database and the WAL/SHM files beside it, blobs, spooled
@@ -97,7 +84,7 @@ def _server_data_dirs() -> tuple[str, ...]:
     location = settings.STORAGES.get("blobs", {}).get("OPTIONS", {}).get("location")
     if location:
         dirs.append(str(location))
-    if getattr(settings, "FILE_UPLOAD_TEMP_DIR", None):
+    if settings.FILE_UPLOAD_TEMP_DIR:  # Django's own setting (None unless set)
         dirs.append(str(settings.FILE_UPLOAD_TEMP_DIR))
     return tuple(dirs)
 
@@ -112,31 +99,19 @@ def _format(name: str) -> TraceFormat:
     return fmt
 
 
-def _setting(name: str, default: Any) -> Any:
-    """A setting by its name, or ``default``: what a format's pure settings accessors read."""
-    return getattr(settings, name, default)
-
-
-def archive_limits() -> Any:
-    """What reading one archive of AHD inputs may cost (:mod:`replay.formats.ahd.settings`)."""
-    from replay.formats.ahd import settings as ahd_settings
-
-    return ahd_settings.archive_limits(_setting)
-
-
 def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
     """Uploaded inputs, every archive among them read (bounded) into the files it holds;
     raises ReplayError naming the entry when an archive is refused."""
     from replay.formats import archive
 
-    return archive.expand_inputs(dict(inputs or {}), archive_limits())
+    return archive.expand_inputs(dict(inputs or {}), conf.ahd_archive_limits())
 
 
 def _sources(given: Mapping[str, Any] | None = None) -> OptionSources:
     """What a format builds its options from: the settings, the server's data directories
     and what the request ``given`` (``contract``, ``input_root``; None values left out)."""
     return OptionSources(
-        setting=_setting,
+        setting=conf.setting,
         server_dirs=_server_data_dirs(),
         given={k: v for k, v in (given or {}).items() if v is not None},
     )
@@ -176,11 +151,8 @@ def _context(
         keys=DatabaseKeyRing(),
         registry=default_registry(),
         stored_snapshot=stored_snapshot_body,
-        limits=_limits(),
-        replay_limits=engine.ReplayLimits(
-            max_seconds=getattr(settings, "REPLAY_MAX_SECONDS", 3600.0),
-            max_iterations=getattr(settings, "REPLAY_MAX_ITERATIONS", None),
-        ),
+        limits=conf.upload_limits(),
+        replay_limits=conf.replay_limits(),
         clock=time.monotonic,
         **kwargs,
     )
@@ -384,7 +356,7 @@ def _ingest(
     contract: Contract | None = None,
 ) -> IngestResult:
     expanded = _expanded(inputs)  # a refused archive stores nothing
-    limit = getattr(settings, "REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
+    limit = conf.max_upload_bytes()
     spooled = spool(source, limit=limit, progress=progress)
     try:
         existing = Trace.objects.filter(blob__sha256=spooled.sha256).first()
@@ -512,8 +484,8 @@ def trace_upload_batch(
         source.seek(0)
     groups = group_companions(names, detected)
     owner_of = {c: (owner, rule) for owner, group in groups.items() for c, rule in group}
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
-    max_archive = archive_limits().max_archive_bytes
+    limit = conf.ahd_max_input_bytes()
+    max_archive = conf.ahd_archive_limits().max_archive_bytes
     read: dict[str, bytes] = {}
     named_inputs: dict[str, bytes] = {}
     companions: list[BatchOutcome] = []
@@ -576,7 +548,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
         if not getattr(fmt, "inputs_beside", True):
             return {}
         names = [n for n in _input_names(stream, path.name, fmt_name) if "/" not in n]
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", 64 * 1024**2)
+    limit = conf.ahd_max_input_bytes()
     found: dict[str, bytes] = {}
     rules = [r for r in name_rules(fmt) if r.beside and r.role == "input"]
     if rules:

@@ -22,7 +22,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(autouse=True)
 def _celery_eager_unless_marked(request):
-    from console.celery import app
+    from config.celery import app
 
     if request.node.get_closest_marker("celery_worker"):
         yield
@@ -58,7 +58,7 @@ def _database_url(db: dict) -> str:
 def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
     from django.conf import settings
 
-    from console.celery import app
+    from config.celery import app
 
     if not os.environ.get("CELERY_BROKER_URL"):
         pytest.skip("needs a broker: set CELERY_BROKER_URL (CI uses redis://127.0.0.1:6379/15)")
@@ -70,7 +70,7 @@ def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
     name = f"pytest-{uuid.uuid4().hex[:8]}@%h"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings_test",
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
         "DATABASE_URL": _database_url(db),  # NAME is the test database's by now
         "REPLAY_VAR_DIR": str(var_dir),
         # the same keys as this process, or the worker could not read what tests store
@@ -85,7 +85,7 @@ def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
                 "-m",
                 "celery",
                 "-A",
-                "console",
+                "config",
                 "worker",
                 "--loglevel=INFO",
                 "--pool=prefork",

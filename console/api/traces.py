@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -37,6 +36,7 @@ from console.selectors import (
     traces_mark_replayable,
 )
 from governance.selectors import halts_active_map
+from replay import conf as replay_conf
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
 from replay.services import trace_check, trace_ingest, trace_upload_batch
@@ -64,16 +64,13 @@ def uploaded_inputs(request: Request) -> dict[str, bytes]:
     """The files a multipart request carries besides ``file`` (``inputs``, several): an AHD
     sidecar's token and brief, or a MACE log's snapshot files, by file name, each read up to
     the input size limit + 1 (the format refuses what is larger)."""
-    from replay.formats import ahd
-
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return {}
     from replay.formats import archive
-    from replay.services import archive_limits
 
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
-    packed = archive_limits().max_archive_bytes
+    limit = replay_conf.ahd_max_input_bytes()
+    packed = replay_conf.ahd_archive_limits().max_archive_bytes
     inputs = {}
     for f in request.FILES.getlist("inputs"):
         name = os.path.basename(f.name or "input")
@@ -84,15 +81,13 @@ def uploaded_inputs(request: Request) -> dict[str, bytes]:
 def uploaded_contract(request: Request) -> tuple[str, bytes] | None:
     """The multipart field ``contract``: the contract a Paxman artifact is checked against
     (a JSON Dict DSL contract), read up to the input size limit + 1."""
-    from replay.formats import ahd
-
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return None
     upload = request.FILES.get("contract")
     if upload is None:
         return None
-    limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+    limit = replay_conf.ahd_max_input_bytes()
     return os.path.basename(upload.name or "contract.json"), upload.read(limit + 1)
 
 

@@ -96,7 +96,7 @@ urlpatterns = [
         users.RoleGrantApprovalCreateApi.as_view(),
         name="api-role-grant-approve",
     ),
-    # legal requests (issue 14): dsr's endpoints, mounted by dotted path as console.urls
+    # legal requests (issue 14): dsr's endpoints, mounted by dotted path as config.urls
     # mounts its pages, so the console imports nothing of dsr (pyproject: [tool.importlinter])
     path("legal-requests/", include("dsr.api_urls")),
     path("governance/events/", governance.EventListApi.as_view(), name="api-event-list"),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from django.conf import settings
-
+from console import conf
 from replay.errors import ReplayError
 from replay.formats import native
 
 
 def page_read_limit() -> int:
-    return int(getattr(settings, "REPLAY_PAGE_READ_BYTES", 64 * 1024**2))
+    return conf.page_read_bytes()
 
 
 def _page_limits() -> native.Limits:

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import IO, Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from console import conf
 from console.selectors.budget import (
     _over_page_budget,
     _page_limits,
@@ -203,7 +203,7 @@ def index_inline_records() -> int:
     """Up to how many records (events and steps) a page builds a missing index itself: a
     JSON document's records are parsed for its windows anyway; a larger JSON Lines trace's
     index is built in the background (``REPLAY_INDEX_INLINE_RECORDS``)."""
-    return int(getattr(settings, "REPLAY_INDEX_INLINE_RECORDS", 5000))
+    return conf.index_inline_records()
 
 
 def _builds_inline(trace: Trace) -> bool:

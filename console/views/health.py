@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import hmac
 
-from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from console import roles
+from console import conf, roles
 from console.health import health
 
 BEARER = "Bearer "
 
 
 def _monitor(request: HttpRequest) -> bool:
-    token = getattr(settings, "REPLAY_MONITORING_TOKEN", "") or ""
+    token = conf.monitoring_token()
     sent = request.META.get("HTTP_AUTHORIZATION", "")
     if not token or not sent.startswith(BEARER):
         return False

@@ -21,6 +21,7 @@ from governance.models import (
 )
 from governance.services.actors import _system_label, actor_require
 from governance.services.halts import _halt_set
+from replay import conf as replay_conf
 from replay import errors
 from replay.canonical import jcs
 from replay.models import ReplayRun, Trace
@@ -116,9 +117,7 @@ RUN_NOT_STALE_MESSAGE = (
 
 
 def replay_stale_seconds() -> int:
-    from django.conf import settings
-
-    return max(1, int(getattr(settings, "REPLAY_STALE_SECONDS", 900)))
+    return replay_conf.stale_seconds()
 
 
 def replay_run_stale(run: ReplayRun, *, now: datetime | None = None) -> bool:

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
 
 @pytest.fixture
 def thread_runner(settings):
-    from console.celery import app
+    from config.celery import app
 
     settings.REPLAY_TASK_RUNNER = "thread"
     settings.REPLAY_TASK_THREADS = 1
@@ -72,7 +72,7 @@ def test_a_replay_started_in_the_page_shows_queued_then_its_report(
 
 @pytest.fixture
 def no_broker(settings, monkeypatch, listener_on_5672, thread_runner):  # noqa: F811
-    from console.celery import app
+    from config.celery import app
 
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     settings.CELERY_BROKER_URL = None

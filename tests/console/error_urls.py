@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.urls import handler400, handler403, handler404, handler500, urlpatterns
+from config.urls import handler400, handler403, handler404, handler500, urlpatterns
 
 __all__ = ["handler400", "handler403", "handler404", "handler500", "urlpatterns"]
 

@@ -76,7 +76,7 @@ def token(db):
     ],
 )
 def test_no_request_the_schema_allows_is_a_server_error(case, token):
-    from console.wsgi import application
+    from config.wsgi import application
 
     response = case.call(app=application, headers={"Authorization": f"Token {token}"})
     case.validate_response(response, checks=[not_a_server_error])

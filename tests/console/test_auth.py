@@ -385,7 +385,7 @@ class TestClientAddress:
         env = {
             **os.environ,
             "REPLAY_TRUSTED_PROXIES": "ten",
-            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
         }
         result = subprocess.run(
             [sys.executable, "manage.py", "check"],

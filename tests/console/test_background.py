@@ -26,7 +26,7 @@ def _settings_without_broker(tmp_path, **extra: str) -> str:
         for k, v in os.environ.items()
         if k not in ("CELERY_BROKER_URL", "REPLAY_TASK_RUNNER", "DJANGO_DEBUG")
     }
-    env.update(DJANGO_SETTINGS_MODULE="console.settings", REPLAY_VAR_DIR=str(tmp_path), **extra)
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", REPLAY_VAR_DIR=str(tmp_path), **extra)
     code = (
         "import django; django.setup(); from django.conf import settings as s; "
         "print(s.REPLAY_TASK_RUNNER, s.CELERY_TASK_ALWAYS_EAGER, s.REPLAY_TASK_THREADS)"
@@ -48,7 +48,7 @@ def test_a_broker_makes_celery_the_runner(tmp_path):
 
 
 def test_it_refuses_an_unknown_runner(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings"}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
     env.update(REPLAY_VAR_DIR=str(tmp_path), REPLAY_TASK_RUNNER="fork")
     code = "import django; django.setup()"
     done = subprocess.run(
@@ -61,7 +61,7 @@ def test_it_refuses_an_unknown_runner(tmp_path):
 @pytest.fixture
 def thread_runner(settings):
     """The embedded default's runner: one pool thread, Celery not forced eager."""
-    from console.celery import app
+    from config.celery import app
 
     settings.REPLAY_TASK_RUNNER = "thread"
     settings.REPLAY_TASK_THREADS = 1
@@ -174,7 +174,7 @@ def listener_on_5672():
 @pytest.fixture
 def no_broker(settings, monkeypatch, listener_on_5672, thread_runner):
     """`make run`'s settings: no CELERY_BROKER_URL anywhere, tasks on the thread pool."""
-    from console.celery import app
+    from config.celery import app
 
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery reads it itself too
     settings.CELERY_BROKER_URL = None
@@ -206,7 +206,7 @@ def test_a_task_queued_with_no_broker_runs_in_process_and_no_broker_connection_i
 ):
     from django.core.exceptions import ImproperlyConfigured
 
-    from console.celery import NO_BROKER_MESSAGE, app
+    from config.celery import NO_BROKER_MESSAGE, app
     from governance.tasks import ledger_verification_run
 
     future = ledger_verification_run.delay(-1)  # no such run: the task body raises in the pool
@@ -228,9 +228,9 @@ def test_a_worker_started_without_a_broker_refuses_to_start(tmp_path):
         for k, v in os.environ.items()
         if k not in ("CELERY_BROKER_URL", "REPLAY_TASK_RUNNER", "DJANGO_DEBUG")
     }
-    env.update(DJANGO_SETTINGS_MODULE="console.settings", REPLAY_VAR_DIR=str(tmp_path))
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", REPLAY_VAR_DIR=str(tmp_path))
     done = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo"],
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo"],
         check=False,
         cwd=ROOT,
         env=env,
@@ -324,7 +324,7 @@ def test_a_job_queued_while_the_broker_is_down_is_logged_and_the_request_goes_on
         if k not in ("REPLAY_TASK_RUNNER", "DJANGO_DEBUG", "DATABASE_URL")
     }
     env.update(
-        DJANGO_SETTINGS_MODULE="console.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         REPLAY_VAR_DIR=str(tmp_path),  # its own SQLite file: no test database is touched
         CELERY_BROKER_URL="redis://127.0.0.1:1/0",  # nothing listens on port 1
     )

@@ -73,7 +73,7 @@ def test_the_local_witness_is_made_started_configured_and_pushed_to(tmp_path):
     assert again.splitlines()[-2] == first  # the same key, kept
     assert again.splitlines()[-1] == "localhost/witness-1: cosigned at size 7"
     # the test settings ignore it
-    test_env = {**env, "DJANGO_SETTINGS_MODULE": "console.settings_test"}
+    test_env = {**env, "DJANGO_SETTINGS_MODULE": "config.settings_test"}
     assert json.loads(run(test_env, "manage.py", "shell", "-c", SUMMARY).splitlines()[-1]) == [
         0,
         None,

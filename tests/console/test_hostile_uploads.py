@@ -21,7 +21,7 @@ THREE_GIB = 3 * 1024**3
 def _raw_wsgi(path: str, content_length: int) -> tuple[str, dict[str, str], bytes]:
     """One request through the real WSGI application and wsgiref's handler, which refuses
     what WSGI forbids (hop-by-hop headers) as a server would."""
-    from console.wsgi import application
+    from config.wsgi import application
 
     environ = {
         "REQUEST_METHOD": "POST",

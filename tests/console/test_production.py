@@ -31,7 +31,7 @@ def production_env(tmp_path, **extra: str) -> dict[str, str]:
         if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
     }
     env.update(
-        DJANGO_SETTINGS_MODULE="console.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         DJANGO_DEBUG="0",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(60),
         REPLAY_KEY_ENCRYPTION_KEY="x",

@@ -43,7 +43,7 @@ with connection.cursor() as cur:
 def _probe(var_dir: Path) -> dict[str, str]:
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": str(var_dir),
     }
     for name in (

@@ -118,7 +118,7 @@ def test_missing_csrf_token_is_refused_with_403():
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(60),
         "REPLAY_KEY_ENCRYPTION_KEY": "x",

@@ -296,7 +296,7 @@ def test_a_witness_setting_that_is_not_one_stops_the_start_up(value, message):
     env = {
         **os.environ,
         "GOVERNANCE_WITNESSES": value,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     done = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],

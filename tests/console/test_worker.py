@@ -44,7 +44,7 @@ def _wait_for(predicate, timeout: float, what: str, worker) -> None:
 
 
 def _idle(worker) -> bool:
-    from console.celery import app
+    from config.celery import app
 
     inspect = app.control.inspect(destination=[worker.name], timeout=2)
     active, reserved = inspect.active() or {}, inspect.reserved() or {}

@@ -18,7 +18,7 @@ from pathlib import Path
 def main() -> None:
     count, label, start = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings_test")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
     import django
 
     django.setup()

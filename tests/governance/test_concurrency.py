@@ -58,7 +58,7 @@ def test_eight_processes_append_one_gapless_chain_that_verifies(scratch_database
     env = {
         **os.environ,
         "DATABASE_URL": scratch_database,
-        "DJANGO_SETTINGS_MODULE": "console.settings_test",
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
     }
 
     def manage(*args: str) -> subprocess.CompletedProcess[str]:

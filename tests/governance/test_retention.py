@@ -309,7 +309,7 @@ def test_a_retention_setting_that_is_not_a_policy_stops_the_start_up(value, mess
     env = {
         **os.environ,
         "REPLAY_RETENTION_JSON": value,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     done = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],

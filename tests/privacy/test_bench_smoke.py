@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_it_prints_the_lookup_and_erasure_figures_in_a_tiny_run():
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["DJANGO_SETTINGS_MODULE"] = "console.settings"
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     done = subprocess.run(
         [
             sys.executable,

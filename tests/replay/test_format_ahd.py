@@ -880,7 +880,7 @@ def test_the_command_line_exits_0_1_and_2(copy, tmp_path):
     shutil.copyfile(EVALS / f"{SWISS}.replay.json", lonely / "x.replay.json")
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": str(tmp_path / "var"),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
     }

@@ -637,7 +637,7 @@ def test_the_command_line_exits_0_and_1(tmp_path):
     bad.write_bytes(stable(doc))
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "REPLAY_VAR_DIR": str(tmp_path / "var"),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
     }

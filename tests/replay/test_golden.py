@@ -394,7 +394,7 @@ def manage(tmp_path):
             **os.environ,
             "DATABASE_URL": f"sqlite:///{db}",
             "REPLAY_VAR_DIR": str(db.with_suffix(".var")),
-            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             # every copy of the database must decrypt the golden key's stored secret
             "REPLAY_KEY_ENCRYPTION_KEY": "tests/replay cli key-encryption key",
         }

@@ -23,7 +23,7 @@ def _storages(tmp_path: Path, **env: str) -> dict:
         cwd=ROOT,
         env={
             **base,
-            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "REPLAY_VAR_DIR": str(tmp_path / "var"),
             **env,
         },

@@ -15,11 +15,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, transaction
 
 from governance.selectors import halts_active_map
+from replay import conf as replay_conf
 from replay import engine
 from replay.cli import (
     ProgressBar,
@@ -30,7 +30,7 @@ from replay.cli import (
     summarise,
 )
 from replay.formats import ahd
-from replay.services import archive_limits, inputs_beside, trace_verify_file
+from replay.services import inputs_beside, trace_verify_file
 
 
 def ledger_halts() -> Mapping[str, str] | None:
@@ -62,10 +62,10 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: no such file", returncode=2)
         if not file.is_file():
             raise CommandError(f"{path}: not a file", returncode=2)
-        limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+        limit = replay_conf.ahd_max_input_bytes()
         try:
             uploaded = (
-                read_inputs(file, inputs, limit, archive_limits().max_archive_bytes)
+                read_inputs(file, inputs, limit, replay_conf.ahd_archive_limits().max_archive_bytes)
                 if inputs or root is None
                 else {}
             )

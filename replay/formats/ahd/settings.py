@@ -1,5 +1,5 @@
 """The AHD format's settings, read through a getter so the package stays pure: the services
-pass ``lambda name, default: getattr(django_settings, name, default)``.
+pass ``replay.conf.setting`` (``getattr(django.conf.settings, name, default)``).
 
 - ``REPLAY_AHD_MAX_INPUT_BYTES``: one token or brief (default ``MAX_INPUT_BYTES``);
 - ``REPLAY_AHD_MAX_ARCHIVE_BYTES``, ``REPLAY_AHD_ARCHIVE_MAX_ENTRIES``,

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from replay import conf
 from replay.cli import (
     ProgressBar,
     add_inputs_arguments,
@@ -14,7 +14,7 @@ from replay.cli import (
 )
 from replay.errors import ReplayError
 from replay.formats import ahd, companion_on_disk
-from replay.services import archive_limits, inputs_beside, trace_ingest
+from replay.services import inputs_beside, trace_ingest
 
 
 class Command(BaseCommand):
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         add_inputs_arguments(parser)
 
     def handle(self, *args, paths, declared_format, workers, root, inputs, contract, **options):
-        limit = getattr(settings, "REPLAY_AHD_MAX_INPUT_BYTES", ahd.MAX_INPUT_BYTES)
+        limit = conf.ahd_max_input_bytes()
         try:
             supplied = read_contract(contract, limit)
         except OSError as exc:
@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 continue
             try:
                 uploaded = (
-                    read_inputs(path, inputs, limit, archive_limits().max_archive_bytes)
+                    read_inputs(path, inputs, limit, conf.ahd_archive_limits().max_archive_bytes)
                     if _is_sidecar(path) and (inputs or root is None)
                     else {}
                 )

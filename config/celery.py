@@ -17,7 +17,9 @@ from celery import Celery, Task
 from celery.signals import before_task_publish, task_prerun
 from django.core.exceptions import ImproperlyConfigured
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+from replay import conf as replay_conf
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 NO_BROKER_MESSAGE = (
     "no Celery broker is configured (CELERY_BROKER_URL is unset): background work runs in "
@@ -26,9 +28,7 @@ NO_BROKER_MESSAGE = (
 
 
 def broker_configured() -> str:
-    from django.conf import settings
-
-    return getattr(settings, "CELERY_BROKER_URL", None) or ""
+    return replay_conf.broker_url()
 
 
 class RoutedTask(Task):
@@ -53,7 +53,7 @@ class ConsoleCelery(Celery):
         return super()._connection(url, *args, **kwargs)
 
 
-app = ConsoleCelery("console", task_cls=RoutedTask)
+app = ConsoleCelery("config", task_cls=RoutedTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from console.settings import *  # noqa: F403
-from console.settings import REPLAY_TASK_RUNNER
+from config.settings import *  # noqa: F403
+from config.settings import REPLAY_TASK_RUNNER
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
