@@ -52,6 +52,16 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """One SeaweedFS per run, not one per test process: the tests that use it run in one
+    process (pytest-xdist's group), so the eight ports of ``REPLAY_SEAWEED_TEST_PORTS`` are
+    bound once and two servers never compete for the shared machine's cores."""
+    for item in items:
+        if "seaweed" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("seaweed"))
+
+
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory):
     binary = weed_or_skip()
