@@ -34,8 +34,13 @@ run: demo
 prod: $(STAMP)
 	$(BIN)/python deploy/stack.py --demo
 
+# the whole suite on every core (pytest-xdist: one test process per core; WORKERS=0 runs it in
+# this one process, WORKERS=3 in three), then the 25 slowest tests
+WORKERS ?= auto
+TEST_ARGS := -q -n $(WORKERS) --dist loadgroup --durations=25
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest $(TEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

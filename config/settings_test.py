@@ -23,3 +23,9 @@ if "GOVERNANCE_WITNESSES" not in os.environ:
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 # the serving process's periodic jobs (replay/background.py) would run against test databases
 REPLAY_PERIODIC_IN_PROCESS = False
+
+# pytest-xdist: every test process (gw0, gw1, ...) that starts a Celery worker (tests/conftest.py)
+# has a queue of its own on the shared broker, or one process's tasks could run on the other's
+# worker, against the other's test database. The worker inherits PYTEST_XDIST_WORKER.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    CELERY_TASK_DEFAULT_QUEUE = f"replay-tests-{os.environ['PYTEST_XDIST_WORKER']}"

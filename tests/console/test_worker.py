@@ -55,6 +55,26 @@ def _run_state(run_id) -> ReplayRun:
     return ReplayRun.objects.get(id=run_id)
 
 
+def test_the_worker_takes_tasks_only_from_this_test_process_queue(celery_worker):
+    """Under pytest-xdist every test process that runs these tests starts its own worker on the
+    same broker, each pointed at its own test database: a queue per process
+    (console/settings_test.py) keeps one process's tasks off the other's worker."""
+    from console.celery import app
+
+    xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+    queue = f"replay-tests-{xdist_worker}" if xdist_worker else "celery"
+    assert app.conf.task_default_queue == queue
+    consumed: dict = {}
+
+    def answered() -> bool:
+        inspect = app.control.inspect(destination=[celery_worker.name], timeout=5)
+        consumed.update(inspect.active_queues() or {})
+        return celery_worker.name in consumed
+
+    _wait_for(answered, 60, "the worker's queues", celery_worker)
+    assert [q["name"] for q in consumed[celery_worker.name]] == [queue]
+
+
 @pytest.mark.usefixtures("flushable_transactional_db")
 def test_a_replay_started_in_the_page_runs_on_the_worker(celery_worker, ingest, as_persona):
     trace = ingest("diverged")

