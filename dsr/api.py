@@ -237,6 +237,10 @@ class DsrApprovalOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+def _any_legal_request(user: Any, kind: Any, key: str) -> LegalRequest:
+    return lookup.access_legal_request_by_id(user, key, roles.DSR_APPROVE)
+
+
 class LegalRequestApprovalApi(APIView):
     """Record one signed four-eyes approval of a request's ``release`` or ``erasure``."""
 
@@ -251,11 +255,17 @@ class LegalRequestApprovalApi(APIView):
     )
     def post(self, request: Request, request_id: str) -> Response:
         # the purpose names the kind; an unknown one is refused by the input's validation,
-        # after the same role check and lookup (both purposes are signed by the same roles)
+        # after the same role check and lookup (both purposes are signed by the same roles).
+        # Any legal request is found, so a purpose it does not have is refused by name
+        # (DSR_INVALID), not a 404 as on the purpose's own page.
         asked = request.data.get("purpose") if isinstance(request.data, dict) else None
         purpose = asked if asked in signing.DSR_PURPOSES else signing.DSR_RELEASE
         _, approval = vote_recorded(
-            request, f"legal-{purpose}", request_id, input_serializer=self.InputSerializer
+            request,
+            f"legal-{purpose}",
+            request_id,
+            input_serializer=self.InputSerializer,
+            lookup=_any_legal_request,
         )
         return Response(DsrApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
 

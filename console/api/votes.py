@@ -9,6 +9,7 @@ how they shape the answer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework import serializers
@@ -37,15 +38,19 @@ def vote_recorded(
     kind: Any,
     key: str,
     input_serializer: type[serializers.Serializer] = SignedApprovalInput,
+    lookup: Callable[[Any, Any, str], Any] = roles.access_governed_request,
 ) -> tuple[Any, Any]:
     """Record the signed vote in ``request``'s body on ``kind``'s request ``key`` (a kind or
     its registered name): who may sign it at all (403 whether or not it exists), the request
     (404), the body (400), the capacity the payload names (403), then the kind's own record
-    (its refusals as governance codes). Returns the request and what the kind recorded."""
+    (its refusals as governance codes). Returns the request and what the kind recorded.
+
+    ``lookup(user, kind, key)`` finds the request after the role check: by default the kind's
+    own (404 for what the kind does not cover)."""
     the_kind: Any = kinds().get(kind) if isinstance(kind, str) else kind
     user = request.user
     roles.require_kind_signing(user, the_kind)
-    asked = roles.access_governed_request(user, the_kind, key)
+    asked = lookup(user, the_kind, key)
     data = input_serializer(data=request.data)
     data.is_valid(raise_exception=True)
     payload = data.validated_data["payload"]

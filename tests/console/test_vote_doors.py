@@ -14,7 +14,12 @@ from governance import codes, signing
 from governance import services as gov_services
 from replay.canonical import jcs
 from tests.console.personas import EVERYONE
-from tests.console.test_requests_api import payload_of, world  # noqa: F401  (fixture)
+from tests.console.test_requests_api import (  # noqa: F401  (world: the fixture)
+    SIGN,
+    legal_opened_and_checked,
+    payload_of,
+    world,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -33,15 +38,6 @@ DOORS = {
     "halt-clear": ("/api/halts/{}/approvals/", {}, "halt"),
     "legal-release": ("/api/legal-requests/{}/approvals/", {"purpose": "release"}, None),
     "legal-erasure": ("/api/legal-requests/{}/approvals/", {"purpose": "erasure"}, None),
-}
-#: who may sign on each old endpoint (the roles matrix)
-SIGN = {
-    "force-continue": {"adam", "cora"},
-    "production-replay": {"cora"},
-    "role-grant": {"cora"},
-    "halt-clear": {"cora"},
-    "legal-release": {"adam", "cora"},
-    "legal-erasure": {"adam", "cora"},
 }
 #: the message of a 403 on each old endpoint (by kind, or for one person on one kind)
 REFUSED_403 = {
@@ -185,22 +181,30 @@ def test_a_force_continue_vote_in_a_role_not_held_is_403(world, as_persona):  # 
 
 
 def test_a_legal_vote_by_whoever_opened_it_is_refused(as_persona, member_key, signers):
-    from dsr import services as dsr_services
-    from tests.console.personas import persona
-
-    legal = dsr_services.legal_request_open(
-        actor=persona("adam"),
-        identifiers=["jane.doe@example.com"],
-        kind="both",
-        legal_basis="GDPR Art. 15 and 17",
-    )
-    legal = dsr_services.legal_request_identity_verify(
-        request=legal, actor=persona("adam"), method="passport seen"
-    )
+    legal = legal_opened_and_checked(by="adam")
     body = signed("legal-erasure", legal, member_key, "adam")
     response = post(as_persona("adam"), "legal-erasure", str(legal.id), body)
     assert refusal(response) == (
         403,
         codes.DSR_SELF_APPROVAL,
         f"adam opened legal request {legal.id} and cannot approve its erasure",
+    )
+
+
+def test_a_purpose_the_legal_request_does_not_have_is_refused(as_persona, member_key, signers):
+    """Not a 404 as on the shared page: the old endpoint names the request and its kind."""
+    from dsr import services as dsr_services
+    from tests.console.personas import persona
+
+    legal = dsr_services.legal_request_open(
+        actor=persona("lena"), identifiers=["jane@example.com"], kind="access", legal_basis="15"
+    )
+    body = signed("legal-release", legal, member_key, "adam")
+    response = post(as_persona("adam"), "legal-erasure", str(legal.id), body)
+    assert refusal(response) == (
+        400,
+        codes.DSR_INVALID,
+        dsr_services.PURPOSE_KIND_MESSAGE.format(
+            request=legal.id, kind="access", purpose="erasure"
+        ),
     )
