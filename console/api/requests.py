@@ -14,7 +14,8 @@ kind from the registry (``governance.requests``), as the pages are:
 Each checks the roles matrix first (who may see a kind, ``kind.seen_by``; who may sign it in
 which capacity, ``kind.signed_in``), so someone without the role gets 403 whether or not the
 request exists. The per-kind endpoints (``/api/force-continue/…``, ``/api/halts/…``,
-``/api/legal-requests/…/approvals/`` …) keep working as they were."""
+``/api/legal-requests/…/approvals/`` …) keep working as they were; their votes go through
+the same :func:`console.api.votes.vote_recorded` as ``…/votes/``."""
 
 from __future__ import annotations
 
