@@ -27,7 +27,7 @@ who may not see it.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -36,7 +36,6 @@ from django.http import Http404
 from governance import membership
 from governance.models import (
     ForceContinueRequest,
-    Halt,
     MemberKey,
     ProductionReplayRequest,
     RoleGrantRequest,
@@ -179,28 +178,6 @@ def replay_modes_for(user: User) -> list[str]:
     return modes
 
 
-#: the capacity a force-continue approval is signed in -> the action that allows signing in it
-#: (the capacities are the governance payload's `role`, spelled as the role names)
-SIGNING_CAPACITIES: Final = {
-    ADMIN: FORCE_CONTINUE_APPROVE_ADMIN,
-    COUNCIL: FORCE_CONTINUE_APPROVE_COUNCIL,
-}
-MESSAGE_CANNOT_SIGN: Final = "your roles do not allow signing a force-continue"
-
-
-def signing_capacities(user: User) -> list[str]:
-    """The capacities this user may sign a force-continue in, in the order pages offer them."""
-    return [capacity for capacity, action in SIGNING_CAPACITIES.items() if can(user, action)]
-
-
-def require_signing(user: User, capacity: object = None) -> None:
-    """The user may sign a force-continue at all (no capacity given) or in this capacity."""
-    if isinstance(capacity, str) and capacity in SIGNING_CAPACITIES:
-        require(user, SIGNING_CAPACITIES[capacity])
-    elif not signing_capacities(user):
-        raise PermissionDenied(MESSAGE_CANNOT_SIGN)
-
-
 # --- governed requests of any kind (governance.requests, protocol.KindPages) ---------------
 
 
@@ -225,7 +202,7 @@ def require_kind_signing(user: User, kind: Any, capacity: object = None) -> None
     elif len(signed) == 1:
         require(user, next(iter(signed.values())))
     elif not kind_capacities(user, kind):
-        raise PermissionDenied(f"your roles do not allow signing a {kind.what}")
+        raise PermissionDenied(f"your roles do not allow signing a {kind.name}")
 
 
 def access_governed_request(user: User, kind: Any, key: str) -> Any:
@@ -306,14 +283,6 @@ def access_force_continue_by_id(user: User, request_id: uuid.UUID | str, action:
 def access_production_request_by_id(user: User, request_id: uuid.UUID | str, action: str = BROWSE):
     rows = ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
     return _by_uuid(user, action, rows, request_id, "production replay request")
-
-
-def access_halt_by_seq(user: User, halt_seq: int, action: str = BROWSE):
-    require(user, action)
-    found = Halt.objects.filter(seq=int(halt_seq)).first()
-    if found is None:
-        raise Http404("no such halt")
-    return found
 
 
 def access_member_key_by_id(user: User, key_id: str, action: str = MANAGE):

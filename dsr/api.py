@@ -21,7 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import roles
-from console.api.governance import ERRORS, SignedApprovalInput
+from console.api.governance import ERRORS
+from console.api.votes import SignedApprovalInput, vote_recorded
 from dsr import access, lookup, services, subjects_port
 from dsr.models import LegalRequest
 from governance import signing
@@ -236,6 +237,10 @@ class DsrApprovalOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+def _any_legal_request(user: Any, kind: Any, key: str) -> LegalRequest:
+    return lookup.access_legal_request_by_id(user, key, roles.DSR_APPROVE)
+
+
 class LegalRequestApprovalApi(APIView):
     """Record one signed four-eyes approval of a request's ``release`` or ``erasure``."""
 
@@ -249,13 +254,18 @@ class LegalRequestApprovalApi(APIView):
         responses={201: DsrApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        legal, data = _legal_with_input(
-            request, request_id, roles.DSR_APPROVE, self.InputSerializer
-        )
-        document = dict(data)
-        purpose = document.pop("purpose")
-        approval = services.legal_request_approve(
-            request=legal, purpose=purpose, approver=request.user, document=document
+        # the purpose names the kind; an unknown one is refused by the input's validation,
+        # after the same role check and lookup (both purposes are signed by the same roles).
+        # Any legal request is found, so a purpose it does not have is refused by name
+        # (DSR_INVALID), not a 404 as on the purpose's own page.
+        asked = request.data.get("purpose") if isinstance(request.data, dict) else None
+        purpose = asked if asked in signing.DSR_PURPOSES else signing.DSR_RELEASE
+        _, approval = vote_recorded(
+            request,
+            f"legal-{purpose}",
+            request_id,
+            input_serializer=self.InputSerializer,
+            lookup=_any_legal_request,
         )
         return Response(DsrApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
 

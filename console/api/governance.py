@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from console import roles
 from console.api.common import ErrorOutput
 from console.api.filing import FileInput, request_file
+from console.api.votes import SignedApprovalInput, vote_recorded
 from governance import codes, signing, transparency, witnessing
 from governance import selectors as gov
 from governance import services as gov_services
@@ -46,15 +47,6 @@ class ForceContinueOutput(serializers.Serializer):
 
     def get_expired(self, fc: ForceContinueRequest) -> bool:
         return gov.request_is_expired(request=fc)
-
-
-class SignedApprovalInput(serializers.Serializer):
-    """What `governance sign` or the browser produces: the exact payload and its signature."""
-
-    payload = serializers.JSONField()
-    key_id = serializers.CharField(max_length=128)
-    alg = serializers.ChoiceField(choices=[signing.ALG], default=signing.ALG)
-    signature = serializers.CharField(max_length=256)
 
 
 class ApprovalOutput(serializers.Serializer):
@@ -163,17 +155,7 @@ class ApprovalCreateApi(APIView):
         responses={201: ApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        roles.require_signing(request.user)
-        fc = roles.access_force_continue_by_id(request.user, request_id, roles.BROWSE)
-        data = SignedApprovalInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        payload = data.validated_data["payload"]
-        roles.require_signing(
-            request.user, payload.get("role") if isinstance(payload, dict) else None
-        )
-        approval = gov_services.approval_record(
-            request=fc, approver=request.user, document=dict(data.validated_data)
-        )
+        _, approval = vote_recorded(request, "force-continue", request_id)
         return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
 
 
@@ -210,12 +192,7 @@ class HaltClearApprovalApi(APIView):
         responses={201: ApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, halt_seq: int) -> Response:
-        halt = roles.access_halt_by_seq(request.user, halt_seq, roles.HALT_CLEAR)
-        data = SignedApprovalInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        approval = gov_services.halt_clear_approval_record(
-            halt_seq=halt.seq, approver=request.user, document=dict(data.validated_data)
-        )
+        _, approval = vote_recorded(request, "halt-clear", str(halt_seq))
         return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)
 
 

@@ -12,7 +12,8 @@ from rest_framework.views import APIView
 
 from console import roles
 from console.api.filing import FileInput, request_file
-from console.api.governance import ERRORS, ApprovalOutput, BallotOutput, SignedApprovalInput
+from console.api.governance import ERRORS, ApprovalOutput, BallotOutput
+from console.api.votes import SignedApprovalInput, vote_recorded
 from governance import selectors as gov
 from governance import services as gov_services
 from governance import signing
@@ -123,12 +124,5 @@ class ProductionApprovalCreateApi(APIView):
         responses={201: ApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        asked = roles.access_production_request_by_id(
-            request.user, request_id, roles.REPLAY_PRODUCTION_APPROVE
-        )
-        data = SignedApprovalInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        approval = gov_services.production_replay_approval_record(
-            request=asked, approver=request.user, document=dict(data.validated_data)
-        )
+        _, approval = vote_recorded(request, "production-replay", request_id)
         return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)

@@ -14,7 +14,8 @@ kind from the registry (``governance.requests``), as the pages are:
 Each checks the roles matrix first (who may see a kind, ``kind.seen_by``; who may sign it in
 which capacity, ``kind.signed_in``), so someone without the role gets 403 whether or not the
 request exists. The per-kind endpoints (``/api/force-continue/…``, ``/api/halts/…``,
-``/api/legal-requests/…/approvals/`` …) keep working as they were."""
+``/api/legal-requests/…/approvals/`` …) keep working as they were; their votes go through
+the same :func:`console.api.votes.vote_recorded` as ``…/votes/``."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from console import roles
 from console.api import filing
 from console.api.common import ErrorOutput
 from console.api.filing import FileInput
-from console.api.governance import SignedApprovalInput
+from console.api.votes import SignedApprovalInput, vote_recorded
 from governance import membership, signing
 from governance.requests.builtin import kinds
 from governance.requests.protocol import needs_in_words
@@ -309,16 +310,7 @@ class RequestVoteApi(APIView):
     )
     def post(self, request: Request, kind: str, key: str) -> Response:
         the_kind = kind_with_api(kind)
-        roles.require_kind_sight(request.user, the_kind)
-        roles.require_kind_signing(request.user, the_kind)
-        asked = roles.access_governed_request(request.user, the_kind, key)
-        data = SignedApprovalInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        payload = data.validated_data["payload"]
-        roles.require_kind_signing(
-            request.user, the_kind, payload.get("role") if isinstance(payload, dict) else None
-        )
-        the_kind.record(asked, approver=request.user, document=dict(data.validated_data))
+        vote_recorded(request, the_kind, key)
         fresh = the_kind.detail(key)
         body = detail_body(request, the_kind, fresh, key)
         return Response(RequestDetailOutput(body).data, status=status.HTTP_201_CREATED)

@@ -19,7 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import roles
-from console.api.governance import ERRORS, ApprovalOutput, BallotOutput, SignedApprovalInput
+from console.api.governance import ERRORS, ApprovalOutput, BallotOutput
+from console.api.votes import SignedApprovalInput, vote_recorded
 from governance import membership, signing
 from governance import selectors as gov
 from governance import services as gov_services
@@ -152,10 +153,5 @@ class RoleGrantApprovalCreateApi(APIView):
         responses={201: ApprovalOutput, **ERRORS},
     )
     def post(self, request: Request, request_id: str) -> Response:
-        grant = roles.access_role_grant_by_id(request.user, request_id, roles.ROLE_GRANT_APPROVE)
-        data = SignedApprovalInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        approval = gov_services.role_grant_approval_record(
-            request=grant, approver=request.user, document=dict(data.validated_data)
-        )
+        _, approval = vote_recorded(request, "role-grant", request_id)
         return Response(ApprovalOutput(approval).data, status=status.HTTP_201_CREATED)

@@ -37,15 +37,7 @@ def world(replayed, ingest, signers):
     grant = gov_services.user_roles_change(
         actor=persona("adam"), user=persona("lena"), roles=["legal", "council"], reason="elected"
     ).grant
-    legal = dsr_services.legal_request_open(
-        actor=persona("lena"),
-        identifiers=["jane.doe@example.com"],
-        kind="both",
-        legal_basis="GDPR Art. 15 and 17",
-    )
-    legal = dsr_services.legal_request_identity_verify(
-        request=legal, actor=persona("lena"), method="passport seen"
-    )
+    legal = legal_opened_and_checked(by="lena")
     halt = Halt.objects.get(payload__target_kind="blob")
     return {
         "force-continue": (fc, str(fc.id)),
@@ -55,6 +47,19 @@ def world(replayed, ingest, signers):
         "legal-release": (legal, str(legal.id)),
         "legal-erasure": (legal, str(legal.id)),
     }
+
+
+def legal_opened_and_checked(*, by):
+    """A legal request for one subject's access and erasure, its identity checked, by ``by``."""
+    legal = dsr_services.legal_request_open(
+        actor=persona(by),
+        identifiers=["jane.doe@example.com"],
+        kind="both",
+        legal_basis="GDPR Art. 15 and 17",
+    )
+    return dsr_services.legal_request_identity_verify(
+        request=legal, actor=persona(by), method="passport seen"
+    )
 
 
 def payload_of(kind, asked, *, role="council", decision="approve", reason=""):
