@@ -95,10 +95,13 @@ def _event_run(
     size = 0
     reparse = not keep
     max_string, max_depth = limits.max_string, limits.max_depth
+    max_keys = min(limits.max_keys, limits.max_object_keys)
     for index, (_lineno, line) in enumerate(chunk):
-        if len(line) > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
+        size_of_line = len(line)
+        if size_of_line > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
             break
-        if line.count(b":") > min(limits.max_keys, limits.max_object_keys):
+        # every key needs a colon: a line no longer than the limit needs no count
+        if size_of_line > max_keys and line.count(b":") > max_keys:
             break  # the row path counts its keys and decides
         obj = parse_compact(line)
         if obj is NOT_PROVEN:  # e.g. 1e-07 where orjson writes 1e-7: the strict parser decides
@@ -109,16 +112,20 @@ def _event_run(
             reparse = False  # orjson.loads would not give this value back
         if (
             type(obj) is not dict
-            or len(line) > max_string
-            or line.count(b"{") + line.count(b"[") > max_depth
+            or size_of_line > max_string
+            or (size_of_line > max_depth and line.count(b"{") + line.count(b"[") > max_depth)
             or obj.pop("record", None) != "event"
-            or not _plain_event(obj)
+            # the first event's hash is checked here; a later one's equals the chain hash
+            # (below), which is lower-case hex as validate_event requires
+            or not (_plain_event(obj) if index == 0 else _plain_event_but_ids(obj))
             # a memory write's ids are checked event by event, in the main process
             or "wm_id" in (payload := obj["payload"])
             or "episodic_id" in payload
         ):
             break
         seq, recorded = obj["seq"], obj["hash"]
+        # the derived id is 64 lower-case hex: equal to it, event_id is what
+        # validate_event requires
         if derive_id(seq, obj["type"]) != obj["event_id"]:
             break
         try:
@@ -148,6 +155,21 @@ def _event_run(
         None if reparse and size <= _REPARSE_MAX * len(events) else events,
     )
     return [("events", summary)], len(events)
+
+
+def _plain_event_but_ids(event: dict[str, Any]) -> bool:
+    """`_plain_event` without the spelling checks of `event_id` and `hash`, for an event
+    of a run whose id is then compared with the id its seq and type derive and whose hash
+    with the chain hash: both are 64 lower-case hex digits (the hash after ``sha256:``),
+    so an event equal to both passes `_plain_event` too; one that is not ends the run."""
+    return (
+        len(event) == 5
+        and type(event.get("seq")) is int
+        and type(event.get("type")) is str
+        and type(event.get("payload")) is dict
+        and type(event.get("event_id")) is str
+        and type(event.get("hash")) is str
+    )
 
 
 def _chunk_rows(
