@@ -475,20 +475,30 @@ def _stream(run: _Run) -> None:
                 ):
                     seal.add_event_blob(blob, count)
                     loads = native.orjson_loads
-                    for i, (_lineno, line) in enumerate(item):
-                        if i:
-                            seen += 1
-                            if not seen & 4095:
-                                if progress is not None:
-                                    progress(seen)
-                                timer.check()
-                        if apply is not None:
-                            if parsed is not None:
-                                apply(parsed[i])
-                            else:
-                                event = loads(line)
-                                del event["record"]
-                                apply(event)
+                    if apply is not None and parsed is not None:  # the loop below, lean
+                        for i, event in enumerate(parsed):
+                            if i:
+                                seen += 1
+                                if not seen & 4095:
+                                    if progress is not None:
+                                        progress(seen)
+                                    timer.check()
+                            apply(event)
+                    else:
+                        for i, (_lineno, line) in enumerate(item):
+                            if i:
+                                seen += 1
+                                if not seen & 4095:
+                                    if progress is not None:
+                                        progress(seen)
+                                    timer.check()
+                            if apply is not None:
+                                if parsed is not None:
+                                    apply(parsed[i])
+                                else:
+                                    event = loads(line)
+                                    del event["record"]
+                                    apply(event)
                     n_events += count
                     prev = last_hash
                     del item, pre

@@ -34,7 +34,11 @@ def _r9(x: float) -> float:
 
 
 def _clamp(x: float) -> float:
-    return _r9(min(1.0, max(0.0, x)))
+    """`_r9(min(1.0, max(0.0, x)))`, spelled for the per-event hot path: the comparisons are
+    what min() and max() do (NaN becomes 0.0), and round(x, 9) is the same double as
+    float(f"{x:.9f}") (both CPython's correctly rounded dtoa, mode 3, then strtod)."""
+    x = x if x > 0.0 else 0.0
+    return round(x if x < 1.0 else 1.0, 9)
 
 
 # --- materialisation (seed 003 §6 step 7) -------------------------------------------------
@@ -54,13 +58,19 @@ class ReferenceMaterialiser:
 
     def apply(self, event: Mapping[str, Any]) -> None:
         self._events += 1
-        kind, payload = event["type"], event["payload"]
+        kind = event["type"]
         if kind == "skill.feedback":
+            payload = event["payload"]
             skill = payload.get("skill")
             if isinstance(skill, str):
-                self._skills[skill] = _clamp(self._skills.get(skill, 0.0) + _num(payload, "delta"))
+                delta = payload.get("delta", 0.0)
+                if type(delta) is not float:  # a float is its own float(); _num words the rest
+                    delta = _num(payload, "delta")
+                self._skills[skill] = _clamp(self._skills.get(skill, 0.0) + delta)
         elif kind == "brain.tick":
-            load = _num(payload, "load")
+            load = event["payload"].get("load", 0.0)
+            if type(load) is not float:
+                load = _num(event["payload"], "load")
             b = self._brain
             b["energy"] = _clamp(b["energy"] - 0.05 * load + 0.02 * self._rng.random())
             b["focus"] = _clamp(0.5 * b["focus"] + 0.5 * (1.0 - load))

@@ -513,11 +513,24 @@ if _orjson is not None:
             return value
         return NOT_PROVEN
 
+    #: what `parse_compact` uses, for a hot loop that inlines it on texts too short for
+    #: `has_many_containers` (at most `COMPACT_INLINE_MAX` bytes): loads, dumps, errors
+    COMPACT_CODEC: tuple[Any, Any, tuple[type[Exception], ...]] | None = (
+        _fast_loads,
+        _fast_dumps,
+        _FAST_ERRORS,
+    )
+
 else:  # pragma: no cover
 
     def parse_compact(data: bytes) -> Any:
         """Always `NOT_PROVEN` (orjson is not installed)."""
         return NOT_PROVEN
+
+    COMPACT_CODEC = None
+
+#: no text this long has more than MAX_CONTAINERS containers (has_many_containers)
+COMPACT_INLINE_MAX = 2 * MAX_CONTAINERS
 
 
 def loads_compact(data: bytes, *, where: str) -> Any:

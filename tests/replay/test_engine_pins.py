@@ -12,6 +12,8 @@ import copy
 import io
 from typing import Any
 
+import pytest
+
 from replay import engine
 from replay.formats import native
 from replay.recorder import record, reseal
@@ -89,6 +91,17 @@ def test_progress_is_called_every_4096_records_and_once_at_the_end():
     seen: list[int] = []
     document = recorded(iterations=1, filler_events=5000)
     report = replay_doc(document, progress=seen.append)
+    assert report["status"] == engine.OK
+    assert seen == PIN_PROGRESS
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_over_json_lines_is_called_at_the_same_counts(workers):
+    # the events of a run (a chunk's plain events, taken whole) are counted one by one
+    seen: list[int] = []
+    document = recorded(iterations=1, filler_events=5000)
+    data = b"".join(native.iter_jsonl(document))
+    report = replay_bytes(data, "t.trace.jsonl", progress=seen.append, workers=workers)
     assert report["status"] == engine.OK
     assert seen == PIN_PROGRESS
 

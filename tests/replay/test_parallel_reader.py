@@ -63,7 +63,19 @@ def variants() -> dict[str, bytes]:
         "seq skipped": edited(event_line(2222), b'"seq":2222', b'"seq":2223'),
         "last line cut": b"".join(lines())[:-40],
         "first event edited": edited(event_line(0), b'"payload":{', b'"payload":{"x":1,'),
+        # a run checks a later event's id and hash by equality with the derived ones:
+        # spellings validate_event refuses must still be refused, as such
+        "upper-case event_id": upper_case(middle, rb'"event_id":"([0-9a-f]{64})"'),
+        "upper-case hash": upper_case(middle, rb'"hash":"sha256:([0-9a-f]{64})"'),
     }
+
+
+def upper_case(index: int, pattern: bytes) -> bytes:
+    """The trace with the hex digits `pattern`'s group matches on line `index` upper-cased."""
+    out = list(lines())
+    out[index] = re.sub(pattern, lambda m: m.group().replace(m[1], m[1].upper()), out[index])
+    assert out[index] != lines()[index]
+    return b"".join(out)
 
 
 def report_of(data: bytes, workers: int) -> dict:
@@ -112,7 +124,18 @@ def test_the_variants_fail_where_they_were_made():
     assert reports["hash edited"]["broke_at"] == 1500
     assert reports["first event edited"]["broke_at"] == 0
     line = event_line(1500) + 1
-    for name in ("truncated line", "duplicate key", "wrong type"):
+    assert reports["upper-case event_id"]["message"].endswith(
+        ".event_id: expected 64 lower-case hex characters"
+    )
+    assert reports["upper-case hash"]["message"].endswith(
+        ".hash: expected 'sha256:' and 64 lower-case hex"
+    )
+    for name in (
+        "truncated line",
+        "duplicate key",
+        "wrong type",
+        *(n for n in reports if n.startswith("upper")),
+    ):
         assert reports[name]["error_code"] == "MALFORMED_TRACE", name
         assert f"line {line}" in reports[name]["message"], (name, reports[name]["message"])
 

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from replay.errors import ReplayError
-from replay.formats.jsonstrict import NOT_PROVEN, loads_strict, parse_compact
+from replay.formats.jsonstrict import (
+    COMPACT_CODEC,
+    COMPACT_INLINE_MAX,
+    NOT_PROVEN,
+    loads_strict,
+    parse_compact,
+)
 from replay.formats.native.hashing import (
     _sha256,
     event_body_bytes,
@@ -42,6 +48,7 @@ from replay.formats.native.trace import Limits, Row, orjson_loads
 
 _CHUNK_LINES = 2048
 _CHUNK_BYTES = 1 << 20
+assert _CHUNK_BYTES <= COMPACT_INLINE_MAX  # _event_run inlines parse_compact below it
 _REPARSE_MAX = 4096  # lines up to this long come back as text, longer ones as values
 _worker_state: dict[str, Any] = {}
 
@@ -95,12 +102,32 @@ def _event_run(
     size = 0
     reparse = not keep
     max_string, max_depth = limits.max_string, limits.max_depth
+    max_keys = min(limits.max_keys, limits.max_object_keys)
+    codec = COMPACT_CODEC
+    if codec is not None:
+        fast_loads, fast_dumps, fast_errors = codec
     for index, (_lineno, line) in enumerate(chunk):
-        if len(line) > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
+        size_of_line = len(line)
+        if size_of_line > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
             break
-        if line.count(b":") > min(limits.max_keys, limits.max_object_keys):
+        # every key needs a colon: a line no longer than the limit needs no count
+        if size_of_line > max_keys and line.count(b":") > max_keys:
             break  # the row path counts its keys and decides
-        obj = parse_compact(line)
+        if codec is None:
+            obj = parse_compact(line)
+        else:  # parse_compact(line), inlined: the line is shorter than COMPACT_INLINE_MAX
+            try:
+                obj = fast_loads(line)
+                out = fast_dumps(obj)
+            except fast_errors:
+                obj = NOT_PROVEN
+            else:
+                n = len(out)
+                if not (
+                    (size_of_line == n or (size_of_line == n + 1 and line[n] == 0x0A))
+                    and line.startswith(out)
+                ):
+                    obj = NOT_PROVEN
         if obj is NOT_PROVEN:  # e.g. 1e-07 where orjson writes 1e-7: the strict parser decides
             try:
                 obj = loads_strict(line, where="")
@@ -109,16 +136,33 @@ def _event_run(
             reparse = False  # orjson.loads would not give this value back
         if (
             type(obj) is not dict
-            or len(line) > max_string
-            or line.count(b"{") + line.count(b"[") > max_depth
+            or size_of_line > max_string
+            or (size_of_line > max_depth and line.count(b"{") + line.count(b"[") > max_depth)
             or obj.pop("record", None) != "event"
-            or not _plain_event(obj)
+            # the first event of a run gets every check of validate_event; a later one
+            # skips the spelling of its event_id and hash, which are then compared with
+            # the id its seq and type derive and with the chain hash (below), both
+            # lower-case hex: equal to them, it passes _plain_event; else the run ends
+            or not (
+                _plain_event(obj)
+                if index == 0
+                else (
+                    len(obj) == 5
+                    and type(obj.get("seq")) is int
+                    and type(obj.get("type")) is str
+                    and type(obj.get("payload")) is dict
+                    and type(obj.get("event_id")) is str
+                    and type(obj.get("hash")) is str
+                )
+            )
             # a memory write's ids are checked event by event, in the main process
             or "wm_id" in (payload := obj["payload"])
             or "episodic_id" in payload
         ):
             break
         seq, recorded = obj["seq"], obj["hash"]
+        # the derived id is 64 lower-case hex: equal to it, event_id is what
+        # validate_event requires
         if derive_id(seq, obj["type"]) != obj["event_id"]:
             break
         try:
