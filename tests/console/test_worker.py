@@ -58,8 +58,8 @@ def _run_state(run_id) -> ReplayRun:
 def test_the_worker_takes_tasks_only_from_this_test_process_queue(celery_worker):
     """Under pytest-xdist every test process that runs these tests starts its own worker on the
     same broker, each pointed at its own test database: a queue per process
-    (console/settings_test.py) keeps one process's tasks off the other's worker."""
-    from console.celery import app
+    (config/settings_test.py) keeps one process's tasks off the other's worker."""
+    from config.celery import app
 
     xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
     queue = f"replay-tests-{xdist_worker}" if xdist_worker else "celery"
