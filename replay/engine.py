@@ -492,13 +492,10 @@ def _stream(run: _Run) -> None:
                                     if progress is not None:
                                         progress(seen)
                                     timer.check()
-                            if apply is not None:
-                                if parsed is not None:
-                                    apply(parsed[i])
-                                else:
-                                    event = loads(line)
-                                    del event["record"]
-                                    apply(event)
+                            if apply is not None:  # parsed is None here: parse the line
+                                event = loads(line)
+                                del event["record"]
+                                apply(event)
                     n_events += count
                     prev = last_hash
                     del item, pre
