@@ -18,9 +18,12 @@ from replay.formats import detect_format, format_names, protocol
 from replay.models import Trace
 from replay.services import inputs_beside
 from tests.console.formats import (
+    INPUT_HINT,
     api_client,
     compare_page,
     listed,
+    stored_as_input,
+    stored_as_inputs,
     trace_page,
     upload_api,
     upload_page,
@@ -29,6 +32,8 @@ from tests.console.formats import (
 from tests.toyformat import adapter as toy
 
 pytestmark = pytest.mark.django_db
+
+TOY_INPUT = INPUT_HINT  # the upload page's words for its note
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +100,7 @@ def test_the_upload_page_stores_a_toy_log_with_its_note_and_the_list_filters_it(
     ]
     body = upload_page(client, files).content.decode()
     assert "Stored as an input of <code>a.toy.json</code>" in body
+    assert stored_as_inputs(body) == [stored_as_input("a.toy.json", TOY_INPUT)]
     trace = Trace.objects.get()
     assert (trace.format, trace.trace_id) == (toy.FORMAT, "a")
     assert trace.ingest_report["status"] == "ok"
