@@ -26,8 +26,11 @@ A format is an object with:
   one; ``None`` when it does not, and ``replay_note`` says what re-verifying does instead;
 - ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
 - ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
-  optionally ``report_template``, the template of its own part of a run's report page
-  (included with the run's ``report``);
+- ``templates``: the directory of the format's own templates in its package, or None; the
+  console serves a file ``<templates>/<path>`` as the template ``formats/<name>/<path>``
+  (``console.template_loaders``), so a format's partials never shadow the console's;
+  ``report_template``: the file there of its own part of a run's report page (included with
+  the run's ``report``: ContextOS's status, rule and record hash), or None;
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are
@@ -257,6 +260,8 @@ class TraceFormat(Protocol[Parsed]):
     replay_note: str
     codes: frozenset[str]
     unstorable_codes: frozenset[str]
+    templates: str | None
+    report_template: str | None
 
     def sniff(self, head: bytes, filename: str) -> bool: ...
 

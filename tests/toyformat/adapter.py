@@ -44,6 +44,9 @@ class ToyFormat:
     codes = frozenset({errors.MALFORMED_TRACE, errors.INTEGRITY_FAILURE})
     unstorable_codes = frozenset({errors.MALFORMED_TRACE})
     replay_note = "re-adds the values and compares the sum"
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith(".toy.json")

@@ -147,6 +147,9 @@ class AhdFormat:
     replay_note = (
         "AHD recomputes nothing: re-verifying re-hashes the token and brief stored with the run"
     )
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith((ahd.SIDECAR_SUFFIX, ".md", ".markdown"))

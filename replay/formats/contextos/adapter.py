@@ -17,6 +17,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import IO, Any
 
 from replay import errors
@@ -55,8 +56,6 @@ class ContextosFormat:
     label = "a ContextOS trace"
     keys = CONTEXTOS_KEYS
     shared_keys = SHARED_KEYS
-    #: its part of a run's report page: the ContextOS status, rule, record hash, divergence
-    report_template = "console/formats/contextos_report.html"
     #: its pinned pack and KG snapshot, dropped beside it
     companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),
@@ -79,6 +78,10 @@ class ContextosFormat:
         "with the pinned pack and KG snapshot stored beside the trace, and diffs the "
         "DecisionRecord (seed 004)"
     )
+    #: its own templates, in this package (``templates/``): its part of a run's report page
+    #: (the ContextOS status, the chain rule matched, the record hash, where it diverged)
+    templates: str | None = str(Path(__file__).with_name("templates"))
+    report_template: str | None = "report.html"
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith(SUFFIX)

@@ -74,6 +74,9 @@ class MaceFormat:
         "and, in production mode, the persisted agent outputs; a log as MACE's writer "
         "persists it is not replayable (no job seed, no snapshots)"
     )
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return False

@@ -52,6 +52,9 @@ class NativeFormat:
     )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = "replays every step with the registered step functions (seed 003 §6)"
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         name = filename.lower()

@@ -69,6 +69,9 @@ class PaxmanFormat:
     #: the artifact is refused (nothing stored), as a file that does not parse is
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.INVALID_CONTRACT})
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return False

@@ -55,6 +55,9 @@ class VeristFormat:
         "re-hashes the input and artifacts (hashValue, js-sorted), loads the step-output and "
         "recomputes the step with its registered function (seed 002)"
     )
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
     replay_options = verist.REPLAY_OPTIONS
     check_options = staticmethod(verist.check_options)
 
