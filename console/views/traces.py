@@ -55,8 +55,9 @@ from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
-from replay.formats import companion_rules, drop_formats
+from replay.formats import companion_rules, drop_formats, formats
 from replay.formats.native.compare import SEAL_ALONE
+from replay.formats.protocol import NativeCode
 from replay.models import Trace
 from replay.selectors import (
     runs_for_trace,
@@ -229,6 +230,13 @@ def latest_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
     return trace.ingest_report or {}
 
 
+def native_code(trace: Trace, report: dict[str, Any]) -> NativeCode | None:
+    """The report's code in the words of the system that wrote the file, as its format reads
+    them (Verist's ``input_hash_mismatch``), for the panel to show beside the console's."""
+    fmt = formats().get(trace.format)
+    return fmt.native_code(report) if fmt is not None and report else None
+
+
 def integrity_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
     """The newest report in which this trace's integrity check failed (a replay's, else the
     verification at upload), or {}: later refusals (a halt) do not make it whole again."""
@@ -372,6 +380,7 @@ def _detail_context(
     context = {
         "trace": trace,
         "panel": panel,
+        "native_code": native_code(trace, report) if panel is not None else None,
         "versions": versions,
         "same_job": [t for t in same_job if t not in versions],
         "outline": outline,

@@ -26,6 +26,9 @@ A format is an object with:
   one; ``None`` when it does not, and ``replay_note`` says what re-verifying does instead;
 - ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
 - ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
+- ``native_code(report) -> NativeCode | None``: a stored report's code in the system's own
+  words, which the panel shows beside the console's (Verist's ``input_hash_mismatch``), None
+  for a format that keeps none;
 - ``templates``: the directory of the format's own templates in its package, or None; the
   console serves a file ``<templates>/<path>`` as the template ``formats/<name>/<path>``
   (``console.template_loaders``), so a format's partials never shadow the console's;
@@ -187,6 +190,15 @@ class StoredFacts:
 
 
 @dataclass(frozen=True)
+class NativeCode:
+    """A report's code in the words of the system that wrote the file, beside the console's:
+    ``label`` names the system (``"Verist"``), ``code`` is its word (``input_hash_mismatch``)."""
+
+    label: str
+    code: str
+
+
+@dataclass(frozen=True)
 class CompanionRule:
     """Which other files of one upload belong with a file of this format, by name alone.
 
@@ -276,6 +288,8 @@ class TraceFormat(Protocol[Parsed]):
     def facts(self, parsed: Parsed, report: Any, ctx: VerifyContext) -> StoredFacts: ...
 
     def panel(self, parsed: Parsed) -> dict[str, str]: ...
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None: ...
 
     def compare(self, a: Parsed, b: Parsed) -> list[Difference]: ...
 

@@ -8,7 +8,8 @@ A toy log is a JSON object: ``toy`` (its id), ``job``, ``values`` (integers) and
 from __future__ import annotations
 
 import json
-from typing import IO
+from collections.abc import Mapping
+from typing import IO, Any
 
 from replay import errors
 from replay.errors import ReplayError
@@ -17,6 +18,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     VerifyContext,
 )
@@ -92,6 +94,9 @@ class ToyFormat:
             runtime_version="1",
             step_count=len(doc.get("values", [])),
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: ToyLog) -> dict[str, str]:
         return {

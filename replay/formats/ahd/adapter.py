@@ -22,6 +22,7 @@ import ntpath
 import os
 import posixpath
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +36,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     OptionSources,
     StoredFacts,
     StoredSnapshot,
@@ -345,6 +347,9 @@ class AhdFormat:
             required_snapshot_ids=refs,
             snapshots=snapshots,
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: AhdRun) -> dict[str, str]:
         s = parsed.sidecar

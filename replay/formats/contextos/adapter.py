@@ -17,6 +17,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +29,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     StoredSnapshot,
     VerifyContext,
@@ -154,6 +156,9 @@ class ContextosFormat:
             required_snapshot_ids=refs,
             snapshots=snapshots,
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: ContextosRun) -> dict[str, str]:
         head = parsed.trace.head

@@ -6,6 +6,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import IO, Any
 
 from replay import errors
@@ -16,6 +17,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     VerifyContext,
 )
@@ -123,6 +125,9 @@ class MaceFormat:
 
     def facts(self, parsed: mace.Log, report: ReplayReport, ctx: VerifyContext) -> StoredFacts:
         return mace.stored_facts(parsed, report)
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: mace.Log) -> dict[str, str]:
         return mace.panel(parsed)

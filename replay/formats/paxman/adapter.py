@@ -8,6 +8,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -20,6 +21,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     OptionSources,
     StoredFacts,
     VerifyContext,
@@ -143,6 +145,9 @@ class PaxmanFormat:
             started_at=created if isinstance(created, str) else None,
             step_count=len(doc.get("field_results") or {}),
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: paxman.Artifact) -> dict[str, str]:
         doc = parsed.document
