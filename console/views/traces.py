@@ -142,6 +142,7 @@ class UploadOutcome:
     report: dict[str, Any] = field(default_factory=dict)
     created: bool = True
     input_of: str = ""  # an input another file of the upload named (an AHD token or brief)
+    input_as: str = ""  # what it is to that file, in its format's words
     halted: dict[str, str] = field(default_factory=dict)  # active halts on the stored trace
     code: str = ""
     message: str = ""
@@ -161,7 +162,7 @@ def _outcome(batch: BatchOutcome) -> UploadOutcome:
             batch.filename, code=exc.code, message=exc.message, where=_where(exc.broke_at)
         )
     if batch.result is None:
-        return UploadOutcome(batch.filename, input_of=batch.input_of)
+        return UploadOutcome(batch.filename, input_of=batch.input_of, input_as=batch.input_as)
     result = batch.result
     return UploadOutcome(
         batch.filename, trace=result.trace, report=result.report, created=result.created

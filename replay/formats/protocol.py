@@ -219,6 +219,11 @@ class CompanionRule:
     name rules (``companion`` as a pattern) do not apply to it. The server reads the same
     fields of a file it detected as the format (whatever its name); the upload page reads
     them from the files of a drop before it sends them.
+
+    ``describes``: what a companion it groups is, in a few words the upload page shows beside
+    a file stored as another's input ("a Paxman artifact's contract"); for a format that names
+    its inputs (``input_names``), its ``named_by`` rule's, else its first input rule's, words
+    say what a named file is.
     """
 
     trace: str
@@ -228,6 +233,7 @@ class CompanionRule:
     beside: bool = True
     named_by: tuple[str, ...] = ()
     max_bytes: int = 0
+    describes: str = ""
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -21,12 +21,6 @@ from replay.models import ReplayRun, Trace
 from replay.services import trace_ingest
 from tests.console.personas import persona
 
-#: what the upload page says of a file stored as another file's input
-INPUT_HINT = (
-    "a file the AHD sidecar names, an archive of them, a Paxman artifact's contract, "
-    "or a MACE log's snapshot"
-)
-
 # --- storing (services) ----------------------------------------------------------------------
 
 

@@ -23,7 +23,6 @@ from replay.formats import contextos as cx
 from replay.models import Snapshot, Trace
 from replay.services import snapshot_remove, trace_upload_batch
 from tests.console.formats import (
-    INPUT_HINT,
     assert_halted_alone,
     compare_page,
     event_types,
@@ -51,7 +50,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "replay" / "fixtures" / "contex
 PACK = FIXTURES / "refund-triage@1.4.0.pack.json"
 KG = FIXTURES / "kg-snapshot.kg.json"
 FORMAT = "contextos-trace"
-CONTEXTOS_INPUT = INPUT_HINT  # the upload page's words for its pack and KG snapshot
+#: the upload page's words for its pack and KG snapshot (its companion rule's)
+CONTEXTOS_INPUT = "a ContextOS trace's pinned pack or KG snapshot"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 UPLOADERS = {"alice", "oscar", "adam"}
 

@@ -29,7 +29,6 @@ from replay.keys import key_add_hmac
 from replay.models import Snapshot, Trace
 from replay.services import snapshot_remove, trace_upload_batch
 from tests.console.formats import (
-    INPUT_HINT,
     assert_halted_alone,
     compare_page,
     event_types,
@@ -52,7 +51,7 @@ from tests.replay.helpers import stored_counts
 pytestmark = pytest.mark.django_db
 
 FORMAT = mace.FORMAT
-MACE_INPUT = INPUT_HINT  # the upload page's words for its snapshots
+MACE_INPUT = "a MACE log's snapshot"  # the upload page's words, its companion rule's
 
 
 def register_key():

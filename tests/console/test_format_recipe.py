@@ -18,7 +18,6 @@ from replay.formats import detect_format, format_names, protocol
 from replay.models import Trace
 from replay.services import inputs_beside
 from tests.console.formats import (
-    INPUT_HINT,
     api_client,
     compare_page,
     listed,
@@ -33,7 +32,7 @@ from tests.toyformat import adapter as toy
 
 pytestmark = pytest.mark.django_db
 
-TOY_INPUT = INPUT_HINT  # the upload page's words for its note
+TOY_INPUT = "a toy log's note"  # the upload page's words, its companion rule's
 
 
 @pytest.fixture(autouse=True)

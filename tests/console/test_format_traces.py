@@ -24,7 +24,6 @@ from replay.formats import AHD, PAXMAN, native
 from replay.models import Snapshot, Trace
 from replay.services import trace_ingest, trace_upload_batch
 from tests.console.formats import (
-    INPUT_HINT,
     api_client,
     assert_halted_alone,
     compare_page,
@@ -53,7 +52,8 @@ SHARED = PUBLISHED
 CHECKOUT = SHARED / "ahd" / "checkout"
 EVALS = CHECKOUT / "docs" / "evals"
 SWISS = "2026-04-21-swiss.replay.json"
-AHD_INPUT = INPUT_HINT  # the upload page's words for its inputs
+#: the upload page's words for its inputs (its companion rule's)
+AHD_INPUT = "a file the AHD sidecar names, or an archive of them"
 IMAGE = "2026-04-21-editorial-image.replay.json"
 TOKEN = CHECKOUT / "tokens" / "swiss-editorial.yml"
 BRIEF = CHECKOUT / "briefs" / "landing.yml"

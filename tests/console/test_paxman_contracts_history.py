@@ -19,13 +19,13 @@ from replay.formats import PAXMAN
 from replay.formats import paxman as px
 from replay.models import Trace
 from replay.services import trace_ingest, trace_upload_batch
-from tests.console.formats import INPUT_HINT, stored_as_input, stored_as_inputs
+from tests.console.formats import stored_as_input, stored_as_inputs
 from tests.console.test_format_traces import MONEY
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
 
-PAXMAN_INPUT = INPUT_HINT  # the upload page's words for a contract
+PAXMAN_INPUT = "a Paxman artifact's contract"  # the upload page's words, its rule's
 NOTHING = {"traces": 0, "blobs": 0, "snapshots": 0}
 OWN = json.dumps({"id": "with-money-v1", "fields": [{"name": "total"}]}).encode()
 OTHER = json.dumps({"id": "invoice-v1", "fields": [{"name": "total"}]}).encode()

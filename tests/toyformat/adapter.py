@@ -39,7 +39,7 @@ class ToyFormat:
     label = "a toy log"
     keys = frozenset({"toy"})
     companions: tuple[CompanionRule, ...] = (
-        CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$"),
+        CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$", describes="a toy log's note"),
     )
     #: what it refuses with: its own codes, from replay/errors.py (the console's own, such as
     #: FORCE_HALT_ACTIVE from ``halt_refusal``, need no declaring)

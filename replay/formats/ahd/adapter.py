@@ -128,6 +128,7 @@ class AhdFormat:
             r"\.replay\.json$",
             r"\.(tar\.gz|tgz|zip)$|^(?!.*\.(json|jsonl|gz)$)",
             beside=False,
+            describes="a file the AHD sidecar names, or an archive of them",
         ),
     )
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)

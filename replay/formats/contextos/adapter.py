@@ -60,7 +60,11 @@ class ContextosFormat:
     shared_keys = SHARED_KEYS
     #: its pinned pack and KG snapshot, dropped beside it
     companions: tuple[CompanionRule, ...] = (
-        CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),
+        CompanionRule(
+            r"\.contextos\.json$",
+            r"\.(pack|kg)\.json$",
+            describes="a ContextOS trace's pinned pack or KG snapshot",
+        ),
     )
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
     codes = frozenset(

@@ -37,6 +37,7 @@ NAMED_SNAPSHOTS = CompanionRule(
     companion="{named}.json",
     named_by=tuple(mace.SNAPSHOT_FIELDS.values()),
     max_bytes=mace.MAX_LOG_BYTES,
+    describes="a MACE log's snapshot",
 )
 
 

@@ -55,7 +55,13 @@ class PaxmanFormat:
     keys = PAXMAN_KEYS
     #: ``x.contract.json`` dropped with the artifact ``x.json`` is its contract
     companions: tuple[CompanionRule, ...] = (
-        CompanionRule(r"\.json$", r"^{stem}\.contract\.json$", role="contract", needs_owner=True),
+        CompanionRule(
+            r"\.json$",
+            r"^{stem}\.contract\.json$",
+            role="contract",
+            needs_owner=True,
+            describes="a Paxman artifact's contract",
+        ),
     )
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
     codes = frozenset(
