@@ -2,13 +2,16 @@
 
 A toy log is a JSON object: ``toy`` (its id), ``job``, ``values`` (integers) and ``sum``
 (their sum, which verify recomputes: a wrong sum is ``INTEGRITY_FAILURE``). Its note
-(``<stem>.note.txt``, a companion) is stored with it and its length shown on the panel.
+(``<stem>.note.txt``, a companion) is stored with it and its length shown on the panel. Its
+own part of a run's report page is ``templates/report.html`` in this package, and a wrong sum
+is ``bad_sum`` in the toy's own words, beside the console's code.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from replay import errors
@@ -46,9 +49,9 @@ class ToyFormat:
     codes = frozenset({errors.MALFORMED_TRACE, errors.INTEGRITY_FAILURE})
     unstorable_codes = frozenset({errors.MALFORMED_TRACE})
     replay_note = "re-adds the values and compares the sum"
-    #: no templates of its own: the console's shared panel shows it
-    templates: str | None = None
-    report_template: str | None = None
+    #: its own templates, in its package: its part of a run's report page
+    templates: str | None = str(Path(__file__).with_name("templates"))
+    report_template: str | None = "report.html"
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith(".toy.json")
@@ -96,7 +99,10 @@ class ToyFormat:
         )
 
     def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
-        return None  # its reports carry the console's codes only
+        """A wrong sum in the toy's own words."""
+        if report.get("error_code") == errors.INTEGRITY_FAILURE:
+            return NativeCode("toy", "bad_sum")
+        return None
 
     def panel(self, parsed: ToyLog) -> dict[str, str]:
         return {
