@@ -59,12 +59,14 @@ class CheckedOnly:
 @dataclass
 class BatchOutcome:
     """One file of a batch upload: stored (``result``), refused (``error``), or an input
-    another file of the batch named (``input_of``: that file's name)."""
+    another file of the batch named (``input_of``: that file's name; ``input_as``: what it is
+    to that file, in the words of the companion rule that grouped it)."""
 
     filename: str
     result: IngestResult | None = None
     error: ReplayError | None = None
     input_of: str = ""
+    input_as: str = ""
 
 
 def stored_snapshot_body(snapshot_id: str) -> Any:
@@ -471,7 +473,7 @@ def trace_upload_batch(
     ``inputs`` and ``contract``: given explicitly (the API's ``inputs`` and ``contract``
     fields), pinned to every trace of the batch: they win over the companions its rules
     group with it."""
-    from replay.formats import archive, companion_alone, group_companions
+    from replay.formats import archive, companion_alone, group_companions, named_input_words
 
     names = [name for name, _source in files]
     detected: dict[str, str] = {}
@@ -495,14 +497,16 @@ def trace_upload_batch(
         cap = max_archive if archive.is_archive(name) else limit
         if name in owner_of:
             read[name] = source.read(cap + 1)
-            companions.append(BatchOutcome(name, input_of=owner_of[name][0]))
+            owner, rule = owner_of[name]
+            companions.append(BatchOutcome(name, input_of=owner, input_as=rule.describes))
         elif (alone := companion_alone(name)) is not None:
             refusal = getattr(formats().get(alone[0]), "companion_alone", None)
             if refusal is not None:
                 outcomes.append(BatchOutcome(name, error=refusal(name)))
         elif name in named and name not in naming:
             named_inputs[name] = source.read(cap + 1)
-            companions.append(BatchOutcome(name, input_of=named[name]))
+            words = named_input_words(detected[named[name]])
+            companions.append(BatchOutcome(name, input_of=named[name], input_as=words))
     taken = {o.filename for o in companions + outcomes}
     stored: list[BatchOutcome] = []
     for name, source in files:

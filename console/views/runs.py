@@ -16,6 +16,7 @@ from console.api.errors import REPORT_NOT_READY
 from console.diffview import render_json, step_diffs
 from console.jsonview import json_tree
 from console.selectors import trace_recorded_outputs
+from console.template_loaders import report_template
 from console.views.common import partial_or_page, signed_in
 from governance.codes import GovernanceError
 from governance.selectors import (
@@ -104,8 +105,8 @@ def _run_context(request: HttpRequest, run: ReplayRun) -> dict[str, object]:
         "run": run,
         "trace": run.trace,
         "report": report,
-        # the format's own part of the report, if it names one (ContextOS's verdict)
-        "report_template": getattr(fmt, "report_template", None),
+        # the format's own part of the report, from its package (ContextOS's verdict)
+        "report_template": report_template(fmt),
         "diffs": diffs,
         "fc_requests": [(r, force_continue_tally(request=r)) for r in requests],
         "can_request": can_request,

@@ -55,8 +55,9 @@ from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
 from replay.errors import INTEGRITY_CODES
-from replay.formats import companion_rules, drop_formats
+from replay.formats import companion_rules, drop_formats, formats
 from replay.formats.native.compare import SEAL_ALONE
+from replay.formats.protocol import NativeCode
 from replay.models import Trace
 from replay.selectors import (
     runs_for_trace,
@@ -141,6 +142,7 @@ class UploadOutcome:
     report: dict[str, Any] = field(default_factory=dict)
     created: bool = True
     input_of: str = ""  # an input another file of the upload named (an AHD token or brief)
+    input_as: str = ""  # what it is to that file, in its format's words
     halted: dict[str, str] = field(default_factory=dict)  # active halts on the stored trace
     code: str = ""
     message: str = ""
@@ -160,7 +162,7 @@ def _outcome(batch: BatchOutcome) -> UploadOutcome:
             batch.filename, code=exc.code, message=exc.message, where=_where(exc.broke_at)
         )
     if batch.result is None:
-        return UploadOutcome(batch.filename, input_of=batch.input_of)
+        return UploadOutcome(batch.filename, input_of=batch.input_of, input_as=batch.input_as)
     result = batch.result
     return UploadOutcome(
         batch.filename, trace=result.trace, report=result.report, created=result.created
@@ -227,6 +229,13 @@ def latest_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
         if run.report:
             return run.report
     return trace.ingest_report or {}
+
+
+def native_code(trace: Trace, report: dict[str, Any]) -> NativeCode | None:
+    """The report's code in the words of the system that wrote the file, as its format reads
+    them (Verist's ``input_hash_mismatch``), for the panel to show beside the console's."""
+    fmt = formats().get(trace.format)
+    return fmt.native_code(report) if fmt is not None and report else None
 
 
 def integrity_report(trace: Trace, runs: list[Any]) -> dict[str, Any]:
@@ -372,6 +381,7 @@ def _detail_context(
     context = {
         "trace": trace,
         "panel": panel,
+        "native_code": native_code(trace, report) if panel is not None else None,
         "versions": versions,
         "same_job": [t for t in same_job if t not in versions],
         "outline": outline,

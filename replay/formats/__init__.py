@@ -74,6 +74,16 @@ def drop_formats() -> list[dict[str, str]]:
     return found
 
 
+def named_input_words(name: str) -> str:
+    """What a file a file of format ``name`` names (``input_names``) is, in words: the
+    ``describes`` of the format's rule by content (``named_by``: a MACE log's snapshots), else
+    of its first input rule (an AHD sidecar's inputs); "" when it has none."""
+    fmt = formats().get(name)
+    rules = [rule for rule in getattr(fmt, "companions", ()) if rule.role == "input"]
+    rules.sort(key=lambda rule: not rule.named_by)
+    return rules[0].describes if rules else ""
+
+
 def name_rules(fmt: object) -> list[CompanionRule]:
     """A format's companion rules by name (not ``named_by``: those read the file)."""
     return [rule for rule in getattr(fmt, "companions", ()) if not rule.named_by]

@@ -26,8 +26,14 @@ A format is an object with:
   one; ``None`` when it does not, and ``replay_note`` says what re-verifying does instead;
 - ``facts(parsed, report, ctx) -> StoredFacts``: what a stored row records of the file;
 - ``panel(parsed) -> dict[str, str]``: the header facts its trace page panel shows;
-  optionally ``report_template``, the template of its own part of a run's report page
-  (included with the run's ``report``);
+- ``native_code(report) -> NativeCode | None``: a stored report's code in the system's own
+  words, which the panel shows beside the console's (Verist's ``input_hash_mismatch``), None
+  for a format that keeps none;
+- ``templates``: the directory of the format's own templates in its package, or None; the
+  console serves a file ``<templates>/<path>`` as the template ``formats/<name>/<path>``
+  (``console.template_loaders``), so a format's partials never shadow the console's;
+  ``report_template``: the file there of its own part of a run's report page (included with
+  the run's ``report``: ContextOS's status, rule and record hash), or None;
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are
@@ -184,6 +190,15 @@ class StoredFacts:
 
 
 @dataclass(frozen=True)
+class NativeCode:
+    """A report's code in the words of the system that wrote the file, beside the console's:
+    ``label`` names the system (``"Verist"``), ``code`` is its word (``input_hash_mismatch``)."""
+
+    label: str
+    code: str
+
+
+@dataclass(frozen=True)
 class CompanionRule:
     """Which other files of one upload belong with a file of this format, by name alone.
 
@@ -204,6 +219,11 @@ class CompanionRule:
     name rules (``companion`` as a pattern) do not apply to it. The server reads the same
     fields of a file it detected as the format (whatever its name); the upload page reads
     them from the files of a drop before it sends them.
+
+    ``describes``: what a companion it groups is, in a few words the upload page shows beside
+    a file stored as another's input ("a Paxman artifact's contract"); for a format that names
+    its inputs (``input_names``), its ``named_by`` rule's, else its first input rule's, words
+    say what a named file is.
     """
 
     trace: str
@@ -213,6 +233,7 @@ class CompanionRule:
     beside: bool = True
     named_by: tuple[str, ...] = ()
     max_bytes: int = 0
+    describes: str = ""
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -257,6 +278,8 @@ class TraceFormat(Protocol[Parsed]):
     replay_note: str
     codes: frozenset[str]
     unstorable_codes: frozenset[str]
+    templates: str | None
+    report_template: str | None
 
     def sniff(self, head: bytes, filename: str) -> bool: ...
 
@@ -271,6 +294,8 @@ class TraceFormat(Protocol[Parsed]):
     def facts(self, parsed: Parsed, report: Any, ctx: VerifyContext) -> StoredFacts: ...
 
     def panel(self, parsed: Parsed) -> dict[str, str]: ...
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None: ...
 
     def compare(self, a: Parsed, b: Parsed) -> list[Difference]: ...
 

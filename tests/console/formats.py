@@ -4,7 +4,9 @@ a governed replay. Each helper answers with the response or the row; the tests a
 
 from __future__ import annotations
 
+import html
 import io
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,21 @@ def api_client(name: str) -> Any:
 def upload_page(client: Any, files: list[SimpleUploadedFile]) -> Any:
     """The upload page's form, with ``files`` dropped on it together."""
     return client.post("/traces/upload/", {"files": files})
+
+
+def stored_as_inputs(body: str) -> list[str]:
+    """What the upload page's outcomes say of each file stored as another's input, each line
+    whole, its character references read (``&#x27;`` is ``'``)."""
+    found = re.findall(r'<p class="verdict">Stored as an input of .*?</p>', body, re.S)
+    return [html.unescape(line) for line in found]
+
+
+def stored_as_input(owner: str, words: str) -> str:
+    """The outcome line of a file stored as an input of ``owner``, ``words`` its hint."""
+    return (
+        f'<p class="verdict">Stored as an input of <code>{owner}</code> '
+        f'<span class="hint">({words})</span></p>'
+    )
 
 
 def upload_api(client: Any, file: SimpleUploadedFile, inputs: list | None = None) -> Any:

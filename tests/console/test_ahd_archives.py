@@ -19,7 +19,16 @@ from replay.errors import MALFORMED_TRACE
 from replay.formats import AHD
 from replay.models import Snapshot, Trace
 from replay.services import trace_upload_batch
-from tests.console.test_format_traces import BRIEF, EVALS, SWISS, TOKEN, governed, swiss_files
+from tests.console.formats import stored_as_input, stored_as_inputs
+from tests.console.test_format_traces import (
+    AHD_INPUT,
+    BRIEF,
+    EVALS,
+    SWISS,
+    TOKEN,
+    governed,
+    swiss_files,
+)
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
@@ -245,6 +254,7 @@ def test_the_upload_page_stores_a_sidecar_dropped_with_an_archive(as_persona):
     trace = Trace.objects.get()
     assert f'<a href="/traces/{trace.blob.sha256}/"><code>2026-04-21-swiss</code></a>' in body
     assert body.count(f"Stored as an input of <code>{SWISS}</code>") == 1
+    assert stored_as_inputs(body) == [stored_as_input(SWISS, AHD_INPUT)]
     page = as_persona("alice").get(f"/traces/{trace.blob.sha256}/").content.decode()
     assert page.count("<td>in the store</td>") == 2
 

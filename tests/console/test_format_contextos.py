@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from tests.console.formats import (
     listed,
     replay_api,
     replay_page,
+    stored_as_input,
+    stored_as_inputs,
     trace_page,
     upload_api,
     upload_of,
@@ -47,6 +50,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "replay" / "fixtures" / "contex
 PACK = FIXTURES / "refund-triage@1.4.0.pack.json"
 KG = FIXTURES / "kg-snapshot.kg.json"
 FORMAT = "contextos-trace"
+#: the upload page's words for its pack and KG snapshot (its companion rule's)
+CONTEXTOS_INPUT = "a ContextOS trace's pinned pack or KG snapshot"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 UPLOADERS = {"alice", "oscar", "adam"}
 
@@ -140,6 +145,7 @@ def test_the_upload_page_stores_a_trace_dropped_with_its_pack_and_kg(as_persona)
     trace = Trace.objects.get()
     assert f'<a href="/traces/{trace.blob.sha256}/"><code>{TRACE_ID}</code></a>' in body
     assert body.count("Stored as an input of <code>pass.trace.json</code>") == 2
+    assert stored_as_inputs(body) == [stored_as_input("pass.trace.json", CONTEXTOS_INPUT)] * 2
 
 
 @pytest.mark.parametrize("name", EVERYONE)
@@ -210,6 +216,20 @@ def test_a_diverged_replay_shows_every_diverged_field_of_the_seven(
     page = client.get(response["Location"]).content.decode()
     assert '<span class="badge" id="contextos-status">diverged</span>' in page
     assert '<code id="contextos-diverged-at">outputs</code>' in page
+    verdict = re.search(r'<dl class="facts" id="contextos-verdict">.*?</dl>', page, re.S)
+    assert verdict is not None
+    assert verdict[0] == (  # ContextOS's own part of the report, whole
+        '<dl class="facts" id="contextos-verdict">\n'
+        '    <dt>ContextOS status</dt><dd><span class="badge" id="contextos-status">diverged'
+        "</span></dd>\n"
+        '    <dt>Chain rule matched</dt><dd id="contextos-rule"><code>reference</code>: '
+        "JSON.stringify(obj, Object.keys(obj).sort()) (seed 004&#x27;s canonical)</dd>\n"
+        '    <dt>record_hash</dt><dd><code id="contextos-record-hash">sha256:'
+        "c970602783be0c73bdc983326845b9337e9ab935b565206e2ce987e53bf3d6b2</code></dd>\n"
+        '    <dt>diverged_at</dt><dd><code id="contextos-diverged-at">outputs</code> '
+        "(diverged fields: <code>outputs</code>, <code>status</code>)</dd>\n"
+        "  </dl>"
+    )
     assert "(diverged fields: <code>outputs</code>, <code>status</code>)" in page
     assert '<article class="step-diff" id="diff-step-decision_record">' in page
     assert "<code>/outputs</code>" in page

@@ -36,6 +36,8 @@ from tests.console.formats import (
     governed,
     listed,
     replay_api,
+    stored_as_input,
+    stored_as_inputs,
     trace_page,
     upload_api,
     upload_page,
@@ -49,6 +51,7 @@ from tests.replay.helpers import stored_counts
 pytestmark = pytest.mark.django_db
 
 FORMAT = mace.FORMAT
+MACE_INPUT = "a MACE log's snapshot"  # the upload page's words, its companion rule's
 
 
 def register_key():
@@ -137,6 +140,7 @@ def test_the_upload_page_stores_a_log_dropped_with_its_snapshots(as_persona, key
     trace = Trace.objects.get()
     assert f'<a href="/traces/{trace.blob.sha256}/"><code>log_s1</code></a>' in body
     assert body.count("Stored as an input of <code>log_s1.json</code>") == 5
+    assert stored_as_inputs(body) == [stored_as_input("log_s1.json", MACE_INPUT)] * 5
 
 
 def test_the_list_filters_stored_files_by_format(as_persona, key):

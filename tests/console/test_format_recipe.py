@@ -1,12 +1,16 @@
 """CONTRIBUTING's "Add a trace format" is true: a format from a package outside the console
 (`tests/toyformat/`), registered only through the entry-point group `replay_console.formats`,
 goes through `manage.py verify`, `manage.py ingest`, the upload page (with its companion file
-grouped by its own rule), the API (verify and upload), the list's format filter, the trace
-page and compare, with no file of the console changed."""
+grouped by its own rule, and said in its rule's words), the API (verify and upload), the
+list's format filter, the trace page (its code in its own words beside the console's), a
+replay's report page (its own part, a template from its own package) and compare, with no
+file of the console changed."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +25,9 @@ from tests.console.formats import (
     api_client,
     compare_page,
     listed,
+    replay_page,
+    stored_as_input,
+    stored_as_inputs,
     trace_page,
     upload_api,
     upload_page,
@@ -29,6 +36,9 @@ from tests.console.formats import (
 from tests.toyformat import adapter as toy
 
 pytestmark = pytest.mark.django_db
+
+TOY_INPUT = "a toy log's note"  # the upload page's words, its companion rule's
+TOY_TEMPLATES = Path(toy.__file__).with_name("templates")
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +105,7 @@ def test_the_upload_page_stores_a_toy_log_with_its_note_and_the_list_filters_it(
     ]
     body = upload_page(client, files).content.decode()
     assert "Stored as an input of <code>a.toy.json</code>" in body
+    assert stored_as_inputs(body) == [stored_as_input("a.toy.json", TOY_INPUT)]
     trace = Trace.objects.get()
     assert (trace.format, trace.trace_id) == (toy.FORMAT, "a")
     assert trace.ingest_report["status"] == "ok"
@@ -132,3 +143,31 @@ def test_the_trace_page_shows_the_toy_panel_and_compare_lists_the_difference(as_
     body = response.content.decode()
     assert '<td class="path"><code>/values/1</code></td><td>changed</td>' in body
     assert '<td class="path"><code>/sum</code></td><td>changed</td>' in body
+
+
+def test_the_trace_page_gives_a_wrong_sum_in_the_toys_own_words(as_persona):
+    upload_api(api_client("alice"), SimpleUploadedFile("b.toy.json", toy_bytes("b", [5], 6)))
+    body = trace_page(as_persona("alice"), Trace.objects.get()).content.decode()
+    verdict = re.search(r'<p id="format-verdict">.*?</p>', body, re.S)
+    assert verdict is not None
+    assert verdict[0] == (
+        '<p id="format-verdict"><span class="badge verdict-tamper_detected">tamper_detected'
+        '</span> <code class="code">INTEGRITY_FAILURE</code> (toy: <code>bad_sum</code>) '
+        "sum is 6, not 5</p>"
+    )
+
+
+def test_a_replay_report_shows_the_toys_own_part_from_its_package(
+    as_persona, django_capture_on_commit_callbacks
+):
+    from django.template.loader import get_template
+
+    template = get_template("formats/toy-log/report.html")
+    assert template.origin.name == str(TOY_TEMPLATES / "report.html")
+    upload_api(api_client("alice"), SimpleUploadedFile("a.toy.json", toy_bytes("a", [1, 2])))
+    client = as_persona("alice")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = replay_page(client, Trace.objects.get())
+    assert response.status_code == 303
+    page = client.get(response["Location"]).content.decode()
+    assert '<p id="toy-sum">Toy sum: the values add up to 3</p>' in page

@@ -35,6 +35,8 @@ from tests.console.formats import (
     replay_api,
     replay_page,
     replayed_by_page_and_api,
+    stored_as_input,
+    stored_as_inputs,
     trace_page,
     upload_api,
     upload_of,
@@ -50,6 +52,8 @@ SHARED = PUBLISHED
 CHECKOUT = SHARED / "ahd" / "checkout"
 EVALS = CHECKOUT / "docs" / "evals"
 SWISS = "2026-04-21-swiss.replay.json"
+#: the upload page's words for its inputs (its companion rule's)
+AHD_INPUT = "a file the AHD sidecar names, or an archive of them"
 IMAGE = "2026-04-21-editorial-image.replay.json"
 TOKEN = CHECKOUT / "tokens" / "swiss-editorial.yml"
 BRIEF = CHECKOUT / "briefs" / "landing.yml"
@@ -210,6 +214,7 @@ def test_the_upload_page_stores_a_sidecar_dropped_with_its_inputs(as_persona):
     trace = Trace.objects.get()
     assert f'<a href="/traces/{trace.blob.sha256}/"><code>2026-04-21-swiss</code></a>' in body
     assert body.count(f"Stored as an input of <code>{SWISS}</code>") == 2
+    assert stored_as_inputs(body) == [stored_as_input(SWISS, AHD_INPUT)] * 2
 
 
 def test_the_list_filters_stored_files_by_format(as_persona):

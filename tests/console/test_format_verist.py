@@ -7,6 +7,7 @@ integrity failure that halts that file only."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,49 @@ def test_the_trace_page_of_a_tampered_snapshot_says_it_in_both_vocabularies(as_p
         '<code class="code">INPUT_HASH_MISMATCH</code> (Verist: <code>input_hash_mismatch</code>)'
         f" Input hash mismatch: expected {INPUT_HASH}, got sha256:"
     ) in body
+
+
+def verdict_line(body: str) -> str:
+    """The panel's verdict paragraph, whole."""
+    found = re.search(r'<p id="format-verdict">.*?</p>', body, re.S)
+    assert found is not None, body
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        ("pass.snapshot.json", '<span class="badge verdict-ok">ok</span>'),
+        (
+            "tamper_input.snapshot.json",
+            '<span class="badge verdict-tamper_detected">tamper_detected</span> '
+            '<code class="code">INPUT_HASH_MISMATCH</code> (Verist: '
+            "<code>input_hash_mismatch</code>) Input hash mismatch: expected "
+            f"{INPUT_HASH}, got "
+            "sha256:07c25358c012dc13005f26a17a1633f2de464a365221c42f725c84afdd8c1e2d",
+        ),
+        (
+            "rehashed_output.snapshot.json",
+            '<span class="badge verdict-diverged">diverged</span> '
+            '<code class="code">REPLAY_DIVERGENCE</code> (Verist: <code>output_diverged</code>)'
+            " the recomputed step differs from the recorded one at /output/flagged",
+        ),
+    ],
+)
+def test_the_panel_verdict_says_the_console_code_and_verists_own(as_persona, name, line):
+    trace = ingest(FIXTURES / name)
+    body = trace_page(as_persona("alice"), trace).content.decode()
+    assert verdict_line(body) == f'<p id="format-verdict">{line}</p>'
+
+
+def test_the_panel_of_a_halted_snapshot_gives_verists_word_for_the_refusal(as_persona):
+    tampered = ingest(TAMPERED)
+    governed(tampered)
+    refused = governed(tampered)
+    assert refused.error_code == FORCE_HALT_ACTIVE
+    body = trace_page(as_persona("alice"), tampered).content.decode()
+    assert verdict_line(body) == (
+        '<p id="format-verdict"><span class="badge verdict-refused">refused</span> '
+        '<code class="code">FORCE_HALT_ACTIVE</code> (Verist: <code>halted</code>) '
+        f"{refused.report['message']}</p>"
+    )

@@ -19,10 +19,13 @@ from replay.formats import PAXMAN
 from replay.formats import paxman as px
 from replay.models import Trace
 from replay.services import trace_ingest, trace_upload_batch
+from tests.console.formats import stored_as_input, stored_as_inputs
 from tests.console.test_format_traces import MONEY
 from tests.replay.helpers import stored_counts
 
 pytestmark = pytest.mark.django_db
+
+PAXMAN_INPUT = "a Paxman artifact's contract"  # the upload page's words, its rule's
 NOTHING = {"traces": 0, "blobs": 0, "snapshots": 0}
 OWN = json.dumps({"id": "with-money-v1", "fields": [{"name": "total"}]}).encode()
 OTHER = json.dumps({"id": "invoice-v1", "fields": [{"name": "total"}]}).encode()
@@ -203,6 +206,15 @@ def test_a_contract_dropped_beside_its_artifact_on_the_upload_page_is_checked(as
     assert outcomes[0].result.trace.ingest_report["checks"][-2]["detail"] == (
         "the supplied contract is 'with-money-v1'"
     )
+
+
+def test_the_upload_page_says_a_contract_is_stored_with_its_artifact(as_persona):
+    files = [
+        SimpleUploadedFile(MONEY.name, MONEY.read_bytes()),
+        SimpleUploadedFile("money_unresolved.contract.json", OWN),
+    ]
+    body = as_persona("alice").post("/traces/upload/", {"files": files}).content.decode()
+    assert stored_as_inputs(body) == [stored_as_input(MONEY.name, PAXMAN_INPUT)]
 
 
 def test_a_contract_dropped_without_its_artifact_is_refused():

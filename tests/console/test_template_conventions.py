@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from replay.formats import formats
+
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = sorted((ROOT / "templates").rglob("*.html"))
+#: the console's templates and each built-in format's own, in its package
+TEMPLATES = sorted((ROOT / "templates").rglob("*.html")) + sorted(
+    path for fmt in formats() if fmt.templates for path in Path(fmt.templates).rglob("*.html")
+)
 SCRIPTS = sorted((ROOT / "static" / "js").glob("*.js"))
 
 
@@ -23,6 +28,7 @@ def tags(text: str) -> list[str]:
 
 def test_there_are_templates_to_check():
     assert len(TEMPLATES) > 15
+    assert any(p.parts[-3:] == ("contextos", "templates", "report.html") for p in TEMPLATES)
     assert {p.name for p in SCRIPTS} == {"upload.js", "sign.js", "copy.js"}
 
 

@@ -165,3 +165,23 @@ def test_a_rule_by_content_groups_nothing_by_name():
     assert {owner: [c for c, _ in group] for owner, group in groups.items()} == {
         "x.json": ["x.contract.json"]
     }
+
+
+def test_each_built_in_companion_rule_says_what_it_groups():
+    from replay.formats import formats, named_input_words
+
+    words = {
+        fmt.name: [rule.describes for rule in fmt.companions] for fmt in formats() if fmt.companions
+    }
+    assert words == {
+        "ahd-replay": ["a file the AHD sidecar names, or an archive of them"],
+        "contextos-trace": ["a ContextOS trace's pinned pack or KG snapshot"],
+        "paxman-artifact": ["a Paxman artifact's contract"],
+        "mace-reflective-log": ["a MACE log's snapshot"],
+    }
+    # what a file a file names (input_names) is: its rule by content's words, else its input
+    # rule's; none for a format without input rules
+    assert named_input_words("mace-reflective-log") == "a MACE log's snapshot"
+    assert named_input_words("ahd-replay") == words["ahd-replay"][0]
+    assert named_input_words("paxman-artifact") == ""
+    assert named_input_words("replay-trace") == ""

@@ -26,6 +26,7 @@ from replay.formats.protocol import (
     ENTRY_POINT_GROUP,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     VerifyContext,
     load_entry_points,
@@ -189,3 +190,14 @@ def test_the_shared_modules_import_no_format():
     packages = {p.parent.name for p in FORMATS_DIR.glob("*/__init__.py")}
     for name in sorted(SHARED):
         assert _formats_imported(FORMATS_DIR / f"{name}.py") & packages == set(), name
+
+
+def test_only_verist_keeps_a_code_of_its_own_beside_the_console_s():
+    stored = {"error_code": "HASH_MISMATCH", "verist": {"code": "hash_mismatch"}}
+    words = {fmt.name: fmt.native_code(stored) for fmt in formats()}
+    assert words.pop("verist-snapshot") == NativeCode("Verist", "hash_mismatch")
+    assert set(words.values()) == {None}
+    verist = formats().get("verist-snapshot")
+    assert verist.native_code({"status": "ok", "verist": {"code": None}}) is None
+    assert verist.native_code({"verist": "not an object"}) is None
+    assert verist.native_code({}) is None

@@ -2,13 +2,17 @@
 
 A toy log is a JSON object: ``toy`` (its id), ``job``, ``values`` (integers) and ``sum``
 (their sum, which verify recomputes: a wrong sum is ``INTEGRITY_FAILURE``). Its note
-(``<stem>.note.txt``, a companion) is stored with it and its length shown on the panel.
+(``<stem>.note.txt``, a companion) is stored with it and its length shown on the panel. Its
+own part of a run's report page is ``templates/report.html`` in this package, and a wrong sum
+is ``bad_sum`` in the toy's own words, beside the console's code.
 """
 
 from __future__ import annotations
 
 import json
-from typing import IO
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
 
 from replay import errors
 from replay.errors import ReplayError
@@ -17,6 +21,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     VerifyContext,
 )
@@ -37,13 +42,16 @@ class ToyFormat:
     label = "a toy log"
     keys = frozenset({"toy"})
     companions: tuple[CompanionRule, ...] = (
-        CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$"),
+        CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$", describes="a toy log's note"),
     )
     #: what it refuses with: its own codes, from replay/errors.py (the console's own, such as
     #: FORCE_HALT_ACTIVE from ``halt_refusal``, need no declaring)
     codes = frozenset({errors.MALFORMED_TRACE, errors.INTEGRITY_FAILURE})
     unstorable_codes = frozenset({errors.MALFORMED_TRACE})
     replay_note = "re-adds the values and compares the sum"
+    #: its own templates, in its package: its part of a run's report page
+    templates: str | None = str(Path(__file__).with_name("templates"))
+    report_template: str | None = "report.html"
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith(".toy.json")
@@ -89,6 +97,12 @@ class ToyFormat:
             runtime_version="1",
             step_count=len(doc.get("values", [])),
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        """A wrong sum in the toy's own words."""
+        if report.get("error_code") == errors.INTEGRITY_FAILURE:
+            return NativeCode("toy", "bad_sum")
+        return None
 
     def panel(self, parsed: ToyLog) -> dict[str, str]:
         return {

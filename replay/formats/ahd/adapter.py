@@ -22,6 +22,7 @@ import ntpath
 import os
 import posixpath
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +36,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     OptionSources,
     StoredFacts,
     StoredSnapshot,
@@ -126,6 +128,7 @@ class AhdFormat:
             r"\.replay\.json$",
             r"\.(tar\.gz|tgz|zip)$|^(?!.*\.(json|jsonl|gz)$)",
             beside=False,
+            describes="a file the AHD sidecar names, or an archive of them",
         ),
     )
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
@@ -147,6 +150,9 @@ class AhdFormat:
     replay_note = (
         "AHD recomputes nothing: re-verifying re-hashes the token and brief stored with the run"
     )
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith((ahd.SIDECAR_SUFFIX, ".md", ".markdown"))
@@ -342,6 +348,9 @@ class AhdFormat:
             required_snapshot_ids=refs,
             snapshots=snapshots,
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: AhdRun) -> dict[str, str]:
         s = parsed.sidecar

@@ -17,6 +17,8 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from replay import errors
@@ -27,6 +29,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     StoredSnapshot,
     VerifyContext,
@@ -55,11 +58,13 @@ class ContextosFormat:
     label = "a ContextOS trace"
     keys = CONTEXTOS_KEYS
     shared_keys = SHARED_KEYS
-    #: its part of a run's report page: the ContextOS status, rule, record hash, divergence
-    report_template = "console/formats/contextos_report.html"
     #: its pinned pack and KG snapshot, dropped beside it
     companions: tuple[CompanionRule, ...] = (
-        CompanionRule(r"\.contextos\.json$", r"\.(pack|kg)\.json$"),
+        CompanionRule(
+            r"\.contextos\.json$",
+            r"\.(pack|kg)\.json$",
+            describes="a ContextOS trace's pinned pack or KG snapshot",
+        ),
     )
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
     codes = frozenset(
@@ -79,6 +84,10 @@ class ContextosFormat:
         "with the pinned pack and KG snapshot stored beside the trace, and diffs the "
         "DecisionRecord (seed 004)"
     )
+    #: its own templates, in this package (``templates/``): its part of a run's report page
+    #: (the ContextOS status, the chain rule matched, the record hash, where it diverged)
+    templates: str | None = str(Path(__file__).with_name("templates"))
+    report_template: str | None = "report.html"
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith(SUFFIX)
@@ -151,6 +160,9 @@ class ContextosFormat:
             required_snapshot_ids=refs,
             snapshots=snapshots,
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: ContextosRun) -> dict[str, str]:
         head = parsed.trace.head

@@ -6,6 +6,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import IO, Any
 
 from replay import errors
@@ -16,6 +17,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     VerifyContext,
 )
@@ -35,6 +37,7 @@ NAMED_SNAPSHOTS = CompanionRule(
     companion="{named}.json",
     named_by=tuple(mace.SNAPSHOT_FIELDS.values()),
     max_bytes=mace.MAX_LOG_BYTES,
+    describes="a MACE log's snapshot",
 )
 
 
@@ -74,6 +77,9 @@ class MaceFormat:
         "and, in production mode, the persisted agent outputs; a log as MACE's writer "
         "persists it is not replayable (no job seed, no snapshots)"
     )
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return False
@@ -120,6 +126,9 @@ class MaceFormat:
 
     def facts(self, parsed: mace.Log, report: ReplayReport, ctx: VerifyContext) -> StoredFacts:
         return mace.stored_facts(parsed, report)
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: mace.Log) -> dict[str, str]:
         return mace.panel(parsed)

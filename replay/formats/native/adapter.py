@@ -8,6 +8,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import IO, Any
 
 from replay import errors
@@ -18,6 +19,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     StoredSnapshot,
     VerifyContext,
@@ -52,6 +54,9 @@ class NativeFormat:
     )
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
     replay_note = "replays every step with the registered step functions (seed 003 §6)"
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         name = filename.lower()
@@ -132,6 +137,9 @@ class NativeFormat:
             ],
             snapshots=snapshots,
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: native.NativeTrace) -> dict[str, str]:
         header = parsed.header

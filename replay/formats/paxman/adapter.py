@@ -8,6 +8,7 @@ Pure: no Django.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -20,6 +21,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     OptionSources,
     StoredFacts,
     VerifyContext,
@@ -53,7 +55,13 @@ class PaxmanFormat:
     keys = PAXMAN_KEYS
     #: ``x.contract.json`` dropped with the artifact ``x.json`` is its contract
     companions: tuple[CompanionRule, ...] = (
-        CompanionRule(r"\.json$", r"^{stem}\.contract\.json$", role="contract", needs_owner=True),
+        CompanionRule(
+            r"\.json$",
+            r"^{stem}\.contract\.json$",
+            role="contract",
+            needs_owner=True,
+            describes="a Paxman artifact's contract",
+        ),
     )
     #: every code a report of it can carry besides the console's own (protocol.CONSOLE_CODES)
     codes = frozenset(
@@ -69,6 +77,9 @@ class PaxmanFormat:
     #: the artifact is refused (nothing stored), as a file that does not parse is
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.INVALID_CONTRACT})
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return False
@@ -140,6 +151,9 @@ class PaxmanFormat:
             started_at=created if isinstance(created, str) else None,
             step_count=len(doc.get("field_results") or {}),
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        return None  # its reports carry the console's codes only
 
     def panel(self, parsed: paxman.Artifact) -> dict[str, str]:
         doc = parsed.document

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import IO
+from collections.abc import Mapping
+from typing import IO, Any
 
 from replay import errors
 from replay.errors import ReplayError
@@ -20,6 +21,7 @@ from replay.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    NativeCode,
     StoredFacts,
     VerifyContext,
 )
@@ -55,6 +57,9 @@ class VeristFormat:
         "re-hashes the input and artifacts (hashValue, js-sorted), loads the step-output and "
         "recomputes the step with its registered function (seed 002)"
     )
+    #: no templates of its own: the console's shared panel shows it
+    templates: str | None = None
+    report_template: str | None = None
     replay_options = verist.REPLAY_OPTIONS
     check_options = staticmethod(verist.check_options)
 
@@ -113,6 +118,12 @@ class VeristFormat:
             step_count=1,
             missing_outputs=["step-output"] if not report.replayable else [],
         )
+
+    def native_code(self, report: Mapping[str, Any]) -> NativeCode | None:
+        """Verist's own word for the report's code (``report["verist"]["code"]``)."""
+        own = report.get("verist")
+        code = own.get("code") if isinstance(own, Mapping) else None
+        return NativeCode("Verist", code) if isinstance(code, str) and code else None
 
     def panel(self, parsed: verist.VeristFile) -> dict[str, str]:
         s = parsed.snapshot
