@@ -36,9 +36,9 @@ def _get(client, url: str, max_queries: int, django_assert_max_num_queries) -> t
 
 #: a trace page's queries: the session and user, roles, the trace, its runs, its sealed blob and
 #: personal values (one reassembly), its snapshots (once: the outline's and the missing box's),
-#: halts, the ledger's evidence, its index, the other copies and other runs of its job (the
-#: compare-with form), its production requests and its auditors' notes
-TRACE_PAGE = 15
+#: the active halts (one query with their clears), its index, the other copies and other runs
+#: of its job (the compare-with form), its production requests and its auditors' notes
+TRACE_PAGE = 14
 
 
 def _snapshot_lookups(queries: CaptureQueriesContext) -> int:
