@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.template.defaultfilters import filesizeformat
+from django.template.defaultfilters import capfirst, filesizeformat
 from django.urls import reverse
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
@@ -131,3 +131,36 @@ def trace_step_rows_html(
     if not rows:
         return mark_safe('\n      <tr><td colspan="5" class="empty">No steps.</td></tr>\n    ')
     return mark_safe("".join(rows))  # noqa: S308 - escaped
+
+
+# --- the comparison of two native traces ------------------------------------------------------
+
+
+def _side(side: Any) -> str:
+    return f'<pre class="value">{_e(side.text)}</pre>' if side.present else "—"
+
+
+def compare_sections_html(sections: Iterable[Any], *, before: str, after: str) -> SafeString:
+    """Each section of a page of a native comparison (``diffview.CompareSection``) with its
+    rows, as the template loop wrote them; ``before`` and ``after``: the two files' names."""
+    head = (
+        "<thead><tr><th>Field (JSON pointer)</th><th>Change</th>"
+        f"<th>{_e(before)}</th><th>{_e(after)}</th></tr></thead>"
+    )
+    out = []
+    for counter, s in enumerate(sections, start=1):
+        rows = "".join(
+            f'\n        <tr><td class="path"><code>{_e(r.path)}</code></td><td>{_e(r.kind)}</td>'
+            f"<td>{_side(r.before)}</td><td>{_side(r.after)}</td></tr>\n      "
+            for r in s.rows
+        )
+        out.append(
+            f'\n  <section class="compare-section compare-{_e(s.kind)}" id="compare-{counter}">\n'
+            f"    <h3>{_e(capfirst(s.title))} <code>{_e(s.path)}</code></h3>\n"
+            "    <table>\n"
+            f"      {head}\n"
+            f"      <tbody>\n      {rows}\n      </tbody>\n"
+            "    </table>\n"
+            "  </section>\n  "
+        )
+    return mark_safe("".join(out))  # noqa: S308 - escaped

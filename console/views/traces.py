@@ -40,7 +40,12 @@ from console.selectors import (
     traces_same_artifact,
     traces_same_job,
 )
-from console.tables import trace_event_items_html, trace_rows_html, trace_step_rows_html
+from console.tables import (
+    compare_sections_html,
+    trace_event_items_html,
+    trace_rows_html,
+    trace_step_rows_html,
+)
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
 from governance.models import GovernanceEvent
@@ -468,6 +473,9 @@ def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> 
         )  # fmt: skip
     if comparison.native is not None and pointers is not None:
         context["sections"] = compare_sections(comparison.native.sections, pointers)
+        context["sections_html"] = compare_sections_html(  # in Python (console.tables)
+            context["sections"], before=trace.filename, after=other.filename
+        )
         context["seal_alone"] = SEAL_ALONE if comparison.native.seal_alone else ""
         found = comparison.native
         if found.next_offset is not None:
