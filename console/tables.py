@@ -1,15 +1,19 @@
-"""Rows of the trace list written in Python: the exact markup the template's row loop wrote
-(tests/console/test_trace_list_rows.py renders both and compares), without the template
-engine's per-cell cost (a variable lookup, a filter, a ``{% url %}`` reversal per cell was
-62% of the list's time). Escaped as the template escaped them."""
+"""Rows written in Python: the trace list's, and the trace page's windows of events and
+steps. The exact markup the templates' loops wrote (tests/console/test_trace_list_rows.py
+and test_trace_window_rows.py render both and compare), without the template engine's
+per-cell cost (a variable lookup, a filter, a ``{% url %}`` reversal per cell was 62% of
+the list's time, and most of a trace page's rendering). Escaped as the templates escaped
+them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from django.template.defaultfilters import filesizeformat
+from django.conf import settings
+from django.template.defaultfilters import capfirst, filesizeformat
 from django.urls import reverse
+from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # stubs lack it
@@ -66,3 +70,97 @@ def trace_rows_html(traces: Iterable[Trace]) -> SafeString:
     """The ``<tr>`` of each trace of a page of the list, as the row loop wrote them."""
     prefix, _, suffix = reverse("trace-detail", args=[_SHA]).partition(_SHA)
     return mark_safe("".join(_row(t, prefix, suffix) for t in traces))  # noqa: S308 - escaped
+
+
+# --- the trace page's windows: its events and its steps -------------------------------------
+
+_SEQ = 987654321  # a seq that stands for each row's in the reversed event link
+
+
+def _v(value: Any, thousands: bool) -> str:
+    """A value as ``{{ value }}`` writes it: localised, then escaped (a whole number needs no
+    locale unless thousands are separated). A missing key writes "" (``.get(key, "")``)."""
+    if type(value) is int and not thousands:
+        return str(value)
+    return str(conditional_escape(localize(value)))
+
+
+def trace_event_items_html(
+    records: Iterable[dict[str, Any]], *, sha256: str, broke_at: int | None
+) -> SafeString:
+    """The ``<li>`` of each event of a window of the trace page (``seq`` and ``type``), as the
+    template loop wrote them; the one where the chain broke is marked."""
+    url = _e(reverse("trace-event", args=[sha256, _SEQ]))
+    prefix, _, suffix = url.rpartition(str(_SEQ))
+    thousands = settings.USE_THOUSAND_SEPARATOR
+    items = []
+    for e in records:
+        seq = e.get("seq")
+        link = f"{prefix}{_v(seq, False)}{suffix}"  # a path parameter is never localised
+        marked = ' class="diverged"' if seq == broke_at else ""
+        label = f"seq {_v(e.get('seq', ''), thousands)}: {_v(e.get('type', ''), thousands)}"
+        items.append(
+            f'<li{marked}><a href="{link}" hx-get="{link}" hx-target="#event-payload" '
+            f'hx-swap="outerHTML">{label}</a></li>'
+        )
+    return mark_safe("".join(items) or '<li class="empty">No events here.</li>')  # noqa: S308
+
+
+def trace_step_rows_html(
+    records: Iterable[dict[str, Any]], report: dict[str, Any] | None
+) -> SafeString:
+    """The ``<tr>`` of each step of a window of the trace page (:func:`brief_step`'s fields),
+    as the template loop wrote them; the step a replay diverged at is marked."""
+    report = report or {}
+    diverged_at = report.get("broke_at")
+    diverged = report.get("error_code") == "REPLAY_DIVERGENCE"
+    thousands = settings.USE_THOUSAND_SEPARATOR
+    rows = []
+    for st in records:
+        marked = ' class="diverged"' if diverged and st.get("seq") == diverged_at else ""
+        ref = st.get("output_ref")
+        output = f"<code>{_v(ref, thousands)}</code>" if ref else ""
+        rows.append(
+            f"\n      <tr{marked}>\n"
+            f"        <td>{_v(st.get('seq', ''), thousands)}</td>"
+            f"<td><code>{_v(st.get('step_id', ''), thousands)}</code></td>"
+            f"<td>{_v(st.get('kind', ''), thousands)}</td>"
+            f"<td><code>{_v(st.get('fn', ''), thousands)}</code></td><td>{output}</td>\n"
+            "      </tr>\n    "
+        )
+    if not rows:
+        return mark_safe('\n      <tr><td colspan="5" class="empty">No steps.</td></tr>\n    ')
+    return mark_safe("".join(rows))  # noqa: S308 - escaped
+
+
+# --- the comparison of two native traces ------------------------------------------------------
+
+
+def _side(side: Any) -> str:
+    return f'<pre class="value">{_e(side.text)}</pre>' if side.present else "—"
+
+
+def compare_sections_html(sections: Iterable[Any], *, before: str, after: str) -> SafeString:
+    """Each section of a page of a native comparison (``diffview.CompareSection``) with its
+    rows, as the template loop wrote them; ``before`` and ``after``: the two files' names."""
+    head = (
+        "<thead><tr><th>Field (JSON pointer)</th><th>Change</th>"
+        f"<th>{_e(before)}</th><th>{_e(after)}</th></tr></thead>"
+    )
+    out = []
+    for counter, s in enumerate(sections, start=1):
+        rows = "".join(
+            f'\n        <tr><td class="path"><code>{_e(r.path)}</code></td><td>{_e(r.kind)}</td>'
+            f"<td>{_side(r.before)}</td><td>{_side(r.after)}</td></tr>\n      "
+            for r in s.rows
+        )
+        out.append(
+            f'\n  <section class="compare-section compare-{_e(s.kind)}" id="compare-{counter}">\n'
+            f"    <h3>{_e(capfirst(s.title))} <code>{_e(s.path)}</code></h3>\n"
+            "    <table>\n"
+            f"      {head}\n"
+            f"      <tbody>\n      {rows}\n      </tbody>\n"
+            "    </table>\n"
+            "  </section>\n  "
+        )
+    return mark_safe("".join(out))  # noqa: S308 - escaped

@@ -26,6 +26,8 @@ from typing import ClassVar
 from django.conf import settings
 from django.db import models
 from django.db.models.expressions import Func
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from governance import codes
 from replay.models import AppendOnlyError, AppendOnlyModel
@@ -133,10 +135,15 @@ class GovernanceEvent(AppendOnlyModel):
 
 class HaltQuerySet(AppendOnlyQuerySet):
     def active(self):
-        cleared = GovernanceEvent.objects.filter(
-            code=codes.code_of(codes.FORCE_HALT_CLEAR)
-        ).values_list("payload__halt_seq", flat=True)
-        return self.exclude(seq__in=[int(s) for s in cleared])
+        # the clears as a subquery: one query where there were two (every page that shows
+        # the halts asks); a clear always names its halt (NULL would empty a NOT IN)
+        cleared = (
+            GovernanceEvent.objects.filter(code=codes.code_of(codes.FORCE_HALT_CLEAR))
+            .annotate(halt=Cast(KT("payload__halt_seq"), models.BigIntegerField()))
+            .filter(halt__isnull=False)
+            .values("halt")
+        )
+        return self.exclude(seq__in=cleared)
 
 
 class HaltManager(models.Manager.from_queryset(HaltQuerySet)):  # type: ignore[misc]

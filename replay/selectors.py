@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,24 +10,32 @@ from replay import verdicts
 from replay.models import ReplayRun, Snapshot, Trace
 
 
-def trace_missing(trace: Trace) -> list[str]:
-    """What production replay of `trace` lacks now (snapshots can be removed by retention)."""
+def trace_missing(trace: Trace, *, stored: Collection[str] | None = None) -> list[str]:
+    """What production replay of `trace` lacks now (snapshots can be removed by retention).
+    ``stored``: which of its required snapshots are stored, when the caller has asked
+    already (:func:`snapshots_stored` of at least :func:`required_snapshot_ids`)."""
+    if stored is not None:
+        return _missing(trace, stored)
     return traces_missing([trace])[trace.pk]
+
+
+def required_snapshot_ids(trace: Trace) -> set[str]:
+    """The ids of the snapshots production replay of `trace` needs stored."""
+    return {r["snapshot_id"] for r in trace.required_snapshot_ids or [] if r.get("snapshot_id")}
+
+
+def snapshots_stored(ids: Iterable[str]) -> set[str]:
+    """Which of these snapshot ids the store holds (one query)."""
+    return set(Snapshot.objects.filter(snapshot_id__in=ids).values_list("snapshot_id", flat=True))
 
 
 def traces_missing(traces: Sequence[Trace]) -> dict[int, list[str]]:
     """:func:`trace_missing` of each of ``traces`` (by pk), with one query for them all."""
-    ids = {
-        ref["snapshot_id"]
-        for trace in traces
-        for ref in trace.required_snapshot_ids or []
-        if ref.get("snapshot_id")
-    }
-    stored = set(Snapshot.objects.filter(snapshot_id__in=ids).values_list("snapshot_id", flat=True))
+    stored = snapshots_stored(set().union(*(required_snapshot_ids(t) for t in traces)))
     return {trace.pk: _missing(trace, stored) for trace in traces}
 
 
-def _missing(trace: Trace, stored: set[str]) -> list[str]:
+def _missing(trace: Trace, stored: Collection[str]) -> list[str]:
     missing = []
     for ref in trace.required_snapshot_ids or []:
         sid = ref.get("snapshot_id")

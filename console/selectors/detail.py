@@ -15,6 +15,7 @@ from console.selectors.opened import OpenedTrace, _borrowed_or_own
 from replay.errors import ReplayError
 from replay.formats import native
 from replay.models import Snapshot, Trace
+from replay.selectors import required_snapshot_ids, snapshots_stored
 from replay.storage import blob_open
 
 
@@ -41,6 +42,9 @@ class Outline:
     break_detail: str
     unreadable: str = ""
     cut_short: str = ""  # the page's read budget ended the outline early
+    #: which of the header's and the trace's required snapshots are stored (None: not asked;
+    #: the page's "missing for production replay" reads it instead of asking again)
+    stored_snapshots: set[str] | None = None
 
 
 def failed_check(report: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -58,13 +62,10 @@ def _chain_break(report: dict[str, Any] | None) -> tuple[int | None, str]:
     return None, ""
 
 
-def _snapshot_lines(header: dict[str, Any], report: dict[str, Any] | None) -> list[SnapshotLine]:
+def _snapshot_lines(
+    header: dict[str, Any], report: dict[str, Any] | None, stored: set[str]
+) -> list[SnapshotLine]:
     snaps = header.get("snapshots", [])
-    stored = set(
-        Snapshot.objects.filter(snapshot_id__in=[s.get("snapshot_id") for s in snaps]).values_list(
-            "snapshot_id", flat=True
-        )
-    )
     check_names = {c.get("name"): c for c in (report or {}).get("checks", [])}
     failing = failed_check(report)
     bad_index = (
@@ -276,12 +277,15 @@ def trace_outline(
     except OSError as exc:
         return Outline({}, [], [], steps_total, [], broke_at, break_detail, unreadable=str(exc))
     header = {k: v for k, v in header.items() if k not in ("events", "steps", "outputs")}
+    ids = {s["snapshot_id"] for s in header.get("snapshots", []) if s.get("snapshot_id")}
+    in_store = snapshots_stored(ids | required_snapshot_ids(trace))  # one query for both
     return Outline(
         header=header,
         events=[],
         steps=[],
         steps_total=steps_total,
-        snapshots=_snapshot_lines(header, report),
+        snapshots=_snapshot_lines(header, report, in_store),
         broke_at=broke_at,
         break_detail=break_detail,
+        stored_snapshots=in_store,
     )

@@ -30,6 +30,11 @@ from replay.storage import blob_open
 # --- paging a trace's events and steps through its index -------------------------------------
 
 WINDOW_SIZE = 50
+#: what a page reads ahead of the header it parses: a JSON Lines file's windows are read by
+#: offsets through their own opening (OpenedTrace.decompressed), so the reader's 1 MiB
+#: read-ahead was a megabyte read, spliced (privacy.splice) and hashed per page for a header
+#: line of a few hundred bytes
+PAGE_READ_AHEAD = 1 << 16
 MAX_WINDOW_SIZE = 500
 
 
@@ -127,7 +132,12 @@ class OpenedTrace:
             raise self._failed
         if self._native is None:
             try:
-                self._native = open_trace(self._file(), self.trace.filename, limits=_page_limits())
+                self._native = open_trace(
+                    self._file(),
+                    self.trace.filename,
+                    limits=_page_limits(),
+                    read_ahead=PAGE_READ_AHEAD,
+                )
             except (ReplayError, OSError) as exc:
                 self._failed = exc
                 raise

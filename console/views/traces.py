@@ -40,7 +40,12 @@ from console.selectors import (
     traces_same_artifact,
     traces_same_job,
 )
-from console.tables import trace_rows_html
+from console.tables import (
+    compare_sections_html,
+    trace_event_items_html,
+    trace_rows_html,
+    trace_step_rows_html,
+)
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
 from governance.models import GovernanceEvent
@@ -378,6 +383,9 @@ def _detail_context(
         .select_related("blob")
         .order_by("-created_at")[:20]
     )
+    timeline = charts.overview(
+        index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
+    )
     context = {
         "trace": trace,
         "panel": panel,
@@ -388,12 +396,15 @@ def _detail_context(
         "report": report,
         "events": events,
         "steps": steps,
+        # the windows' rows, in Python (console.tables)
+        "event_items": trace_event_items_html(
+            events.records, sha256=trace.blob.sha256, broke_at=timeline.broke_at
+        ),
+        "step_rows": trace_step_rows_html(steps.records, report),
         "index_cut_short": page_budget_message() if index.get("cut_short") else "",
         "index_pending": pending,
-        "timeline": charts.overview(
-            index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
-        ),
-        "missing": trace_missing(trace),
+        "timeline": timeline,
+        "missing": trace_missing(trace, stored=outline.stored_snapshots),
         "runs": runs,
         "basis": trace_verdict_basis(trace, runs),
         "halted": halted,
@@ -472,6 +483,9 @@ def trace_compare_view(request: HttpRequest, trace_ref: str, other_ref: str) -> 
         )  # fmt: skip
     if comparison.native is not None and pointers is not None:
         context["sections"] = compare_sections(comparison.native.sections, pointers)
+        context["sections_html"] = compare_sections_html(  # in Python (console.tables)
+            context["sections"], before=trace.filename, after=other.filename
+        )
         context["seal_alone"] = SEAL_ALONE if comparison.native.seal_alone else ""
         found = comparison.native
         if found.next_offset is not None:

@@ -151,14 +151,18 @@ def open_trace(
     *,
     declared_format: str | None = None,
     limits: native.Limits = native.DEFAULT_LIMITS,
+    read_ahead: int | None = None,
 ) -> native.NativeTrace:
-    """Open `source` as a native trace (what the trace page's outline reads)."""
+    """Open `source` as a native trace (what the trace page's outline reads); ``read_ahead``:
+    :func:`native.open_native`'s (its default when None)."""
     if declared_format is not None and declared_format != native.FORMAT:
         raise ReplayError(
             MALFORMED_TRACE,
             f"unknown format {declared_format!r}; supported: {native.FORMAT}",
         )
-    return native.open_native(source, filename, limits)
+    if read_ahead is None:
+        return native.open_native(source, filename, limits)
+    return native.open_native(source, filename, limits, read_ahead=read_ahead)
 
 
 def detect_format(head: bytes, filename: str) -> str:

@@ -35,10 +35,14 @@ def _get(client, url: str, max_queries: int, django_assert_max_num_queries) -> t
 
 
 #: a trace page's queries: the session and user, roles, the trace, its runs, its sealed blob and
-#: personal values (one reassembly), snapshots, halts, the ledger's evidence, its index, the
-#: other copies and other runs of its job (the compare-with form), its production requests
-#: and its auditors' notes
-TRACE_PAGE = 16
+#: personal values (one reassembly), its snapshots (once: the outline's and the missing box's),
+#: the active halts (one query with their clears), its index, the other copies and other runs
+#: of its job (the compare-with form), its production requests and its auditors' notes
+TRACE_PAGE = 14
+
+
+def _snapshot_lookups(queries: CaptureQueriesContext) -> int:
+    return sum('FROM "replay_snapshot"' in q["sql"] for q in queries.captured_queries)
 
 
 def test_a_small_trace_page_opens_its_file_once(as_persona, ingest, django_assert_max_num_queries):
@@ -49,12 +53,25 @@ def test_a_small_trace_page_opens_its_file_once(as_persona, ingest, django_asser
     client = as_persona("vera")
     client.get(f"/traces/{trace.blob.sha256}/")  # its index stored
 
-    _count, openings = _get(
+    count, openings = _get(
         client, f"/traces/{trace.blob.sha256}/", TRACE_PAGE, django_assert_max_num_queries
     )
-    assert openings == 1
+    assert (count, openings) == (TRACE_PAGE, 1)
     steps = f"/traces/{trace.blob.sha256}/?steps_after=2&after=3"
-    assert _get(client, steps, TRACE_PAGE, django_assert_max_num_queries)[1] == 1
+    assert _get(client, steps, TRACE_PAGE, django_assert_max_num_queries) == (TRACE_PAGE, 1)
+
+
+def test_a_trace_page_asks_for_its_snapshots_once(as_persona, ingest):
+    """The outline's snapshot lines and the "missing for production replay" box read one
+    answer: which of the header's and the required snapshots are stored."""
+    trace = ingest("ok")
+    client = as_persona("vera")
+    client.get(f"/traces/{trace.blob.sha256}/")
+
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get(f"/traces/{trace.blob.sha256}/").content.decode()
+    assert _snapshot_lookups(queries) == 1
+    assert "This trace is replayable." in body
 
 
 def test_an_event_page_opens_its_file_once(as_persona, ingest, django_assert_max_num_queries):

@@ -149,3 +149,23 @@ def test_the_trace_id_alone_finds_the_newest_copy(as_persona, ingest):
     assert newest.filename in body
     assert 'id="other-copies"' in body
     assert "ok.trace.json" in body[body.index('id="other-copies"') :]
+
+
+def test_a_snapshot_removed_from_the_store_is_missing_and_its_line_says_so(as_persona, ingest):
+    """The outline and the missing box read one answer from the store (one query, issue 23):
+    a snapshot retention removed is missing for production replay on the page."""
+    from replay.services import snapshot_remove
+
+    trace = ingest("ok")
+    removed = trace.required_snapshot_ids[0]
+    snapshot_remove(snapshot_id=removed["snapshot_id"])
+    body = page(as_persona("vera"), trace)
+
+    assert trace_missing(trace) == [
+        f"snapshot:{removed['kind']} {removed['snapshot_id']} (not retained)"
+    ]
+    assert f"<li><code>{trace_missing(trace)[0]}</code></li>" in body
+    assert "This trace is replayable." not in body
+    section = body[body.index('id="snapshots"') : body.index('id="timeline"')]
+    line = section[section.index(removed["snapshot_id"][:27]) :]
+    assert line.index("in the file") < line.index("</tr>")  # its body is in the file still

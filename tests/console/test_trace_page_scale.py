@@ -65,3 +65,40 @@ def test_a_large_trace_page_reads_its_index_once(as_persona, trace_key):
         reads = [q["sql"] for q in queries.captured_queries if "replay_traceindex" in q["sql"]]
         assert len(reads) == 1, reads
         assert len(queries.captured_queries) <= 30
+
+
+@pytest.mark.django_db
+def test_a_window_of_a_large_trace_reads_its_header_and_the_window_only(
+    as_persona, trace_key, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The page parses the JSON Lines header line through a small read-ahead (the windows
+    are read by offsets): a 1 MiB read-ahead read, spliced and hashed a megabyte per page."""
+    from console.selectors import opened
+    from replay.services import trace_ingest
+    from tests.console.test_trace_paging import _recorded
+
+    data = b"".join(native.iter_jsonl(_recorded(10_000)))
+    assert len(data) > 2 << 20
+    with django_capture_on_commit_callbacks(execute=True):  # its index built at ingest
+        trace = trace_ingest(source=io.BytesIO(data), filename="large.trace.jsonl").trace
+    client = as_persona("vera")
+
+    delivered = []
+
+    def counted(name):
+        fh = blob_open(name)
+        read = fh.read
+
+        def read_counted(n=-1):
+            chunk = read(n)
+            delivered.append(len(chunk))
+            return chunk
+
+        fh.read = read_counted
+        return fh
+
+    blob_open = opened.blob_open
+    monkeypatch.setattr(opened, "blob_open", counted)
+    body = client.get(f"/traces/{trace.blob.sha256}/?seq=5000").content.decode()
+    assert ">seq 5000: " in body
+    assert 0 < sum(delivered) < 256 * 1024, sum(delivered)

@@ -5,6 +5,8 @@ quorum clears it."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from governance import codes, ledger, selectors, services
 from governance.models import GovernanceEvent, Halt
@@ -147,6 +149,12 @@ class TestHalts:
         (cleared,) = _events(codes.FORCE_HALT_CLEAR)
         assert cleared.payload["halt_seq"] == file_halt.seq
         assert cleared.payload["target_id"] == trace.blob.sha256
+        # the clears are read in the halts' own query (every page showing halts asks)
+        with CaptureQueriesContext(connection) as queries:
+            assert selectors.halts_active_map() == {
+                trace.trace_id: f"{trace_halt.label}: {trace_halt.reason}"
+            }
+        assert len(queries.captured_queries) == 1
 
         with pytest.raises(codes.GovernanceError) as caught:
             services.halt_clear_approval_record(

@@ -109,8 +109,16 @@ class _Counted(io.RawIOBase):
         return len(data)
 
 
-def open_native(source: IO[bytes], filename: str, limits: Limits = DEFAULT_LIMITS) -> NativeTrace:
-    """Open a native trace from a binary stream; detects gzip and the JSON/JSONL spelling."""
+def open_native(
+    source: IO[bytes],
+    filename: str,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    read_ahead: int = _READ_BYTES,
+) -> NativeTrace:
+    """Open a native trace from a binary stream; detects gzip and the JSON/JSONL spelling.
+    ``read_ahead``: the buffer in front of the stream (a reader of the whole file wants a
+    large one; a page that reads a JSON Lines file's header line only, a small one)."""
     head = source.read(2)
     rest = _Prefixed(head, source)
     compressed = head == GZIP_MAGIC
@@ -126,11 +134,11 @@ def open_native(source: IO[bytes], filename: str, limits: Limits = DEFAULT_LIMIT
                 counted,
                 limits,
             ),
-            buffer_size=1 << 20,
+            buffer_size=read_ahead,
         )
     else:
         stream = io.BufferedReader(
-            _BoundedReader(rest, limits.max_total_bytes, filename), buffer_size=1 << 20
+            _BoundedReader(rest, limits.max_total_bytes, filename), buffer_size=read_ahead
         )
     if name.endswith(".jsonl"):
         return _open_jsonl(stream, compressed, limits)
