@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Required, TypedDict, Unpack
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Field, Model
 from django.dispatch import Signal
 from django.utils import timezone
@@ -51,23 +51,51 @@ _LOCK_AND_HEAD_SQL: Final = (
 )
 
 
+#: the fourth statement when an append carries idempotency keys: which are in the ledger
+_KEYS_KNOWN_SQL: Final = (
+    "; SELECT idempotency_key FROM governance_governanceevent WHERE idempotency_key = ANY(%s)"
+)
+
+
 def lock_and_head() -> Head | None:
     """Take the append lock, then read the head (one round trip on PostgreSQL, which also
     hands the tree's right edge after the head to ``transparency.edge_prefetched``)."""
+    return _lock_head_and_keys([])[0]
+
+
+def _lock_head_and_keys(
+    keys: Sequence[str],
+) -> tuple[Head | None, dict[str, GovernanceEvent]]:
+    """:func:`lock_and_head`, and the events already in the ledger under these idempotency
+    keys. On PostgreSQL which keys are known is read in the same round trip as the lock and
+    the head (a retried append then reads its events in a second; a new one never does)."""
     if connection.vendor != "postgresql":
         lock()
-        return head_row()
+        prev = head_row()
+        return prev, _events_by_key(keys) if keys else {}
     if not connection.in_atomic_block:
         raise RuntimeError("ledger appends must run inside transaction.atomic()")
     with connection.cursor() as cur:
-        cur.execute(_LOCK_AND_HEAD_SQL)
+        if keys:
+            cur.execute(_LOCK_AND_HEAD_SQL + _KEYS_KNOWN_SQL, [list(keys)])
+        else:
+            cur.execute(_LOCK_AND_HEAD_SQL)
         cur.cursor.nextset()
         found = cur.fetchone()
         cur.cursor.nextset()
         edge = cur.fetchall()
+        known = []
+        if keys:
+            cur.cursor.nextset()
+            known = [row[0] for row in cur.fetchall()]
     head = Head(*found) if found else None
     transparency.edge_prefetched(head.seq if head else 0, head.hash if head else "", edge)
-    return head
+    return head, _events_by_key(known) if known else {}
+
+
+def _events_by_key(keys: Sequence[str]) -> dict[str, GovernanceEvent]:
+    found = GovernanceEvent.objects.filter(idempotency_key__in=list(keys))
+    return {str(e.idempotency_key): e for e in found}
 
 
 _KEY_EVENTS: Final = frozenset(codes.code_of(t) for t in (codes.KEY_ADDED, codes.KEY_ROTATED))
@@ -286,11 +314,13 @@ def _unnest_insert_sql() -> str:
 _unnest_sql: list[str] = []
 
 
-def _write(prepared: Sequence[_Prepared]) -> None:
+def _write(prepared: Sequence[_Prepared], *, commit: bool = False) -> bool:
     """INSERT the events and their nodes: on PostgreSQL in one statement (one round trip
-    under the lock, however many events)."""
+    under the lock, however many events). With ``commit`` (PostgreSQL, the caller's
+    transaction being this append alone: :func:`append_and_commit`) the COMMIT goes in that
+    round trip too. Returns whether it committed."""
     if not prepared:
-        return
+        return False
     new_nodes = [node for p in prepared for node in p.nodes]
     if new_nodes and connection.vendor == "postgresql":
         if not _unnest_sql:
@@ -303,16 +333,17 @@ def _write(prepared: Sequence[_Prepared]) -> None:
         payloads = "[" + ",".join(p.payload_json for p in prepared) + "]"
         with connection.cursor() as cur:
             cur.execute(
-                _unnest_sql[0],
+                _unnest_sql[0] + ("; COMMIT" if commit else ""),
                 [*columns, payloads, *([node[i] for node in new_nodes] for i in range(3))],
             )
-        return
+        return commit
     events_sql = (
         _INSERT_SQL.split(" VALUES ", 1)[0] + " VALUES " + ", ".join([_ROW_SQL] * len(prepared))
     )
     with connection.cursor() as cur:
         cur.execute(events_sql, [value for p in prepared for value in p.params()])
     transparency.insert_nodes(new_nodes)
+    return False
 
 
 def insert(
@@ -363,20 +394,32 @@ def append_many(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
     return _seal_and_write(drafts)  # drafted before the lock, as append
 
 
-def _seal_and_write(drafts: Sequence[_Draft]) -> list[GovernanceEvent]:
+def append_and_commit(entries: Sequence[Mapping[str, Any]]) -> list[GovernanceEvent]:
+    """:func:`append_many` as a transaction of its own (durable: refused inside another), for
+    a caller whose transaction is these appends and nothing else. On PostgreSQL the COMMIT
+    then goes in the round trip of the INSERT, so the lock, released at commit, is held for
+    one wake-up of this process less: every waiting writer waits that much less.
+    ``event_appended`` is sent before that statement, inside the transaction as ever (the
+    events are not yet in the table when a receiver runs; one that raises undoes them)."""
+    drafts = [_Draft.of(entry, taker="an append_and_commit entry") for entry in entries]
+    with transaction.atomic(durable=True):
+        # not under a test's transaction: only a real outermost block commits here
+        alone = connection.vendor == "postgresql" and len(connection.atomic_blocks) == 1
+        return _seal_and_write(drafts, commit=alone)
+
+
+def _seal_and_write(drafts: Sequence[_Draft], *, commit: bool = False) -> list[GovernanceEvent]:
     """Take the lock and read the head, then seal the drafts after it (each signed by the
     key :func:`_signing_key_after` picks, a new server key announced first when there is
     none) and write them; an idempotency key already in the ledger, or earlier in the batch,
-    gets that event instead. ``event_appended`` is sent for each event appended."""
-    prev: Any = lock_and_head()
+    gets that event instead. ``event_appended`` is sent for each event appended (before the
+    write when it commits too, so still inside the transaction)."""
+    wanted = [d.idempotency_key for d in drafts if d.idempotency_key is not None]
+    prev: Any
+    prev, found = _lock_head_and_keys(wanted)
     if not drafts:
         return []
-    wanted = [d.idempotency_key for d in drafts if d.idempotency_key is not None]
-    known: dict[str, GovernanceEvent | _Prepared] = (
-        {e.idempotency_key: e for e in GovernanceEvent.objects.filter(idempotency_key__in=wanted)}
-        if wanted
-        else {}
-    )
+    known: dict[str, GovernanceEvent | _Prepared] = dict(found)
     now = timezone.now()
     # timestamps never run backwards along the chain, whatever the writers' clocks say
     created_at = max(now, prev.created_at) if prev else now
@@ -398,10 +441,13 @@ def _seal_and_write(drafts: Sequence[_Draft]) -> list[GovernanceEvent]:
         picked.append(prev)
         if idempotency_key is not None:
             known[idempotency_key] = prev
-    _write(prepared)
     events = {p.seq: p.event() for p in prepared}
+    if not commit:
+        _write(prepared)
     asked = {id(p) for p in picked}
     for p in prepared:
         if id(p) in asked:  # not the server key's KEY_ADDED made on the way
             event_appended.send(sender=GovernanceEvent, event=events[p.seq])
+    if commit:
+        _write(prepared, commit=True)
     return [events[p.seq] if isinstance(p, _Prepared) else p for p in picked]
