@@ -408,9 +408,9 @@ def consistency(old_size: int, new_size: int) -> ConsistencyProof:
 
 
 def _signer(key: SigningKey) -> notes.Signer:
-    from governance import ledger
+    from governance.ledger.keys import private_key_of
 
-    return notes.Signer.from_seed(origin(), ledger.private_key_of(key))
+    return notes.Signer.from_seed(origin(), private_key_of(key))
 
 
 def verifier_key(key: SigningKey) -> str:
@@ -443,11 +443,13 @@ def checkpoint(
     """The signed checkpoint at ``size`` (the tree's whole size when None): the one stored, or
     a new one signed now by the server key in use and stored, with its signatures digest
     (:func:`signatures_digest`, checking at most ``vouch_limit`` newly covered signatures)."""
-    from governance import ledger
+    from governance.ledger.keys import private_key_of, server_key_current
+    from governance.ledger.lock import head_row, lock
 
     with transaction.atomic():
         if size is None:
-            head = ledger.lock_and_head()
+            lock()
+            head = head_row()
             if head is not None and tree_size() != head.seq:
                 sync(upto_seq=head.seq)
             size = tree_size()
@@ -463,7 +465,7 @@ def checkpoint(
             and (found.signatures_digest is not None or size == 0)
         ):
             return found
-        key = ledger.server_key_current()
+        key = server_key_current()
         if key is None:
             raise ProofError("no server key to sign a checkpoint with")
         body = checkpoints.Checkpoint(origin(), size, root_hash).body()
@@ -482,7 +484,7 @@ def checkpoint(
                 ""
                 if digest is None
                 else signing.sign(
-                    ledger.private_key_of(key), chain.signatures_message(size, root_hash, digest)
+                    private_key_of(key), chain.signatures_message(size, root_hash, digest)
                 )
             ),
         )
@@ -542,7 +544,7 @@ def signatures_digest(size: int, *, limit: int | None = VOUCH_MAX_NEW) -> bytes 
     largest vouching checkpoint below it and checking each newly covered signature (Ed25519,
     with the key it names, once in the event's life); None when one does not verify, an
     event is missing, or more than ``limit`` are new."""
-    from governance import ledger
+    from governance.ledger.keys import server_keys
 
     start = vouching_checkpoint(size)
     done, digest = (start.size, start.digest) if start is not None else (0, None)
@@ -550,7 +552,7 @@ def signatures_digest(size: int, *, limit: int | None = VOUCH_MAX_NEW) -> bytes 
         digest = chain.SIGNATURES_DIGEST_START
     if limit is not None and size - done > limit:
         return None
-    keys = ledger.server_keys()
+    keys = server_keys()
     expected = done + 1
     for seq, event_hash, key_id, signature in (
         GovernanceEvent.objects.filter(seq__gt=done, seq__lte=size)

@@ -277,7 +277,7 @@ def _progress_writer(verification_id: int) -> tuple[Callable[[int], None], Calla
     """How a run writes its progress, and how that writer is closed.
 
     On PostgreSQL a large ledger is streamed inside one transaction (a server-side cursor,
-    ``ledger._raw_rows``): progress written on that connection would show only at the end, so
+    ``ledger.verify._raw_rows``): progress written on that connection would show only at the end, so
     it goes through a second connection of its own, in autocommit.
     """
     if connection.vendor != "postgresql":

@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
-
 from governance import codes, ledger
 from governance.models import GovernanceEvent
 
 
-@transaction.atomic(durable=True)
 def pii_access_record(
     *,
     actor: Any,
@@ -20,8 +17,9 @@ def pii_access_record(
     reason: str,
     context: str = "",
 ) -> GovernanceEvent:
-    """Log that ``actor`` was shown unredacted personal data (call before showing it)."""
-    return ledger.append(
+    """Log that ``actor`` was shown unredacted personal data (call before showing it), as a
+    transaction of its own (durable)."""
+    entry = ledger.Entry(
         event_type=codes.PII_REVEALED,
         payload={
             "trace_id": trace_id,
@@ -31,3 +29,5 @@ def pii_access_record(
         },
         actor=actor,
     )
+    (event,) = ledger.append_and_commit([entry])
+    return event
