@@ -491,3 +491,15 @@ def test_a_double_is_compared_to_the_bit():
     assert tagged(-0.0) != tagged(0.0)
     assert tagged(1) != tagged(1.0) != tagged(True)
     assert math.isclose(struct.unpack(">d", tagged(0.5)[1])[0], 0.5)
+
+
+@pytest.mark.parametrize("piece", [1, 3, 4096])
+def test_the_colons_are_counted_as_orjson_writes_them(piece, monkeypatch):
+    monkeypatch.setattr(jsonstrict, "_SLICE", piece)
+    value = {
+        "a:b": [{"k": "x:y", "l": [1, "::"]}] * 10,
+        "c": {"d:": ["::"] * 9, "e": None},
+        "f": {f"{i}:": i for i in range(70)},  # more keys than are counted one by one
+        "g": "h:i",
+    }
+    assert jsonstrict._written_colons(value) == orjson.dumps(value).count(b":") == 217
