@@ -186,7 +186,7 @@ def _read_document_bytes(stream: IO[bytes], limits: Limits) -> bytes:
         chunks.append(chunk)
     data = b"".join(chunks)
     del chunks
-    if not data.strip():
+    if not data or data.isspace():  # what strip() would empty, without a copy of the text
         raise _malformed("the file is empty")
     return data
 
