@@ -194,15 +194,35 @@ def _outside_strings(data: bytes) -> bytes:
     a decoder reads them), so every quote left delimits a string; then the text is split at
     its quotes a chunk at a time (so a text of millions of keys never becomes millions of
     pieces at once)."""
+    return _strings_out(data, measure=None)[0]
+
+
+def _strings_out(data: bytes, *, measure: int | None = 0) -> tuple[bytes, int]:
+    """:func:`_outside_strings` of `data`, and the bytes between the quotes of its longest
+    string (escapes blanked two bytes for two: no fewer than its characters; a string across
+    chunks is measured whole), or 0 when `measure` is None. With `measure` > 0 a string
+    shorter than `measure` bytes may be left unmeasured: past a chunk's size, only the
+    strings that cross from one chunk to the next are (a shorter one is no longer)."""
     if b"\\" in data:
         data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
     kept: list[bytes] = []
     inside = 0
+    carry = longest = 0  # bytes of a string a chunk ended in; the longest string's
+    every = measure is not None and measure <= _CHUNK
     for start in range(0, len(data), _CHUNK):
         parts = data[start : start + _CHUNK].split(b'"')
         kept.append(b"".join(parts[inside::2]))
-        inside = (inside + len(parts) - 1) % 2
-    return b"".join(kept)
+        last = len(parts) - 1
+        ends_inside = (inside + last) % 2  # parts[i] is in a string when inside + i is odd
+        if measure is not None and last + inside:  # a piece of a string in this chunk
+            first = len(parts[1 - inside]) + (carry if inside else 0)
+            end = len(parts[last if ends_inside else last - 1])
+            longest = max(longest, first, end)
+            if every:
+                longest = max(longest, *map(len, parts[1 - inside :: 2]))
+            carry = (first if last == 1 - inside else end) if ends_inside else 0
+        inside = ends_inside
+    return b"".join(kept), longest
 
 
 #: every byte but the braces and the colon: deleted, they leave the objects and their keys
@@ -266,10 +286,19 @@ def check_key_count(
     object, not per string, stopping at the first limit crossed and naming the one a
     key-by-key count would have crossed first.
     """
+    _check_key_count(data, where, max_keys, max_object_keys, None)
+
+
+def _check_key_count(
+    data: bytes, where: str, max_keys: int, max_object_keys: int, skeleton: bytes | None
+) -> None:
+    """:func:`check_key_count`, given the text's :func:`_outside_strings` when the caller
+    has it (`skeleton`; else None)."""
     check_container_count(data, where=where)
     if data.count(b":") <= min(max_keys, max_object_keys):
         return
-    skeleton = _outside_strings(data)
+    if skeleton is None:
+        skeleton = _outside_strings(data)
     if _clearly_within(skeleton, max_keys, max_object_keys):
         return
     total = 0
@@ -409,6 +438,11 @@ def loads_strict(
 ) -> Any:
     """Decode one JSON text from UTF-8 bytes, refusing anything ambiguous or hostile."""
     check_key_count(data, where=where, max_keys=max_keys, max_object_keys=max_object_keys)
+    return _decode_strict(data, where=where, line_offset=line_offset)
+
+
+def _decode_strict(data: bytes, *, where: str, line_offset: int = 0) -> Any:
+    """:func:`loads_strict` once the text's keys and containers are counted."""
     if data.startswith(BOM):
         raise ReplayError(
             MALFORMED_TRACE,
@@ -543,6 +577,121 @@ def loads_compact(data: bytes, *, where: str) -> Any:
     return loads_strict(data, where=where) if value is NOT_PROVEN else value
 
 
+def _orjson_refuses_lone_surrogates() -> bool:
+    """Whether this ``orjson`` refuses every lone UTF-16 surrogate escape (as
+    :func:`loads_strict` does) and decodes a pair as one character, as ``json`` does: then a
+    text it parses holds none. Asked once, at import."""
+    if _orjson is None:
+        return False
+    for lone in (b'"\\ud800"', b'"\\udc00"', b'"\\ud800x"', b'"x\\udfff"', b'"\\ud83d\\ud83d"'):
+        try:
+            _orjson.loads(lone)
+        except _orjson.JSONDecodeError:
+            continue
+        return False  # pragma: no cover - the installed orjson refuses them (a test says so)
+    return bool(_orjson.loads(b'"\\ud83d\\ude00"') == "\U0001f600")
+
+
+#: whether :func:`loads_document` may let ``orjson`` parse (:func:`_parse_document`)
+FAST_DOCUMENT = _orjson_refuses_lone_surrogates()
+#: a run of 19 digits not after a point: an integer, an integer part or an exponent that
+#: long (``orjson`` reads an integer outside 64 bits as a float; 18 digits never are)
+_LONG_DIGITS = re.compile(rb"(?<![.0-9])[0-9]{19}")
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+#: the deepest nesting :func:`loads_document` lets ``orjson`` parse: ``json`` refuses nesting
+#: deeper than the interpreter's recursion limit (less the caller's stack), ``orjson`` only
+#: past 1024 levels; this leaves the caller some 850 frames
+_FAST_MAX_DEPTH = 128
+
+
+def _parse_document(data: bytes, skeleton: bytes) -> Any:
+    """The value of the JSON text `data` (whose :func:`_outside_strings` is `skeleton`, whose
+    keys and containers are counted and whose nesting is within :func:`check_shape`'s
+    limit), parsed by ``orjson`` when it is then proven to be :func:`loads_strict`'s value
+    of it; else `NOT_PROVEN` (then ask :func:`loads_strict`, which words any refusal).
+
+    ``orjson`` refuses all that ``loads_strict`` refuses in such a text (a byte-order mark,
+    invalid UTF-8, NaN and Infinity, a number out of range for a double, a lone surrogate
+    escape (`FAST_DOCUMENT`), malformed or trailing data; tests/replay/test_document_fast.py)
+    but two things, ruled out here:
+
+    - an integer outside 64 bits, which it reads as a float: declined when a run of 19 or
+      more digits stands outside the strings anywhere but after a point (no fraction is
+      read as an integer, and a double's fraction parses the same: every correctly rounded
+      reader gives the same double, checked against ``float`` by a Hypothesis property);
+    - duplicate keys, which it keeps the last of: counted. Each key of the text has its
+      colon, as has each ``:`` spelled in its strings; ``orjson`` writes the value back
+      with a colon for each key it kept and each ``:`` in the strings it kept, escaping
+      none. With no ``\\u003a`` in the text (declined when ``\\u003`` appears), a
+      string's colons are the ones it spells; so the written value has as many colons as
+      the text exactly when no key (and with it no part of the value) was dropped.
+    """
+    if b"0" * 19 in skeleton.translate(_DIGITS_AS_ZERO) and _LONG_DIGITS.search(skeleton):
+        return NOT_PROVEN
+    if b"\\" in data and b"\\u003" in data:  # (memchr first: most texts have no escape)
+        return NOT_PROVEN
+    try:
+        with _no_collection(len(data)):
+            value = _orjson.loads(data)
+        written = _written_colons(value)
+    except (_orjson.JSONDecodeError, _orjson.JSONEncodeError, RecursionError):
+        return NOT_PROVEN
+    if written != data.count(b":"):
+        return NOT_PROVEN  # a duplicate key
+    return value
+
+
+#: elements of a list ``orjson`` writes at once when counting colons (:func:`_written_colons`)
+_SLICE = 4096
+_FEW_KEYS = 64
+
+
+def _written_colons(value: Any) -> int:
+    """The colons in ``orjson.dumps(value)``, written a piece at a time (long lists a slice
+    at a time, objects of few keys a member at a time), so a document's events are not
+    written out whole at once: a list's colons are its elements', an object's are its keys',
+    its values' and one per key."""
+    if type(value) is list and len(value) > _SLICE:
+        dumps = _orjson.dumps
+        return sum(dumps(value[i : i + _SLICE]).count(b":") for i in range(0, len(value), _SLICE))
+    if type(value) is dict and len(value) <= _FEW_KEYS:
+        return sum(key.count(":") + 1 + _written_colons(item) for key, item in value.items())
+    return _orjson.dumps(value).count(b":")
+
+
+def loads_document(
+    data: bytes,
+    *,
+    where: str,
+    max_depth: int,
+    max_string: int,
+    max_keys: int = MAX_KEYS,
+    max_object_keys: int = MAX_OBJECT_KEYS,
+) -> tuple[Any, bool]:
+    """``(loads_strict(data, ...), text_shape_is_bounded(data, ...))``, for a whole JSON
+    document: the same value and the same refusals, for a fraction of the cost.
+
+    One pass drops the text's strings (:func:`_strings_out`), which both the key count and
+    the shape need; a text within the shape's limits (nesting at most `_FAST_MAX_DEPTH`
+    deep) is then parsed by ``orjson`` when that is proven to give the strict value
+    (:func:`_parse_document`); any other, or any error, is decoded by the strict decoder,
+    which words every refusal.
+    """
+    quick = shape_is_bounded(data, max_depth=max_depth, max_string=max_string)
+    skeleton: bytes | None = None
+    longest = 0
+    if not quick or FAST_DOCUMENT or data.count(b":") > min(max_keys, max_object_keys):
+        skeleton, longest = _strings_out(data, measure=None if quick else max_string + 1)
+    _check_key_count(data, where, max_keys, max_object_keys, skeleton)
+    bounded = quick or _skeleton_shape_is_bounded(skeleton or b"", longest, max_depth, max_string)
+    value = NOT_PROVEN
+    if FAST_DOCUMENT and bounded and skeleton is not None and max_depth <= _FAST_MAX_DEPTH:
+        value = _parse_document(data, skeleton)
+    if value is NOT_PROVEN:
+        value = _decode_strict(data, where=where)
+    return value, bounded
+
+
 def shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:
     """True when the JSON text `data` cannot break :func:`check_shape`'s limits.
 
@@ -567,24 +716,18 @@ def text_shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bo
     the empty ``{}`` then ``[]`` pairs, at most two levels of nesting a pass."""
     if shape_is_bounded(data, max_depth=max_depth, max_string=max_string):
         return True
-    if b"\\" in data:
-        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
-    kept: list[bytes] = []
-    inside = 0
-    carry = longest = 0  # bytes of a string a chunk ended in; the longest string's
-    for start in range(0, len(data), _CHUNK):
-        parts = data[start : start + _CHUNK].split(b'"')
-        lengths = [len(p) for p in parts[1 - inside :: 2]]
-        if inside and lengths:
-            lengths[0] += carry
-        kept.append(b"".join(parts[inside::2]))
-        inside = (inside + len(parts) - 1) % 2
-        if lengths:
-            longest = max(longest, *lengths)
-            carry = lengths[-1] if inside else 0
+    return _skeleton_shape_is_bounded(
+        *_strings_out(data, measure=max_string + 1), max_depth, max_string
+    )
+
+
+def _skeleton_shape_is_bounded(
+    skeleton: bytes, longest: int, max_depth: int, max_string: int
+) -> bool:
+    """:func:`text_shape_is_bounded` from a text's :func:`_strings_out`."""
     if longest > max_string:
         return False
-    structure = b"".join(kept).translate(None, _NOT_BRACKET)
+    structure = skeleton.translate(None, _NOT_BRACKET)
     for _ in range(max_depth // 2):
         if not structure:
             return True

@@ -437,6 +437,14 @@ def test_it_refuses_an_empty_file(refuse, tmp_path, filename, expected):
     assert message == expected
 
 
+def test_it_refuses_a_document_of_whitespace_only_as_empty(refuse, tmp_path):
+    path = write(tmp_path / "blank.trace.json", b" \t\r\n\x0b\x0c" * 3)
+
+    message = refuse(path, MALFORMED_TRACE)
+
+    assert message == "the file is empty"
+
+
 def test_it_refuses_a_json_array_instead_of_an_object(refuse, tmp_path):
     path = write(tmp_path / "array.trace.json", dumps([ok_document()]))
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from replay.errors import MALFORMED_TRACE, ReplayError
-from replay.formats.jsonstrict import check_shape, loads_strict, text_shape_is_bounded
+from replay.formats.jsonstrict import check_shape, loads_document, loads_strict
 from replay.formats.native.lines import _blank_lines, _long_line, _serial_rows
 from replay.formats.native.parallel import _chunked_rows
 from replay.formats.native.schema import (
@@ -194,16 +194,22 @@ def _read_document_bytes(stream: IO[bytes], limits: Limits) -> bytes:
         chunks.append(chunk)
     data = b"".join(chunks)
     del chunks
-    if not data.strip():
+    if not data or data.isspace():  # what strip() would empty, without a copy of the text
         raise _malformed("the file is empty")
     return data
 
 
 def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTrace:
     data = _read_document_bytes(stream, limits)
-    # proven from the bytes before they are parsed (the walk of a large document costs more)
-    bounded = text_shape_is_bounded(data, max_depth=limits.max_depth, max_string=limits.max_string)
-    doc = loads_strict(data, where="trace", **limits.keys())
+    # loads_strict's value and refusals; `bounded`: the shape is proven from the bytes (the
+    # walk of a large document costs more), in the pass the key count makes over them
+    doc, bounded = loads_document(
+        data,
+        where="trace",
+        max_depth=limits.max_depth,
+        max_string=limits.max_string,
+        **limits.keys(),
+    )
     del data  # not held beside the parsed document
     if not isinstance(doc, dict):
         raise _malformed(f"trace: expected a JSON object, got {_type_name(doc)}")
