@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run prod test test-postgres bench lint fmt demo migrate clean
 
-$(STAMP): pyproject.toml setup.py replay/formats/contextos/_compiled.c
+$(STAMP): pyproject.toml setup.py core/formats/contextos/_compiled.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[dev]"
@@ -58,4 +58,4 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .hypothesis .import_linter_cache build replay/formats/contextos/_compiled.*.so
+	rm -rf $(VENV) var .pytest_cache .hypothesis .import_linter_cache build core/formats/contextos/_compiled.*.so

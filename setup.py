@@ -1,4 +1,4 @@
-"""The one compiled module, ``replay.formats.contextos._compiled`` (its source's header says
+"""The one compiled module, ``core.formats.contextos._compiled`` (its source's header says
 why); everything else about the package is in pyproject.toml."""
 
 import sysconfig
@@ -19,8 +19,8 @@ def _sha256() -> dict:
 setup(
     ext_modules=[
         Extension(
-            "replay.formats.contextos._compiled",
-            sources=["replay/formats/contextos/_compiled.c"],
+            "core.formats.contextos._compiled",
+            sources=["core/formats/contextos/_compiled.c"],
             extra_compile_args=["-Wall", "-Wextra", "-Wno-unused-parameter"],
             **_sha256(),
         )

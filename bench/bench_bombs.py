@@ -74,18 +74,18 @@ _CORE = (
     _HWM
     + """
 from pathlib import Path
-from replay.errors import ReplayError
+from core.errors import ReplayError
 path, kind = Path(sys.argv[1]), sys.argv[2]
 try:
     if kind == "yaml":
-        from replay.formats import ahd
-        from replay.formats.yaml12 import YAML12Error
+        from core.formats import ahd
+        from core.formats.yaml12 import YAML12Error
         try:
             ahd.hash_structured(path.read_text())
         except YAML12Error as exc:
             print("refused", exc)
     else:
-        from replay.formats import open_trace
+        from core.formats import open_trace
         with path.open("rb") as fh:
             for _ in open_trace(fh, path.name).records():
                 pass
@@ -286,7 +286,7 @@ WIDE_TEXT = {
 
 def value_bound() -> int:
     """The longest ContextOS value the reader accepts, in characters (``MAX_VALUE_CHARS``)."""
-    from replay.formats.contextos import reader
+    from core.formats.contextos import reader
 
     return reader.MAX_VALUE_CHARS
 

@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replay import canonical
+from core import canonical
 
 EVENT_TYPES = ["job.start", "router.decide", "tool.call", "tool.result", "brainstate.tick"]
 WORDS = ["alpha", "beta", "gamma", "refund", "order", "naïve", "café", "Straße", "ﬁle", "日本"]

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/bench_compare.py [--events 100000] [--quick]``
 
 It builds two gzipped JSON Lines traces of ``--events`` events each (the header, steps and
 outputs of a recorded run, the events written out as filler records), identical but for
-``/steps/3/output/route``, and times :func:`replay.formats.native.compare.compare` over
+``/steps/3/output/route``, and times :func:`core.formats.native.compare.compare` over
 them two ways: line by line (the JSON Lines path: only the lines that differ are parsed) and
 record by record (every record parsed and validated, the path a JSON document takes). It
 checks both name exactly the one step change and the seal, and prints the times and the peak
@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay.formats import native
-from replay.formats.native.compare import compare, compare_records
-from replay.recorder import record, reseal, signer_for
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
-from replay.signatures import HMAC_SHA256
+from core.formats import native
+from core.formats.native.compare import compare, compare_records
+from core.replay.recorder import record, reseal, signer_for
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
+from core.replay.signatures import HMAC_SHA256
 
 SIGNER = signer_for("bench-compare", HMAC_SHA256, b"bench compare key, a test vector")
 

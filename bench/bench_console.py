@@ -83,11 +83,11 @@ def recorded_trace(
 ) -> bytes:
     """A native trace of ``events`` filler events recorded by the reference runtime and signed
     with ``key_id`` (bench_scale records its own under its key)."""
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
 
     document = record(
         RecordOptions(seed=seed, iterations=12, filler_events=events),

@@ -1,4 +1,4 @@
-"""Benchmark replay.diff against DeepDiff on two ~5 MB JSON documents with 100 changes.
+"""Benchmark core.replay.diff against DeepDiff on two ~5 MB JSON documents with 100 changes.
 
 Run: ``.venv/bin/python bench/bench_diff.py [--size-mb 5] [--changes 100] [--min-ratio 10]``
 
@@ -6,9 +6,9 @@ It builds a trace-like document (nested dicts and lists of events and snapshots)
 twice from JSON so the two sides share no objects (as two stored documents would), makes
 ``--changes`` scattered edits in the second copy (value changes, bool/int/float type
 changes, object <-> array changes, added and removed keys, grown and shrunk arrays, keys
-needing ``~0``/``~1`` escapes), and checks that replay.diff, DeepDiff and the generator's own
+needing ``~0``/``~1`` escapes), and checks that core.replay.diff, DeepDiff and the generator's own
 list of edits name exactly the same set of changed JSON Pointer paths. Then it prints times
-(best of several runs for replay.diff, one run for DeepDiff), the speed ratio and the peak
+(best of several runs for core.replay.diff, one run for DeepDiff), the speed ratio and the peak
 memory each allocates (tracemalloc, measured in separate runs so it does not skew the
 times). Exit status 1 if the paths disagree or the ratio is below ``--min-ratio``.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay.diff import DiffEntry, apply_diff, diff, first_divergence, pointer_join
+from core.replay.diff import DiffEntry, apply_diff, diff, first_divergence, pointer_join
 
 WORDS = [
     "alpha",
@@ -240,7 +240,7 @@ def main() -> int:
     ratio = deep_s / ours_s
 
     rows = [
-        ("replay.diff.diff", ours_s, ours_mem, len(ours)),
+        ("core.replay.diff.diff", ours_s, ours_mem, len(ours)),
         ("deepdiff.DeepDiff", deep_s, deep_mem, len(theirs)),
     ]
     print()

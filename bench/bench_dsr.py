@@ -86,7 +86,7 @@ def build(traces: int, values: int) -> list[int]:
     """Trace rows and an index of `values` values over values/10 subjects; the trace pks."""
     from django.db import transaction
 
-    from privacy import crypto
+    from core.privacy import crypto
     from privacy.models import PersonalValue, Subject, SubjectKey
     from privacy.subjects import _identifier_aad, _master, _secret, _wrap, new_ref
     from privacy.values import value_aad
@@ -193,7 +193,8 @@ def lookups(n_subjects: int, count: int) -> list[float]:
 def erase(pks: list[int], traces: int) -> dict[str, float]:
     from django.db import transaction
 
-    from privacy import crypto, erasure, subjects
+    from core.privacy import crypto
+    from privacy import erasure, subjects
     from privacy.models import PersonalValue, Subject
     from privacy.values import value_aad
 

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/bench_dsr_bundle.py [--traces N] [--repeat R] [--q
 
 Synthetic inputs (no database): N traces (1,000 by default; 100 with ``--quick``), each with
 five of the subject's values, an audit-mode replay report with ten checks, and three signed
-ledger events (a linked chain of 3N events, made with the real ``governance.chain`` code).
+ledger events (a linked chain of 3N events, made with the real ``core.ledger.chain`` code).
 Prints the bundle's size, the best of R timings of ``build_bundle`` and ``verify_bundle``
 (wall time; the machine is shared, so the best pass is the least disturbed one) with their
 MB/s, and raw SHA-256 over the same bytes as the floor a verifier cannot beat.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsr import bundle
-from governance import chain, signing
+from core import bundle
+from core.ledger import chain, signing
 
 PRIVATE = bytes(range(32))  # a benchmark key, not a secret
 PUBLIC = signing.public_key_of(PRIVATE)

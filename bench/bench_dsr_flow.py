@@ -5,7 +5,7 @@ erasure of that subject (shred, DSR_ERASED receipt, stored bundles dropped).
 
 Run: ``.venv/bin/python bench/bench_dsr_flow.py [--traces 1000] [--quick] [--keep]``
 
-N distinct native traces are recorded with the reference runtime (``replay.demo``'s recorder,
+N distinct native traces are recorded with the reference runtime (``core.replay.demo``'s recorder,
 one seed each; each names the demo's people, Ada among them) and ingested, which indexes
 their personal values. With ``DATABASE_URL`` naming a PostgreSQL database, a scratch database
 ``<name>_dsr_flow_bench`` is used (dropped unless ``--keep``); otherwise SQLite in a temporary
@@ -56,17 +56,18 @@ def setup(database_url: str | None, var_dir: str) -> None:
 def run(n: int) -> dict[str, float]:
     from django.contrib.auth.models import User
 
+    from core.canonical import jcs
+    from core.formats import native
+    from core.ledger import signing
+    from core.replay.demo import _record
+    from core.replay.recorder import signer_for
+    from core.replay.registry import default_registry
+    from core.replay.signatures import HMAC_SHA256
     from dsr import access, services
-    from governance import keystore, signing
+    from governance import keystore
     from governance import services as gov
-    from replay.canonical import jcs
-    from replay.demo import _record
-    from replay.formats import native
     from replay.keys import key_add_hmac
-    from replay.recorder import signer_for
-    from replay.registry import default_registry
     from replay.services import trace_ingest
-    from replay.signatures import HMAC_SHA256
 
     secret = b"bench dsr flow trace key, a test vector"
     from datetime import UTC, datetime

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
-from replay.formats import ahd, paxman
+from core.formats import ahd, paxman
 
 HASHED = (
     "paxman_version",

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from replay.formats import contextos as cx  # noqa: E402
+from core.formats import contextos as cx  # noqa: E402
 from tests.replay.fixtures.contextos import make_fixtures as mk  # noqa: E402
 
 REFERENCE_JS = mk.REFERENCE_JS
@@ -69,12 +69,12 @@ def console_rate(files: list[Path]) -> tuple[float, float, int]:
 
 
 def _chain_engine() -> str:
-    from replay.formats.contextos import chain
+    from core.formats.contextos import chain
 
     if chain._compiled is None:
-        return "the Python writers (replay.formats.contextos._compiled is not built)"
+        return "the Python writers (core.formats.contextos._compiled is not built)"
     sha = "OpenSSL" if chain._compiled.OPENSSL_SHA256 else "hashlib"
-    return f"compiled (replay/formats/contextos/_compiled.c, SHA-256 by {sha})"
+    return f"compiled (core/formats/contextos/_compiled.c, SHA-256 by {sha})"
 
 
 def node_rate(directory: Path) -> tuple[float, float, int]:
@@ -92,7 +92,7 @@ PROCESS = """
 import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from replay.formats import contextos as cx
+from core.formats import contextos as cx
 ok = 0
 for path in sorted(Path({directory!r}).glob("*.json")):
     with open(path, "rb", buffering=0) as fh:
@@ -147,7 +147,7 @@ def big_trace(path: Path, entries: int) -> None:
 MEASURE = """
 import sys, tracemalloc, time
 sys.path.insert(0, {root!r})
-from replay.formats import contextos as cx
+from core.formats import contextos as cx
 def once():
     with open({path!r}, "rb") as fh:
         trace = cx.parse(fh, "big.json")

@@ -12,7 +12,7 @@ each round):
   and its five snapshots, each snapshot's HMAC-SHA256 over ``canonical_json_serialize`` of
   the snapshot without its signature, and the log's HMAC over its immutable sub-payload
   (``mace_reference.reference_verify``);
-- **console**: ``replay.formats.mace``: the strict bounded parse of the log and of each
+- **console**: ``core.formats.mace``: the strict bounded parse of the log and of each
   snapshot, id provenance (config_hash, snapshot_id, event ids), the sub-payload check, both
   signatures, REPLAYABLE (the full report).
 
@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replay.formats import mace
-from replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
+from core.formats import mace
+from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 from tests.replay import mace_reference as ref
 
 KEYS = StaticKeyRing([KeyMaterial(ref.KEY_ID, HMAC_SHA256, secret=ref.SECRET)])

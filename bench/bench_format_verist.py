@@ -12,7 +12,7 @@ Run: ``.venv/bin/python bench/bench_format_verist.py [--files N] [--repeat R] [-
      ``hashValue`` (Web Crypto SHA-256 of the key-sorted ``JSON.stringify``) of the input and
      of every artifact's content, compared with the recorded hashes;
    - ``console hashes``: the console's parse (strict, bounded, every field checked) and the
-     same hash checks (``replay.formats.verist.verify`` with no step registered);
+     same hash checks (``core.formats.verist.verify`` with no step registered);
    - ``console verify``: all of ``verify``: the hash checks, ``loadOutput`` and the recompute
      of each step with its registered function, its schemas and the output/commands diffs;
    - ``console verify, exact js_sorted path only``: the same with the ``orjson`` shortcut of
@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from replay.formats import verist  # noqa: E402 - after the path is set
-from replay.formats.verist import snapshot as verist_snapshot  # noqa: E402
-from replay.registry import Registry, default_registry  # noqa: E402
+from core.formats import verist  # noqa: E402 - after the path is set
+from core.formats.verist import snapshot as verist_snapshot  # noqa: E402
+from core.replay.registry import Registry, default_registry  # noqa: E402
 
 REFERENCE = ROOT / "tests" / "replay" / "fixtures" / "verist" / "verist_ref.mjs"
 

@@ -15,8 +15,8 @@ unless ``--keep``), each migrated with ``manage.py migrate`` (triggers included)
    Reported: appends per second over the wall time of each run, then the resulting chain is
    verified (gapless, one chain). ``--appends-only`` stops there.
 2. VERIFY: a ledger of ``--events`` events is built in bulk, bypassing the service for
-   speed but with the real definitions (``governance.chain.event_body``/``event_hash``,
-   ``governance.signing.sign``, a real server key announced in event 1), written with
+   speed but with the real definitions (``core.ledger.chain.event_body``/``event_hash``,
+   ``core.ledger.signing.sign``, a real server key announced in event 1), written with
    ``COPY``. Then the real verifier (``governance.ledger.verify``: streamed rows, in-order
    linking here, hash + signature checks in ``--workers`` processes) walks all of it.
    Its tree is synced and a checkpoint with its signatures digest is signed (each server
@@ -64,7 +64,8 @@ def append_worker(count: int, label: str, start: str, batch: int = 1) -> None:
     django.setup()
     from django.db import connection
 
-    from governance import codes, services
+    from core.ledger import codes
+    from governance import services
 
     connection.ensure_connection()
     # one append before the start line, so the timed ones do not pay a process's first-call
@@ -160,8 +161,8 @@ def _payload(n: int) -> dict[str, Any]:
 
 def _bodies(args: tuple[int, int, str]) -> list[tuple[int, datetime, str, str, bytes]]:
     """Events start..stop-1 (REPLAY_RESULT-like): (seq, created_at, payload, idem, jcs body)."""
-    from governance import chain
-    from replay.canonical import jcs
+    from core.canonical import jcs
+    from core.ledger import chain
 
     start, stop, key_id = args
     out = []
@@ -195,7 +196,7 @@ def _init_signer(private: bytes) -> None:
 
 
 def _sign(hashes: list[str]) -> list[str]:
-    from governance import signing
+    from core.ledger import signing
 
     return [signing.sign(_SIGNING_KEY, h.encode("ascii")) for h in hashes]
 
@@ -207,7 +208,8 @@ def build_ledger(events: int, workers: int, log) -> tuple[int, list[tuple[bytes,
     """
     from django.db import connection, transaction
 
-    from governance import chain, codes, ledger
+    from core.ledger import chain, codes
+    from governance import ledger
 
     with transaction.atomic():
         key, private = ledger.server_key_create(valid_from=T0)

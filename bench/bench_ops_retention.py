@@ -90,7 +90,7 @@ def _scan(traces, *, after_seq: int = 0) -> dict[int, set[int]]:
     full rows of the events that matched (as ``events_naming`` reads them)."""
     from django.db.models.fields.json import KeyTextTransform
 
-    from governance import chain
+    from core.ledger import chain
     from governance.evidence import CHUNK, REFERENCE_KEYS, trace_names
     from governance.models import GovernanceEvent
 
@@ -118,7 +118,7 @@ def _scan(traces, *, after_seq: int = 0) -> dict[int, set[int]]:
 
 
 def _indexed(traces) -> dict[int, set[int]]:
-    from governance import chain
+    from core.ledger import chain
     from governance.evidence import events_naming
 
     seq = chain.FIELDS.index("seq")

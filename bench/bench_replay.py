@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/bench_replay.py [--events 100000] [--repeat 3] [--
 [--big-mb 1024] [--quick]``
 
 Part 1 records a trace of ``--events`` events with the reference runtime
-(``replay.recorder.record``), writes it as ``.trace.json`` and ``.trace.jsonl`` in a temporary
+(``core.replay.recorder.record``), writes it as ``.trace.json`` and ``.trace.jsonl`` in a temporary
 directory, and times, each in a fresh process (so each has its own heap and its own peak RSS)
 and round-robin ``--repeat`` times (best run kept, so load from other processes hurts every
 contender alike):
@@ -72,10 +72,10 @@ def _maxrss_mib() -> float:
 
 
 def run_engine(path: Path, workers: int) -> dict[str, Any]:
-    from replay import engine
-    from replay.formats import native
-    from replay.registry import default_registry
-    from replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
+    from core.formats import native
+    from core.replay import engine
+    from core.replay.registry import default_registry
+    from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 
     registry = default_registry()
     keys = StaticKeyRing([KeyMaterial(KEY_ID, HMAC_SHA256, secret=SECRET)])
@@ -104,9 +104,9 @@ def _cpu() -> float:
 
 
 def run_ceiling(path: Path, composed: bool) -> dict[str, Any]:
-    from replay.canonical import mace_v1
-    from replay.formats.jsonstrict import loads_compact
-    from replay.formats.native import event_body_bytes
+    from core.canonical import mace_v1
+    from core.formats.jsonstrict import loads_compact
+    from core.formats.native import event_body_bytes
 
     sha256 = hashlib.sha256
     events = broken = 0
@@ -258,11 +258,11 @@ def child_main(name: str, path: str, workers: int) -> None:
 
 
 def make_trace(directory: Path, events: int, iterations: int) -> tuple[Path, Path]:
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
 
     opts = RecordOptions(seed=SEED, iterations=iterations, filler_events=events - iterations)
     document = record(opts, default_registry(), signer_for(KEY_ID, HMAC_SHA256, SECRET))
@@ -394,11 +394,11 @@ def write_big_trace(path: Path, target_bytes: int, payload_bytes: int) -> tuple[
     steps never read) are appended to its chain, each hashed as it is written, and the seal
     is an HMAC fed as the lines go out, written into the header's place at the end.
     """
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
 
     opts = RecordOptions(seed=f"{SEED}-big", iterations=3, filler_events=30)
     document = record(opts, default_registry(), signer_for(KEY_ID, HMAC_SHA256, SECRET))

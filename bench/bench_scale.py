@@ -14,8 +14,8 @@ Run: ``.venv/bin/python bench/bench_scale.py [--quick] [--traces N] [--events N]
    the real ingest path (``replay.services.trace_ingest``: parsed, verified, stored), then
    bulk-creates ``--traces`` trace rows with realistic facts (formats, verdicts, job ids,
    missing outputs, timestamps over 100 days), then appends ``--events`` ledger events: a
-   real hash chain (``governance.chain``) from the real head, each event signed with the
-   real server key (``governance.signing``), written with COPY in batches. Each part's time
+   real hash chain (``core.ledger.chain``) from the real head, each event signed with the
+   real server key (``core.ledger.signing``), written with COPY in batches. Each part's time
    is printed.
 2. HTTP: the stack starts on a free port against that database (its state directory
    ``var/<database>-state/``, kept with the database for ``--reuse``; Redis db 8) and,
@@ -232,7 +232,8 @@ def fill_ledger(count: int, actor: Any) -> float:
     appends (an auditor shown unredacted personal data)."""
     from django.db import connection, transaction
 
-    from governance import chain, codes, ledger, signing
+    from core.ledger import chain, codes, signing
+    from governance import ledger
 
     head = ledger.head_row()
     key = ledger.server_key_current()

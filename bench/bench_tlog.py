@@ -119,7 +119,8 @@ def stored(args: argparse.Namespace, log) -> dict[str, Any]:
         django.setup()
         from django.db import connection, transaction
 
-        from governance import codes, ledger, services, transparency
+        from core.ledger import codes
+        from governance import ledger, services, transparency
 
         log(f"building a {args.events:,}-event ledger")
         written, _sample = gov_bench.build_ledger(args.events, args.workers, log)

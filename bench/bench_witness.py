@@ -76,7 +76,8 @@ def cosign_times(count: int, rounds: int, grow: int = 10) -> dict[str, Any]:
     ``push_all`` until each witness cosigned the new checkpoint."""
     from django.conf import settings
 
-    from governance import codes, services, transparency, witnessing
+    from core.ledger import codes
+    from governance import services, transparency, witnessing
 
     with witnesses(count, transparency.verifier_keys()) as config:
         settings.GOVERNANCE_WITNESSES = config
@@ -157,7 +158,8 @@ def main() -> int:
         import django
 
         django.setup()
-        from governance import codes, services
+        from core.ledger import codes
+        from governance import services
 
         for n in range(args.events):
             services.event_append(event_type=codes.REPLAY_REQUEST, payload={"n": n})

@@ -26,7 +26,7 @@ from console.env import (
     parse_trusted_proxies,
 )
 from console.files import private_dir, private_file, private_sqlite, private_write
-from replay.retention import policy_from_setting as _retention_policy
+from core.replay.retention import policy_from_setting as _retention_policy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = private_dir(Path(env_str("REPLAY_VAR_DIR", str(BASE_DIR / "var"))))
@@ -302,7 +302,7 @@ if not isinstance(REPLAY_PAXMAN_CAPABILITIES, dict):
 
 # --- limits on what an upload may be ------------------------------------------------------
 REPLAY_MAX_UPLOAD_BYTES = env_int("REPLAY_MAX_UPLOAD_BYTES", 2 * 1024**3)
-# what reading one upload may cost (replay/formats/native/trace.py Limits; refused with the limit)
+# what reading one upload may cost (core/formats/native/trace.py Limits; refused with the limit)
 REPLAY_MAX_DECOMPRESSED_BYTES = env_int("REPLAY_MAX_DECOMPRESSED_BYTES", 8 * 1024**3)
 REPLAY_MAX_GZIP_RATIO = env_int("REPLAY_MAX_GZIP_RATIO", 200)
 REPLAY_GZIP_RATIO_FLOOR_BYTES = env_int("REPLAY_GZIP_RATIO_FLOOR_BYTES", 32 * 1024**2)

@@ -24,7 +24,7 @@ def _index_at_ingest(sender: object, trace: object, **kwargs: object) -> None:
     """A stored native trace's index is built in the background once its upload commits, so
     no page request builds it (a large trace's takes seconds)."""
     from console.selectors import trace_index_queue
-    from replay.formats import native
+    from core.formats import native
 
     if getattr(trace, "format", None) == native.FORMAT:
         trace_index_queue(trace)  # type: ignore[arg-type]

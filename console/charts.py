@@ -67,7 +67,7 @@ class Overview:
 def overview(
     buckets: list[dict[str, Any]], *, total: int, broke_at: int | None, height: int = 90
 ) -> Overview:
-    """The whole trace as fixed buckets of consecutive events (``replay.traceindex``): one
+    """The whole trace as fixed buckets of consecutive events (``core.replay.traceindex``): one
     bar each, as tall as its share of events, red where the chain broke, grey after it."""
     width, base_y, top = TIMELINE_WIDTH, height - 10, 10
     slot = width / max(1, len(buckets))

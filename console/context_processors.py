@@ -94,8 +94,8 @@ def _inbox_count(request: HttpRequest, user: Any, in_effect: frozenset[str]) -> 
 
 def _witness_alerts(in_effect: frozenset[str]) -> list[Any]:
     """The unacknowledged witness alerts, for admins and council only (one query)."""
+    from core.ledger.roles import STRONG_ROLES
     from governance import witnessing
-    from governance.roles import STRONG_ROLES
 
     if not in_effect & STRONG_ROLES:
         return []

@@ -106,15 +106,15 @@ class DemoTrace:
 
 def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
     """Ingest the lead's demo traces (idempotent: same bytes, same row) and replay each once."""
+    from core.errors import ReplayError
+    from core.replay.demo import demo_traces
+    from core.replay.recorder import signer_for
+    from core.replay.signatures import HMAC_SHA256
     from governance.services import replay_request, replay_run_govern
-    from replay.demo import demo_traces
-    from replay.errors import ReplayError
     from replay.keys import key_demo_ensure
     from replay.models import Trace
-    from replay.recorder import signer_for
     from replay.selectors import runs_for_trace, trace_verdict_basis
     from replay.services import trace_ingest
-    from replay.signatures import HMAC_SHA256
 
     key, secret = key_demo_ensure()
     signer = signer_for(key.key_id, HMAC_SHA256, secret)
@@ -143,7 +143,7 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
             trace.refresh_from_db()
         line.trace_id = trace.trace_id
         line.verdict = trace.last_status
-        # the code of what the verdict rests on (replay.verdicts), not of the latest run: a
+        # the code of what the verdict rests on (core.replay.verdicts), not of the latest run: a
         # replay refused while a halt stood decides nothing and is not this trace's code
         basis = trace_verdict_basis(trace, runs_for_trace(trace))
         line.error_code = (
@@ -163,10 +163,10 @@ def demo_upload_files_write() -> Path:
     """Write files to try the upload page with under VAR_DIR/demo-uploads/ and return it:
     a native trace (it diverges when replayed), an AHD sidecar (verified against the demo AHD
     checkout, replay/demo_ahd/) and a truncated file (refused, naming where)."""
-    from replay.demo import demo_traces
+    from core.replay.demo import demo_traces
+    from core.replay.recorder import signer_for
+    from core.replay.signatures import HMAC_SHA256
     from replay.keys import key_demo_ensure
-    from replay.recorder import signer_for
-    from replay.signatures import HMAC_SHA256
 
     key, secret = key_demo_ensure()
     traces = dict(demo_traces(signer_for(key.key_id, HMAC_SHA256, secret)))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.redaction import REDACTED, redact
-from replay.diff import MISSING, pointer_escape, pointer_join
+from core.replay.diff import MISSING, pointer_escape, pointer_join
 
 PREVIEW_CHARS = 600
 CONTEXT_FIELDS = 200
@@ -47,7 +47,7 @@ class StepDiff:
 
 def _absent(divergence: dict[str, Any], key: str) -> bool:
     """The report spells a side that does not exist as `null` with `"absent": key`
-    (replay.engine.Divergence.to_json); a side left out altogether reads the same."""
+    (core.replay.engine.Divergence.to_json); a side left out altogether reads the same."""
     return divergence.get("absent") == key or key not in divergence
 
 
@@ -184,7 +184,7 @@ def _masked_payload(path: str, value: Any, pointers: list[str] | None) -> Any:
 def compare_sections(
     sections: list[Any], pointers: tuple[list[str] | None, list[str] | None]
 ) -> list[CompareSection]:
-    """The sections of a native comparison (``replay.formats.native.compare``) for the page:
+    """The sections of a native comparison (``core.formats.native.compare``) for the page:
     each value as JSON text (cut to a preview), an event payload's personal fields redacted by
     each trace's own privacy policy."""
     out = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from replay.diff import PointerError, pointer_join, pointer_split
+from core.replay.diff import PointerError, pointer_join, pointer_split
 
 REDACTED = "[redacted]"
 

@@ -1,12 +1,12 @@
 """How a refusal from a service reads over HTTP: its status code, for the pages and the API.
 
-Replay verdict codes (replay.errors) and governance refusals (governance.codes) keep their
+Replay verdict codes (core.errors) and governance refusals (core.ledger.codes) keep their
 exact strings; this module only decides the status that carries them.
 """
 
 from __future__ import annotations
 
-from governance import codes
+from core.ledger import codes
 
 _FORBIDDEN = {
     codes.APPROVAL_SELF,

@@ -1,6 +1,6 @@
 """The roles and permission matrix: the one place that says who may do what.
 
-The table (role names, actions, which roles allow which action) is `governance.roles`, shared
+The table (role names, actions, which roles allow which action) is `core.ledger.roles`, shared
 with governance and the management commands; this module adds what belongs to a web request.
 A user's roles are what the ledger says (`governance.membership`: the last role event naming
 them); a user may hold several. Every view, API endpoint and task entry point asks
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
 
     User = AbstractBaseUser | AnonymousUser
 
-# The table itself (role names, actions, MATRIX, COMBINATIONS) is governance.roles, so the
+# The table itself (role names, actions, MATRIX, COMBINATIONS) is core.ledger.roles, so the
 # management commands and governance use the very same one; its names stay importable here.
-from governance.roles import (
+from core.ledger.roles import (
     ACTIONS,
     ADMIN,
     API_TOKENS_OWN,

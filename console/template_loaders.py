@@ -18,8 +18,8 @@ from django.template import Origin
 from django.template.loaders.filesystem import Loader as FilesystemLoader
 from django.utils._os import safe_join
 
-from replay.formats import formats
-from replay.formats.protocol import TraceFormat
+from core.formats import formats
+from core.formats.protocol import TraceFormat
 
 PREFIX = "formats/"
 

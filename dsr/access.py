@@ -3,7 +3,7 @@
 * :func:`bundle_request` queues the evidence bundle; :func:`bundle_build` (the background
   task) finds every trace that concerns the subjects in the subject index, replays each in
   AUDIT mode only (:func:`dsr_replay` refuses any other mode with ``DSR_REPLAY_MODE``), and
-  builds the signed bundle with ``dsr.bundle`` (redacted values, except the fields an admin
+  builds the signed bundle with ``core.bundle`` (redacted values, except the fields an admin
   released), then appends DSR_EXPORTED. Progress is kept on the request's row.
 * :func:`field_release`: an admin releases one field into the bundle; exactly one
   PII_REVEALED event, naming the request.
@@ -27,10 +27,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dsr import bundle, scope, services, signed, subjects_port
+from core import bundle
+from core.bundle import scope
+from core.ledger import chain, codes, signing
+from dsr import services, signed, subjects_port
 from dsr.evidence import server_sign, tlog_evidence
 from dsr.models import DsrRelease, LegalRequest
-from governance import chain, codes, ledger, signing
+from governance import ledger
 from governance import services as gov_services
 from governance.models import GovernanceEvent
 from replay.models import ReplayRun, Trace

@@ -23,10 +23,10 @@ from rest_framework.views import APIView
 from console import roles
 from console.api.governance import ERRORS
 from console.api.votes import SignedApprovalInput, vote_recorded
+from core.canonical import jcs
+from core.ledger import signing
 from dsr import access, lookup, services, subjects_port
 from dsr.models import LegalRequest
-from governance import signing
-from replay.canonical import jcs
 
 
 class ApprovalStatusOutput(serializers.Serializer):

@@ -13,8 +13,8 @@ class DsrConfig(AppConfig):
         from governance.retention import hold_register
 
         hold_register(open_legal_requests)  # retention never expires what a DSR still needs
+        from core.ledger import codes, signing
         from dsr.signed import table_mismatches
-        from governance import codes, signing
         from governance.ledger import opened_by_register, tables_register
 
         tables_register(table_mismatches)  # governance verify names every row that differs

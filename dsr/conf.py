@@ -13,8 +13,8 @@ from datetime import date
 
 from django.conf import settings
 
+from core.ledger import signing
 from governance import conf as gov_conf
-from governance import signing
 
 APPROVAL_CHOICES = (signing.ROLE_ADMIN, signing.ROLE_COUNCIL)
 

@@ -3,7 +3,7 @@ and the signed checkpoint that verify them, the transparency log's proofs, and t
 signature over the bundle.
 
 The events come from ``governance.evidence`` (one definition of "an event concerns a trace",
-shared with retention); their records and sections are in ``dsr.bundle``'s format. This sits in
+shared with retention); their records and sections are in ``core.bundle``'s format. This sits in
 ``dsr`` because only a bundle needs it: governance imports nothing of ``dsr``.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dsr.bundle import event_record, server_key_record, tlog_section
-from governance import chain, ledger, selectors, signing, transparency, witnessing
+from core.bundle import event_record, server_key_record, tlog_section
+from core.ledger import chain, signing
+from governance import ledger, selectors, transparency, witnessing
 from governance.evidence import events_naming
 from governance.models import TreeCheckpoint
 from replay.models import Trace
@@ -22,7 +23,7 @@ _SEQ = chain.FIELDS.index("seq")
 
 
 def ledger_evidence(traces: Sequence[Trace], *, checkpoint: bool = True) -> dict[str, Any]:
-    """What a bundle carries about ``traces``' ledger events, as ``dsr.bundle.BundleInputs``
+    """What a bundle carries about ``traces``' ledger events, as ``core.bundle.BundleInputs``
     takes it: ``events`` (in seq order, each once), ``server_keys`` and ``member_keys`` (the
     public halves that verify them) and, with ``checkpoint``, a signed checkpoint of the
     whole ledger (``governance checkpoint``; it verifies the ledger first)."""
@@ -73,7 +74,7 @@ def tlog_evidence(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
 
 def server_sign(message: bytes) -> tuple[str, str, str]:
     """Sign with the current server key: ``(key_id, public key hex, signature hex)``, the
-    ``sign`` that ``dsr.bundle.build_bundle`` takes."""
+    ``sign`` that ``core.bundle.build_bundle`` takes."""
     key = ledger.server_key_current()
     if key is None:
         raise RuntimeError("no server signing key yet: the ledger makes one at its first event")

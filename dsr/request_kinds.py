@@ -17,12 +17,12 @@ from typing import Any
 from django.urls import reverse
 from django.utils.html import format_html
 
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from core.ledger.requests import KindCodes, KindRegistry, OpenRequest, Vote
 from dsr import conf, services, signed, subjects_port
 from dsr.models import LegalRequest
-from governance import codes, signing
-from governance import roles as matrix
 from governance import services as gov_services
-from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest, Vote
 
 
 class LegalApprovalKind:

@@ -4,12 +4,12 @@
 A request names its subjects by opaque refs (``dsr.subjects_port``; identifiers are never
 stored or put in a ledger payload), its kind (access, erasure or both), its legal basis and its
 due date, and moves open -> in_progress -> fulfilled, or is refused with a reason. Every
-transition is a server-signed ledger event (6xx, ``governance.codes``). Releasing a bundle and
+transition is a server-signed ledger event (6xx, ``core.ledger.codes``). Releasing a bundle and
 executing an erasure each need a signed four-eyes approval (``DSR_APPROVAL``, signed with the
 approver's confirmed member key like a force-continue approval), which the identity check must
 precede and the requester can never give.
 
-Refusals raise ``governance.codes.GovernanceError`` with one code and one of the message
+Refusals raise ``core.ledger.codes.GovernanceError`` with one code and one of the message
 constants below (tests compare against them). Whether a person may call a service at all is
 the roles matrix, checked by the views, the API and the command (``actor_require``) first.
 """
@@ -24,10 +24,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from dsr import conf, scope, signed, subjects_port
+from core.bundle import scope
+from core.ledger import codes, signing
+from dsr import conf, signed, subjects_port
 from dsr.models import LegalRequest
 from dsr.subjects_port import refs_for
-from governance import codes, ledger, membership, signing
+from governance import ledger, membership
 from governance import services as gov_services
 from governance.models import GovernedRequest, Vote
 

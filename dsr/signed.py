@@ -21,11 +21,13 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from dsr import conf, scope
+from core.bundle import scope
+from core.canonical import jcs
+from core.ledger import codes, reconcile, signing
+from dsr import conf
 from dsr.models import DsrRelease, LegalRequest
-from governance import codes, ledger, membership, reconcile, signing
+from governance import ledger, membership
 from governance.models import GovernanceEvent
-from replay.canonical import jcs
 from replay.models import Trace
 
 _OPENED = codes.code_of(codes.DSR_OPENED)

@@ -22,11 +22,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import refused
+from core.ledger import signing
+from core.ledger.codes import GovernanceError
 from dsr import access, conf, lookup, services, signed, subjects_port
 from dsr.models import DsrRelease, LegalRequest
 from dsr.tables import legal_rows_html
-from governance import signing
-from governance.codes import GovernanceError
 
 TRANSITIONS = ("start", "fulfil", "refuse")
 
@@ -249,7 +249,8 @@ def dsr_bundle_download_view(request: HttpRequest, request_id: str) -> HttpRespo
 @signed_in
 def dsr_bundle_pdf_view(request: HttpRequest, request_id: str) -> HttpResponse:
     """The bundle's readable summary as a PDF a person can be handed."""
-    from dsr import bundle, pdf
+    from core import bundle
+    from core.bundle import pdf
 
     try:
         legal, data = _released_bundle(request, request_id)

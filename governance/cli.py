@@ -13,7 +13,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
-from governance import codes, services
+from core.ledger import codes
+from governance import services
 
 USER_UNKNOWN_MESSAGE = "no user named {username!r}"
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from governance.signing import APPROVE, DENY, ROLE_ADMIN, ROLE_COUNCIL
+from core.ledger.signing import APPROVE, DENY, ROLE_ADMIN, ROLE_COUNCIL
 
 PENDING: Final = "pending"
 APPROVED: Final = "approved"

@@ -17,7 +17,7 @@ from typing import Any, Final
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import Expression
 
-from governance import chain
+from core.ledger import chain
 from governance.models import REFERENCE_KEYS, GovernanceEvent, PayloadText
 from replay.models import ReplayRun, Trace
 

@@ -1,8 +1,8 @@
-"""Which roles a person holds, as the ledger says: the Django side of ``governance.roles``.
+"""Which roles a person holds, as the ledger says: the Django side of ``core.ledger.roles``.
 
 The ledger is the record of who held what: a person's roles are the ``roles_after`` of the
 last role-setting event naming them (ROLES_INSTALLED, ROLES_CHANGED, ROLE_GRANT_APPROVED;
-``governance.codes.ROLE_SETTING_EVENTS``). The Django Groups of the same names are a mirror
+``core.ledger.codes.ROLE_SETTING_EVENTS``). The Django Groups of the same names are a mirror
 the role services keep in step for the admin site; a group edited any other way (the Django
 admin, SQL) grants nothing, because nothing reads the groups to decide.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from governance import codes
-from governance import roles as matrix
+from core.ledger import codes
+from core.ledger import roles as matrix
 
 _CACHE_ATTR: Final = "_governance_roles"
 

@@ -29,7 +29,7 @@ from django.db.models.expressions import Func
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from governance import codes
+from core.ledger import codes
 from replay.models import AppendOnlyError, AppendOnlyModel
 
 
@@ -86,7 +86,7 @@ class PayloadText(Func):
 
 
 class GovernanceEvent(AppendOnlyModel):
-    """One ledger event. Every field is hashed or derived from the hash (governance.chain)."""
+    """One ledger event. Every field is hashed or derived from the hash (core.ledger.chain)."""
 
     seq = models.BigIntegerField(primary_key=True)
     code = models.PositiveSmallIntegerField(db_index=True)
@@ -596,7 +596,7 @@ class TreeCheckpoint(AppendOnlyModel):
     key_id = models.CharField(max_length=128)
     created_at = models.DateTimeField()
     #: the running digest of the server signatures of events 1..size
-    #: (``governance.chain.signatures_digest``), each checked when the checkpoint was signed,
+    #: (``core.ledger.chain.signatures_digest``), each checked when the checkpoint was signed,
     #: and the same key's signature of ``chain.signatures_message``: full verification then
     #: needs no Ed25519 check per covered event. Null and empty on checkpoints without it.
     signatures_digest = models.BinaryField(max_length=32, null=True)

@@ -1,4 +1,4 @@
-"""Retention: expire stored traces by the policy of ``REPLAY_RETENTION`` (``replay.retention``),
+"""Retention: expire stored traces by the policy of ``REPLAY_RETENTION`` (``core.replay.retention``),
 never one the governance ledger or a hold still needs, each expiry a ``TRACE_EXPIRED`` event.
 
 Protected, whatever the rule says (:func:`traces_protected`):
@@ -29,10 +29,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from governance import chain, codes, conf, ledger
+from core.ledger import chain, codes
+from core.replay import retention
+from governance import conf, ledger
 from governance.evidence import CHUNK, events_naming
 from governance.models import GovernanceEvent
-from replay import retention
 from replay.expiry import Tombstone, trace_tombstone
 from replay.models import Trace
 

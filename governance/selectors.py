@@ -10,7 +10,10 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, reconcile, signing
+from core import errors
+from core.canonical import jcs
+from core.ledger import codes, reconcile, signing
+from governance import conf, council, ledger
 from governance.models import (
     HALT_BLOB,
     HALT_SNAPSHOT,
@@ -23,8 +26,6 @@ from governance.models import (
     ProductionReplayRequest,
     RoleGrantRequest,
 )
-from replay import errors
-from replay.canonical import jcs
 from replay.models import Trace
 
 CHECKPOINT_EMPTY_MESSAGE = "the ledger is empty: there is nothing to checkpoint"
@@ -108,7 +109,7 @@ def halts_on_trace(*, trace: Any, halted: Mapping[str, str] | None = None) -> di
 
 def integrity_snapshot(report: Mapping[str, Any]) -> str | None:
     """The snapshot id an integrity failure is about, when the snapshots check failed."""
-    from replay.formats import mace
+    from core.formats import mace
 
     if report.get("format") == mace.FORMAT:  # its broke_at names the field, not an index
         return mace.failed_snapshot_id(report)

@@ -56,7 +56,7 @@ def witness_push() -> dict[str, str]:
     """Push the newest checkpoint to every configured witness (celery beat: ``witness-push``
     in settings; also enqueued on demand). Harmless to rerun: a witness holding the size
     already answers 409 with it and the next attempt starts from there."""
-    from governance.codes import GovernanceError
+    from core.ledger.codes import GovernanceError
     from governance.witnessing import push_all
 
     try:

@@ -3,7 +3,7 @@ C2SP checkpoints signed by the server key, inclusion and consistency proofs. The
 the proof algorithms are the pure ``tlog`` package; this module stores and reads.
 
 The leaf of event ``seq`` (leaf index ``seq - 1``) is the ASCII of the event's ``hash`` string
-(``"sha256:" + 64 hex``, ``governance.chain``): that hash is SHA-256 over the previous event's
+(``"sha256:" + 64 hex``, ``core.ledger.chain``): that hash is SHA-256 over the previous event's
 hash and ``jcs`` of the event's body, so the leaf commits to every stored field of the event
 and to its place in the chain. Leaf hash: ``SHA-256(0x00 || leaf)``.
 
@@ -30,7 +30,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from governance import chain, codes, conf, signing
+from core.ledger import chain, codes, signing
+from governance import conf
 from governance.models import GovernanceEvent, MerkleNode, SigningKey, TreeCheckpoint
 from tlog import checkpoint as checkpoints
 from tlog import merkle

@@ -35,9 +35,10 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
-from governance import chain, codes, conf, ledger, reconcile, signing
+from core.canonical import jcs
+from core.ledger import chain, codes, reconcile, signing
+from governance import conf, ledger
 from governance.models import GovernanceEvent, LedgerVerification, SigningKey, VerificationMark
-from replay.canonical import jcs
 
 #: how many of the newest marks a read looks through for one it can believe
 MARKS_LOOKED_AT = 20

@@ -1,7 +1,7 @@
 """Indexing a stored file's personal values, and keeping them apart from its bytes at rest.
 
 When a trace is stored (``replay.signals.trace_stored``) its personal values are found
-(``privacy.rules``), each encrypted under its subject's key into a ``PersonalValue`` row,
+(``core.privacy.rules``), each encrypted under its subject's key into a ``PersonalValue`` row,
 and the stored blob is rewritten with those byte spans cut out (``SealedBlob``). Reading the
 blob (``replay.storage.blob_open``) puts them back and checks the file's SHA-256; once a
 subject is erased its spans read as a marker of the same length (``[erased]___``), so every
@@ -22,13 +22,13 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.files import File
 
-from privacy import crypto, rules
+from core.errors import INTEGRITY_FAILURE, ReplayError
+from core.privacy import crypto, rules
+from core.privacy.spans import SpanError
+from core.privacy.splice import Spliced
 from privacy.models import PersonalValue, SealedBlob, Subject, values_of_file
-from privacy.spans import SpanError
-from privacy.splice import Spliced
 from privacy.subjects import ref_for, subject_key
 from privacy.values import raw_value, value_aad
-from replay.errors import INTEGRITY_FAILURE, ReplayError
 
 log = logging.getLogger("privacy")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from privacy import rules
+from core.privacy import rules
 
 REDACTED = "[redacted]"
 ERASED = "[erased]"

@@ -13,7 +13,7 @@ import secrets
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from privacy import crypto
+from core.privacy import crypto
 from privacy.models import Subject, SubjectKey
 
 REF_PREFIX = "subj_"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from privacy import crypto
+from core.privacy import crypto
 from privacy.index import Hit, _hits, hit_of
 from privacy.models import PersonalValue
 from privacy.subjects import subject_key

@@ -1,6 +1,6 @@
 """The replay app's settings, read at call time (so ``override_settings`` holds), each default
 spelt once: here, or in the pure module whose limit it is (a format's own settings accessors,
-:mod:`replay.formats.ahd.settings`, read through :func:`setting`).
+:mod:`core.formats.ahd.settings`, read through :func:`setting`).
 
 ``config/settings.py`` sets them from the environment (docs/configuration.md):
 
@@ -11,7 +11,7 @@ spelt once: here, or in the pure module whose limit it is (a format's own settin
   ``DEFAULT_LIMITS`` unless set).
 * ``REPLAY_MAX_SECONDS`` (3600), ``REPLAY_MAX_ITERATIONS`` (none): caps on one replay.
 * ``REPLAY_AHD_MAX_INPUT_BYTES`` and the ``REPLAY_AHD_*`` archive limits: the AHD format's
-  (:mod:`replay.formats.ahd.settings`).
+  (:mod:`core.formats.ahd.settings`).
 * ``REPLAY_TASK_RUNNER`` (``eager`` when the settings name none), ``REPLAY_TASK_THREADS`` (2),
   ``REPLAY_PERIODIC_IN_PROCESS`` (on), ``REPLAY_STALE_SECONDS`` (900), ``CELERY_BROKER_URL``
   (none), ``CELERY_BEAT_SCHEDULE`` (empty): where queued work runs (replay/background.py).
@@ -23,9 +23,9 @@ from typing import Any
 
 from django.conf import settings
 
-from replay import engine
-from replay.formats import archive, native
-from replay.formats.ahd import settings as ahd_settings
+from core.formats import archive, native
+from core.formats.ahd import settings as ahd_settings
+from core.replay import engine
 
 MAX_UPLOAD_BYTES = 2 * 1024**3
 MAX_REPLAY_SECONDS = 3600.0

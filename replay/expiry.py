@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.files.storage import storages
 from django.db import transaction
 
-from replay import errors
+from core import errors
 from replay.models import Blob, ReplayRun, Snapshot, Trace
 from replay.signals import trace_expired
 from replay.storage import blob_storage

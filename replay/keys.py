@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.replay.signatures import ED25519, HMAC_SHA256, KeyMaterial
 from replay.models import VerificationKey
-from replay.signatures import ED25519, HMAC_SHA256, KeyMaterial
 
 DEMO_KEY_ID = "demo"
 

@@ -96,7 +96,7 @@ class Trace(models.Model):
     # the signature verdict at ingest, witnessed by the console (key revocation later
     # does not un-sign what was verified while the key was valid)
     ingest_report = JSONTextField(default=dict)
-    # The trace's verdict, by the one rule of replay/verdicts.py (the upload's verdict, then
+    # The trace's verdict, by the one rule of core/replay/verdicts.py (the upload's verdict, then
     # the latest authoritative audit or production replay's), not merely the last run's:
     # recomputed by replay.services at upload and whenever a run finishes.
     last_status = models.CharField(
@@ -144,7 +144,7 @@ class ReplayRun(models.Model):
     # step seqs past which a governed force-continue allows the replay to go on
     continue_past = models.JSONField(default=list)
     # the format's replay options this run used, each one (Verist's recompute options); {}
-    # for a format that takes none (replay.formats.protocol.replay_options)
+    # for a format that takes none (core.formats.protocol.replay_options)
     options = models.JSONField(default=dict, blank=True)
     resumed_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="resumptions"
@@ -200,7 +200,7 @@ class VerificationKey(models.Model):
 
 class TraceIndex(AppendOnlyModel):
     """Where each stretch of a stored file's events and steps starts, and its events in
-    buckets (``replay.traceindex``): built once, at ingest in the background (a small trace's
+    buckets (``core.replay.traceindex``): built once, at ingest in the background (a small trace's
     by the first page that needs it), so no page parses the records before the ones it
     shows. One per blob (the bytes never change)."""
 

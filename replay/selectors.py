@@ -6,7 +6,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replay import verdicts
+from core.replay import verdicts
 from replay.models import ReplayRun, Snapshot, Trace
 
 
@@ -52,7 +52,7 @@ def _missing(trace: Trace, stored: Collection[str]) -> list[str]:
 
 def trace_replay_options(trace: Trace) -> tuple[Any, ...]:
     """The replay options ``trace``'s format takes (``protocol.ReplayOption``; none: ``()``)."""
-    from replay.formats import formats
+    from core.formats import formats
 
     return tuple(getattr(formats().get(trace.format), "replay_options", ()))
 
@@ -64,14 +64,14 @@ def trace_is_replayable(trace: Trace) -> bool:
 def snapshot_tampered(snapshot_id: str) -> bool:
     """The retained body of this snapshot no longer hashes to its own id (rewritten in the
     store). False when it matches or is not retained."""
-    from replay.errors import ReplayError
-    from replay.formats import native
+    from core.errors import ReplayError
+    from core.formats import native
 
     row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body", "kind").first()
     if row is None:
         return False
     if row.kind.startswith("mace-"):  # a MACE snapshot file, under MACE's own id
-        from replay.formats import mace
+        from core.formats import mace
 
         return mace.stored_snapshot_tampered(row.body, snapshot_id)
     try:
@@ -135,8 +135,8 @@ def trace_to_replay(ref: str) -> Trace | None:
     a trace id exactly one stored file carries. None when nothing matches; a trace id several
     files carry is refused (``AMBIGUOUS_TRACE_ID``) naming each copy (upload id, sha256,
     format, file name, uploaded at) and how to pick one, never a guess at the newest."""
-    from replay import errors
-    from replay.errors import ReplayError
+    from core import errors
+    from core.errors import ReplayError
 
     given = ref.strip()
     if given.lower().startswith(UPLOAD_PREFIX):
@@ -202,7 +202,7 @@ class VerdictBasis:
 
 
 def trace_verdict_basis(trace: Trace, runs: list[ReplayRun]) -> VerdictBasis:
-    """The basis of ``trace``'s verdict (replay.verdicts), given its runs in any order; each
+    """The basis of ``trace``'s verdict (core.replay.verdicts), given its runs in any order; each
     run gets ``verdict_effect``: what it does to the verdict, in words."""
     finished = sorted(
         (r for r in runs if r.state == ReplayRun.State.DONE),

@@ -17,10 +17,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from replay import conf, engine, errors, verdicts
-from replay.errors import ReplayError
-from replay.formats import format_names, formats, native, sniff
-from replay.formats.protocol import (
+from core import errors
+from core.errors import ReplayError
+from core.formats import format_names, formats, native, sniff
+from core.formats.protocol import (
     OptionSources,
     SettingError,
     StoredFacts,
@@ -28,9 +28,11 @@ from replay.formats.protocol import (
     VerifyContext,
     replay_options,
 )
+from core.replay import engine, verdicts
+from core.replay.registry import default_registry
+from replay import conf
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
-from replay.registry import default_registry
 from replay.selectors import run_outcome, runs_finished, trace_ingest_verdict
 from replay.signals import trace_stored
 from replay.storage import Spooled, blob_erased, blob_name, blob_open, blob_put, spool
@@ -104,7 +106,7 @@ def _format(name: str) -> TraceFormat:
 def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
     """Uploaded inputs, every archive among them read (bounded) into the files it holds;
     raises ReplayError naming the entry when an archive is refused."""
-    from replay.formats import archive
+    from core.formats import archive
 
     return archive.expand_inputs(dict(inputs or {}), conf.ahd_archive_limits())
 
@@ -254,7 +256,7 @@ def trace_verify_file(
     ``workers`` > 1 reads a JSON Lines trace in that many processes (same report); only
     where the caller may start processes (a command, not a Celery prefork worker).
 
-    The format is detected (`replay.formats.detect_format`): a native trace, a Paxman
+    The format is detected (`core.formats.detect_format`): a native trace, a Paxman
     artifact, or an AHD sidecar / report. A format that verifies a file where it lies
     (``verify_path``: an AHD sidecar against its checkout on disk, which needs `path` and
     takes `root`; `ahd.AhdRootNotFound` is a usage error) does so when no ``inputs`` came
@@ -473,7 +475,7 @@ def trace_upload_batch(
     ``inputs`` and ``contract``: given explicitly (the API's ``inputs`` and ``contract``
     fields), pinned to every trace of the batch: they win over the companions its rules
     group with it."""
-    from replay.formats import archive, companion_alone, group_companions, named_input_words
+    from core.formats import archive, companion_alone, group_companions, named_input_words
 
     names = [name for name, _source in files]
     detected: dict[str, str] = {}
@@ -544,7 +546,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
     ``given`` on the command line), and the files it names (``input_names``: a MACE log's
     snapshot files). {} for a format whose inputs come from elsewhere (an AHD sidecar's, from
     its checkout). The one grouping ``ingest``, ``replay PATH`` and ``verify`` share."""
-    from replay.formats import companion_pattern, name_rules
+    from core.formats import companion_pattern, name_rules
 
     with path.open("rb") as fh:
         fmt_name, stream = sniff(fh, path.name)
@@ -627,7 +629,7 @@ def _store(
         required_snapshot_ids=facts.required_snapshot_ids,
         missing_outputs=facts.missing_outputs,
         ingest_report=data,
-        # no run yet: the rule's verdict is the upload's (replay/verdicts.py)
+        # no run yet: the rule's verdict is the upload's (core/replay/verdicts.py)
         last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
         uploaded_by=uploaded_by,
     )
@@ -797,7 +799,7 @@ def _erasure_noted(report: engine.ReplayReport, erased: Sequence[Mapping[str, st
 
 
 def _trace_verdict_store(*, trace_pk: int, replayed_at: Any) -> str:
-    """Recompute and store a trace's verdict by the one rule (replay/verdicts.py), from the
+    """Recompute and store a trace's verdict by the one rule (core/replay/verdicts.py), from the
     upload's verdict and every finished run; the row is locked so two runs finishing at once
     store the verdict of both."""
     trace = Trace.objects.select_for_update().get(pk=trace_pk)

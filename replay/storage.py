@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import storages
 
-from replay.errors import MALFORMED_TRACE, ReplayError
+from core.errors import MALFORMED_TRACE, ReplayError
 
 CHUNK = 1 << 20
 

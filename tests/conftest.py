@@ -182,8 +182,8 @@ def flushable_transactional_db(transactional_db):
 # (a test's made-up name) are not checked.
 @pytest.fixture(autouse=True)
 def format_codes_undeclared(monkeypatch):
-    from replay.formats import protocol
-    from replay.report import ReplayReport
+    from core.formats import protocol
+    from core.replay.report import ReplayReport
 
     undeclared: list[str] = []
     fail = ReplayReport.fail

@@ -11,10 +11,10 @@ import pytest
 from django.conf import settings as django_settings
 
 from console import conf as console_conf
+from core.formats import native
+from core.formats.ahd import MAX_INPUT_BYTES
 from governance import conf as governance_conf
 from replay import conf as replay_conf
-from replay.formats import native
-from replay.formats.ahd import MAX_INPUT_BYTES
 
 
 def test_the_project_is_configured_from_the_config_package():

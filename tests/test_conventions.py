@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from replay import report
-from replay.errors import ERROR_CODES
+from core.errors import ERROR_CODES
+from core.replay import report
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = (
@@ -312,7 +312,7 @@ def _codes(cell: str) -> list[str]:
 def test_it_documents_every_error_code(code):
     documented_in = [doc.name for doc in DOCS if f"`{code}`" in doc.read_text(encoding="utf-8")]
 
-    assert documented_in, f"{code} is in replay/errors.ERROR_CODES but in no doc"
+    assert documented_in, f"{code} is in core/errors.ERROR_CODES but in no doc"
 
 
 def test_it_lists_exactly_the_error_codes_that_exist():
@@ -341,7 +341,7 @@ def test_it_documents_the_verdict_of_every_error_code():
 
 def test_it_documents_every_governance_refusal_with_its_status():
     from console.refusals import governance_status
-    from governance.codes import REFUSALS
+    from core.ledger.codes import REFUSALS
 
     rows = _table_rows(ERROR_CODES_DOC.read_text(encoding="utf-8"), "code | status")
     documented = {_codes(code)[0]: int(status) for code, status, _ in rows}

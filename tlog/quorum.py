@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tlog import note as notes
 
-#: the refusal ``python -m tlog`` names (``governance.codes.WITNESS_QUORUM``, the same text);
+#: the refusal ``python -m tlog`` names (``core.ledger.codes.WITNESS_QUORUM``, the same text);
 #: an evidence bundle's is ``BUNDLE_WITNESS_QUORUM``
 CODE = "WITNESS_QUORUM"
 

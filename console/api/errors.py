@@ -1,6 +1,6 @@
 """The API's one exception handler: every error is JSON with an exact `error_code`.
 
-Replay verdict codes (replay.errors) and governance refusals (governance.codes) pass through
+Replay verdict codes (core.errors) and governance refusals (core.ledger.codes) pass through
 with their own strings and messages; HTTP-level problems get the codes below.
 """
 
@@ -15,9 +15,9 @@ from rest_framework.response import Response
 
 from console.refusals import governance_status
 from console.uploads import UPLOAD_TOO_LARGE
-from governance.codes import GovernanceError
-from replay import errors as replay_errors
-from replay.errors import ReplayError
+from core import errors as replay_errors
+from core.errors import ReplayError
+from core.ledger.codes import GovernanceError
 
 NOT_AUTHENTICATED = "NOT_AUTHENTICATED"
 PERMISSION_DENIED = "PERMISSION_DENIED"

@@ -16,12 +16,13 @@ from console import roles
 from console.api.common import ErrorOutput
 from console.api.filing import FileInput, request_file
 from console.api.votes import SignedApprovalInput, vote_recorded
-from governance import codes, signing, transparency, witnessing
+from core.canonical import jcs
+from core.ledger import codes, signing
 from governance import selectors as gov
 from governance import services as gov_services
+from governance import transparency, witnessing
 from governance.models import ForceContinueRequest, Halt
 from governance.verification import ledger_verification_read
-from replay.canonical import jcs
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput, 409: ErrorOutput}
 

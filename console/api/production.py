@@ -14,11 +14,11 @@ from console import roles
 from console.api.filing import FileInput, request_file
 from console.api.governance import ERRORS, ApprovalOutput, BallotOutput
 from console.api.votes import SignedApprovalInput, vote_recorded
+from core.canonical import jcs
+from core.ledger import signing
 from governance import selectors as gov
 from governance import services as gov_services
-from governance import signing
 from governance.models import ProductionReplayRequest
-from replay.canonical import jcs
 
 
 class ProductionRequestOutput(serializers.Serializer):

@@ -16,9 +16,9 @@ from rest_framework.views import APIView
 from console import roles
 from console.api.common import ErrorOutput, RunOutput
 from console.api.errors import REPORT_NOT_READY, ApiError
+from core.formats import formats
+from core.formats.protocol import OptionError
 from governance.services import replay_request
-from replay.formats import formats
-from replay.formats.protocol import OptionError
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 MODES = (roles.MODE_AUDIT, roles.MODE_SANDBOX, roles.MODE_PRODUCTION)

@@ -35,10 +35,11 @@ from console.api import filing
 from console.api.common import ErrorOutput
 from console.api.filing import FileInput
 from console.api.votes import SignedApprovalInput, vote_recorded
-from governance import membership, signing
+from core.canonical import jcs
+from core.ledger import signing
+from core.ledger.requests import needs_in_words
+from governance import membership
 from governance.requests.builtin import kinds
-from governance.requests.protocol import needs_in_words
-from replay.canonical import jcs
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput, 409: ErrorOutput}
 KIND_PARAMETER = OpenApiParameter(

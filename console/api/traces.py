@@ -67,7 +67,7 @@ def uploaded_inputs(request: Request) -> dict[str, bytes]:
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return {}
-    from replay.formats import archive
+    from core.formats import archive
 
     limit = replay_conf.ahd_max_input_bytes()
     packed = replay_conf.ahd_archive_limits().max_archive_bytes
@@ -370,7 +370,7 @@ class TraceListApi(APIView):
 
 class TraceRunOutput(RunOutput):
     verdict_effect = serializers.CharField(
-        help_text="what this run does to the trace's verdict (replay/verdicts.py)"
+        help_text="what this run does to the trace's verdict (core/replay/verdicts.py)"
     )
 
 

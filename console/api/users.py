@@ -21,11 +21,12 @@ from rest_framework.views import APIView
 from console import roles
 from console.api.governance import ERRORS, ApprovalOutput, BallotOutput
 from console.api.votes import SignedApprovalInput, vote_recorded
-from governance import membership, signing
+from core.canonical import jcs
+from core.ledger import signing
+from governance import membership
 from governance import selectors as gov
 from governance import services as gov_services
 from governance.models import RoleGrantRequest
-from replay.canonical import jcs
 
 
 class UserOutput(serializers.Serializer):

@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from console import roles
-from governance import signing
+from core.ledger import signing
 from governance.requests.builtin import kinds
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from console import conf
-from replay.errors import ReplayError
-from replay.formats import native
+from core.errors import ReplayError
+from core.formats import native
 
 
 def page_read_limit() -> int:

@@ -12,8 +12,8 @@ from console.selectors.budget import (
     page_budget_message,
 )
 from console.selectors.opened import OpenedTrace, _borrowed_or_own
-from replay.errors import ReplayError
-from replay.formats import native
+from core.errors import ReplayError
+from core.formats import native
 from replay.models import Snapshot, Trace
 from replay.selectors import required_snapshot_ids, snapshots_stored
 from replay.storage import blob_open
@@ -127,8 +127,8 @@ class FormatPanel:
 
 def trace_panel(trace: Trace) -> FormatPanel | None:
     """The format panel of a stored file (None for a native trace: the outline shows it)."""
-    from replay.formats import formats
-    from replay.formats.protocol import VerifyContext
+    from core.formats import formats
+    from core.formats.protocol import VerifyContext
 
     if trace.format == native.FORMAT:
         return None
@@ -172,7 +172,7 @@ def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:
     """The other stored versions of a Paxman artifact: files whose artifact ``id`` (their
     trace id) is this one's, newest first, each to compare with field by field. An artifact
     that records no id is stored under its file's sha256 and has no other versions."""
-    from replay.formats import PAXMAN
+    from core.formats import PAXMAN
 
     if trace.format != PAXMAN or trace.trace_id == trace.blob.sha256:
         return []
@@ -191,7 +191,7 @@ class Comparison:
 
     differences: list[Any]
     unreadable: str = ""
-    native: Any = None  # replay.formats.native.compare.Comparison
+    native: Any = None  # core.formats.native.compare.Comparison
     stopped: str = ""  # why the native comparison stopped before the end of the files
 
 
@@ -202,7 +202,7 @@ def _native_compare(
     within the page read budget): never both held whole. ``opened``: the request's openings
     of the two files (else one is made for this call), so the page reassembles each file's
     personal values once."""
-    from replay.formats.native import compare
+    from core.formats.native import compare
 
     with _borrowed_or_own(a, opened[0]) as sa, _borrowed_or_own(b, opened[1]) as sb:
         try:
@@ -233,8 +233,8 @@ def trace_compare(
     """The format's own comparison of two stored files of that format (``compare``); two
     native traces record by record, the page of changes from ``offset`` (through the
     request's ``opened`` files, when given)."""
-    from replay.formats import formats
-    from replay.formats.protocol import VerifyContext
+    from core.formats import formats
+    from core.formats.protocol import VerifyContext
 
     if a.format == b.format == native.FORMAT:
         try:

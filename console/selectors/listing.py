@@ -18,7 +18,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from replay.formats import format_names
+from core.formats import format_names
 from replay.models import Snapshot, Trace
 
 PAGE_SIZE = 50

@@ -21,9 +21,9 @@ from console.selectors.budget import (
     page_budget_message,
     page_read_limit,
 )
-from replay import traceindex
-from replay.errors import ReplayError
-from replay.formats import native, open_trace
+from core.errors import ReplayError
+from core.formats import native, open_trace
+from core.replay import traceindex
 from replay.models import Snapshot, Trace, TraceIndex, TraceIndexBuild
 from replay.storage import blob_open
 
@@ -32,7 +32,7 @@ from replay.storage import blob_open
 WINDOW_SIZE = 50
 #: what a page reads ahead of the header it parses: a JSON Lines file's windows are read by
 #: offsets through their own opening (OpenedTrace.decompressed), so the reader's 1 MiB
-#: read-ahead was a megabyte read, spliced (privacy.splice) and hashed per page for a header
+#: read-ahead was a megabyte read, spliced (core.privacy.splice) and hashed per page for a header
 #: line of a few hundred bytes
 PAGE_READ_AHEAD = 1 << 16
 MAX_WINDOW_SIZE = 500

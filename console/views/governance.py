@@ -22,10 +22,12 @@ from console import roles
 from console.api.errors import INVALID_INPUT
 from console.refusals import governance_status
 from console.views.common import partial_or_page, signed_in
-from governance import codes, conf, ledger, membership, signing, transparency, witnessing
+from core.canonical import jcs
+from core.ledger import codes, signing
+from core.ledger.codes import GovernanceError
+from governance import conf, ledger, membership, transparency, witnessing
 from governance import selectors as gov
 from governance import services as gov_services
-from governance.codes import GovernanceError
 from governance.models import (
     GovernanceEvent,
     Halt,
@@ -33,7 +35,6 @@ from governance.models import (
     SigningKey,
 )
 from governance.verification import ledger_verification_start, ledger_verification_state
-from replay.canonical import jcs
 from replay.keys import KeyRegistryError, key_add_ed25519, key_add_hmac, key_revoke
 from replay.models import VerificationKey
 

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from console import roles
 from console.refusals import governance_status
 from console.views.common import signed_in
-from governance.codes import GovernanceError
+from core.ledger.codes import GovernanceError
 from governance.selectors import trace_notes
 from governance.services.notes import NOTE_MAX_CHARS, trace_note_add
 

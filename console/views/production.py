@@ -22,9 +22,9 @@ from console.views.governance import (
     expiry_asked,
     refused,
 )
+from core.ledger.codes import GovernanceError
 from governance import conf
 from governance import services as gov_services
-from governance.codes import GovernanceError
 from replay.selectors import trace_missing
 
 

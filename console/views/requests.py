@@ -21,12 +21,12 @@ from django.views.decorators.http import require_GET, require_http_methods
 from console import roles
 from console.views.common import partial_or_page, signed_in
 from console.views.governance import payload_text, refused, signed_document
+from core.ledger import signing
+from core.ledger.codes import GovernanceError
+from core.ledger.requests import needs_in_words
 from governance import selectors as gov
-from governance import signing
-from governance.codes import GovernanceError
 from governance.requests import inbox
 from governance.requests.builtin import kinds
-from governance.requests.protocol import needs_in_words
 
 LIST_TEMPLATE = "console/request_list.html"
 APPROVE_TEMPLATE = "console/request_approve.html"

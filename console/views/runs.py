@@ -18,7 +18,11 @@ from console.jsonview import json_tree
 from console.selectors import trace_recorded_outputs
 from console.template_loaders import report_template
 from console.views.common import partial_or_page, signed_in
-from governance.codes import GovernanceError
+from core.errors import ReplayError
+from core.formats import formats
+from core.formats.protocol import OptionError
+from core.ledger.codes import GovernanceError
+from core.replay.diff import PointerError, pointer_get
 from governance.selectors import (
     force_continue_requests,
     force_continue_standing,
@@ -27,10 +31,6 @@ from governance.selectors import (
 )
 from governance.services import replay_request, replay_run_requeue, replay_run_stale
 from governance.services.replays import replay_stale_seconds
-from replay.diff import PointerError, pointer_get
-from replay.errors import ReplayError
-from replay.formats import formats
-from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
 from replay.selectors import trace_replay_options
 

@@ -14,9 +14,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from console import roles
 from console.refusals import governance_status
 from console.views.common import signed_in
+from core.ledger.codes import GovernanceError
 from governance import selectors as gov
 from governance import services as gov_services
-from governance.codes import GovernanceError
 
 TOKEN_NAME_MAX = 100
 MESSAGE_NAME_TOO_LONG = f"The name of a token has at most {TOKEN_NAME_MAX} characters."

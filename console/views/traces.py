@@ -48,6 +48,10 @@ from console.tables import (
 )
 from console.uploads import UPLOAD_TOO_LARGE, human_bytes, too_large_message, upload_limit
 from console.views.common import partial_or_page, signed_in
+from core.errors import INTEGRITY_CODES
+from core.formats import companion_rules, drop_formats, formats
+from core.formats.native.compare import SEAL_ALONE
+from core.formats.protocol import NativeCode
 from governance.models import GovernanceEvent
 from governance.selectors import (
     halts_active_map,
@@ -59,10 +63,6 @@ from governance.selectors import (
 from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
 from privacy.redaction import mark_erased, mask_differences
-from replay.errors import INTEGRITY_CODES
-from replay.formats import companion_rules, drop_formats, formats
-from replay.formats.native.compare import SEAL_ALONE
-from replay.formats.protocol import NativeCode
 from replay.models import Trace
 from replay.selectors import (
     runs_for_trace,

@@ -1,5 +1,5 @@
 """The ledger's database machinery, one module per concern; services and selectors call it
-through the names below. The chain rules themselves are in the pure ``governance.chain``.
+through the names below. The chain rules themselves are in the pure ``core.ledger.chain``.
 
 - :mod:`governance.ledger.keys`: the server key in use and every server key;
 - :mod:`governance.ledger.lock`: the ledger-wide lock and the head;

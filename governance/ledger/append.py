@@ -24,7 +24,8 @@ from django.db.models import Field, Model
 from django.dispatch import Signal
 from django.utils import timezone
 
-from governance import chain, codes, signing, transparency
+from core.ledger import chain, codes, signing
+from governance import transparency
 from governance.ledger.keys import (
     private_key_of,
     server_key_create,

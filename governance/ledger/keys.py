@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from governance import chain, keystore, signing
+from core.ledger import chain, signing
+from governance import keystore
 from governance.models import SigningKey
 
 SERVER_KEY_PREFIX: Final = "server"

@@ -1,6 +1,6 @@
 """The tables the council's decisions depend on, reconciled with the ledger: votes, member
 keys, every kind of governed request and its detail row, apps' own table checks, and event
-types no installed kind declares. The rules are the pure ``governance.reconcile``; this module
+types no installed kind declares. The rules are the pure ``core.ledger.reconcile``; this module
 streams the rows in."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from django.db.models import Count, Min, Q
 
-from governance import codes, reconcile, signing
+from core.ledger import codes, reconcile, signing
 from governance.ledger.verify import member_key_states, verify
 from governance.models import (
     KIND_FORCE_CONTINUE,

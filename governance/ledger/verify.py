@@ -1,7 +1,7 @@
 """Verifying the stored ledger: the whole chain streamed (in parallel worker processes for a
 large ledger), the server signatures a checkpoint vouches for spared, or only the events after
 a verification mark; and the verdict of a checkpoint check. The chain rules themselves are
-the pure ``governance.chain``."""
+the pure ``core.ledger.chain``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from django.db import connection
 
-from governance import chain, transparency
+from core.ledger import chain
+from governance import transparency
 from governance.ledger.keys import server_keys
 from governance.models import GovernanceEvent
 
@@ -107,7 +108,7 @@ def verify(
     upto_seq: int | None = None,
     vouched: bool = True,
 ) -> chain.ChainResult:
-    """Verify the whole stored ledger with the real rules of ``governance.chain``.
+    """Verify the whole stored ledger with the real rules of ``core.ledger.chain``.
 
     Rows are streamed from the database; the in-order checks run here while the per-event
     checks (hash, signatures; the expensive part) run in ``workers`` processes. ``workers``

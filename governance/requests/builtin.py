@@ -7,8 +7,8 @@ the apps that call it."""
 
 from __future__ import annotations
 
+from core.ledger.requests import KindRegistry, load_entry_points
 from governance.requests import force_continue, halt_clear, production, role_grant
-from governance.requests.protocol import KindRegistry, load_entry_points
 
 BUILTIN = (force_continue.KIND, production.KIND, role_grant.KIND, halt_clear.KIND)
 

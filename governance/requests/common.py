@@ -11,10 +11,11 @@ from typing import Any, ClassVar
 
 from django.urls import reverse
 
-from governance import roles as matrix
-from governance import selectors, signing
+from core.ledger import roles as matrix
+from core.ledger import signing
+from core.ledger.requests import KindCodes, OpenRequest, Vote, vote_of_ballot
+from governance import selectors
 from governance.models import CouncilRequest
-from governance.requests.protocol import KindCodes, OpenRequest, Vote, vote_of_ballot
 from governance.services.votes import vote_refusal
 
 

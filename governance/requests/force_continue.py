@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from governance import codes, selectors, signing
-from governance import roles as matrix
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from core.ledger.requests import KindCodes
+from governance import selectors
 from governance.models import ForceContinueRequest
 from governance.requests.common import CouncilRequestKind
-from governance.requests.protocol import KindCodes
 from governance.services.force_continue import (
     approval_record,
     force_continue_payload_for,

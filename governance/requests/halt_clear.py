@@ -10,11 +10,12 @@ from typing import Any, ClassVar
 
 from django.urls import reverse
 
-from governance import codes, conf, selectors, signing
-from governance import roles as matrix
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from core.ledger.requests import KindCodes, OpenRequest, Vote, vote_of_ballot
+from governance import conf, selectors
 from governance.models import Halt
 from governance.requests.common import signer_roles_of
-from governance.requests.protocol import KindCodes, OpenRequest, Vote, vote_of_ballot
 from governance.services.halts import (
     halt_clear_approval_record,
     halt_clear_payload_for,

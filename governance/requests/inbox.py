@@ -1,9 +1,9 @@
 """The inbox: the open requests of every kind that wait for one person's signature.
 
 A request waits for someone when they may sign it in a role that is in effect for them (the
-roles matrix, ``governance.roles``: ``roles`` are what the console says is in effect, strong
+roles matrix, ``core.ledger.roles``: ``roles`` are what the console says is in effect, strong
 roles only with a second factor), its kind's refusal (its own service's checks, see
-:mod:`governance.requests.protocol`) has nothing against it, and a signature in that role is
+:mod:`core.ledger.requests`) has nothing against it, and a signature in that role is
 still missing. Oldest first.
 
 Cheap enough for every page: each kind reads its open requests with a handful of queries
@@ -18,10 +18,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from core.ledger import roles as matrix
+from core.ledger.requests import KindRegistry, RequestKind, needs_in_words
 from governance import membership
-from governance import roles as matrix
 from governance.requests.builtin import kinds
-from governance.requests.protocol import KindRegistry, RequestKind, needs_in_words
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, membership
-from governance import roles as matrix
+from core.ledger import codes
+from core.ledger import roles as matrix
+from core.ledger.requests import OpenRequest, RequestKind, needs_in_words
+from governance import membership
 from governance.models import GovernanceEvent
 from governance.requests.builtin import kinds
-from governance.requests.protocol import OpenRequest, RequestKind, needs_in_words
 
 log = logging.getLogger(__name__)
 

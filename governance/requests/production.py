@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from governance import codes, selectors, signing
-from governance import roles as matrix
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from core.ledger.requests import KindCodes
+from governance import selectors
 from governance.models import ProductionReplayRequest
 from governance.requests.common import CouncilRequestKind
-from governance.requests.protocol import KindCodes
 from governance.services.production import (
     production_replay_approval_record,
     production_replay_payload_for,

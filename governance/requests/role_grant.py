@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
-from governance import codes, selectors, signing
-from governance import roles as matrix
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from core.ledger.requests import KindCodes, OpenRequest
+from governance import selectors
 from governance.models import RoleGrantRequest
 from governance.requests.common import CouncilRequestKind
-from governance.requests.protocol import KindCodes, OpenRequest
 from governance.services.user_roles import (
     role_grant_approval_record,
     role_grant_granted,

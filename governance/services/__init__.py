@@ -1,8 +1,8 @@
 """Governance writes: every function appends to the ledger, and top-level ones are durable.
 
 Named ``<entity>_<action>``, keyword-only, typed. A refusal raises
-``governance.codes.GovernanceError`` with one code and one of the message constants next to
-its service (tests compare against these constants), or ``replay.errors.ReplayError`` for the
+``core.ledger.codes.GovernanceError`` with one code and one of the message constants next to
+its service (tests compare against these constants), or ``core.errors.ReplayError`` for the
 replay verdicts governance enforces (``FORCE_CONTINUE_REQUIRED``).
 
 Roles: these services check what only governance can know (the signer of an approval holds

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance import codes, membership
-from governance import roles as matrix
+from core.ledger import codes
+from core.ledger import roles as matrix
+from governance import membership
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
 ACTION_ROLE_MESSAGE = (

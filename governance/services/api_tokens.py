@@ -11,7 +11,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, ledger, signing
+from core.ledger import codes, signing
+from governance import ledger
 from governance.models import ApiToken
 from governance.services.actors import _system_label
 

@@ -11,8 +11,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, selectors, signing
-from governance import roles as matrix
+from core import errors
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from governance import conf, council, ledger, selectors
 from governance.models import ForceContinueRequest, GovernanceEvent, Vote
 from governance.services.actors import actor_require
 from governance.services.replays import _enqueue, _replay_request
@@ -22,7 +24,6 @@ from governance.services.votes import (
     _request_decide,
     _request_file,
 )
-from replay import errors
 from replay.models import ReplayRun
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------

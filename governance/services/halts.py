@@ -9,7 +9,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, council, ledger, selectors, signing
+from core.ledger import codes, signing
+from governance import council, ledger, selectors
 from governance.membership import user_has_role
 from governance.models import (
     HALT_BLOB,

@@ -9,7 +9,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import chain, codes, ledger, signing
+from core.ledger import chain, codes, signing
+from governance import ledger
 from governance.membership import user_has_role
 from governance.models import MemberKey, SigningKey
 from governance.services.actors import _system_label

@@ -25,7 +25,8 @@ from typing import Any
 
 from django.db import transaction
 
-from governance import codes, ledger
+from core.ledger import codes
+from governance import ledger
 from governance.models import GovernanceEvent
 from privacy.values import trace_plain_values
 from replay.models import Trace

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from governance import codes, ledger
+from core.ledger import codes
+from governance import ledger
 from governance.models import GovernanceEvent
 
 

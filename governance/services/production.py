@@ -10,8 +10,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, council, ledger, membership, selectors, signing
-from governance import roles as matrix
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from governance import council, ledger, membership, selectors
 from governance.models import ProductionReplayRequest, Vote
 from governance.services.replays import _enqueue, _replay_request
 from governance.services.votes import (

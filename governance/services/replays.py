@@ -11,8 +11,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, ledger, selectors, signing
-from governance import roles as matrix
+from core import errors
+from core.canonical import jcs
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from governance import ledger, selectors
 from governance.models import (
     HALT_BLOB,
     ForceContinueRequest,
@@ -22,8 +25,6 @@ from governance.models import (
 from governance.services.actors import _system_label, actor_require
 from governance.services.halts import _halt_set
 from replay import conf as replay_conf
-from replay import errors
-from replay.canonical import jcs
 from replay.models import ReplayRun, Trace
 
 

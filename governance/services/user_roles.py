@@ -11,8 +11,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance import codes, council, ledger, membership, selectors, signing
-from governance import roles as matrix
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from governance import council, ledger, membership, selectors
 from governance.models import GovernanceEvent, RoleGrantRequest, Vote
 from governance.services.votes import (
     _council_vote_record,

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 
 from django.utils import timezone
 
-from governance import codes, conf, council, ledger, selectors, signing
+from core.canonical import jcs
+from core.ledger import codes, signing
+from governance import conf, council, ledger, selectors
 from governance.membership import roles_before, user_has_role
 from governance.models import CouncilRequest, MemberKey, Vote
-from replay.canonical import jcs
 
 # --- messages (asserted verbatim in tests) ----------------------------------------------------
 APPROVAL_SELF_MESSAGE = "{user} filed request {request} and cannot approve it"
@@ -33,7 +34,7 @@ APPROVAL_ROLE_BEFORE_MESSAGE = (
     "{subject} was filed (seq {seq})"
 )
 APPROVAL_MALFORMED_MESSAGE = "a signed approval is {{payload, key_id, alg, signature}}: {problem}"
-#: the contract's spelling of a signature (governance/signing.py): no other is normalised
+#: the contract's spelling of a signature (core/ledger/signing.py): no other is normalised
 SIGNATURE_NOT_HEX = "signature is not 128 lower-case hex digits"
 REQUEST_CLOSED_MESSAGE = "request {request} is already {state}"
 REQUEST_EXPIRY_MESSAGE = "the expiry must be in the future and within {hours} hours"

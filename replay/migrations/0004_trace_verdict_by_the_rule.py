@@ -1,9 +1,9 @@
-"""Recompute every stored trace's verdict by the one rule (replay/verdicts.py): until now a
+"""Recompute every stored trace's verdict by the one rule (core/replay/verdicts.py): until now a
 trace took the status of its last run, force-continued, sandbox and refused ones included."""
 
 from django.db import migrations
 
-from replay import verdicts
+from core.replay import verdicts
 
 
 def recompute(apps, schema_editor):

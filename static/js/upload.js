@@ -109,7 +109,7 @@
 
   // which files of one drop go together: each format's companion rules, as data from the
   // server's format registry ({format, trace, companion, role, needs_owner, named_by,
-  // max_bytes}; see replay.formats.protocol.CompanionRule). A rule by name: a file whose name
+  // max_bytes}; see core.formats.protocol.CompanionRule). A rule by name: a file whose name
   // matches `trace` takes every other file of the drop whose name matches `companion`
   // (`{stem}`: the file's name without its `trace` match). A rule by content (`named_by`): a
   // file whose name matches `trace`, of at most `max_bytes`, that is a JSON object takes the

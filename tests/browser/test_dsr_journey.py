@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.ledger import codes
 from dsr.models import DsrRelease, LegalRequest
-from governance import codes
 from governance.models import Vote
 from tests.browser.test_background_progress import thread_runner, trace_key  # noqa: F401
 from tests.browser.test_journeys import no_console_errors, sign_in

@@ -15,11 +15,11 @@ pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
 
 
 def test_the_browsers_key_is_marked_and_the_signing_form_defaults_to_it(new_context, shots):
+    from core.ledger.signing import public_key_of
     from governance import keystore
     from governance import services as gov_services
     from governance.models import MemberKey
     from governance.services import replay_request, replay_run_govern
-    from governance.signing import public_key_of
     from replay.keys import key_add_hmac
     from replay.services import trace_ingest
 

@@ -15,12 +15,12 @@ pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
 
 
 def _large_trace():
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
     from replay.services import trace_ingest
-    from replay.signatures import HMAC_SHA256
     from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET
 
     document = record(

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from replay.formats import protocol
+from core.formats import protocol
 from replay.models import Trace
 from tests.browser.test_journeys import no_console_errors, sign_in, uploads_settled
 from tests.console.personas import persona

@@ -54,12 +54,12 @@ def as_persona(db):
 
 @functools.cache
 def trace_bytes(name: str) -> bytes:
-    """One of replay.demo's variants (ok, diverged, broken_chain, ...), signed with the tests'
+    """One of core.replay.demo's variants (ok, diverged, broken_chain, ...), signed with the tests'
     HMAC key, as the bytes of a native .trace.json file."""
-    from replay.demo import variants
-    from replay.formats import native
-    from replay.recorder import signer_for
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.demo import variants
+    from core.replay.recorder import signer_for
+    from core.replay.signatures import HMAC_SHA256
 
     documents = variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))
     return native.dumps_document(documents[name])
@@ -109,9 +109,9 @@ def signers(db):
 def member_key(signers):
     """`member_key("cora")`: registers a fresh Ed25519 key for her, confirmed by adam, and
     returns (MemberKey, private key bytes)."""
+    from core.ledger.signing import public_key_of
     from governance import keystore
     from governance.services import member_key_confirm, member_key_register
-    from governance.signing import public_key_of
 
     def make(name: str, confirm: bool = True):
         private = keystore.generate_private_key()

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from core.errors import FORCE_HALT_ACTIVE
 from governance.models import GovernanceEvent
 from governance.selectors import halts_active_map
 from governance.services import replay_request, replay_run_govern
-from replay.errors import FORCE_HALT_ACTIVE
 from replay.models import ReplayRun, Trace
 from replay.services import trace_ingest
 from tests.console.personas import persona

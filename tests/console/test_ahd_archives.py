@@ -15,8 +15,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from replay.errors import MALFORMED_TRACE
-from replay.formats import AHD
+from core.errors import MALFORMED_TRACE
+from core.formats import AHD
 from replay.models import Snapshot, Trace
 from replay.services import trace_upload_batch
 from tests.console.formats import stored_as_input, stored_as_inputs

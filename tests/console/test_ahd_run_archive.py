@@ -17,8 +17,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from replay.errors import MALFORMED_TRACE
-from replay.formats import AHD
+from core.errors import MALFORMED_TRACE
+from core.formats import AHD
 from replay.models import Snapshot, Trace
 from replay.services import trace_upload_batch
 from tests.console.test_ahd_archives import tgz

@@ -7,10 +7,10 @@ import io
 import pytest
 from django.test import Client
 
+from core.canonical import jcs
+from core.ledger.signing import sign
 from governance import services as gov_services
 from governance.models import ForceContinueRequest, Vote
-from governance.signing import sign
-from replay.canonical import jcs
 from replay.models import ReplayRun, Trace
 from tests.console.conftest import trace_bytes
 from tests.console.personas import BY_ROLE, PERSONAS, persona
@@ -611,8 +611,8 @@ class TestProductionReplay:
 
 class TestKeysHaltsLedger:
     def test_cora_registers_a_key_and_adam_confirms_it(self, as_persona):
+        from core.ledger.signing import public_key_of
         from governance import keystore
-        from governance.signing import public_key_of
 
         public = public_key_of(keystore.generate_private_key()).hex()
         created = as_persona("cora").post(

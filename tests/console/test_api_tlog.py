@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from governance import codes, transparency
+from core.ledger import codes
 from governance import services as gov_services
+from governance import transparency
 from governance.models import GovernanceEvent
 from tlog import note as notes
 from tlog import proof

@@ -13,11 +13,11 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test import Client
 
-from governance import codes
+from core.canonical import jcs
+from core.ledger import codes
 from governance.models import ApiToken, GovernanceEvent
 from governance.selectors import ledger_verify
 from governance.services import api_token_create
-from replay.canonical import jcs
 from tests.console.personas import BY_ROLE, persona
 
 pytestmark = pytest.mark.django_db

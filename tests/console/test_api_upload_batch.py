@@ -10,7 +10,7 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from replay.errors import INVALID_CONTRACT
+from core.errors import INVALID_CONTRACT
 from replay.models import Trace
 from tests.console.formats import api_client
 from tests.console.test_format_traces import MONEY

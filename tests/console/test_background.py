@@ -297,7 +297,7 @@ def test_a_stale_queued_run_is_shown_as_such_and_queued_again(
 
 @pytest.mark.usefixtures("flushable_transactional_db")
 def test_a_run_not_stale_is_not_queued_again(thread_runner, ingest, as_persona, settings):
-    from governance import codes, signing
+    from core.ledger import codes, signing
     from governance.services import RUN_NOT_STALE_MESSAGE
 
     settings.REPLAY_STALE_SECONDS = 900

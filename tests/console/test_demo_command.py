@@ -71,7 +71,7 @@ def test_it_writes_the_files_of_the_auditors_first_upload(settings, tmp_path):
     from pathlib import Path
 
     from console.demo import UPLOAD_SAMPLES
-    from replay.errors import ReplayError
+    from core.errors import ReplayError
     from replay.services import trace_upload
 
     settings.DEBUG = True

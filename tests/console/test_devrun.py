@@ -34,7 +34,7 @@ SUMMARY = (
     "s = witnessing.summary(); print(json.dumps([s['configured'], s['witnessed_size']]))"
 )
 APPEND = (
-    "from governance import codes, services; "
+    "from core.ledger import codes; from governance import services; "
     "[services.event_append(event_type=codes.PII_REVEALED, payload={'n': i}) for i in range(3)]"
 )
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.ledger import codes
 from dsr import access
-from governance import codes
 from governance.models import GovernanceEvent
 from replay.models import ReplayRun
 

@@ -24,12 +24,13 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 
-from dsr import access, bundle, services
+from core import bundle
+from core.canonical import jcs
+from core.ledger import codes, signing
+from dsr import access, services
 from dsr.models import DsrRelease, LegalRequest
-from governance import codes, signing
 from governance.models import GovernanceEvent, Vote
 from privacy import subjects
-from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
 from tests.console.personas import client_for, persona
 

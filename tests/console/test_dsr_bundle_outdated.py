@@ -8,8 +8,8 @@ import re
 import pytest
 from django.urls import reverse
 
+from core.ledger import signing
 from dsr import access
-from governance import signing
 from tests.console.personas import client_for
 from tests.console.test_dsr_flow import approve, built, opened
 

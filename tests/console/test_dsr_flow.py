@@ -12,12 +12,14 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from dsr import access, bundle, services
+from core import bundle
+from core.canonical import jcs
+from core.ledger import codes, signing
+from dsr import access, services
 from dsr.models import DsrRelease, LegalRequest
-from governance import codes, ledger, signing, transparency
+from governance import ledger, transparency
 from governance.models import GovernanceEvent, TreeCheckpoint, Vote
 from privacy import subjects
-from replay.canonical import jcs
 from tests.console.personas import client_for, persona
 from tlog import note as notes
 

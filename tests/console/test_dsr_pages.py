@@ -10,11 +10,11 @@ import uuid
 import pytest
 from django.urls import reverse
 
+from core.canonical import jcs
+from core.ledger import codes, signing
 from dsr import services
 from dsr.models import LegalRequest
-from governance import codes, signing
 from governance.models import GovernanceEvent, Vote
-from replay.canonical import jcs
 from tests.console.personas import EVERYONE, client_for, persona
 
 pytestmark = pytest.mark.django_db

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from core.canonical import jcs
+from core.ledger.signing import sign
 from governance import services as gov_services
 from governance.models import ForceContinueRequest, Vote
-from governance.signing import sign
-from replay.canonical import jcs
 from tests.console.personas import persona
 from tests.governance.factories import lift_request_guard
 

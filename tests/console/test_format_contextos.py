@@ -16,10 +16,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
+from core.errors import INTEGRITY_FAILURE, MISSING_SNAPSHOT, RESULT_MISMATCH
+from core.formats import contextos as cx
 from governance.models import GovernanceEvent
 from governance.selectors import halts_active_map
-from replay.errors import INTEGRITY_FAILURE, MISSING_SNAPSHOT, RESULT_MISMATCH
-from replay.formats import contextos as cx
 from replay.models import Snapshot, Trace
 from replay.services import snapshot_remove, trace_upload_batch
 from tests.console.formats import (
@@ -89,7 +89,7 @@ def test_it_stores_a_trace_with_the_pack_and_kg_snapshot_uploaded_beside_it():
         "ok",
     )
     pack_text, kg_text = PACK.read_text(), KG.read_text()
-    from replay.formats import native
+    from core.formats import native
 
     assert trace.required_snapshot_ids == [
         {
@@ -389,10 +389,10 @@ def test_a_pack_whose_envelope_hash_differs_is_an_integrity_failure():
 
 
 def test_the_council_clears_the_halt_and_the_trace_replays_again(as_persona, member_key):
+    from core.canonical import jcs
+    from core.ledger.signing import sign
     from governance import services as gov_services
     from governance.models import Halt
-    from governance.signing import sign
-    from replay.canonical import jcs
 
     tampered = store("tamper_result.trace.json")
     assert governed(tampered).error_code == INTEGRITY_FAILURE

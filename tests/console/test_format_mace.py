@@ -15,16 +15,16 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from governance.models import GovernanceEvent
-from governance.selectors import halts_active_map
-from governance.services import replay_request, replay_run_govern
-from replay.errors import (
+from core.errors import (
     FORCE_HALT_ACTIVE,
     INTEGRITY_FAILURE,
     MISSING_SNAPSHOT,
     UNKNOWN_KEY,
 )
-from replay.formats import mace
+from core.formats import mace
+from governance.models import GovernanceEvent
+from governance.selectors import halts_active_map
+from governance.services import replay_request, replay_run_govern
 from replay.keys import key_add_hmac
 from replay.models import Snapshot, Trace
 from replay.services import snapshot_remove, trace_upload_batch
@@ -474,8 +474,8 @@ def test_the_api_verifies_a_log_with_its_snapshots_and_stores_nothing(as_persona
 def test_a_diverging_production_replay_continues_only_with_an_approved_force_continue(
     key, django_capture_on_commit_callbacks
 ):
+    from core.errors import FORCE_CONTINUE_REQUIRED, REPLAY_DIVERGENCE, ReplayError
     from governance import services
-    from replay.errors import FORCE_CONTINUE_REQUIRED, REPLAY_DIVERGENCE, ReplayError
     from tests.governance.factories import approve, enrol
 
     bob, carol, dave = enrol("bob"), enrol("carol"), enrol("dave")

@@ -16,8 +16,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, UNKNOWN_KEY
-from replay.formats import mace
+from core.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, UNKNOWN_KEY
+from core.formats import mace
 from replay.keys import key_add_hmac
 from replay.models import Trace
 from replay.selectors import trace_missing

@@ -17,8 +17,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from replay.errors import INTEGRITY_FAILURE
-from replay.formats import detect_format, format_names, protocol
+from core.errors import INTEGRITY_FAILURE
+from core.formats import detect_format, format_names, protocol
 from replay.models import Trace
 from replay.services import inputs_beside
 from tests.console.formats import (

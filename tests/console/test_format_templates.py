@@ -12,8 +12,8 @@ from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
 
 from console.template_loaders import report_template
-from replay.formats import formats
-from replay.formats.contextos.adapter import ContextosFormat
+from core.formats import formats
+from core.formats.contextos.adapter import ContextosFormat
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXTOS = Path(ContextosFormat.__module__.replace(".", "/")).parent

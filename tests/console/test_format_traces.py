@@ -12,15 +12,15 @@ import json
 import pytest
 from django.core.management import call_command
 
-from governance.models import GovernanceEvent
-from replay.errors import (
+from core.errors import (
     HASH_MISMATCH,
     INTEGRITY_FAILURE,
     MALFORMED_TRACE,
     MISSING_SNAPSHOT,
     ReplayError,
 )
-from replay.formats import AHD, PAXMAN, native
+from core.formats import AHD, PAXMAN, native
+from governance.models import GovernanceEvent
 from replay.models import Snapshot, Trace
 from replay.services import trace_ingest, trace_upload_batch
 from tests.console.formats import (

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from core.errors import FORCE_HALT_ACTIVE, INPUT_HASH_MISMATCH, UNSUPPORTED_SCHEMA_VERSION
+from core.formats import VERIST
 from governance.models import GovernanceEvent
-from replay.errors import FORCE_HALT_ACTIVE, INPUT_HASH_MISMATCH, UNSUPPORTED_SCHEMA_VERSION
-from replay.formats import VERIST
 from replay.models import Trace
 from tests.console.formats import (
     api_client,
@@ -64,7 +64,7 @@ def test_it_stores_a_snapshot_and_a_baseline(path):
 
 
 def test_it_refuses_another_baseline_version_and_stores_nothing():
-    from replay.errors import ReplayError
+    from core.errors import ReplayError
 
     with pytest.raises(ReplayError) as refused:
         ingest(FIXTURES / "unsupported.baseline.json")

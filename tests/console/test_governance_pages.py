@@ -10,6 +10,8 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
+from core.canonical import jcs
+from core.ledger.signing import sign
 from governance import services as gov_services
 from governance.models import (
     GovernanceEvent,
@@ -19,8 +21,6 @@ from governance.models import (
     SigningKey,
     VerificationMark,
 )
-from governance.signing import sign
-from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
 from tests.console.personas import persona
 
@@ -165,7 +165,8 @@ class TestLedger:
     def test_an_empty_ledger_has_no_checkpoint(self):
         # through the service: whoever may open the page holds a role, so the ledger that
         # records it is not empty
-        from governance import codes, selectors
+        from core.ledger import codes
+        from governance import selectors
 
         with pytest.raises(codes.GovernanceError) as caught:
             selectors.checkpoint_export()
@@ -214,8 +215,8 @@ class TestHalts:
 
 class TestKeys:
     def test_cora_registers_a_public_key_and_it_awaits_confirmation(self, as_persona):
+        from core.ledger.signing import public_key_of
         from governance import keystore
-        from governance.signing import public_key_of
 
         public = public_key_of(keystore.generate_private_key()).hex()
         response = as_persona("cora").post(

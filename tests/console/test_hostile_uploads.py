@@ -184,7 +184,7 @@ def bytes_read(monkeypatch) -> list[int]:
 
 
 def _padded_jsonl(trace_key_bytes: bytes, pad: int) -> bytes:
-    from replay.formats import native
+    from core.formats import native
 
     lines = list(native.iter_jsonl(json.loads(trace_key_bytes)))
     # a stored file of before the limits: every record carries `pad` bytes of trailing spaces
@@ -196,7 +196,7 @@ def test_the_trace_page_reads_no_more_than_its_budget_of_a_padded_stored_file(
 ):
     from django.core.files.storage import storages
 
-    from replay.formats import native
+    from core.formats import native
     from replay.services import trace_ingest
     from tests.console.conftest import trace_bytes
 
@@ -247,7 +247,7 @@ def test_a_padded_stored_document_is_not_parsed_for_its_page(
 
 
 def _newline_bomb() -> bytes:
-    from replay.formats import native
+    from core.formats import native
     from tests.console.conftest import trace_bytes
 
     header = next(native.iter_jsonl(json.loads(trace_bytes("ok"))))

@@ -16,12 +16,9 @@ from django.test import Client
 from django.utils import timezone
 
 from console.views.inbox import MESSAGE_NOTHING_WAITS, MESSAGE_SIGNS_NOTHING
-from dsr import services as dsr_services
-from governance import membership, signing
-from governance import services as gov
-from governance.codes import GovernanceError
-from governance.requests import builtin, inbox
-from governance.requests.protocol import (
+from core.ledger import signing
+from core.ledger.codes import GovernanceError
+from core.ledger.requests import (
     ENTRY_POINT_GROUP,
     KindCodes,
     KindRegistry,
@@ -29,6 +26,10 @@ from governance.requests.protocol import (
     load_entry_points,
     needs_in_words,
 )
+from dsr import services as dsr_services
+from governance import membership
+from governance import services as gov
+from governance.requests import builtin, inbox
 from tests.console.personas import persona
 
 pytestmark = pytest.mark.django_db
@@ -686,8 +687,8 @@ def test_a_legal_request_waiting_costs_the_queries_of_its_own_refusal(world):
 
 @pytest.mark.parametrize("name", [case.kind for case in CASES])
 def test_each_kind_names_its_ledger_codes_and_roles_from_the_one_tables(name):
-    from governance import codes
-    from governance import roles as matrix
+    from core.ledger import codes
+    from core.ledger import roles as matrix
 
     kind = builtin.kinds().get(name)
     assert kind is not None

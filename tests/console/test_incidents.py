@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from governance import codes
+from core.ledger import codes
 from governance import services as gov_services
 from governance.models import GovernanceEvent, Halt
 from tests.console.personas import EVERYONE, persona

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from replay import traceindex
-from replay.formats import native
+from core.formats import native
+from core.replay import traceindex
 from replay.models import TraceIndex, TraceIndexBuild
 
 pytestmark = pytest.mark.django_db

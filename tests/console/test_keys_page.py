@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.ledger.signing import public_key_of
 from governance import keystore
 from governance.models import MemberKey
-from governance.signing import public_key_of
 
 pytestmark = pytest.mark.django_db
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from core.canonical import jcs
 from governance import services as gov_services
 from governance.models import Vote
-from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
 from tests.console.personas import persona
 from tests.console.test_force_continue_pages import payload_for, post_signature

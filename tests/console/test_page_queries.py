@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from replay.formats import native
+from core.formats import native
 
 pytestmark = pytest.mark.django_db
 

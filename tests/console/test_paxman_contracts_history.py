@@ -13,10 +13,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from replay.canonical import python_sorted
-from replay.errors import CAPABILITY_NOT_FOUND, INVALID_CONTRACT
-from replay.formats import PAXMAN
-from replay.formats import paxman as px
+from core.canonical import python_sorted
+from core.errors import CAPABILITY_NOT_FOUND, INVALID_CONTRACT
+from core.formats import PAXMAN
+from core.formats import paxman as px
 from replay.models import Trace
 from replay.services import trace_ingest, trace_upload_batch
 from tests.console.formats import stored_as_input, stored_as_inputs

@@ -7,11 +7,11 @@ import html
 
 import pytest
 
-from governance import codes
+from core.canonical import jcs
+from core.ledger import codes
+from core.ledger.signing import sign
 from governance import services as gov_services
 from governance.models import GovernanceEvent, ProductionReplayRequest, Vote
-from governance.signing import sign
-from replay.canonical import jcs
 from replay.models import ReplayRun
 from tests.console.personas import persona
 

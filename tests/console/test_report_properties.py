@@ -12,11 +12,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay import engine
-from replay.errors import ReplayError
-from replay.formats import native
+from core.errors import ReplayError
+from core.formats import native
+from core.replay import engine
+from core.replay.registry import default_registry
 from replay.models import ReplayRun
-from replay.registry import default_registry
 from tests.replay.helpers import golden_key_ring, register_golden_key
 from tests.replay.mutations import drifted_documents
 

@@ -9,8 +9,8 @@ import html
 
 import pytest
 
+from core.canonical import jcs
 from governance import services as gov_services
-from replay.canonical import jcs
 from tests.console.personas import persona
 from tests.governance.factories import lift_request_guard
 

@@ -9,11 +9,11 @@ import html
 
 import pytest
 
+from core.canonical import jcs
+from core.ledger import codes
 from dsr import services as dsr_services
-from governance import codes
 from governance import services as gov_services
 from governance.models import Halt
-from replay.canonical import jcs
 from tests.console.personas import persona
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +92,7 @@ class TestHaltClear:
     def test_after_one_signature(self, as_persona, halted, member_key):
         key, private = member_key("cora")
         text = jcs(gov_services.halt_clear_payload_for(halt=halted)).decode()
-        from governance.signing import sign
+        from core.ledger.signing import sign
 
         response = as_persona("cora").post(
             f"/governance/halts/{halted.seq}/",

@@ -10,11 +10,11 @@ import uuid
 import pytest
 from django.test import Client
 
+from core.canonical import jcs
+from core.ledger import codes, signing
 from dsr import services as dsr_services
-from governance import codes, signing
 from governance import services as gov_services
 from governance.models import Halt, RoleGrantRequest, Vote
-from replay.canonical import jcs
 from tests.console.personas import EVERYONE, persona
 
 pytestmark = pytest.mark.django_db

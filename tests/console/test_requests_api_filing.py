@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance import codes
+from core.ledger import codes
 from governance.models import ForceContinueRequest, ProductionReplayRequest
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from governance import codes, retention
+from core.ledger import codes
+from governance import retention
 from governance.models import GovernanceEvent
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ import json
 import pytest
 from django.core.management import call_command
 
+from core.errors import AMBIGUOUS_TRACE_ID
 from governance.models import GovernanceEvent
-from replay.errors import AMBIGUOUS_TRACE_ID
 from replay.models import ReplayRun
 
 pytestmark = pytest.mark.django_db

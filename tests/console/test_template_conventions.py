@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.formats import formats
+from core.formats import formats
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the console's templates and each built-in format's own, in its package

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from governance import codes, signing
+from core.canonical import jcs
+from core.ledger import codes, signing
+from core.ledger.requests import ENTRY_POINT_GROUP, KindRegistry, load_entry_points
 from governance.models import GovernanceEvent
 from governance.requests import builtin
-from governance.requests.protocol import ENTRY_POINT_GROUP, KindRegistry, load_entry_points
-from replay.canonical import jcs
 from tests.console.personas import EVERYONE, persona
 from tests.governance.test_ledger_tables import _verify
 

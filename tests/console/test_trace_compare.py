@@ -12,7 +12,7 @@ import re
 import pytest
 
 from console.views.traces import MESSAGE_OTHER_FORMAT, MESSAGE_PICK_OTHER
-from replay.formats import native
+from core.formats import native
 from replay.services import trace_ingest
 from tests.console.conftest import trace_bytes
 from tests.console.test_format_traces import EVALS, SWISS

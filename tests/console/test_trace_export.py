@@ -14,7 +14,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from console.views import exports
-from governance import roles
+from core.ledger import roles
 from replay.models import Trace
 from tests.console.factories import trace_row
 from tests.console.personas import EVERYONE, PERSONAS, persona

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from core.canonical import jcs
+from core.ledger import codes
 from dsr import evidence
-from governance import codes, ledger
+from governance import ledger
 from governance.models import GovernanceEvent
 from governance.services import (
     NOTE_EMPTY_MESSAGE,
@@ -17,7 +19,6 @@ from governance.services import (
     trace_note_add,
 )
 from governance.services.notes import NOTE_MAX_CHARS
-from replay.canonical import jcs
 from tests.console.personas import EVERYONE, persona
 
 pytestmark = pytest.mark.django_db

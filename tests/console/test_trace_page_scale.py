@@ -10,7 +10,7 @@ import pytest
 from django.template import Context, Template
 
 from console import charts
-from replay.formats import native
+from core.formats import native
 
 #: the loop the trace page's template used to draw the overview with (kept to compare)
 TEMPLATE_LOOP = (

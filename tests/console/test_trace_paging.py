@@ -12,8 +12,8 @@ import re
 import pytest
 
 from console.selectors import trace_index, trace_window
-from replay import traceindex
-from replay.formats import native
+from core.formats import native
+from core.replay import traceindex
 from replay.models import TraceIndex
 
 pytestmark = pytest.mark.django_db
@@ -22,10 +22,10 @@ EVENTS = 3000
 
 
 def _recorded(filler: int) -> dict:
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
     from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET
 
     return record(

@@ -1,4 +1,4 @@
-"""A trace's verdict is its authoritative verdict (replay/verdicts.py): the verification at
+"""A trace's verdict is its authoritative verdict (core/replay/verdicts.py): the verification at
 upload, then the latest authoritative audit or production replay that reached a verdict.
 Force-continued, sandbox and refused replays are in its history, and never change it."""
 
@@ -8,10 +8,10 @@ import io
 
 import pytest
 
+from core.canonical import jcs
+from core.ledger.signing import sign
 from governance import services as gov_services
 from governance.models import Halt
-from governance.signing import sign
-from replay.canonical import jcs
 from replay.keys import key_add_hmac
 from replay.models import Trace
 from replay.services import trace_ingest

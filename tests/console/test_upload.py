@@ -8,7 +8,7 @@ import re
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from replay.errors import ReplayError
+from core.errors import ReplayError
 from replay.models import Trace
 from replay.services import trace_ingest
 from tests.console.conftest import trace_bytes
@@ -208,7 +208,7 @@ def test_the_api_refuses_to_store_an_ahd_sidecar_without_its_inputs_and_says_why
 ):
     from pathlib import Path
 
-    from replay.formats import ahd
+    from core.formats import ahd
 
     settings.REPLAY_AHD_ROOT = ""
     name = "2026-04-21-swiss.replay.json"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from replay.formats import companion_alone, companion_rules, group_companions
+from core.formats import companion_alone, companion_rules, group_companions
 
 UPLOAD_JS = Path(settings.BASE_DIR) / "static" / "js" / "upload.js"
 
@@ -147,7 +147,7 @@ def test_the_server_sniffs_each_file_of_a_batch_once(monkeypatch, db):
 def test_a_rule_by_content_names_the_files_the_server_takes_as_inputs():
     """The MACE rule the page reads a log by (named_by) names exactly the files the server's
     input_names gives for the same log: one rule, two readers."""
-    from replay.formats.mace.adapter import NAMED_SNAPSHOTS, MaceFormat
+    from core.formats.mace.adapter import NAMED_SNAPSHOTS, MaceFormat
     from tests.replay import mace_reference as ref
 
     made = ref.job()
@@ -168,7 +168,7 @@ def test_a_rule_by_content_groups_nothing_by_name():
 
 
 def test_each_built_in_companion_rule_says_what_it_groups():
-    from replay.formats import formats, named_input_words
+    from core.formats import formats, named_input_words
 
     words = {
         fmt.name: [rule.describes for rule in fmt.companions] for fmt in formats() if fmt.companions

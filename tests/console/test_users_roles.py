@@ -8,11 +8,12 @@ import html
 import pytest
 from django.contrib.auth.models import User
 
-from governance import codes, membership
+from core.canonical import jcs
+from core.ledger import codes
+from core.ledger.signing import sign
+from governance import membership
 from governance import services as gov_services
 from governance.models import GovernanceEvent, RoleGrantRequest
-from governance.signing import sign
-from replay.canonical import jcs
 from tests.console.personas import persona
 
 pytestmark = pytest.mark.django_db

@@ -20,9 +20,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from governance import chain, codes, ledger, selectors, services, signing, verification
+from core.canonical import jcs
+from core.ledger import chain, codes, signing
+from governance import ledger, selectors, services, verification
 from governance.models import GovernanceEvent, LedgerVerification, VerificationMark
-from replay.canonical import jcs
 from tests.console.personas import persona
 
 pytestmark = pytest.mark.django_db

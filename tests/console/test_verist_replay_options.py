@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.errors import MALFORMED_TRACE
+from core.formats import verist as vs
+from core.replay.registry import Registry
 from governance.models import GovernanceEvent
-from replay.errors import MALFORMED_TRACE
-from replay.formats import verist as vs
 from replay.models import ReplayRun, Trace
-from replay.registry import Registry
 from replay.services import trace_ingest
 from tests.published import PUBLISHED
 from tests.replay.helpers import stored_counts

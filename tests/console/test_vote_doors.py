@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from governance import codes, signing
+from core.canonical import jcs
+from core.ledger import codes, signing
 from governance import services as gov_services
-from replay.canonical import jcs
 from tests.console.personas import EVERYONE
 from tests.console.test_requests_api import (  # noqa: F401  (world: the fixture)
     SIGN,

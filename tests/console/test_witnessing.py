@@ -15,7 +15,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from governance import codes, services, transparency, witnessing
+from core.ledger import codes
+from governance import services, transparency, witnessing
 from governance.models import GovernanceEvent, WitnessAlert, WitnessCosignature
 from replay.dbguards import drop_append_only_sql
 from tlog import note as notes
@@ -362,8 +363,10 @@ def test_no_push_is_queued_for_a_new_checkpoint_without_witnesses(
 def test_a_bundle_asks_the_witnesses_first_and_passes_an_offline_quorum_check(
     witnesses, settings, tmp_path
 ):
-    from dsr import bundle, evidence
-    from governance import chain, ledger
+    from core import bundle
+    from core.ledger import chain
+    from dsr import evidence
+    from governance import ledger
 
     settings.GOVERNANCE_WITNESSES = [w.config for w in witnesses]
     settings.GOVERNANCE_WITNESS_QUORUM = 2

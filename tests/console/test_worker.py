@@ -108,12 +108,12 @@ def test_the_worker_logs_the_replay_with_the_id_of_the_request_that_queued_it(
 
 
 def _long_trace(trace_key):
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
     from replay.services import trace_ingest
-    from replay.signatures import HMAC_SHA256
     from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET
 
     document = record(

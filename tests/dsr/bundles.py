@@ -1,6 +1,6 @@
 """A synthetic ledger, server key and bundle inputs for the bundle tests (pure: no database).
 
-The ledger rows are made with the real ``governance.chain`` and ``governance.signing`` code,
+The ledger rows are made with the real ``core.ledger.chain`` and ``core.ledger.signing`` code,
 as ``tests/governance/test_chain.py`` makes its own."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dsr import bundle
-from governance import chain, signing
-from replay.canonical import jcs
+from core import bundle
+from core.canonical import jcs
+from core.ledger import chain, signing
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 PRIVATE = bytes(range(32))  # a test vector, not a secret

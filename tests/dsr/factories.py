@@ -7,9 +7,9 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from core.ledger import signing
 from dsr import services
 from dsr.models import LegalRequest
-from governance import signing
 from tests.governance import factories as gov_factories
 from tests.governance.factories import Signer, enrol
 

@@ -1,4 +1,4 @@
-"""The evidence bundle (``dsr.bundle``): built reproducibly, verified offline, and every way it
+"""The evidence bundle (``core.bundle``): built reproducibly, verified offline, and every way it
 can fail named by its exact code. Pure: no database, no Django."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsr import bundle
-from governance import chain, codes, signing
-from replay.canonical import jcs
+from core import bundle
+from core.canonical import jcs
+from core.ledger import chain, codes, signing
 from tests.dsr import bundles as b
 
 BUNDLE = b.build()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dsr import bundle_cli
-from dsr.bundle import verify_bundle
-from governance.codes import BUNDLE_FAILURES
+from core.bundle import cli as bundle_cli
+from core.bundle import verify_bundle
+from core.ledger.codes import BUNDLE_FAILURES
 from tests.dsr import bundles as b
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ def test_it_runs_as_a_module_without_django(bundle_file):
     )
 
     probe = (
-        "import sys; from dsr import bundle_cli; "
+        "import sys; from core.bundle import cli as bundle_cli; "
         f"status = bundle_cli.main([{str(bundle_file)!r}]); "
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('django', 'rest_framework', 'celery')); "

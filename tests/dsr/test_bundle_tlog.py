@@ -1,9 +1,9 @@
 """A bundle's transparency-log section (``ledger/tlog.json``): each cited event proven in a
-signed checkpoint with O(log n) hashes, checked offline (``dsr.bundle`` and
+signed checkpoint with O(log n) hashes, checked offline (``core.bundle`` and
 ``python -m dsr.bundle_cli --vkey``), every single tamper refused with its exact message, an
 older checkpoint extended or not, and bundles made before proofs still verifying.
 
-Pure: the ledger, the tree and the note are made by the real ``governance.chain``,
+Pure: the ledger, the tree and the note are made by the real ``core.ledger.chain``,
 ``tlog.merkle`` and ``tlog.note`` code, as ``tests/dsr/bundles.py`` makes the rest."""
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from dsr import bundle, bundle_cli, pdf
-from governance import chain, codes
-from replay.canonical import jcs
+from core import bundle
+from core.bundle import cli as bundle_cli
+from core.bundle import pdf
+from core.canonical import jcs
+from core.ledger import chain, codes
 from tests.dsr import bundles as b
 from tlog import checkpoint as checkpoints
 from tlog import merkle

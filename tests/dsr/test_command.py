@@ -9,9 +9,9 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.ledger import codes, signing
 from dsr import services
 from dsr.models import LegalRequest
-from governance import codes, signing
 from governance.models import Vote
 from tests.dsr.factories import enrol, opened, person, verified
 

@@ -1,4 +1,4 @@
-"""The bundle's printable summary (``dsr.pdf``): a PDF that says what the bundle holds and
+"""The bundle's printable summary (``core.bundle.pdf``): a PDF that says what the bundle holds and
 carries its manifest hash and signature. The text is read back by inflating the page streams
 (fpdf2 writes core-font text as literal strings), no PDF library needed."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 import zlib
 
-from dsr import bundle, pdf
+from core import bundle
+from core.bundle import pdf
 from tests.dsr import bundles as b
 
 SUMMARY = bundle.pdf_summary(b.build())

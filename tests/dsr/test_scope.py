@@ -1,11 +1,11 @@
-"""What an approval covers (``dsr.scope``, pure): the signed list of released values, the
+"""What an approval covers (``core.bundle.scope``, pure): the signed list of released values, the
 signed part of an erasure plan, and the phrases that name how a plan changed."""
 
 from __future__ import annotations
 
 import pytest
 
-from dsr import scope
+from core.bundle import scope
 
 SHA_A, SHA_B = "aa" * 32, "bb" * 32
 

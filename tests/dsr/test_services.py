@@ -8,12 +8,13 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from core.canonical import jcs
+from core.ledger import codes, signing
 from dsr import services
 from dsr.models import LegalRequest
-from governance import codes, ledger, signing
+from governance import ledger
 from governance import services as gov_services
 from governance.models import GovernanceEvent, Vote
-from replay.canonical import jcs
 from tests.dsr.factories import enrol, opened, person, signed, verified
 
 pytestmark = pytest.mark.django_db

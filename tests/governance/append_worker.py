@@ -22,7 +22,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from governance import codes, services
+    from core.ledger import codes
+    from governance import services
 
     while not start.exists():
         time.sleep(0.005)

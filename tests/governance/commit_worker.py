@@ -18,7 +18,8 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from governance import codes, services
+    from core.ledger import codes
+    from governance import services
 
     made: list[str] = []
 

@@ -31,12 +31,12 @@ LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 @functools.cache
 def trace_bytes(name: str) -> bytes:
-    """One of replay.demo's variants (ok, diverged, tampered_snapshot, ...), recorded by the
+    """One of core.replay.demo's variants (ok, diverged, tampered_snapshot, ...), recorded by the
     real recorder and signed with the tests' HMAC key."""
-    from replay.demo import variants
-    from replay.formats import native
-    from replay.recorder import signer_for
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.demo import variants
+    from core.replay.recorder import signer_for
+    from core.replay.signatures import HMAC_SHA256
 
     documents = variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))
     return native.dumps_document(documents[name])
@@ -70,11 +70,11 @@ def trace_file(directory: Path, name: str) -> Path:
 def recorded_bytes(seed: str) -> bytes:
     """Another run of the reference runtime (its own trace id; the privacy, brainstate and
     governance snapshots are the same bodies as every other run's, so they are shared)."""
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
 
     signer = signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET)
     return native.dumps_document(record(RecordOptions(seed=seed), default_registry(), signer))
@@ -85,10 +85,10 @@ def tampered_copy_bytes() -> bytes:
     left as it was: what someone without the signing key can make of a trace."""
     import copy
 
-    from replay.demo import variants
-    from replay.formats import native
-    from replay.recorder import signer_for
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.demo import variants
+    from core.replay.recorder import signer_for
+    from core.replay.signatures import HMAC_SHA256
 
     document = copy.deepcopy(variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))["ok"])
     document["events"][1]["payload"]["text"] = "question 1, edited"

@@ -16,9 +16,10 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from governance import codes, keystore, ledger, membership, services, signing
+from core.errors import REPLAY_DIVERGENCE
+from core.ledger import codes, signing
+from governance import keystore, ledger, membership, services
 from governance.models import ForceContinueRequest, MemberKey
-from replay.errors import REPLAY_DIVERGENCE
 from replay.models import Blob, ReplayRun, Trace
 
 PERSONAS: dict[str, tuple[str, ...]] = {

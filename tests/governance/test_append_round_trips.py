@@ -8,7 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from governance import codes, services, transparency
+from core.ledger import codes
+from governance import services, transparency
 from governance.models import GovernanceEvent, MerkleNode
 from tlog import merkle
 

@@ -1,5 +1,5 @@
-"""The ledger's fast canonical JSON (``governance.chain.canonical``, orjson on the subset
-where it writes RFC 8785's bytes) is byte for byte ``replay.canonical.jcs``, and refuses what
+"""The ledger's fast canonical JSON (``core.ledger.chain.canonical``, orjson on the subset
+where it writes RFC 8785's bytes) is byte for byte ``core.canonical.jcs``, and refuses what
 jcs refuses."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governance import chain
-from replay.canonical import CanonicalError, jcs
+from core.canonical import CanonicalError, jcs
+from core.ledger import chain
 
 # every code point, lone surrogates included
 _chars = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, categories=None)

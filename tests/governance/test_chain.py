@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import rfc8785
 
-from governance import chain, codes, council, signing
-from replay.canonical import jcs
+from core.canonical import jcs
+from core.ledger import chain, codes, signing
+from governance import council
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 PRIVATE = bytes(range(32))  # a test vector, not a secret
@@ -257,8 +258,8 @@ def test_a_malformed_signature_simply_does_not_verify():
 
 def test_the_pure_core_imports_no_django():
     code = (
-        "import sys; import governance.chain, governance.signing, governance.council, "
-        "governance.codes; print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+        "import sys; import core.ledger.chain, core.ledger.signing, governance.council, "
+        "core.ledger.codes; print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
     )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(

@@ -10,7 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from governance import chain, codes, ledger, selectors, services, signing
+from core.ledger import chain, codes, signing
+from governance import ledger, selectors, services
 from governance.models import GovernanceEvent
 from replay.dbguards import drop_append_only_sql
 
@@ -62,7 +63,7 @@ def test_a_checkpoint_is_the_signed_head(checkpoint):
         "created_at": body["created_at"],
         "key_id": key.key_id,
     }
-    from replay.canonical import jcs
+    from core.canonical import jcs
 
     assert signing.verify(bytes.fromhex(key.public_key), jcs(body), document["signature"])
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from governance import codes
+from core.ledger import codes
 
 
 def test_codes_and_names_are_unique_and_in_their_ranges():

@@ -10,9 +10,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from governance import codes, services, signing
+from core.canonical import jcs
+from core.ledger import codes, signing
+from governance import services
 from governance.models import ForceContinueRequest, GovernanceEvent
-from replay.canonical import jcs
 from tests.governance.factories import filed_request, person
 
 pytestmark = pytest.mark.django_db

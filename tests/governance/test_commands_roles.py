@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from governance import codes, membership, services
+from core.ledger import codes
+from governance import membership, services
 from governance.models import ForceContinueRequest, GovernanceEvent
 from replay.models import ReplayRun
 from tests.governance.factories import diverged_run, person

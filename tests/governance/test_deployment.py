@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from governance import codes, services
+from core.ledger import codes
+from governance import services
 from replay.models import Blob
 
 pytestmark = [

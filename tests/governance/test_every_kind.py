@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from core.canonical import jcs
+from core.ledger import codes, signing
 from dsr import services as dsr_services
-from governance import codes, membership, services, signing
+from governance import membership, services
 from governance.models import GovernanceEvent, Vote
 from governance.requests.builtin import kinds
 from governance.services import user_roles
-from replay.canonical import jcs
 from tests.dsr import factories as dsr_factories
 from tests.governance.conftest import ingest
 from tests.governance.factories import enrol, filed_request, person

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
+from core.ledger.requests import KindRegistry, load_entry_points
 from governance.models import GovernanceEvent, GovernedRequest, Vote
 from governance.requests import builtin
-from governance.requests.protocol import KindRegistry, load_entry_points
 from tests.console.test_toy_kind import TOY
 from tests.governance.factories import enrol, person
 from tests.governance.test_every_kind import FILE as BUILTIN_FILE

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from dsr import bundle, evidence
-from governance import codes, ledger, selectors, transparency
+from core import bundle
+from core.ledger import codes
+from dsr import evidence
 from governance import evidence as governance_evidence
+from governance import ledger, selectors, transparency
 from governance.services import replay_request, replay_run_govern
 from tests.governance.conftest import ingest, recorded_bytes
 from tlog import checkpoint as checkpoints

@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from governance import codes, ledger, selectors, services, signing
+from core import errors
+from core.canonical import jcs
+from core.ledger import codes, signing
+from governance import ledger, selectors, services
 from governance.models import ForceContinueRequest, GovernanceEvent, Vote
-from replay import errors
-from replay.canonical import jcs
 from replay.models import ReplayRun
 from tests.governance.factories import (
     DIVERGENCES,

@@ -8,10 +8,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from governance import codes, ledger, selectors, services
+from core import errors
+from core.ledger import codes
+from governance import ledger, selectors, services
 from governance.models import GovernanceEvent, Halt
 from governance.tasks import replay_run_governed
-from replay import errors
 from replay.models import ReplayRun
 from tests.governance.conftest import ingest
 from tests.governance.factories import enrol, person

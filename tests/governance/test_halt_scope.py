@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from governance import codes, ledger, selectors, services
+from core import errors
+from core.ledger import codes
+from governance import ledger, selectors, services
 from governance.models import GovernanceEvent, Halt
 from governance.tasks import replay_run_governed
-from replay import errors
 from replay.models import ReplayRun, Snapshot, Trace
 from tests.governance.conftest import ingest, recorded_bytes, tampered_copy_bytes
 from tests.governance.factories import enrol, person

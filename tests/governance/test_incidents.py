@@ -9,10 +9,11 @@ import io
 import pytest
 from django.core.management import call_command
 
-from governance import codes, ledger, services
+from core import errors
+from core.ledger import codes
+from governance import ledger, services
 from governance.models import GovernanceEvent, Halt
 from governance.tasks import replay_run_governed
-from replay import errors
 from replay.models import ReplayRun
 from tests.governance.conftest import ingest, recorded_bytes
 from tests.governance.factories import enrol, person

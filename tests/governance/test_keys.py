@@ -11,7 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from governance import chain, codes, keystore, ledger, services, signing
+from core.ledger import chain, codes, signing
+from governance import keystore, ledger, services
 from governance.models import GovernanceEvent, SigningKey
 from tests.governance.factories import enrol, person
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from governance import chain, codes, ledger, services, signing
+from core.ledger import chain, codes, signing
+from governance import ledger, services
 from governance.models import GovernanceEvent, SigningKey
 from replay.models import AppendOnlyError
 
@@ -37,7 +38,7 @@ def test_it_hashes_prev_hash_and_the_jcs_body():
     assert chain.event_hash(event.prev_hash, body) == event.hash
     import hashlib
 
-    from replay.canonical import jcs
+    from core.canonical import jcs
 
     assert (
         event.hash == "sha256:" + hashlib.sha256(event.prev_hash.encode() + jcs(body)).hexdigest()

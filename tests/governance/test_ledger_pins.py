@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from django.db import transaction
 
-from governance import chain, codes, keystore, ledger, signing
+from core.ledger import chain, codes, signing
+from governance import keystore, ledger
 from governance.models import GovernanceEvent, MerkleNode, SigningKey
 from tlog import merkle
 

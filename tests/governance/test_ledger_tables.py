@@ -17,8 +17,9 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
-from governance import codes, keystore, ledger, services, signing
-from governance.codes import GovernanceError
+from core.ledger import codes, signing
+from core.ledger.codes import GovernanceError
+from governance import keystore, ledger, services
 from governance.models import ForceContinueRequest, GovernanceEvent, MemberKey, Vote
 from replay.dbguards import drop_append_only_sql
 from tests.governance.factories import Signer, approve, enrol, filed_request, person
@@ -504,8 +505,8 @@ def test_an_expiry_extended_in_the_table_does_not_extend_the_vote():
 
 
 def test_a_request_approved_only_in_its_table_resumes_nothing(admin_approved):
-    from replay import errors
-    from replay.errors import ReplayError
+    from core import errors
+    from core.errors import ReplayError
     from tests.governance.factories import diverged_run
 
     request, _ = admin_approved

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from governance import chain, codes, ledger, signing, verification
+from core.canonical import jcs
+from core.ledger import chain, codes, signing
+from governance import ledger, verification
 from governance.models import GovernanceEvent, LedgerVerification, VerificationMark
-from replay.canonical import jcs
 from replay.dbguards import drop_append_only_sql
 from tests.governance.factories import person
 

@@ -55,7 +55,7 @@ def _event(apps, seq: int, code: int, type_: str, payload: dict, *, actor=None):
 
 @pytest.fixture
 def old_rows():
-    from governance import codes
+    from core.ledger import codes
 
     apps = _migrate(BEFORE)
     User = apps.get_model("auth", "User")

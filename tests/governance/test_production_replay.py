@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from governance import codes, ledger, selectors, services, signing
+from core.ledger import codes, signing
+from governance import ledger, selectors, services
 from governance.models import GovernanceEvent, ProductionReplayRequest, Vote
 from governance.tasks import replay_run_governed
 from replay.models import ReplayRun

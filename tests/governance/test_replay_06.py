@@ -10,9 +10,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from governance import codes, services
+from core import errors
+from core.ledger import codes
+from governance import services
 from governance.models import ForceContinueRequest, GovernanceEvent
-from replay import errors
 from replay.models import ReplayRun
 from tests.governance.conftest import trace_file
 from tests.governance.factories import person

@@ -11,10 +11,11 @@ import pytest
 from django.core.files.storage import storages
 from django.core.management import call_command
 
-from governance import codes, ledger, retention
+from core import errors
+from core.ledger import codes
+from governance import ledger, retention
 from governance.models import GovernanceEvent
 from governance.services import replay_request, replay_run_govern
-from replay import errors
 from replay.models import Blob, Snapshot, Trace
 from tests.governance.conftest import ingest, recorded_bytes
 
@@ -266,7 +267,7 @@ def test_the_command_lists_then_expires(alpha):
 
 
 def test_the_expiry_events_payload_has_fixed_canonical_bytes(alpha):
-    from replay.canonical import jcs
+    from core.canonical import jcs
 
     retention.retention_run(now=LATER)
     event = GovernanceEvent.objects.get(code=codes.code_of(codes.TRACE_EXPIRED))

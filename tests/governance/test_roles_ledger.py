@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, User
 
-from governance import codes, membership, selectors, services, signing
+from core.ledger import codes, signing
+from governance import membership, selectors, services
 from governance.models import GovernanceEvent, RoleGrantRequest, Vote
 from tests.governance.factories import approve, enrol, filed_request, person
 

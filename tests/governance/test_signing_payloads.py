@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from governance import signing
-from replay.canonical import jcs
+from core.canonical import jcs
+from core.ledger import signing
 
 PRIVATE = bytes(range(32))  # a test vector, not a secret
 _DSR_MEMBERS = [

@@ -11,7 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from governance import chain, services
+from core.ledger import chain
+from governance import services
 from governance.models import GovernanceEvent
 from replay.dbguards import drop_append_only_sql
 from tests.governance.factories import approve, enrol, filed_request, person

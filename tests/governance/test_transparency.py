@@ -12,7 +12,8 @@ from django.apps import apps
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from governance import codes, ledger, services, transparency
+from core.ledger import codes
+from governance import ledger, services, transparency
 from governance.models import GovernanceEvent, MerkleNode, TreeCheckpoint
 from tlog import checkpoint as checkpoints
 from tlog import merkle

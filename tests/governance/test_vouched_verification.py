@@ -11,7 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from governance import chain, codes, ledger, services, signing, transparency
+from core.ledger import chain, codes, signing
+from governance import ledger, services, transparency
 from governance.models import GovernanceEvent, SigningKey, TreeCheckpoint
 from replay.dbguards import drop_append_only_sql
 from tests.governance.test_tamper import CHANGES, TABLE, ledger_with_an_approval  # noqa: F401

@@ -42,11 +42,11 @@ def rules(settings):
 
 def _native_jsonl_gz() -> bytes:
     """Another recorded run (seed s9) as gzipped JSON Lines: Ada again, in event 0 and 4."""
-    from replay.formats import native
-    from replay.recorder import record, signer_for
-    from replay.registry import default_registry
-    from replay.runtime import RecordOptions
-    from replay.signatures import HMAC_SHA256
+    from core.formats import native
+    from core.replay.recorder import record, signer_for
+    from core.replay.registry import default_registry
+    from core.replay.runtime import RecordOptions
+    from core.replay.signatures import HMAC_SHA256
 
     signer = signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET)
     doc = record(RecordOptions(seed="s9", iterations=5), default_registry(), signer)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from privacy import crypto, rules
-from privacy.spans import SpanError, jsonl_spans, pointer, string_spans
+from core.privacy import crypto, rules
+from core.privacy.spans import SpanError, jsonl_spans, pointer, string_spans
 
 DOC = (
     b'{"a": {"name": "Karen Sp\\u00e4rck \\"KSJ\\" Jones", "n": 1.5e3, "ok": true},\n'
@@ -133,7 +133,7 @@ def _spliced(whole: bytes, spans: list[tuple[int, int]], expected: str | None, e
     import hashlib
     import io
 
-    from privacy.splice import Spliced
+    from core.privacy.splice import Spliced
 
     cut, pos, pieces = b"", 0, []
     for start, end in spans:

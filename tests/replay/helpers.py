@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replay.canonical import mace_v1
+from core.canonical import mace_v1
 from replay.keys import key_add_hmac
 from replay.models import Blob, Snapshot, Trace, VerificationKey
 from tests.replay.fixtures.make_golden import (

@@ -1,7 +1,7 @@
 """MACE's reference rules, written out literally from seed 003 and MACE's writer, and a
 generator of MACE reflective logs and snapshot files made with them.
 
-Independent of ``replay.formats.mace`` on purpose: the tests verify files made here with the
+Independent of ``core.formats.mace`` on purpose: the tests verify files made here with the
 console's code, and the bench times both on the same files. The rules:
 
 - canonical JSON (MACE ``canonical_json_serialize``): string values NFKD-normalised, floats

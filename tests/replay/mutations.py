@@ -12,10 +12,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from replay.errors import ReplayError
-from replay.recorder import record, reseal
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
+from core.errors import ReplayError
+from core.replay.recorder import record, reseal
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
 from tests.replay.fixtures.make_golden import golden_signer
 
 SIGNER = golden_signer()

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from replay.errors import MALFORMED_TRACE, UNSUPPORTED_SCHEMA_VERSION, ReplayError
-from replay.formats import native
+from core.errors import MALFORMED_TRACE, UNSUPPORTED_SCHEMA_VERSION, ReplayError
+from core.formats import native
 from replay.services import trace_ingest
 from tests.replay.helpers import files_under, golden, stored_counts
 
@@ -499,8 +499,8 @@ def test_a_sealed_message_whose_header_cannot_be_written_leaves_no_spool_open(mo
     closes the buffer it had started: the caller never gets it to close."""
     import tempfile
 
-    from replay.formats import native
-    from replay.formats.native import seal as native_seal
+    from core.formats import native
+    from core.formats.native import seal as native_seal
 
     made = []
     real = tempfile.SpooledTemporaryFile

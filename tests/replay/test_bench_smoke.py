@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replay import engine
-from replay.formats import native
-from replay.registry import default_registry
-from replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
+from core.formats import native
+from core.replay import engine
+from core.replay.registry import default_registry
+from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "bench_replay.py"

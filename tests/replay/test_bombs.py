@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.canonical import js_sorted
-from replay.errors import ReplayError
-from replay.formats.jsonstrict import check_key_count
-from replay.formats.yaml12 import MAX_ALIAS_EXPANSION, YAML12Error, load
+from core.canonical import js_sorted
+from core.errors import ReplayError
+from core.formats.jsonstrict import check_key_count
+from core.formats.yaml12 import MAX_ALIAS_EXPANSION, YAML12Error, load
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1024**2
@@ -60,8 +60,8 @@ _MEASURE = textwrap.dedent(
     """
     import json, resource, sys, time
     from pathlib import Path
-    from replay.errors import ReplayError
-    from replay.formats import native, open_trace
+    from core.errors import ReplayError
+    from core.formats import native, open_trace
 
     def hwm_kib():
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -76,8 +76,8 @@ _MEASURE = textwrap.dedent(
     out = {"code": None, "message": None}
     try:
         if kind == "yaml":
-            from replay.formats import ahd
-            from replay.formats.yaml12 import YAML12Error
+            from core.formats import ahd
+            from core.formats.yaml12 import YAML12Error
             try:
                 ahd.hash_structured(path.read_text())
             except YAML12Error as exc:

@@ -1,4 +1,4 @@
-"""Byte-exact vectors and properties for the canonical JSON profiles (replay/canonical.py).
+"""Byte-exact vectors and properties for the canonical JSON profiles (core/canonical.py).
 
 No Django needed: the module under test is pure.
 """
@@ -28,8 +28,8 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay import canonical
-from replay.canonical import (
+from core import canonical
+from core.canonical import (
     PROFILES,
     CanonicalError,
     contextos,
@@ -528,7 +528,7 @@ def test_it_is_deterministic_for_copies_of_a_value(value: Any) -> None:
 
 def test_it_is_deterministic_across_processes_and_hash_seeds() -> None:
     script = (
-        "import json; from replay.canonical import PROFILES, sha256_prefixed\n"
+        "import json; from core.canonical import PROFILES, sha256_prefixed\n"
         "v = {'s': ['k%d' % i for i in range(40)], 'n': 0.1, 'u': '\\u00e9', '9': [1, {'b': 2}]}\n"
         "out = {n: sha256_prefixed(f(v)) for n, f in PROFILES.items()}\n"
         "v['s'] = set(v['s']); out['python-sorted-set'] = sha256_prefixed(\n"

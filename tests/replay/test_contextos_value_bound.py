@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.errors import ReplayError
-from replay.formats.contextos import reader
+from core.errors import ReplayError
+from core.formats.contextos import reader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 

@@ -1,4 +1,4 @@
-"""Structural JSON diffs with RFC 6901 JSON Pointer paths (replay/diff.py)."""
+"""Structural JSON diffs with RFC 6901 JSON Pointer paths (core/replay/diff.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.diff import (
+from core.replay.diff import (
     MISSING,
     DiffEntry,
     PointerError,
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def same(x: Any, y: Any) -> bool:
-    """Type-strict JSON equality written independently of replay.diff (the test oracle).
+    """Type-strict JSON equality written independently of core.replay.diff (the test oracle).
 
     True, 1 and 1.0 differ; 0.0 and -0.0 differ; NaN equals NaN; dict key order is ignored.
     """
@@ -341,7 +341,7 @@ def test_it_stops_walking_at_the_first_divergence() -> None:
 
 def test_it_is_importable_without_django() -> None:
     code = (
-        "import sys, replay.diff; "
+        "import sys, core.replay.diff; "
         "assert not any(m.split('.')[0] == 'django' for m in sys.modules), 'django imported'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -19,17 +19,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.errors import MALFORMED_TRACE, ReplayError
-from replay.formats import jsonstrict, native
-from replay.formats.jsonstrict import (
+from core.errors import MALFORMED_TRACE, ReplayError
+from core.formats import jsonstrict, native
+from core.formats.jsonstrict import (
     NOT_PROVEN,
     loads_document,
     loads_strict,
     text_shape_is_bounded,
 )
-from replay.recorder import record
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
+from core.replay.recorder import record
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_signer
 
 DEPTH, STRING = 64, 16 * 1024**2

@@ -3,7 +3,7 @@ pipeline): the whole report for an erased event, a step out of order, an output 
 an unregistered runtime or function, and the progress callback over a long trace.
 
 The expected reports were printed by the engine before its steps became a pipeline of named
-checks (replay/pipeline.py), and must not change with it.
+checks (core/replay/pipeline.py), and must not change with it.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from replay import engine
-from replay.formats import native
-from replay.recorder import record, reseal
-from replay.registry import Registry, Runtime, default_registry
-from replay.runtime import (
+from core.formats import native
+from core.replay import engine
+from core.replay.recorder import record, reseal
+from core.replay.registry import Registry, Runtime, default_registry
+from core.replay.runtime import (
     RUNTIME_NAME,
     RecordOptions,
     ReferenceMaterialiser,

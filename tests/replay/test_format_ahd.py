@@ -26,15 +26,15 @@ import yaml
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from replay.canonical import js_sorted
-from replay.errors import (
+from core.canonical import js_sorted
+from core.errors import (
     INTEGRITY_FAILURE,
     MALFORMED_TRACE,
     MISSING_SNAPSHOT,
     UNSUPPORTED_SCHEMA_VERSION,
 )
-from replay.formats import AHD, ahd, detect_format, format_names
-from replay.formats.yaml12 import (
+from core.formats import AHD, ahd, detect_format, format_names
+from core.formats.yaml12 import (
     MAX_ALIAS_COUNT,
     MAX_BINARY_BYTES,
     YAML12Error,

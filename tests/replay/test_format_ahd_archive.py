@@ -1,4 +1,4 @@
-"""The bounded reader of an archive of AHD inputs (``replay.formats.archive``), and the sidecar
+"""The bounded reader of an archive of AHD inputs (``core.formats.archive``), and the sidecar
 schema as strict as AHD's hash contract (``sha256:`` + 64 lower-case hex, ``ahd_commit`` a
 full lower-case SHA or null, ``git_dirty`` null exactly when the commit is).
 
@@ -16,9 +16,9 @@ import zipfile
 
 import pytest
 
-from replay.errors import MALFORMED_TRACE, ReplayError
-from replay.formats import ahd
-from replay.formats import archive as ar
+from core.errors import MALFORMED_TRACE, ReplayError
+from core.formats import ahd
+from core.formats import archive as ar
 from tests.published import PUBLISHED
 
 FIXTURES = PUBLISHED

@@ -1,5 +1,5 @@
 """Each format declares its own error codes (``codes`` on its adapter), each one defined in
-``replay/errors.py`` and documented in ``docs/error-codes.md``, the per-format table listing
+``core/errors.py`` and documented in ``docs/error-codes.md``, the per-format table listing
 exactly what each adapter declares. That every code a format's tests observe is declared is
 checked by ``tests/conftest.py`` on every test (``format_codes_undeclared``); the last test
 here shows that check failing a report with an undeclared code."""
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from replay import errors
-from replay.formats import formats, protocol
-from replay.report import ReplayReport
+from core import errors
+from core.formats import formats, protocol
+from core.replay.report import ReplayReport
 from tests.toyformat.adapter import ToyFormat
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "error-codes.md"
@@ -80,18 +80,18 @@ def fake(**attrs):
 @pytest.mark.parametrize(
     ("attrs", "problem"),
     [
-        ({}, "declares no error codes (codes: a frozenset of replay.errors codes)"),
+        ({}, "declares no error codes (codes: a frozenset of core.errors codes)"),
         (
             {"codes": frozenset()},
-            "declares no error codes (codes: a frozenset of replay.errors codes)",
+            "declares no error codes (codes: a frozenset of core.errors codes)",
         ),
         (
             {"codes": {errors.MALFORMED_TRACE}},
-            "declares no error codes (codes: a frozenset of replay.errors codes)",
+            "declares no error codes (codes: a frozenset of core.errors codes)",
         ),
         (
             {"codes": frozenset({errors.MALFORMED_TRACE, "TOY_BROKEN", "A_BAD"})},
-            "declares codes replay/errors.py does not define: A_BAD, TOY_BROKEN",
+            "declares codes core/errors.py does not define: A_BAD, TOY_BROKEN",
         ),
         (
             {"codes": frozenset({errors.MALFORMED_TRACE, errors.TRACE_EXPIRED})},

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.errors import (
+from core.errors import (
     CAPABILITY_NOT_FOUND,
     INTEGRITY_FAILURE,
     MALFORMED_TRACE,
@@ -27,10 +27,10 @@ from replay.errors import (
     RESULT_MISMATCH,
     UNSUPPORTED_SCHEMA_VERSION,
 )
-from replay.formats import contextos as cx
-from replay.formats import detect_format, format_names
-from replay.formats.contextos import reader as cx_reader
-from replay.formats.protocol import VerifyContext
+from core.formats import contextos as cx
+from core.formats import detect_format, format_names
+from core.formats.contextos import reader as cx_reader
+from core.formats.protocol import VerifyContext
 from tests.published import node_or_skip
 from tests.replay.fixtures.make_golden import golden_key_ring
 
@@ -89,7 +89,7 @@ def test_the_checked_in_verdicts_are_what_reference_js_prints_now(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"version_2.trace.json"}))
 def test_the_one_walk_writes_the_profiles_bytes_and_finds_the_unprotected_fields(name):
-    from replay.canonical import contextos
+    from core.canonical import contextos
 
     for entry in cx.entries(load(name)):
         dropped: set[str] = set()
@@ -542,7 +542,7 @@ def test_it_is_a_registered_format_detected_by_its_keys_before_the_native_trace_
 
 
 def test_the_adapter_verifies_and_replays_with_the_files_uploaded_beside_the_trace():
-    from replay.formats import formats
+    from core.formats import formats
 
     fmt = formats().get("contextos-trace")
     ctx = VerifyContext(
@@ -566,7 +566,7 @@ def test_the_adapter_verifies_and_replays_with_the_files_uploaded_beside_the_tra
 
 
 def test_without_its_inputs_a_trace_verifies_but_is_not_replayable():
-    from replay.formats import formats
+    from core.formats import formats
 
     fmt = formats().get("contextos-trace")
     ctx = VerifyContext()
@@ -595,7 +595,7 @@ def test_the_bench_runs_and_both_verifiers_find_every_generated_file_intact():
     )
     lines = done.stdout.splitlines()
     assert lines[1].startswith(
-        "console's reference chain: compiled (replay/formats/contextos/_compiled.c, SHA-256 by "
+        "console's reference chain: compiled (core/formats/contextos/_compiled.c, SHA-256 by "
     )
     assert lines[3].split()[-1] == "20"  # the console: 20 intact
     assert lines[4].split()[-1] == "20"  # reference.js: 20 intact
@@ -622,7 +622,7 @@ JSON = st.recursive(
 @settings(max_examples=300, deadline=None, database=None)
 @given(kind=st.sampled_from(sorted(cx._PLISTS)), a=JSON, b=JSON)
 def test_the_one_walk_equals_the_contextos_profile_on_any_json(kind, a, b):
-    from replay.canonical import contextos
+    from core.canonical import contextos
 
     names = [k for k in cx._PLISTS[kind] if k != "kind"]
     payload = {"kind": kind, **dict(zip(names, [a, b], strict=False))}
@@ -695,7 +695,7 @@ FAST_JSON = st.recursive(
 @settings(max_examples=400, deadline=None, database=None)
 @given(record=st.dictionaries(KEYS | STRINGS, FAST_JSON, max_size=8))
 def test_the_fast_record_hash_equals_the_exact_one_on_any_json(record):
-    from replay.canonical import CanonicalError
+    from core.canonical import CanonicalError
 
     try:
         exact = cx.record_hash(record)

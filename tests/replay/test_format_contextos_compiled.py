@@ -1,4 +1,4 @@
-"""The compiled reference chain (replay/formats/contextos/_compiled.c) against the Python
+"""The compiled reference chain (core/formats/contextos/_compiled.c) against the Python
 writers it stands in for: the same bytes, the same left-out pointers, the same chain results
 (ok, verified count, broke_at, kind, both hashes), on any JSON, tampered or not, held or
 spooled, collecting pointers past the bound or not. The Python side is the exact writer and
@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.canonical import CanonicalError
-from replay.canonical import contextos as contextos_canonical
-from replay.formats import contextos as cx
-from replay.formats.contextos import chain as cx_chain
-from replay.formats.contextos import reader as cx_reader
+from core.canonical import CanonicalError
+from core.canonical import contextos as contextos_canonical
+from core.formats import contextos as cx
+from core.formats.contextos import chain as cx_chain
+from core.formats.contextos import reader as cx_reader
 from tests.replay.test_format_contextos import EXPECTED, FAST_JSON, HERE, KEYS, STRINGS
 
 compiled = cx_chain._compiled
@@ -43,7 +43,7 @@ def examples(n: int) -> int:
 def test_the_compiled_chain_is_built():
     # `make .venv/.installed` (pip install -e .) builds it; without it every test below
     # would compare the Python writers with themselves
-    assert compiled is not None, "replay.formats.contextos._compiled is not built"
+    assert compiled is not None, "core.formats.contextos._compiled is not built"
 
 
 def python_chain(trace: cx.ContextosTrace, **kw: Any) -> cx.ChainResult:
@@ -363,7 +363,7 @@ def test_the_module_builds_without_warnings_and_hashes_alike_with_or_without_ope
 @settings(max_examples=examples(300), deadline=None, database=None)
 @given(value=FAST_JSON, limit=st.integers(0, 8), depth=st.integers(1, 4))
 def test_the_compiled_nesting_walk_is_jsonstricts(value, limit, depth):
-    from replay.formats.jsonstrict import deeper_than
+    from core.formats.jsonstrict import deeper_than
 
     assert compiled.deeper_than(value, limit, depth) is deeper_than(value, limit, depth)
 
@@ -517,7 +517,7 @@ def test_the_compiled_tests_pass_under_address_sanitizer(tmp_path):
         f"spec = importlib.util.spec_from_file_location('_compiled', {str(target)!r})\n"
         "module = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(module)\n"
-        "sys.modules['replay.formats.contextos._compiled'] = module\n"
+        "sys.modules['core.formats.contextos._compiled'] = module\n"
     )
     env = {
         **os.environ,
@@ -537,7 +537,7 @@ def test_the_compiled_tests_pass_under_address_sanitizer(tmp_path):
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert str(target) in (
         subprocess.run(
-            [sys.executable, "-c", "import asan_compiled, replay.formats.contextos.chain as c;"
+            [sys.executable, "-c", "import asan_compiled, core.formats.contextos.chain as c;"
              "print(c._compiled.__file__)"],
             capture_output=True, text=True, cwd=ROOT, env=env, check=True,
         ).stdout

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from replay.errors import ReplayError
-from replay.formats import contextos as cx
-from replay.formats.contextos import reader as cx_reader
+from core.errors import ReplayError
+from core.formats import contextos as cx
+from core.formats.contextos import reader as cx_reader
 
 HERE = Path(__file__).parent / "fixtures" / "contextos"
 

@@ -1,5 +1,5 @@
 """MACE reflective logs (seed 003): files made by MACE's reference rules
-(``tests/replay/mace_reference.py``), verified by the console (``replay.formats.mace``).
+(``tests/replay/mace_reference.py``), verified by the console (``core.formats.mace``).
 
 Every verdict with its exact code, field (``broke_at``), expected and observed values; the
 expected values are computed by the reference rules, never written by hand.
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from replay import errors
-from replay.canonical import mace_v1
-from replay.formats import detect_format, formats
-from replay.formats import mace as mace_format
-from replay.formats.protocol import VerifyContext
-from replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
+from core import errors
+from core.canonical import mace_v1
+from core.formats import detect_format, formats
+from core.formats import mace as mace_format
+from core.formats.protocol import VerifyContext
+from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 from tests.replay import mace_reference as ref
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mace"

@@ -1,5 +1,5 @@
 """MACE reflective logs exactly as MACE's writer persists them (no job id or seed, no iteration
-trace, no snapshot ids), verified by the console (``replay.formats.mace``).
+trace, no snapshot ids), verified by the console (``core.formats.mace``).
 
 The files under ``fixtures/mace/writer/`` were written by MACE's own writer and signing code
 (see the README there); expected signatures are recomputed by the independent reference rules
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from replay import errors
-from replay.canonical import mace_v1
-from replay.formats import detect_format, formats
-from replay.formats import mace as mace_format
-from replay.formats.mace.signing import hmac_hex
-from replay.formats.protocol import VerifyContext
-from replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
+from core import errors
+from core.canonical import mace_v1
+from core.formats import detect_format, formats
+from core.formats import mace as mace_format
+from core.formats.mace.signing import hmac_hex
+from core.formats.protocol import VerifyContext
+from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 from tests.replay import mace_reference as ref
 
 WRITER = Path(__file__).parent / "fixtures" / "mace" / "writer"

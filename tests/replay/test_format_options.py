@@ -16,14 +16,15 @@ from types import SimpleNamespace
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from replay import errors, services
-from replay.formats import archive, protocol
-from replay.formats import paxman as px
-from replay.formats.ahd import MAX_INPUT_BYTES
-from replay.formats.ahd.adapter import AhdFormat, AhdOptions
-from replay.formats.paxman.adapter import PaxmanFormat, PaxmanOptions
-from replay.formats.protocol import OptionSources, SettingError, VerifyContext
-from replay.report import Check, ReplayReport
+from core import errors
+from core.formats import archive, protocol
+from core.formats import paxman as px
+from core.formats.ahd import MAX_INPUT_BYTES
+from core.formats.ahd.adapter import AhdFormat, AhdOptions
+from core.formats.paxman.adapter import PaxmanFormat, PaxmanOptions
+from core.formats.protocol import OptionSources, SettingError, VerifyContext
+from core.replay.report import Check, ReplayReport
+from replay import services
 from tests.console.test_format_traces import MONEY
 from tests.toyformat import adapter as toy
 
@@ -118,7 +119,7 @@ def test_without_options_a_format_reads_its_defaults():
     assert PaxmanFormat().options is not None
     ctx = VerifyContext()
     assert ctx.format_options is None
-    from replay.formats.ahd.adapter import options_of
+    from core.formats.ahd.adapter import options_of
 
     assert options_of(ctx) == AhdOptions()
     assert PaxmanOptions() == PaxmanOptions(contract=None, capabilities=None)

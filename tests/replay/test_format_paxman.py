@@ -21,17 +21,17 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from replay.canonical import python_sorted
-from replay.errors import (
+from core.canonical import python_sorted
+from core.errors import (
     CAPABILITY_NOT_FOUND,
     HASH_MISMATCH,
     INVALID_CONTRACT,
     MALFORMED_TRACE,
     VERSION_MISMATCH,
 )
-from replay.formats import PAXMAN, detect_format, format_names, sniff, top_level_keys
-from replay.formats import paxman as px
-from replay.formats.paxman import verify as px_verify
+from core.formats import PAXMAN, detect_format, format_names, sniff, top_level_keys
+from core.formats import paxman as px
+from core.formats.paxman import verify as px_verify
 from replay.services import trace_verify_file
 from tests.published import PUBLISHED
 
@@ -507,7 +507,7 @@ def test_a_bad_field_is_malformed_and_named(edit, message):
 
 
 def test_parse_refuses_with_replay_error():
-    from replay.errors import ReplayError
+    from core.errors import ReplayError
 
     with pytest.raises(ReplayError) as refused:
         px.parse(b"null")

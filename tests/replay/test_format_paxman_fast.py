@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.canonical import python_sorted
-from replay.errors import MALFORMED_TRACE
-from replay.formats import paxman as px
-from replay.formats.paxman import artifact as px_artifact
-from replay.formats.paxman import verify as px_verify
+from core.canonical import python_sorted
+from core.errors import MALFORMED_TRACE
+from core.formats import paxman as px
+from core.formats.paxman import artifact as px_artifact
+from core.formats.paxman import verify as px_verify
 from tests.published import PUBLISHED
 
 FIXTURES = PUBLISHED

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from replay.canonical import python_sorted
-from replay.errors import CAPABILITY_NOT_FOUND, INVALID_CONTRACT
-from replay.formats import paxman as px
+from core.canonical import python_sorted
+from core.errors import CAPABILITY_NOT_FOUND, INVALID_CONTRACT
+from core.formats import paxman as px
 from tests.published import PUBLISHED
 
 FIXTURES = PUBLISHED

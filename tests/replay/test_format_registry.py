@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from replay.errors import MALFORMED_TRACE, ReplayError
-from replay.formats import (
+from core.errors import MALFORMED_TRACE, ReplayError
+from core.formats import (
     AHD,
     PAXMAN,
     VERIST,
@@ -21,8 +21,8 @@ from replay.formats import (
     mace,
     native,
 )
-from replay.formats.common import differences
-from replay.formats.protocol import (
+from core.formats.common import differences
+from core.formats.protocol import (
     ENTRY_POINT_GROUP,
     Difference,
     FormatRegistry,
@@ -54,7 +54,7 @@ class ToyFormat:
         raise AssertionError("never refused")
 
     def verify(self, parsed, filename, ctx):
-        from replay.engine import ReplayReport
+        from core.replay.engine import ReplayReport
 
         return ReplayReport(trace_id="toy", format=self.name, mode=ctx.mode)
 
@@ -149,18 +149,18 @@ def test_an_eval_report_alone_is_refused_by_the_ahd_parse():
     )
 
 
-FORMATS_DIR = Path(__file__).resolve().parents[2] / "replay" / "formats"
+FORMATS_DIR = Path(__file__).resolve().parents[2] / "core" / "formats"
 #: the modules every format may use: none of them is a format
 SHARED = {"common", "protocol", "jsonstrict", "yaml12", "memory_ids", "archive"}
 
 
 def _formats_imported(path: Path) -> set[str]:
-    """The `replay.formats.<x>` each import of `path` reaches (`<x>` only)."""
+    """The `core.formats.<x>` each import of `path` reaches (`<x>` only)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
-            if parts[:2] != ["replay", "formats"]:
+            if parts[:2] != ["core", "formats"]:
                 continue
             if len(parts) > 2:
                 found.add(parts[2])
@@ -169,7 +169,7 @@ def _formats_imported(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[:2] == ["replay", "formats"] and len(parts) > 2:
+                if parts[:2] == ["core", "formats"] and len(parts) > 2:
                     found.add(parts[2])
     return found
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from replay.formats import archive
-from replay.formats.ahd import MAX_INPUT_BYTES
-from replay.formats.ahd import settings as ahd_settings
-from replay.formats.paxman import settings as paxman_settings
+from core.formats import archive
+from core.formats.ahd import MAX_INPUT_BYTES
+from core.formats.ahd import settings as ahd_settings
+from core.formats.paxman import settings as paxman_settings
 
 
 def getter(values):

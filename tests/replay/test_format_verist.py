@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from replay.canonical import js_sorted
-from replay.engine import PRODUCTION
-from replay.errors import (
+from core.canonical import js_sorted
+from core.errors import (
     HASH_MISMATCH,
     INPUT_HASH_MISMATCH,
     INTEGRITY_CODES,
@@ -30,11 +29,12 @@ from replay.errors import (
     REPLAY_DIVERGENCE,
     UNSUPPORTED_SCHEMA_VERSION,
 )
-from replay.formats import VERIST, detect_format, format_names, formats
-from replay.formats import verist as vs
-from replay.formats.protocol import OptionError, VerifyContext, replay_options
-from replay.formats.verist import snapshot as vs_snapshot
-from replay.registry import Registry, default_registry
+from core.formats import VERIST, detect_format, format_names, formats
+from core.formats import verist as vs
+from core.formats.protocol import OptionError, VerifyContext, replay_options
+from core.formats.verist import snapshot as vs_snapshot
+from core.replay.engine import PRODUCTION
+from core.replay.registry import Registry, default_registry
 from replay.services import trace_verify_file
 from tests.published import node_or_skip
 

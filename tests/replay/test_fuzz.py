@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay import engine
-from replay.errors import ERROR_CODES, ReplayError
-from replay.formats import native
-from replay.recorder import rechain
-from replay.registry import default_registry
+from core.errors import ERROR_CODES, ReplayError
+from core.formats import native
+from core.replay import engine
+from core.replay.recorder import rechain
+from core.replay.registry import default_registry
 from tests.replay.helpers import golden, golden_key_ring
 
 pytestmark = pytest.mark.slow
@@ -216,7 +216,7 @@ def _sidecar_variants() -> st.SearchStrategy[bytes]:
 @FUZZ
 @given(data=_sidecar_variants(), name=st.sampled_from(["s.replay.json", "s.md", "x.json"]))
 def test_an_ahd_upload_is_a_report_or_a_refusal_whatever_the_bytes(data, name):
-    from replay.formats import ahd
+    from core.formats import ahd
 
     report = ahd.verify_upload(data, name, root=AHD_ROOT)
     assert report.status in ("ok", "refused", "tamper_detected")

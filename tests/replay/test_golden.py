@@ -24,15 +24,15 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from replay import engine
-from replay.canonical import mace_v1
-from replay.errors import (
+from core.canonical import mace_v1
+from core.errors import (
     INTEGRITY_FAILURE,
     MISSING_PERSISTED_AGENT_OUTPUT,
     MISSING_SNAPSHOT,
     REPLAY_DIVERGENCE,
     RESULT_MISMATCH,
 )
+from core.replay import engine
 from replay.models import ReplayRun, Snapshot, Trace
 from replay.selectors import trace_is_replayable, trace_missing
 from replay.services import (

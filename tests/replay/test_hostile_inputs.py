@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT
+from core.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT
 
 DEMO_AHD = Path(__file__).resolve().parents[2] / "replay" / "demo_ahd"
 SWISS = "2026-04-21-swiss"

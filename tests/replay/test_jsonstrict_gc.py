@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from replay.errors import ReplayError
-from replay.formats import jsonstrict
+from core.errors import ReplayError
+from core.formats import jsonstrict
 
 
 class _Spy:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.errors import ReplayError
-from replay.formats import jsonstrict
-from replay.formats.jsonstrict import check_key_count
+from core.errors import ReplayError
+from core.formats import jsonstrict
+from core.formats.jsonstrict import check_key_count
 
 #: the key-by-key scan check_key_count used (kept to compare)
 _KEY_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"[ \t\r\n]*(:)?|[{}]')

@@ -23,16 +23,16 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from replay import engine
-from replay.errors import INTEGRITY_FAILURE
-from replay.formats import mace, native
-from replay.formats.mace.reader import parse_log
-from replay.formats.memory_ids import episodic_id_of, memory_id_problem, wm_id_of
+from core.errors import INTEGRITY_FAILURE
+from core.formats import mace, native
+from core.formats.mace.reader import parse_log
+from core.formats.memory_ids import episodic_id_of, memory_id_problem, wm_id_of
+from core.replay import engine
+from core.replay.recorder import rechain, record, reseal
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
+from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 from replay.keys import key_add_hmac
-from replay.recorder import rechain, record, reseal
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
-from replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 from tests.replay import mace_reference as ref
 from tests.replay.helpers import golden_key_ring, golden_signer
 

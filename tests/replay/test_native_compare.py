@@ -1,4 +1,4 @@
-"""Two native traces compared record by record (replay.formats.native.compare, pure): the
+"""Two native traces compared record by record (core.formats.native.compare, pure): the
 diverged demo run differs from the clean one at /steps/3/output/route, "search" against
 "write", and its seal, listed last; both spellings and a gzip compare alike; a page of
 changes stops reading once full."""
@@ -11,17 +11,17 @@ import io
 
 import pytest
 
-from replay.demo import variants
-from replay.diff import MISSING
-from replay.formats import native
-from replay.formats.native.compare import (
+from core.formats import native
+from core.formats.native.compare import (
     SEAL_ALONE,
     Change,
     compare,
     compare_records,
 )
-from replay.recorder import reseal, signer_for
-from replay.signatures import HMAC_SHA256
+from core.replay.demo import variants
+from core.replay.diff import MISSING
+from core.replay.recorder import reseal, signer_for
+from core.replay.signatures import HMAC_SHA256
 
 SIGNER = signer_for("compare-tests", HMAC_SHA256, b"compare tests key, a test vector")
 DOCS = variants(SIGNER)
@@ -156,7 +156,7 @@ def test_an_event_missing_in_the_middle_pairs_the_rest_by_place():
 
 
 def test_two_jsonl_traces_parse_only_the_lines_that_differ(monkeypatch):
-    from replay.formats.native import compare as module
+    from core.formats.native import compare as module
 
     parsed = []
     real = module._parsed

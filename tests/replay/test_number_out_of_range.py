@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from replay.errors import MALFORMED_TRACE
-from replay.formats import contextos, native
-from replay.formats import paxman as px
-from replay.formats.jsonstrict import loads_strict
+from core.errors import MALFORMED_TRACE
+from core.formats import contextos, native
+from core.formats import paxman as px
+from core.formats.jsonstrict import loads_strict
 from replay.services import trace_verify_file
 from tests.published import PUBLISHED
 

@@ -11,12 +11,12 @@ import re
 
 import pytest
 
-from replay import engine
-from replay.formats import native
-from replay.formats.native import parallel as native_parallel
-from replay.recorder import record
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
+from core.formats import native
+from core.formats.native import parallel as native_parallel
+from core.replay import engine
+from core.replay.recorder import record
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_key_ring, golden_signer
 
 CHUNK = 97  # lines per chunk here, so a few thousand events make dozens of chunks

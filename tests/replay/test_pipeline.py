@@ -1,11 +1,11 @@
-"""The check pipeline's runner (replay/pipeline.py): order, first refusal, the report."""
+"""The check pipeline's runner (core/replay/pipeline.py): order, first refusal, the report."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.pipeline import Check, Refusal, first_refusal, run
+from core.replay.pipeline import Check, Refusal, first_refusal, run
 
 
 @dataclass

@@ -20,13 +20,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay import engine
-from replay.canonical import mace_v1
-from replay.errors import MISSING_PERSISTED_AGENT_OUTPUT, ReplayError
-from replay.formats import native
-from replay.recorder import record
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
+from core.canonical import mace_v1
+from core.errors import MISSING_PERSISTED_AGENT_OUTPUT, ReplayError
+from core.formats import native
+from core.replay import engine
+from core.replay.recorder import record
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_key_ring, golden_signer
 from tests.replay.mutations import drifted_documents
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from replay.registry import Registry, load_entry_points
+from core.replay.registry import Registry, load_entry_points
 
 
 class FakeEntryPoint:
@@ -43,7 +43,7 @@ def test_it_refuses_to_rebind_a_registered_name():
 
 
 def test_it_registers_the_reference_runtime_by_default():
-    from replay.registry import default_registry
+    from core.replay.registry import default_registry
 
     registry = default_registry()
     assert {"router.decide@1", "answer.compose@1"} <= set(registry.names())

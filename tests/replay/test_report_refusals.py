@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from replay import errors
-from replay.report import AUDIT, PRODUCTION, ReplayReport
+from core import errors
+from core.replay.report import AUDIT, PRODUCTION, ReplayReport
 
 
 @pytest.mark.parametrize("mode", [AUDIT, PRODUCTION])

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from replay import engine
-from replay.canonical import NUMERIC_EPSILON
-from replay.errors import INTEGRITY_FAILURE, REPLAY_DIVERGENCE, RESULT_MISMATCH
-from replay.formats import native
-from replay.recorder import record, reseal
-from replay.registry import Registry, Runtime, default_registry
-from replay.runtime import (
+from core.canonical import NUMERIC_EPSILON
+from core.errors import INTEGRITY_FAILURE, REPLAY_DIVERGENCE, RESULT_MISMATCH
+from core.formats import native
+from core.replay import engine
+from core.replay.recorder import record, reseal
+from core.replay.registry import Registry, Runtime, default_registry
+from core.replay.runtime import (
     RUNTIME_NAME,
     RecordOptions,
     ReferenceMaterialiser,

@@ -1,4 +1,4 @@
-"""The retention policy (``replay.retention``): pure, so every rule is a plain assertion."""
+"""The retention policy (``core.replay.retention``): pure, so every rule is a plain assertion."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from replay import retention
-from replay.retention import Policy, PolicyError, Rule, TraceFacts
+from core.replay import retention
+from core.replay.retention import Policy, PolicyError, Rule, TraceFacts
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 DAY = timedelta(days=1)

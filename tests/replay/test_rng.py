@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay.rng import DeterministicRNG
+from core.replay.rng import DeterministicRNG
 
 
 def test_it_follows_its_documented_construction():

@@ -6,8 +6,8 @@ import math
 import random
 import struct
 
-from replay.rng import DeterministicRNG
-from replay.runtime import ReferenceMaterialiser, _clamp, _r9
+from core.replay.rng import DeterministicRNG
+from core.replay.runtime import ReferenceMaterialiser, _clamp, _r9
 
 EDGES = [
     0.0,

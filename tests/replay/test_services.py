@@ -15,13 +15,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from replay import engine
-from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, REPLAY_TIMEOUT, ReplayError
-from replay.formats import native
+from core.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, REPLAY_TIMEOUT, ReplayError
+from core.formats import native
+from core.replay import engine
+from core.replay.recorder import record
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
 from replay.models import ReplayRun, Snapshot, Trace, VerificationKey
-from replay.recorder import record
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
 from replay.services import replay_run_create, replay_run_execute, trace_ingest
 from tests.replay.helpers import (
     files_under,

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.errors import ReplayError
-from replay.formats import jsonstrict, native
-from replay.formats.jsonstrict import check_shape, text_shape_is_bounded
-from replay.formats.native import Limits, open_native
-from replay.recorder import record
-from replay.registry import default_registry
-from replay.runtime import RecordOptions
+from core.errors import ReplayError
+from core.formats import jsonstrict, native
+from core.formats.jsonstrict import check_shape, text_shape_is_bounded
+from core.formats.native import Limits, open_native
+from core.replay.recorder import record
+from core.replay.registry import default_registry
+from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_signer
 
 TEXT = st.text(alphabet=st.sampled_from('ab"\\{}[]:,\n é\u2028'), max_size=12)

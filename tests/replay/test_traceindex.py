@@ -1,4 +1,4 @@
-"""The trace index (replay/traceindex.py): marks every STRIDE-th record at its byte offset,
+"""The trace index (core/replay/traceindex.py): marks every STRIDE-th record at its byte offset,
 buckets the events, stops at its byte budget, and reads a window from the mark before it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from replay import traceindex
+from core.replay import traceindex
 
 
 def _jsonl(events: int, steps: int = 0) -> bytes:

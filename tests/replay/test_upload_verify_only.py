@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, ReplayError
-from replay.formats import AHD, PAXMAN, ahd
+from core.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, MISSING_SNAPSHOT, ReplayError
+from core.formats import AHD, PAXMAN, ahd
 from replay.services import CheckedOnly, IngestResult, trace_check, trace_upload
 from tests.published import PAXMAN as PAXMAN_DIR
 from tests.published import shared_or_skip

@@ -1,9 +1,9 @@
-"""The one rule for a trace's verdict (replay/verdicts.py), case by case."""
+"""The one rule for a trace's verdict (core/replay/verdicts.py), case by case."""
 
 from __future__ import annotations
 
-from replay import verdicts
-from replay.verdicts import RunOutcome, run_effect, trace_verdict, why_not_deciding
+from core.replay import verdicts
+from core.replay.verdicts import RunOutcome, run_effect, trace_verdict, why_not_deciding
 
 AUDIT_OK = RunOutcome("audit", "ok")
 AUDIT_DIVERGED = RunOutcome("audit", "diverged", "REPLAY_DIVERGENCE")

@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.formats import yaml12
-from replay.formats.yaml12 import YAML12Error, load
+from core.formats import yaml12
+from core.formats.yaml12 import YAML12Error, load
 from tests.replay.test_format_ahd import DIFFERENCES, VECTORS
 
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

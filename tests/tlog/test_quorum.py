@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from governance import codes
+from core.ledger import codes
 from tlog import __main__ as cli
 from tlog import checkpoint as checkpoints
 from tlog import merkle, proof, quorum

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from replay import errors
-from replay.errors import ReplayError
-from replay.formats.common import differences, halt_refusal, halts_clear
-from replay.formats.protocol import (
+from core import errors
+from core.errors import ReplayError
+from core.formats.common import differences, halt_refusal, halts_clear
+from core.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
@@ -25,7 +25,7 @@ from replay.formats.protocol import (
     StoredFacts,
     VerifyContext,
 )
-from replay.report import Check, ReplayReport
+from core.replay.report import Check, ReplayReport
 
 FORMAT = "toy-log"
 MAX_BYTES = 64 * 1024
@@ -44,7 +44,7 @@ class ToyFormat:
     companions: tuple[CompanionRule, ...] = (
         CompanionRule(r"\.toy\.json$", r"^{stem}\.note\.txt$", describes="a toy log's note"),
     )
-    #: what it refuses with: its own codes, from replay/errors.py (the console's own, such as
+    #: what it refuses with: its own codes, from core/errors.py (the console's own, such as
     #: FORCE_HALT_ACTIVE from ``halt_refusal``, need no declaring)
     codes = frozenset({errors.MALFORMED_TRACE, errors.INTEGRITY_FAILURE})
     unstorable_codes = frozenset({errors.MALFORMED_TRACE})

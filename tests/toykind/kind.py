@@ -12,7 +12,7 @@ filing ``TOY_NOTICE``, each signed vote ``TOY_NOTICE_APPROVAL`` and the approval
 ``governance_vote`` tables, and ``governance verify`` reconciles them as it does every kind
 that brings its types (``governance.ledger.installed_kinds``). Tallies and refusals read the
 signed votes from the ledger, never the rows; a signature is checked against the signer's
-confirmed member key with ``governance.signing.verify`` as the services check theirs."""
+confirmed member key with ``core.ledger.signing.verify`` as the services check theirs."""
 
 from __future__ import annotations
 
@@ -26,16 +26,17 @@ from typing import Any, ClassVar
 from django.db import transaction
 from django.urls import reverse
 
-from governance import codes, ledger, signing
-from governance import roles as matrix
+from core.canonical import jcs
+from core.ledger import codes, signing
+from core.ledger import roles as matrix
+from core.ledger.requests import KindCodes, KindRegistry, OpenRequest, Vote
+from core.ledger.requests import vote_of_ballot as as_vote
+from governance import ledger
 from governance import selectors as gov
 from governance.models import GovernedRequest
 from governance.models import Vote as VoteRow
 from governance.requests.common import signer_roles_of
-from governance.requests.protocol import KindCodes, KindRegistry, OpenRequest, Vote
-from governance.requests.protocol import vote_of_ballot as as_vote
 from governance.services.votes import vote_append
-from replay.canonical import jcs
 
 QUORUM = 2
 PAYLOAD_TYPE = "replay-audit-console/toy-notice-approval/v1"

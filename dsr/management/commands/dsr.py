@@ -22,11 +22,11 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from core.canonical import jcs
+from core.ledger import codes, roles, signing
 from dsr import services
 from dsr.models import LegalRequest
-from governance import codes, roles, signing
 from governance.cli import ActionCommand, is_uuid, user_named
-from replay.canonical import jcs
 
 REQUEST_UNKNOWN_MESSAGE = "no legal request {request}"
 
@@ -281,8 +281,8 @@ class Command(ActionCommand):
         data = access.released_bundle(request=legal)
         Path(out).write_bytes(data)
         if pdf:
-            from dsr import bundle
-            from dsr import pdf as pdf_summary
+            from core import bundle
+            from core.bundle import pdf as pdf_summary
 
             Path(pdf).write_bytes(pdf_summary.render_summary(bundle.pdf_summary(data)))
         self.stdout.write(f"wrote {out} (sha256:{legal.bundle_sha256})")
@@ -334,7 +334,7 @@ class Command(ActionCommand):
         quorum: int | None = None,
         **_: Any,
     ) -> None:
-        from dsr.bundle_cli import verify_bundle_file
+        from core.bundle.cli import verify_bundle_file
 
         status = verify_bundle_file(
             file,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core.ledger.codes import GovernanceError
 from governance import selectors as gov
 from governance import services as gov_services
-from governance.codes import GovernanceError
 
 ACTOR_LABEL = "manage.py api_token"
 MESSAGE_NO_USER = "no user {username!r}"

@@ -14,7 +14,7 @@ so it works on an offline machine too. On the server, ``record-approval FILE --u
 records such a document for user U through the same service as the API (the signature is
 still checked against U's registered, confirmed key).
 
-Acting for a person (``--user``, ``--admin``): the roles matrix (``governance.roles``) decides,
+Acting for a person (``--user``, ``--admin``): the roles matrix (``core.ledger.roles``) decides,
 with the roles the ledger records for that person, exactly as for the pages and the API; a
 refusal prints ``CODE: message`` (``REQUEST_ROLE``, ``APPROVAL_ROLE``, ``ROLE_SELF`` ...) on
 stderr and exits 1. The shell has no second factor, and needs none: access to the server's
@@ -41,7 +41,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
-from governance import keystore, membership, roles, selectors, services, signing, transparency
+from core.errors import ReplayError
+from core.ledger import roles, signing
+from governance import keystore, membership, selectors, services, transparency
 from governance.cli import ActionCommand, is_uuid, user_named
 from governance.models import (
     ForceContinueRequest,
@@ -50,7 +52,6 @@ from governance.models import (
     ProductionReplayRequest,
     RoleGrantRequest,
 )
-from replay.errors import ReplayError
 from replay.models import ReplayRun
 from replay.selectors import trace_to_replay
 

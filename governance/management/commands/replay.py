@@ -12,7 +12,7 @@ REPLAY_REQUEST before, REPLAY_RESULT and friends after) and runs in this process
 force-continue (one admin and a council quorum, signed); without one the replay is refused
 with FORCE_CONTINUE_REQUIRED (seed 003 REPLAY-06) and the attempt is logged.
 
-``--user NAME`` acts for that person: the roles matrix (``governance.roles``) decides with the
+``--user NAME`` acts for that person: the roles matrix (``core.ledger.roles``) decides with the
 roles the ledger records for them, as for the pages and the API (production needs auditor and
 admin together); a refusal prints ``REQUEST_ROLE: ...`` on stderr and exits 1. Without
 ``--user`` the command acts as the system: the REPLAY_REQUEST's actor is ``system:cli`` and
@@ -37,7 +37,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from governance import roles
+from core.errors import ReplayError
+from core.formats.protocol import OptionError
+from core.ledger import roles
+from core.replay import engine
 from governance.cli import refusals_exit_1, user_named
 from governance.services import (
     CLI_SYSTEM_ACTOR,
@@ -46,10 +49,7 @@ from governance.services import (
     replay_request,
     replay_run_govern,
 )
-from replay import engine
 from replay.cli import ProgressBar, add_workers_argument, summarise
-from replay.errors import ReplayError
-from replay.formats.protocol import OptionError
 from replay.models import ReplayRun
 from replay.selectors import trace_to_replay
 from replay.services import (

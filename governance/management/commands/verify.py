@@ -18,9 +18,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, transaction
 
+from core.formats import ahd
+from core.replay import engine
 from governance.selectors import halts_active_map
 from replay import conf as replay_conf
-from replay import engine
 from replay.cli import (
     ProgressBar,
     add_inputs_arguments,
@@ -29,7 +30,6 @@ from replay.cli import (
     read_inputs,
     summarise,
 )
-from replay.formats import ahd
 from replay.services import inputs_beside, trace_verify_file
 
 

@@ -4,6 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import ReplayError
+from core.formats import ahd, companion_on_disk
 from replay import conf
 from replay.cli import (
     ProgressBar,
@@ -12,8 +14,6 @@ from replay.cli import (
     read_contract,
     read_inputs,
 )
-from replay.errors import ReplayError
-from replay.formats import ahd, companion_on_disk
 from replay.services import inputs_beside, trace_ingest
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from replay.errors import ReplayError
+from core.errors import ReplayError
 from replay.models import Snapshot
 from replay.services import snapshot_remove
 

@@ -1,0 +1,229 @@
+"""Trace formats, one package each (`core/formats/<name>/`, its format object in
+`<name>/adapter.py`), all behind one interface (`protocol.TraceFormat`) and one registry
+(`formats()`): the native "replay-trace" (`native/`), a ContextOS trace (`contextos/`), a
+Paxman ExecutionArtifact (`paxman/`), an AHD replay sidecar (`ahd/`), a Verist snapshot
+(`verist/`) and a MACE reflective log (`mace/`); what they share is `common.py`; installed
+packages add formats through the entry-point group `replay_console.formats`.
+
+Every registered format is detected (`detect_format`), verified (`manage.py verify`, the
+upload page, `POST /api/traces/verify/`), stored (`ingest`, the upload page,
+`POST /api/traces/upload/`), listed (`?format=`) and re-verified by a governed replay the same
+way; see CONTRIBUTING.md "Add a trace format".
+
+The adapters build `core.replay.engine` reports, and the engine imports this package, so the
+registry is built where it is first used, never at the top of this module.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+from typing import IO
+
+from core.errors import MALFORMED_TRACE, ReplayError
+from core.formats import native
+from core.formats.common import top_level_keys
+from core.formats.protocol import CompanionRule
+
+PAXMAN = "paxman-artifact"  # paxman.FORMAT
+AHD = "ahd-replay"  # ahd.FORMAT
+VERIST = "verist-snapshot"  # verist.FORMAT
+
+#: How much of a file detection reads: enough for the first top-level keys of any format.
+SNIFF_BYTES = 1024**2
+
+
+def formats():
+    """The one registry of formats (built-in plus entry points): `protocol.FormatRegistry`."""
+    from core.formats.protocol import default_formats
+
+    return default_formats()
+
+
+def format_names() -> list[str]:
+    """Every format this console reads and stores, by name."""
+    return formats().names()
+
+
+def companion_rules() -> list[dict[str, object]]:
+    """Every registered format's companion rules as data (``CompanionRule.as_json`` with the
+    format's name), in registration order: what the upload page groups a drop by."""
+    return [
+        {"format": fmt.name, **rule.as_json()}
+        for fmt in formats()
+        for rule in getattr(fmt, "companions", ())
+    ]
+
+
+#: what a format's companions are, in words, by their role (the upload page's drop zone)
+COMPANION_WORDS = {"input": "its input files", "contract": "its contract"}
+
+
+def drop_formats() -> list[dict[str, str]]:
+    """Every registered format as the upload page's drop zone names it, from the registry:
+    its ``label`` and, in words, what may be dropped with it (its companion rules' roles, and
+    the files it names when it has ``input_names``), in registration order."""
+    found = []
+    for fmt in formats():
+        roles = [rule.role for rule in getattr(fmt, "companions", ())]
+        if getattr(fmt, "input_names", None) is not None:
+            roles.append("input")
+        words = [COMPANION_WORDS.get(role, role) for role in dict.fromkeys(roles)]
+        found.append({"name": fmt.name, "label": fmt.label, "with": " or ".join(words)})
+    return found
+
+
+def named_input_words(name: str) -> str:
+    """What a file a file of format ``name`` names (``input_names``) is, in words: the
+    ``describes`` of the format's rule by content (``named_by``: a MACE log's snapshots), else
+    of its first input rule (an AHD sidecar's inputs); "" when it has none."""
+    fmt = formats().get(name)
+    rules = [rule for rule in getattr(fmt, "companions", ()) if rule.role == "input"]
+    rules.sort(key=lambda rule: not rule.named_by)
+    return rules[0].describes if rules else ""
+
+
+def name_rules(fmt: object) -> list[CompanionRule]:
+    """A format's companion rules by name (not ``named_by``: those read the file)."""
+    return [rule for rule in getattr(fmt, "companions", ()) if not rule.named_by]
+
+
+def companion_pattern(rule: CompanionRule, stem: str | None) -> re.Pattern[str]:
+    """A rule's companion pattern for the trace whose name less its ``trace`` match is
+    ``stem`` (None: for any trace)."""
+    filled = rule.companion.replace("{stem}", ".+" if stem is None else re.escape(stem))
+    return re.compile(filled, re.IGNORECASE)
+
+
+def group_companions(
+    names: Sequence[str], detected: Mapping[str, str] | None = None
+) -> dict[str, list[tuple[str, CompanionRule]]]:
+    """Which files of one upload go with which, by the formats' companion rules: owner ->
+    [(companion, rule)], in the order of ``names``. What ``upload.js`` does with the same rules
+    (a file whose name matches a rule's ``trace`` takes the others matching its ``companion``);
+    the server also takes a file ``detected`` as the rule's format as an owner whatever its
+    name (it has read the file's first bytes, the page has not). A companion is never an owner."""
+    detected = detected or {}
+    groups: dict[str, list[tuple[str, CompanionRule]]] = {}
+    for fmt in formats():
+        for rule in name_rules(fmt):
+            trace = re.compile(rule.trace, re.IGNORECASE)
+            for owner in names:
+                found = trace.search(owner)
+                if found is None and detected.get(owner) != fmt.name:
+                    continue
+                stem = owner[: found.start()] + owner[found.end() :] if found else owner
+                pattern = companion_pattern(rule, stem)
+                for other in names:
+                    if other != owner and pattern.search(other):
+                        mine = groups.setdefault(owner, [])
+                        if all(other != c for c, _ in mine):
+                            mine.append((other, rule))
+    taken = {c for group in groups.values() for c, _ in group}
+    return {owner: group for owner, group in groups.items() if owner not in taken}
+
+
+def companion_alone(name: str) -> tuple[str, CompanionRule] | None:
+    """The format and rule of a file that is only ever a companion (``needs_owner``), by its
+    name: dropped without its trace, it is refused (``TraceFormat.companion_alone``)."""
+    for fmt in formats():
+        for rule in name_rules(fmt):
+            if rule.needs_owner and companion_pattern(rule, None).search(name):
+                return fmt.name, rule
+    return None
+
+
+def companion_on_disk(name: str) -> str | None:
+    """The format a file given on a command line is a companion of, by its name alone (a
+    rule read ``beside`` a file on disk, e.g. a ContextOS trace's ``*.pack.json``), or
+    None."""
+    for fmt in formats():
+        for rule in name_rules(fmt):
+            if rule.beside and rule.role == "input" and companion_pattern(rule, None).search(name):
+                return fmt.name
+    return None
+
+
+def open_trace(
+    source: IO[bytes],
+    filename: str,
+    *,
+    declared_format: str | None = None,
+    limits: native.Limits = native.DEFAULT_LIMITS,
+    read_ahead: int | None = None,
+) -> native.NativeTrace:
+    """Open `source` as a native trace (what the trace page's outline reads); ``read_ahead``:
+    :func:`native.open_native`'s (its default when None)."""
+    if declared_format is not None and declared_format != native.FORMAT:
+        raise ReplayError(
+            MALFORMED_TRACE,
+            f"unknown format {declared_format!r}; supported: {native.FORMAT}",
+        )
+    if read_ahead is None:
+        return native.open_native(source, filename, limits)
+    return native.open_native(source, filename, limits, read_ahead=read_ahead)
+
+
+def detect_format(head: bytes, filename: str) -> str:
+    """Which registered format a file is, from its name and its first bytes.
+
+    - a format's own definite claim (`sniff`), asked in registration order: `*.replay.json`
+      or `*.md` is an AHD sidecar or report; gzip, or `*.jsonl`, a native trace;
+    - otherwise the first top-level key that only one format has decides (each format's
+      `keys`): `format`, `job`, `events`... native; `contract_id`, `paxman_version`,
+      `replay_hash`... Paxman; `ahd_version`, `token`, `invoked_at`... AHD;
+    - nothing telling (not JSON, an empty object): native, whose parser names the problem.
+    """
+    found = formats().detect(head, filename, top_keys=top_level_keys(head))
+    return found if found is not None else native.FORMAT
+
+
+class _Replayed(io.RawIOBase):
+    """A stream that gives back the sniffed bytes before the rest of the source."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def sniff(source: IO[bytes], filename: str) -> tuple[str, IO[bytes]]:
+    """Detect the format of `source`; returns it with a stream positioned where it started."""
+    try:
+        seekable = source.seekable()
+    except (AttributeError, ValueError):
+        seekable = False
+    if seekable:
+        start = source.tell()
+        head = _read_up_to(source, SNIFF_BYTES)
+        source.seek(start)
+        return detect_format(head, filename), source
+    head = _read_up_to(source, SNIFF_BYTES)
+    stream = io.BufferedReader(_Replayed(head, source), buffer_size=1 << 20)
+    return detect_format(head, filename), stream
+
+
+def _read_up_to(source: IO[bytes], size: int) -> bytes:
+    """`size` bytes, or fewer at the end: a raw stream may return short reads."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = source.read(left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
