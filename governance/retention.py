@@ -1,5 +1,6 @@
-"""Retention: expire stored traces by the policy of ``REPLAY_RETENTION`` (``core.replay.retention``),
-never one the governance ledger or a hold still needs, each expiry a ``TRACE_EXPIRED`` event.
+"""Retention: expire stored traces by the policy of ``REPLAY_RETENTION``
+(``core.replay.retention``), never one the governance ledger or a hold still needs, each
+expiry a ``TRACE_EXPIRED`` event.
 
 Protected, whatever the rule says (:func:`traces_protected`):
 

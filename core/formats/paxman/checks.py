@@ -1,4 +1,5 @@
-"""Replay of one artifact: seed 001 §3's six checks in order, run by ``core.replay.pipeline``. Pure."""
+"""Replay of one artifact: seed 001 §3's six checks in order, run by ``core.replay.pipeline``.
+Pure."""
 
 from __future__ import annotations
 
