@@ -26,17 +26,12 @@ from core.ledger import signing
 from core.ledger.codes import GovernanceError
 from dsr import access, conf, lookup, services, signed, subjects_port
 from dsr.models import DsrRelease, LegalRequest
-from dsr.tables import legal_rows_html
+from dsr.tables import legal_rows_html, list_rows
 
 TRANSITIONS = ("start", "fulfil", "refuse")
 
 
 #: what a row of the list shows (dsr.tables)
-LIST_FIELDS = (
-    "id", "created_at", "kind", "subject_refs", "state", "due_date", "requested_by__username"
-)  # fmt: skip
-
-
 def _require_list(user: Any) -> None:
     if not lookup.may_see_legal_requests(user):
         raise PermissionDenied("your roles do not allow seeing legal requests")
@@ -46,11 +41,8 @@ def _require_list(user: Any) -> None:
 @signed_in
 def dsr_list_view(request: HttpRequest) -> HttpResponse:
     _require_list(request.user)
-    found = list(
-        LegalRequest.objects.select_related("requested_by")
-        .only(*LIST_FIELDS)  # what the rows show: 1,000 objects a page, not 36 fields each
-        .order_by("due_date", "created_at")[:500]
-    )
+    # what the rows show, as tuples: not 36 fields each, not 1,000 objects a page
+    found = list_rows(LegalRequest.objects.order_by("due_date", "created_at")[:500])
     return render(
         request,
         "dsr/list.html",

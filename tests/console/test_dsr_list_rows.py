@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dsr.models import LegalRequest
-from dsr.tables import legal_rows_html
+from dsr.tables import ListRow, legal_rows_html, list_rows
 from tests.console.personas import client_for, persona
 
 #: the row loop the list's template used (kept to compare)
@@ -65,7 +65,7 @@ def test_the_rows_are_the_markup_the_template_loop_wrote(zone):
     ]
     with timezone.override(zone):
         expected = Template(TEMPLATE_LOOP).render(Context({"rows": rows}))
-        written = legal_rows_html(found, TODAY)
+        written = legal_rows_html([ListRow.of(r) for r in found], TODAY)
     assert written == expected
     assert "overdue by 9 day(s)" in written
     assert "due today" in written
@@ -94,3 +94,21 @@ def test_the_list_queries_do_not_grow_with_the_requests():
         body = client.get(reverse("dsr-list")).content.decode()
     assert body.count('<td><a href="/dsr/') == 62
     assert len(many) == len(few) <= 6
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin"])
+def test_the_rows_read_as_tuples_are_the_markup_the_loop_wrote_over_the_models(zone):
+    for r in _requests():
+        r.requested_by, _ = User.objects.get_or_create(username=r.requested_by.username)
+        r.save()
+    ordered = LegalRequest.objects.order_by("due_date", "created_at")
+    models = list(ordered.select_related("requested_by"))
+    rows = [
+        {"r": r, "days_left": r.days_left(TODAY), "overdue": -r.days_left(TODAY)} for r in models
+    ]
+    with timezone.override(zone):
+        expected = Template(TEMPLATE_LOOP).render(Context({"rows": rows}))
+        written = legal_rows_html(list_rows(ordered), TODAY)
+    assert written == expected
+    assert written.count("<tr>") == 6
