@@ -6,7 +6,8 @@ templates, the driver; not the database server's), and the wall time, each the m
 ``--repeat`` runs after a warm-up. ``--profile LABEL`` prints a cProfile of that page.
 
 Run: ``.venv/bin/python bench/profile_pages.py [--database bench_pages] [--repeat 5]
-[--pg postgres://postgres@127.0.0.1:5432] [--profile LABEL] [--only SUBSTRING] [--sql]``
+[--pg postgres://postgres@127.0.0.1:5432] [--profile LABEL [--sort KEY] [--lines N]]
+[--only SUBSTRING] [--sql]``
 (after ``bench_pages.py --fill-only`` or any full run on the same database).
 """
 
@@ -64,6 +65,8 @@ def main() -> int:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", help="a cProfile of the page whose label holds this")
+    parser.add_argument("--sort", default="cumulative", help="the profile's order (tottime, ...)")
+    parser.add_argument("--lines", type=int, default=40, help="the profile's rows")
     parser.add_argument("--only", help="only the pages whose label holds this")
     parser.add_argument("--sql", action="store_true", help="print each page's queries")
     args = parser.parse_args()
@@ -105,7 +108,7 @@ def main() -> int:
             for _ in range(args.repeat):
                 client.get(path)
             profiler.disable()
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+            pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.lines)
     return 0
 
 
