@@ -22,13 +22,8 @@ from replay.dbguards import decision_only_operation, migration_operation
 
 _KINDS = (
     ("OldForceContinueRequest", "ForceContinueRequest", "force-continue", "run_id", "request"),
-    (
-        "OldProductionReplayRequest",
-        "ProductionReplayRequest",
-        "production-replay",
-        "trace_id",
-        "production",
-    ),
+    ("OldProductionReplayRequest", "ProductionReplayRequest", "production-replay", "trace_id",
+     "production"),
     ("OldRoleGrantRequest", "RoleGrantRequest", "role-grant", "user_id", "role_grant"),
 )
 _DETAIL = {
@@ -37,14 +32,8 @@ _DETAIL = {
     "RoleGrantRequest": ("user_id", "roles"),
 }
 _COMMON = (
-    "reason",
-    "requested_by_id",
-    "expires_at",
-    "state",
-    "created_at",
-    "request_event_id",
-    "decision_event_id",
-    "decided_at",
+    "reason", "requested_by_id", "expires_at", "state", "created_at", "request_event_id",
+    "decision_event_id", "decided_at",
 )
 
 
@@ -128,217 +117,112 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="GovernedRequest",
             fields=[
-                (
-                    "id",
-                    models.UUIDField(
-                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
-                    ),
-                ),
+                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True,
+                                        serialize=False)),
                 ("kind", models.CharField(max_length=64)),
                 ("subject", models.CharField(max_length=200)),
                 ("payload", models.JSONField(default=dict)),
                 ("reason", models.TextField(blank=True)),
                 ("expires_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("pending", "pending"),
-                            ("approved", "approved"),
-                            ("rejected", "rejected"),
-                        ],
-                        default="pending",
-                        max_length=16,
-                    ),
-                ),
+                ("state", models.CharField(
+                    choices=[("pending", "pending"), ("approved", "approved"),
+                             ("rejected", "rejected")],
+                    default="pending", max_length=16)),
                 ("created_at", models.DateTimeField()),
                 ("decided_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "decision_event",
-                    models.OneToOneField(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to="governance.governanceevent",
-                    ),
-                ),
-                (
-                    "request_event",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to="governance.governanceevent",
-                    ),
-                ),
-                (
-                    "requested_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ("decision_event", models.OneToOneField(
+                    blank=True, null=True, on_delete=django.db.models.deletion.PROTECT,
+                    related_name="+", to="governance.governanceevent")),
+                ("request_event", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                    to="governance.governanceevent")),
+                ("requested_by", models.ForeignKey(
+                    blank=True, null=True, on_delete=django.db.models.deletion.PROTECT,
+                    related_name="+", to=settings.AUTH_USER_MODEL)),
             ],
             options={
                 "db_table": "governance_request",
                 "ordering": ["-created_at"],
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("kind", "request_event"), name="governance_request_one_per_filing"
-                    )
-                ],
+                "constraints": [models.UniqueConstraint(
+                    fields=("kind", "request_event"),
+                    name="governance_request_one_per_filing")],
             },
         ),
         migrations.CreateModel(
             name="Vote",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False,
+                                           verbose_name="ID")),
                 ("role", models.CharField(max_length=16)),
-                (
-                    "decision",
-                    models.CharField(
-                        choices=[("approve", "approve"), ("deny", "deny")], max_length=8
-                    ),
-                ),
+                ("decision", models.CharField(
+                    choices=[("approve", "approve"), ("deny", "deny")], max_length=8)),
                 ("reason", models.TextField(blank=True)),
                 ("payload", models.JSONField()),
                 ("signature", models.CharField(max_length=128)),
                 ("created_at", models.DateTimeField()),
-                (
-                    "approver",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="governance_votes_new",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "event",
-                    models.OneToOneField(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to="governance.governanceevent",
-                    ),
-                ),
-                (
-                    "key",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="votes_new",
-                        to="governance.memberkey",
-                    ),
-                ),
-                (
-                    "request",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="approvals",
-                        to="governance.governedrequest",
-                    ),
-                ),
+                ("approver", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT,
+                    related_name="governance_votes_new", to=settings.AUTH_USER_MODEL)),
+                ("event", models.OneToOneField(
+                    on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                    to="governance.governanceevent")),
+                ("key", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT, related_name="votes_new",
+                    to="governance.memberkey")),
+                ("request", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT, related_name="approvals",
+                    to="governance.governedrequest")),
             ],
             options={
                 "db_table": "governance_vote",
                 "ordering": ["created_at", "id"],
                 "constraints": [
-                    models.UniqueConstraint(
-                        fields=("request", "approver"), name="governance_vote_once_per_person"
-                    ),
-                    models.UniqueConstraint(
-                        fields=("request", "key"), name="governance_vote_once_per_key"
-                    ),
+                    models.UniqueConstraint(fields=("request", "approver"),
+                                            name="governance_vote_once_per_person"),
+                    models.UniqueConstraint(fields=("request", "key"),
+                                            name="governance_vote_once_per_key"),
                 ],
             },
         ),
         # the old per-kind tables step aside (their reverse names freed) for the detail tables
         *[migrations.RenameModel(new, old) for old, new, *_ in _KINDS],
         migrations.AlterField(
-            "oldforcecontinuerequest",
-            "run",
-            models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT, related_name="+", to="replay.replayrun"
-            ),
-        ),
+            "oldforcecontinuerequest", "run",
+            models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                              to="replay.replayrun")),
         migrations.AlterField(
-            "oldforcecontinuerequest",
-            "resumed_run",
-            models.OneToOneField(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="+",
-                to="replay.replayrun",
-            ),
-        ),
+            "oldforcecontinuerequest", "resumed_run",
+            models.OneToOneField(blank=True, null=True,
+                                 on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                                 to="replay.replayrun")),
         migrations.AlterField(
-            "oldproductionreplayrequest",
-            "trace",
-            models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT, related_name="+", to="replay.trace"
-            ),
-        ),
+            "oldproductionreplayrequest", "trace",
+            models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                              to="replay.trace")),
         migrations.AlterField(
-            "oldproductionreplayrequest",
-            "run",
-            models.OneToOneField(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="+",
-                to="replay.replayrun",
-            ),
-        ),
+            "oldproductionreplayrequest", "run",
+            models.OneToOneField(blank=True, null=True,
+                                 on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                                 to="replay.replayrun")),
         migrations.AlterField(
-            "oldrolegrantrequest",
-            "user",
-            models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="+",
-                to=settings.AUTH_USER_MODEL,
-            ),
-        ),
+            "oldrolegrantrequest", "user",
+            models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+",
+                              to=settings.AUTH_USER_MODEL)),
         migrations.CreateModel(
             name="ForceContinueRequest",
             fields=[
-                (
-                    "governedrequest_ptr",
-                    models.OneToOneField(
-                        auto_created=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        parent_link=True,
-                        primary_key=True,
-                        serialize=False,
-                        to="governance.governedrequest",
-                    ),
-                ),
+                ("governedrequest_ptr", models.OneToOneField(
+                    auto_created=True, on_delete=django.db.models.deletion.CASCADE,
+                    parent_link=True, primary_key=True, serialize=False,
+                    to="governance.governedrequest")),
                 ("step", models.IntegerField()),
                 ("divergence_digest", models.CharField(max_length=71)),
-                (
-                    "resumed_run",
-                    models.OneToOneField(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="force_continue_origin",
-                        to="replay.replayrun",
-                    ),
-                ),
-                (
-                    "run",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="force_continue_requests",
-                        to="replay.replayrun",
-                    ),
-                ),
+                ("resumed_run", models.OneToOneField(
+                    blank=True, null=True, on_delete=django.db.models.deletion.PROTECT,
+                    related_name="force_continue_origin", to="replay.replayrun")),
+                ("run", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT,
+                    related_name="force_continue_requests", to="replay.replayrun")),
             ],
             options={"ordering": ["-created_at"]},
             bases=("governance.governedrequest",),
@@ -346,35 +230,16 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="ProductionReplayRequest",
             fields=[
-                (
-                    "governedrequest_ptr",
-                    models.OneToOneField(
-                        auto_created=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        parent_link=True,
-                        primary_key=True,
-                        serialize=False,
-                        to="governance.governedrequest",
-                    ),
-                ),
-                (
-                    "run",
-                    models.OneToOneField(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="production_approval",
-                        to="replay.replayrun",
-                    ),
-                ),
-                (
-                    "trace",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="production_requests",
-                        to="replay.trace",
-                    ),
-                ),
+                ("governedrequest_ptr", models.OneToOneField(
+                    auto_created=True, on_delete=django.db.models.deletion.CASCADE,
+                    parent_link=True, primary_key=True, serialize=False,
+                    to="governance.governedrequest")),
+                ("run", models.OneToOneField(
+                    blank=True, null=True, on_delete=django.db.models.deletion.PROTECT,
+                    related_name="production_approval", to="replay.replayrun")),
+                ("trace", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT,
+                    related_name="production_requests", to="replay.trace")),
             ],
             options={"ordering": ["-created_at"]},
             bases=("governance.governedrequest",),
@@ -382,26 +247,14 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="RoleGrantRequest",
             fields=[
-                (
-                    "governedrequest_ptr",
-                    models.OneToOneField(
-                        auto_created=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        parent_link=True,
-                        primary_key=True,
-                        serialize=False,
-                        to="governance.governedrequest",
-                    ),
-                ),
+                ("governedrequest_ptr", models.OneToOneField(
+                    auto_created=True, on_delete=django.db.models.deletion.CASCADE,
+                    parent_link=True, primary_key=True, serialize=False,
+                    to="governance.governedrequest")),
                 ("roles", models.JSONField()),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="role_grants",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ("user", models.ForeignKey(
+                    on_delete=django.db.models.deletion.PROTECT, related_name="role_grants",
+                    to=settings.AUTH_USER_MODEL)),
             ],
             options={"ordering": ["-created_at"]},
             bases=("governance.governedrequest",),
@@ -412,38 +265,19 @@ class Migration(migrations.Migration):
         migrations.DeleteModel("OldProductionReplayRequest"),
         migrations.DeleteModel("OldRoleGrantRequest"),
         migrations.AlterField(
-            "vote",
-            "approver",
-            models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="governance_approvals",
-                to=settings.AUTH_USER_MODEL,
-            ),
-        ),
+            "vote", "approver",
+            models.ForeignKey(on_delete=django.db.models.deletion.PROTECT,
+                              related_name="governance_approvals", to=settings.AUTH_USER_MODEL)),
         migrations.AlterField(
-            "vote",
-            "key",
-            models.ForeignKey(
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="approvals",
-                to="governance.memberkey",
-            ),
-        ),
+            "vote", "key",
+            models.ForeignKey(on_delete=django.db.models.deletion.PROTECT,
+                              related_name="approvals", to="governance.memberkey")),
         migration_operation("governance_vote"),
         # a request row changes only as the ledger's decision does; none is deleted
         decision_only_operation(
             "governance_request",
-            fixed=(
-                "id",
-                "kind",
-                "subject",
-                "payload",
-                "reason",
-                "requested_by_id",
-                "expires_at",
-                "created_at",
-                "request_event_id",
-            ),
+            fixed=("id", "kind", "subject", "payload", "reason", "requested_by_id",
+                   "expires_at", "created_at", "request_event_id"),
             decision=True,
         ),
         decision_only_operation(
