@@ -577,10 +577,10 @@ def loads_compact(data: bytes, *, where: str) -> Any:
     return loads_strict(data, where=where) if value is NOT_PROVEN else value
 
 
-def _orjson_refuses_lone_surrogates() -> bool:
+def orjson_refuses_lone_surrogates() -> bool:
     """Whether this ``orjson`` refuses every lone UTF-16 surrogate escape (as
     :func:`loads_strict` does) and decodes a pair as one character, as ``json`` does: then a
-    text it parses holds none. Asked once, at import."""
+    text it parses holds none. Asked once, at import, here and by Paxman's fast path."""
     if _orjson is None:
         return False
     for lone in (b'"\\ud800"', b'"\\udc00"', b'"\\ud800x"', b'"x\\udfff"', b'"\\ud83d\\ud83d"'):
@@ -593,7 +593,7 @@ def _orjson_refuses_lone_surrogates() -> bool:
 
 
 #: whether :func:`loads_document` may let ``orjson`` parse (:func:`_parse_document`)
-FAST_DOCUMENT = _orjson_refuses_lone_surrogates()
+FAST_DOCUMENT = orjson_refuses_lone_surrogates()
 #: a run of 19 digits not after a point: an integer, an integer part or an exponent that
 #: long (``orjson`` reads an integer outside 64 bits as a float; 18 digits never are)
 _LONG_DIGITS = re.compile(rb"(?<![.0-9])[0-9]{19}")

@@ -93,7 +93,7 @@ def same(data: bytes, **limits: int) -> Any:
 
 
 def test_the_installed_orjson_refuses_lone_surrogates_so_the_fast_path_is_on():
-    assert jsonstrict._orjson_refuses_lone_surrogates()
+    assert jsonstrict.orjson_refuses_lone_surrogates()
     assert jsonstrict.FAST_DOCUMENT
 
 

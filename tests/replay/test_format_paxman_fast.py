@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from core.canonical import python_sorted
 from core.errors import MALFORMED_TRACE
+from core.formats import jsonstrict
 from core.formats import paxman as px
 from core.formats.paxman import artifact as px_artifact
 from core.formats.paxman import verify as px_verify
@@ -100,7 +101,7 @@ def test_hostile_text_declines_the_fast_path_and_is_refused_as_strictly(name):
 
 
 def test_the_installed_orjson_refuses_lone_surrogates_so_the_fast_path_is_on():
-    assert px_verify._orjson_refuses_lone_surrogates()
+    assert jsonstrict.orjson_refuses_lone_surrogates()
     assert px_verify._FAST_PARSE
 
 

@@ -8,7 +8,12 @@ from typing import IO, Any
 
 from core import errors
 from core.errors import ReplayError
-from core.formats.jsonstrict import MAX_KEYS, MAX_OBJECT_KEYS, check_key_count
+from core.formats.jsonstrict import (
+    MAX_KEYS,
+    MAX_OBJECT_KEYS,
+    check_key_count,
+    orjson_refuses_lone_surrogates,
+)
 from core.formats.paxman.artifact import (
     FORMAT,
     MAX_ARTIFACT_BYTES,
@@ -32,22 +37,8 @@ _KEY_COUNT_SCAN = min(MAX_KEYS, MAX_OBJECT_KEYS)
 _FAST_MAX_BRACKETS = 256
 
 
-def _orjson_refuses_lone_surrogates() -> bool:
-    """Whether this ``orjson`` refuses every lone UTF-16 surrogate escape (as
-    ``loads_strict`` does) and decodes a pair as one character: then a text it parses holds
-    none, and the fast path need not look for them. Asked once, at import."""
-    if _orjson is None:
-        return False
-    for lone in (b'"\\ud800"', b'"\\udc00"', b'"\\ud800x"', b'"x\\udfff"', b'"\\ud83d\\ud83d"'):
-        try:
-            _orjson.loads(lone)
-        except _orjson.JSONDecodeError:
-            continue
-        return False
-    return _orjson.loads(b'"\\ud83d\\ude00"') == "\U0001f600"
-
-
-_FAST_PARSE = _orjson_refuses_lone_surrogates()
+#: orjson refuses lone surrogates as loads_strict does (asked once, at import)
+_FAST_PARSE = orjson_refuses_lone_surrogates()
 
 
 def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], bytes] | None:
@@ -64,7 +55,7 @@ def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], byt
     What ``loads_strict`` checks beyond that is checked here first: the key counts
     (``check_key_count``) and nesting depth (bounded by the bracket count; the fast path
     simply declines); lone surrogate escapes are refused by ``orjson`` itself (the fast path
-    is off with an ``orjson`` that does not, `_orjson_refuses_lone_surrogates`). Anything
+    is off with an ``orjson`` that does not, `jsonstrict.orjson_refuses_lone_surrogates`). Anything
     else, errors included, is None, and :func:`verify_bytes` takes the strict path, which
     decides and words every refusal.
     """
