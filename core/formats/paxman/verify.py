@@ -9,10 +9,10 @@ from typing import IO, Any
 from core import errors
 from core.errors import ReplayError
 from core.formats.jsonstrict import (
+    FAST_DOCUMENT,
     MAX_KEYS,
     MAX_OBJECT_KEYS,
     check_key_count,
-    orjson_refuses_lone_surrogates,
 )
 from core.formats.paxman.artifact import (
     FORMAT,
@@ -37,8 +37,8 @@ _KEY_COUNT_SCAN = min(MAX_KEYS, MAX_OBJECT_KEYS)
 _FAST_MAX_BRACKETS = 256
 
 
-#: orjson refuses lone surrogates as loads_strict does (asked once, at import)
-_FAST_PARSE = orjson_refuses_lone_surrogates()
+#: orjson refuses lone surrogates as loads_strict does (jsonstrict asked it once, at import)
+_FAST_PARSE = FAST_DOCUMENT
 
 
 def _parse_canonical(data: bytes) -> tuple[dict[str, Any], dict[str, bytes], bytes] | None:
