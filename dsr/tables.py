@@ -38,14 +38,6 @@ class ListRow(NamedTuple):
     due_date: date
     username: str
 
-    @classmethod
-    def of(cls, r: LegalRequest) -> ListRow:
-        """The row of a request already loaded (with its requester)."""
-        return cls(
-            r.id, r.created_at, r.kind, r.subject_refs, r.state, r.due_date,
-            r.requested_by.get_username(),
-        )  # fmt: skip
-
 
 #: the columns of a ListRow, as ``values_list`` names them
 LIST_COLUMNS = (
