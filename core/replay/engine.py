@@ -476,7 +476,7 @@ def _stream(run: _Run) -> None:
                 ):
                     seal.add_event_blob(blob, count)
                     loads = native.orjson_loads
-                    if apply is not None and parsed is not None:  # the loop below, lean
+                    if parsed is not None:  # the loop below, lean
                         for i, event in enumerate(parsed):
                             if i:
                                 seen += 1
@@ -484,8 +484,9 @@ def _stream(run: _Run) -> None:
                                     if progress is not None:
                                         progress(seen)
                                     timer.check()
-                            apply(event)
-                    else:
+                            if apply is not None:
+                                apply(event)
+                    else:  # JSON Lines: `item` holds the lines
                         for i, (_lineno, line) in enumerate(item):
                             if i:
                                 seen += 1

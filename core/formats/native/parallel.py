@@ -27,7 +27,6 @@ from core.formats.native.hashing import (
     event_body_bytes,
     event_id_deriver,
     output_hash_of,
-    sealed_event_bytes,
 )
 from core.formats.native.lines import (
     _WHITESPACE,
@@ -36,10 +35,10 @@ from core.formats.native.lines import (
     _long_line,
     _parse_line,
 )
+from core.formats.native.runs import EventRun
 from core.formats.native.schema import (
     _expect,
     _malformed,
-    _plain_event,
     validate_event,
     validate_output,
     validate_step,
@@ -86,33 +85,41 @@ def _event_run(
     """The plain events `chunk` starts with, as one `"events"` row (see `Row`), and how
     many lines that row covers (no row when none).
 
-    A plain run is nothing but events, strictly parsed, within the shape limits, valid,
-    recording no memory write (whose ``wm_id`` / ``episodic_id`` the engine checks), with
-    the id its seq and type derive, its seq one more than the last one's and its hash
-    the chain hash after the last one: everything the engine would check of them but the
-    first one's link to what comes before. The run stops before the first line that is
-    anything else (a step, an output, a refusal, an event that breaks the chain), which
-    `_chunk_rows` then takes, exactly as `_serial_rows` would.
+    A line of the run is an event, strictly parsed and within the shape limits, that
+    `EventRun` takes. The run stops before the first line that is anything else (a step,
+    an output, a refusal, an event that breaks the chain), which `_chunk_rows` then takes,
+    exactly as `_serial_rows` would.
     """
-    sealed: list[bytes] = []
-    events: list[dict[str, Any]] = []
-    prev: str | None = None
-    first_seq = 0
-    first_body = b""
-    size = 0
-    reparse = not keep
+    strict: list[bool] = []  # a line's value orjson.loads would not give back was taken
+    run = EventRun(_parsed_events(chunk, limits, strict), derive_id)
+    count = len(run.events)
+    if not count:
+        return [], 0
+    reparse = not keep and not strict
+    keep_events = not (
+        reparse and sum(len(line) for _n, line in chunk[:count]) <= _REPARSE_MAX * count
+    )
+    return [("events", run.summary(keep_events))], count
+
+
+def _parsed_events(
+    chunk: list[tuple[int, bytes]], limits: Limits, strict: list[bool]
+) -> Iterator[dict[str, Any]]:
+    """The leading lines of `chunk` that are events (strictly parsed, within the shape
+    limits), without their ``record`` key; `strict` gets an entry when one is a value
+    ``orjson.loads`` would not give back (the engine must not parse its line again)."""
     max_string, max_depth = limits.max_string, limits.max_depth
     max_keys = min(limits.max_keys, limits.max_object_keys)
     codec = COMPACT_CODEC
     if codec is not None:
         fast_loads, fast_dumps, fast_errors = codec
-    for index, (_lineno, line) in enumerate(chunk):
+    for _lineno, line in chunk:
         size_of_line = len(line)
         if size_of_line > _CHUNK_BYTES:  # alone in its chunk: the row path copies less
-            break
+            return
         # every key needs a colon: a line no longer than the limit needs no count
         if size_of_line > max_keys and line.count(b":") > max_keys:
-            break  # the row path counts its keys and decides
+            return  # the row path counts its keys and decides
         if codec is None:
             obj = parse_compact(line)
         else:  # parse_compact(line), inlined: the line is shorter than COMPACT_INLINE_MAX
@@ -132,66 +139,16 @@ def _event_run(
             try:
                 obj = loads_strict(line, where="")
             except ReplayError:
-                break
-            reparse = False  # orjson.loads would not give this value back
+                return
+            strict.append(True)
         if (
             type(obj) is not dict
             or size_of_line > max_string
             or (size_of_line > max_depth and line.count(b"{") + line.count(b"[") > max_depth)
             or obj.pop("record", None) != "event"
-            # the first event of a run gets every check of validate_event; a later one
-            # skips the spelling of its event_id and hash, which are then compared with
-            # the id its seq and type derive and with the chain hash (below), both
-            # lower-case hex: equal to them, it passes _plain_event; else the run ends
-            or not (
-                _plain_event(obj)
-                if index == 0
-                else (
-                    len(obj) == 5
-                    and type(obj.get("seq")) is int
-                    and type(obj.get("type")) is str
-                    and type(obj.get("payload")) is dict
-                    and type(obj.get("event_id")) is str
-                    and type(obj.get("hash")) is str
-                )
-            )
-            # a memory write's ids are checked event by event, in the main process
-            or "wm_id" in (payload := obj["payload"])
-            or "episodic_id" in payload
         ):
-            break
-        seq, recorded = obj["seq"], obj["hash"]
-        # the derived id is 64 lower-case hex: equal to it, event_id is what
-        # validate_event requires
-        if derive_id(seq, obj["type"]) != obj["event_id"]:
-            break
-        try:
-            body = event_body_bytes(obj, "event", id_is_hex=True)
-        except ReplayError:  # a payload mace-v1 cannot write: the row will say so
-            break
-        if index == 0:
-            first_seq, first_body = seq, body
-        elif (
-            seq != first_seq + index
-            or "sha256:" + _sha256(prev.encode() + body).hexdigest() != recorded  # type: ignore[union-attr]
-        ):
-            break
-        sealed.append(sealed_event_bytes(body, recorded))
-        events.append(obj)
-        size += len(line)
-        prev = recorded
-    if not events:
-        return [], 0
-    summary = (
-        first_seq,
-        first_body,
-        events[0]["hash"],
-        b",".join(sealed),
-        prev,
-        len(events),
-        None if reparse and size <= _REPARSE_MAX * len(events) else events,
-    )
-    return [("events", summary)], len(events)
+            return
+        yield obj
 
 
 def _chunk_rows(

@@ -10,13 +10,16 @@ from __future__ import annotations
 import gzip
 import io
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import IO, Any
 
 from core.errors import MALFORMED_TRACE, ReplayError
 from core.formats.jsonstrict import check_shape, loads_document, loads_strict
+from core.formats.native.hashing import event_id_deriver
 from core.formats.native.lines import _blank_lines, _long_line, _serial_rows
 from core.formats.native.parallel import _chunked_rows
+from core.formats.native.runs import EventRun
 from core.formats.native.schema import (
     DOCUMENT_KEYS,
     FORMAT,
@@ -34,6 +37,9 @@ from core.formats.native.trace import DEFAULT_LIMITS, Limits, NativeTrace, Row
 
 GZIP_MAGIC = b"\x1f\x8b"
 _READ_BYTES = 1 << 20  # what one read of an upload asks for
+#: events of a document in one run at most: its sealed bytes are joined, and written to the
+#: seal, a run at a time (a JSON Lines chunk's size), not a copy of the whole trace's
+_RUN_EVENTS = 2048
 
 
 class _BoundedReader(io.RawIOBase):
@@ -226,10 +232,13 @@ def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> Nativ
     if total > limits.max_records:
         raise _malformed(f"trace: {total} records, more than the limit of {limits.max_records}")
 
-    def rows(_workers: int) -> Iterator[Row]:
-        for i, event in enumerate(events):
-            w = f"events[{i}]"
-            yield ("event", validate_event(event, w), w, "", None)
+    def rows(workers: int) -> Iterator[Row]:
+        if workers < 1:  # records(): one row per record
+            for i, event in enumerate(events):
+                w = f"events[{i}]"
+                yield ("event", validate_event(event, w), w, "", None)
+        else:
+            yield from _event_rows(events, event_id_deriver(header["job"]["job_seed"]))
         for i, step in enumerate(steps):
             w = f"steps[{i}]"
             yield ("step", validate_step(step, w), w, "", None)
@@ -238,6 +247,24 @@ def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> Nativ
             yield ("output", validate_output(ref, outputs[ref], w), w, ref, None)
 
     return NativeTrace(header, "json", compressed, rows)
+
+
+def _event_rows(events: list[Any], derive_id: Callable[[int, str], str]) -> Iterator[Row]:
+    """A document's events as runs of plain events (`EventRun`, at most `_RUN_EVENTS`
+    each), each one `"events"` row whose item is the range of their indexes, and a row of
+    its own for each event that ends a run."""
+    i, n = 0, len(events)
+    while i < n:
+        run = EventRun(islice(events, i, i + _RUN_EVENTS), derive_id)
+        taken = len(run.events)
+        if taken:
+            yield ("events", range(i, i + taken), f"events[{i}]", "", run.summary(keep=True))
+            i += taken
+            if taken == _RUN_EVENTS or i == n:  # the run ended at its length, not an event
+                continue
+        w = f"events[{i}]"
+        yield ("event", validate_event(events[i], w), w, "", None)
+        i += 1
 
 
 def _read_line(stream: IO[bytes], limits: Limits, lineno: int) -> bytes:

@@ -54,19 +54,26 @@ class Record:
 #: A record as `NativeTrace.rows` yields it: `(kind, body, where, ref, pre)`. `pre` is None
 #: or what a parallel reader worked out already: for an event `(derived event_id, hashed
 #: body bytes or None, previous event's hash or None, chain hash after it or None)`, for an
-#: output the hash of its content (or None). A parallel reader also yields runs of plain,
-#: validated events whose ids and inner links it checked as one row, `("events", [(line
-#: number, line), ...], where, "", (first seq, first body bytes, first hash, the events'
-#: sealed bytes joined with commas, last hash, count, the events or None))`: the engine
-#: checks the run's link to what came before and takes it whole, or expands it with
-#: `expand_events`. The events come parsed for long lines; short ones are parsed again.
+#: output the hash of its content (or None). A reader also yields runs of plain, validated
+#: events whose ids and inner links it checked (`runs.EventRun`) as one row, `("events",
+#: lines, where, "", (first seq, first body bytes, first hash, the events' sealed bytes
+#: joined with commas, last hash, count, the events or None))`, where `lines` is `[(line
+#: number, line), ...]` for a JSON Lines trace and the `range` of the events' indexes in a
+#: document's ``events``: the engine checks the run's link to what came before and takes it
+#: whole, or expands it with `expand_events`. The events come parsed for long lines (and
+#: always from a document); short lines are parsed again.
 Row = tuple[str, Any, str, str, Any]
 
 
 def expand_events(
-    lines: list[tuple[int, bytes]], events: list[dict[str, Any]] | None
+    lines: list[tuple[int, bytes]] | range, events: list[dict[str, Any]] | None
 ) -> Iterator[Row]:
-    """The rows of an `"events"` run, one event each (lines a worker parsed and validated)."""
+    """The rows of an `"events"` run, one event each, named as their own rows would be."""
+    if isinstance(lines, range):  # a document's events[i]; they come parsed
+        assert events is not None
+        for i, event in zip(lines, events, strict=True):
+            yield ("event", event, f"events[{i}]", "", None)
+        return
     for i, (lineno, line) in enumerate(lines):
         if events is not None:
             event = events[i]

@@ -1,0 +1,100 @@
+"""Runs of plain events: consecutive events a reader checked among themselves (each id
+derived from its seq and type, seqs counting up, each hash the chain hash after the one
+before) and hands to the engine as one ``"events"`` row (see `trace.Row`). The JSON Lines
+reader gathers them from each chunk of lines (`parallel._event_run`), the document reader
+from its ``events`` list (`reader._open_document`).
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from core.errors import ReplayError
+from core.formats.native.hashing import _sha256, event_body_bytes, sealed_event_bytes
+from core.formats.native.schema import _plain_event
+
+
+class EventRun:
+    """Plain events gathered from `objs` (parsed events, without a ``record`` key), up to
+    the first one that does not continue the run plainly (taken from the iterator, left
+    out of the run: its own row then words or passes it, exactly as if there were no
+    runs); and what the engine needs of them (`summary`).
+
+    A plain event is valid, records no memory write (whose ``wm_id`` / ``episodic_id`` the
+    engine checks event by event), carries the id its seq and type derive, a seq one more
+    than the last one's and, after the first, the chain hash after the last one:
+    everything the engine would check of it but the first one's link to what comes
+    before, which the engine checks when it takes the run. One loop, with everything it
+    uses in locals: it runs once per event of every trace read.
+    """
+
+    __slots__ = ("_first_body", "_first_seq", "_last", "_sealed", "events")
+
+    def __init__(self, objs: Iterable[Any], derive_id: Callable[[int, str], str]) -> None:
+        events: list[dict[str, Any]] = []
+        sealed: list[bytes] = []
+        append_event, append_sealed = events.append, sealed.append
+        sha256 = _sha256
+        body_of = event_body_bytes
+        first_seq, first_body, prev = 0, b"", ""
+        for index, obj in enumerate(objs):
+            if not (
+                # the first event gets every check of validate_event; a later one skips the
+                # spelling of its event_id and hash, which are compared below with the id
+                # its seq and type derive and with the chain hash, both lower-case hex:
+                # equal to them, it passes _plain_event; else the run ends
+                _plain_event(obj)
+                if index == 0
+                else (
+                    type(obj) is dict
+                    and len(obj) == 5
+                    and type(obj.get("seq")) is int
+                    and type(obj.get("type")) is str
+                    and type(obj.get("payload")) is dict
+                    and type(obj.get("event_id")) is str
+                    and type(obj.get("hash")) is str
+                )
+            ):
+                break
+            payload = obj["payload"]
+            if "wm_id" in payload or "episodic_id" in payload:
+                break
+            seq, recorded = obj["seq"], obj["hash"]
+            # the derived id is 64 lower-case hex: equal to it, event_id is what
+            # validate_event requires
+            if derive_id(seq, obj["type"]) != obj["event_id"]:
+                break
+            try:
+                body = body_of(obj, "event", id_is_hex=True)
+            except ReplayError:  # a payload mace-v1 cannot write: its own row says so
+                break
+            if index == 0:
+                first_seq, first_body = seq, body
+            elif (
+                seq != first_seq + index
+                or "sha256:" + sha256(prev.encode() + body).hexdigest() != recorded
+            ):
+                break
+            append_sealed(sealed_event_bytes(body, recorded))
+            append_event(obj)
+            prev = recorded
+        self.events = events
+        self._sealed = sealed
+        self._first_seq, self._first_body, self._last = first_seq, first_body, prev
+
+    def summary(self, keep: bool) -> tuple[Any, ...]:
+        """The ``pre`` of the run's row (see `trace.Row`); the events themselves only if
+        `keep` (else the engine parses their lines again)."""
+        events = self.events
+        return (
+            self._first_seq,
+            self._first_body,
+            events[0]["hash"],
+            b",".join(self._sealed),
+            self._last,
+            len(events),
+            events if keep else None,
+        )
