@@ -146,6 +146,36 @@ def targets(filled: dict[str, Any], pages: dict[str, Any], cursor: str) -> list[
     return [(label, path) for label, path in found if "cursor=" not in path or cursor]
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of the processes running now, by what runs them: the web
+    processes (gunicorn or runserver), PostgreSQL's, this load client's, the rest (Linux
+    /proc; empty elsewhere). Differences over a row say where its requests spent the cores;
+    processes that exited meanwhile are not counted."""
+    out = {"web": 0.0, "db": 0.0, "client": 0.0, "other": 0.0}
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        if int(stat.parent.name) == me:
+            group = "client"
+        elif text[text.index("(") + 1 : text.rindex(")")].startswith("postgres"):
+            group = "db"
+        elif b"gunicorn" in cmdline or b"runserver" in cmdline:
+            group = "web"
+        else:
+            group = "other"
+        out[group] += ticks / _TICK
+    return out
+
+
 def measure(
     name: str, host: str, pages: list[tuple[str, str]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
@@ -156,11 +186,20 @@ def measure(
     rows = []
     for label, path in pages:
         cookie = cookies[LEGAL_USER if path.startswith("/dsr/") else "alice"]
-        warm = bench_scale.drive(host, cookie, path, 1, args.warmup)
+        # as many clients as the stack has workers (gunicorn.conf.py's default), so each
+        # worker has served the page before it is timed: a process's first view of a page
+        # loads its templates and reads its trace's index
+        workers = 2 * (os.cpu_count() or 1) + 1
+        warm = bench_scale.drive(host, cookie, path, workers, args.warmup * workers)
         if warm["errors"]:
             log(f"{name} {label}: warm-up errors {warm['error_kinds']}")
         for clients in args.clients:
+            before = cpu_seconds()
             figures = bench_scale.drive(host, cookie, path, clients, args.requests)
+            after = cpu_seconds()
+            figures["cpu_ms"] = {
+                k: round((after[k] - before[k]) * 1000 / figures["requests"], 1) for k in after
+            }
             load = os.getloadavg()[0]
             rows.append(
                 {"server": name, "page": label, "path": path, "clients": clients,
@@ -168,7 +207,8 @@ def measure(
             )  # fmt: skip
             log(
                 f"{name:<5} {label:<30} {clients:>3} clients: p50 {figures['p50']:7.1f} ms "
-                f"p95 {figures['p95']:7.1f} ms {figures['rps']:7.1f} req/s load {load:.2f}"
+                f"p95 {figures['p95']:7.1f} ms {figures['rps']:7.1f} req/s load {load:.2f}; "
+                "CPU ms a request: " + " ".join(f"{k} {v}" for k, v in figures["cpu_ms"].items())
             )
     return rows
 
@@ -176,14 +216,16 @@ def measure(
 def table(rows: list[dict[str, Any]]) -> str:
     header = (
         f"{'server':<6} {'page':<30} {'clients':>7} {'n':>5} {'p50 ms':>8} {'p95 ms':>8} "
-        f"{'req/s':>7} {'errors':>6} {'load':>5}"
+        f"{'req/s':>7} {'errors':>6} {'load':>5}  CPU ms a request: web  db client"
     )
     lines = [header, "-" * len(header)]
     for r in rows:
+        cpu = r.get("cpu_ms", {})
         lines.append(
             f"{r['server']:<6} {r['page']:<30} {r['clients']:>7} {r['requests']:>5} "
             f"{r['p50']:>8.1f} {r['p95']:>8.1f} {r['rps']:>7.1f} {r['errors']:>6} "
-            f"{r['load']:>5.2f}"
+            f"{r['load']:>5.2f}  {'':>17}{cpu.get('web', 0):>4.1f} {cpu.get('db', 0):>4.1f} "
+            f"{cpu.get('client', 0):>4.1f}"
         )
     return "\n".join(lines)
 
@@ -205,6 +247,7 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="keep a database already filled")
     parser.add_argument("--skip-dev", action="store_true", help="the stack's figures only")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--only", nargs="+", help="only the pages whose label holds one of these")
     parser.add_argument("--fill-only", action="store_true", help="fill (or reuse), measure nothing")
     parser.add_argument(
         "--ports", type=int, nargs=2, help="the stack's and runserver's ports (default: free ones)"
@@ -244,6 +287,8 @@ def main() -> int:
     if args.fill_only:
         return 0
     pages = targets(filled, filled["pages"], deep_cursor(args.traces))
+    if args.only:
+        pages = [(label, path) for label, path in pages if any(o in label for o in args.only)]
     from django.db import connections
 
     connections.close_all()

@@ -68,6 +68,7 @@ def main() -> int:
     parser.add_argument("--sort", default="cumulative", help="the profile's order (tottime, ...)")
     parser.add_argument("--lines", type=int, default=40, help="the profile's rows")
     parser.add_argument("--only", help="only the pages whose label holds this")
+    parser.add_argument("--callers", help="also who calls the functions this names (pstats)")
     parser.add_argument("--sql", action="store_true", help="print each page's queries")
     args = parser.parse_args()
     state = ROOT / "var" / f"{args.database}-state" / "prod"
@@ -108,7 +109,10 @@ def main() -> int:
             for _ in range(args.repeat):
                 client.get(path)
             profiler.disable()
-            pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.lines)
+            stats = pstats.Stats(profiler).sort_stats(args.sort)
+            stats.print_stats(args.lines)
+            if args.callers:
+                stats.print_callers(args.callers)
     return 0
 
 

@@ -442,10 +442,15 @@ def request_is_expired(*, request: CouncilRequest) -> bool:
 
 
 def production_requests(*, trace: Any = None) -> QuerySet[ProductionReplayRequest]:
-    found = ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
+    """Every production-replay request, or ``trace``'s. Asked of one trace (its page's list),
+    only what that list shows is read: the trace is known, and the run is named by its id."""
     if trace is not None:
-        found = found.filter(trace=trace)
-    return found
+        return (
+            ProductionReplayRequest.objects.filter(trace=trace)
+            .select_related("requested_by")
+            .only("id", "created_at", "state", "run_id", "requested_by__username")
+        )
+    return ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
 
 
 def production_request_for_run(*, run_id: Any) -> ProductionReplayRequest | None:

@@ -27,8 +27,8 @@ from core.privacy import crypto, rules
 from core.privacy.spans import SpanError
 from core.privacy.splice import Spliced
 from privacy.models import PersonalValue, SealedBlob, Subject, values_of_file
-from privacy.subjects import ref_for, subject_key
-from privacy.values import raw_value, value_aad
+from privacy.subjects import ref_for, subject_key, unwrap_key
+from privacy.values import open_value, value_aad
 
 log = logging.getLogger("privacy")
 
@@ -205,11 +205,28 @@ def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
     (streaming, seekable); an erased value reads as its marker. A file not sealed is
     returned as it is."""
     sha = name.rsplit("/", 1)[-1]
-    sealed = SealedBlob.objects.filter(sha256=sha).first()
+    sealed = SealedBlob.objects.filter(sha256=sha).values_list("plain_size", "plain_sha256").first()
     if sealed is None:
         return fh
-    values = list(values_of_file(sha).select_related("subject__key").order_by("start"))
-    cut_size = sealed.plain_size - sum(v.end - v.start for v in values)
+    plain_size, plain_sha256 = sealed
+    # the columns it needs, as tuples: a page reads a file's values on every view
+    values = list(
+        values_of_file(sha)
+        .order_by("start")
+        .values_list(
+            "pk",
+            "start",
+            "end",
+            "subject_id",
+            "subject__erased_at",
+            "subject__ref",
+            "subject__key__wrapped",
+            "trace_id",
+            "nonce",
+            "ciphertext",
+        )
+    )
+    cut_size = plain_size - sum(end - start for _pk, start, end, *_ in values)
     stored_size = fh.seek(0, io.SEEK_END)
     fh.seek(0)
     if stored_size != cut_size:  # not cut (yet): the original bytes
@@ -217,16 +234,18 @@ def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
     pieces: list[tuple[int, bytes]] = []
     erased = False
     keys: dict[int, bytes | None] = {}
-    for v in values:
-        if v.subject_id not in keys:
-            keys[v.subject_id] = None if v.subject.erased_at is not None else subject_key(v.subject)
-        key = keys[v.subject_id]
-        if key is None or v.ciphertext is None:
-            pieces.append((v.start, erased_mark(v.end - v.start)))
+    for pk, start, end, subject_id, erased_at, ref, wrapped, trace_pk, nonce, ciphertext in values:
+        if subject_id not in keys:
+            keys[subject_id] = None if erased_at is not None else unwrap_key(ref, wrapped)
+        key = keys[subject_id]
+        if key is None or ciphertext is None:
+            pieces.append((start, erased_mark(end - start)))
             erased = True
+        elif nonce is None:  # its bytes were shredded (values.raw_value's refusal)
+            raise crypto.EnvelopeError(f"personal value {pk} holds no ciphertext")
         else:
-            pieces.append((v.start, raw_value(v, key)))
-    expected = None if erased else sealed.plain_sha256
+            pieces.append((start, open_value(key, trace_pk, start, nonce, ciphertext)))
+    expected = None if erased else plain_sha256
 
     def mismatch() -> Exception:
         return ReplayError(
@@ -235,7 +254,7 @@ def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
             "SHA-256 it was uploaded with)",
         )
 
-    spliced = Spliced(fh, pieces, sealed.plain_size, expected, mismatch)
+    spliced = Spliced(fh, pieces, plain_size, expected, mismatch)
     return io.BufferedReader(spliced, 1 << 16)
 
 

@@ -38,11 +38,15 @@ def _wrap(key: bytes, aad: bytes) -> bytes:
 
 def subject_key(subject: Subject) -> bytes | None:
     """The subject's AES key, or None once destroyed."""
-    wrapped = subject.key.wrapped
+    return unwrap_key(subject.ref, subject.key.wrapped)
+
+
+def unwrap_key(ref: str, wrapped: bytes | memoryview | None) -> bytes | None:
+    """:func:`subject_key` from the subject's ref and its key's ``wrapped`` column."""
     if wrapped is None:
         return None
     wrapped = bytes(wrapped)
-    return crypto.open_sealed(_master(), wrapped[:12], wrapped[12:], b"key:" + subject.ref.encode())
+    return crypto.open_sealed(_master(), wrapped[:12], wrapped[12:], b"key:" + ref.encode())
 
 
 def _identifier_aad(ref: str) -> bytes:

@@ -21,9 +21,14 @@ def raw_value(value: PersonalValue, key: bytes) -> bytes:
     """The value's bytes exactly as the file holds them (JSON string contents, escaped)."""
     if value.nonce is None or value.ciphertext is None:  # its bytes were shredded
         raise crypto.EnvelopeError(f"personal value {value.pk} holds no ciphertext")
-    return crypto.open_sealed(
-        key, bytes(value.nonce), bytes(value.ciphertext), value_aad(value.trace_id, value.start)
-    )
+    return open_value(key, value.trace_id, value.start, value.nonce, value.ciphertext)
+
+
+def open_value(
+    key: bytes, trace_pk: int, start: int, nonce: bytes | memoryview, ciphertext: bytes | memoryview
+) -> bytes:
+    """:func:`raw_value` from the value's columns (its ciphertext there)."""
+    return crypto.open_sealed(key, bytes(nonce), bytes(ciphertext), value_aad(trace_pk, start))
 
 
 def _decoded(raw: bytes) -> str:

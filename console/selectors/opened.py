@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import gzip
 import io
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from console import conf
@@ -247,9 +249,9 @@ def trace_index_queue(trace: Trace) -> TraceIndexBuild | None:
 def trace_index_build(trace: Trace) -> dict[str, Any] | None:
     """Build and store the trace's index (the background task's body), saying how far it is
     on its build row as it reads. None when the file cannot be read (the row says why)."""
-    row = TraceIndex.objects.filter(blob_id=trace.blob_id).first()
-    if row is not None:
-        return row.index
+    found = _stored_index(trace.blob_id)
+    if found is not None:
+        return found
 
     def progress(events: int) -> None:
         TraceIndexBuild.objects.filter(blob_id=trace.blob_id).update(
@@ -273,6 +275,42 @@ def trace_index_build(trace: Trace) -> dict[str, Any] | None:
     return index
 
 
+#: parsed indexes kept by each process, most recently used last (a large trace's is tens of
+#: KB of JSON, parsed on every page that shows it otherwise)
+_INDEXES: OrderedDict[tuple[str, int, datetime], dict[str, Any]] = OrderedDict()
+_INDEXES_KEPT = 32
+_INDEXES_LOCK = threading.Lock()
+
+
+def _stored_index(blob_id: int) -> dict[str, Any] | None:
+    """The stored index of the blob, or None. A row never changes (append-only, one per blob:
+    the database refuses an UPDATE), so its parsed value is kept by this process, under the
+    row's key and creation time (a blob id the database reused after a rollback has another
+    row); a page asks the database only whether the row is there, not for its JSON again.
+    Callers must not change the dict they get."""
+    stamp = TraceIndex.objects.filter(blob_id=blob_id).values_list("created_at", flat=True).first()
+    if stamp is None:
+        return None
+    key = (connection.settings_dict["NAME"], blob_id, stamp)
+    with _INDEXES_LOCK:
+        kept = _INDEXES.get(key)
+        if kept is not None:
+            _INDEXES.move_to_end(key)
+            return kept
+    index = TraceIndex.objects.filter(blob_id=blob_id).values_list("index", flat=True).first()
+    if index is not None:
+        _keep_index(blob_id, stamp, index)
+    return index
+
+
+def _keep_index(blob_id: int, stamp: datetime, index: dict[str, Any]) -> None:
+    key = (connection.settings_dict["NAME"], blob_id, stamp)
+    with _INDEXES_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > _INDEXES_KEPT:
+            _INDEXES.popitem(last=False)
+
+
 def trace_index(trace: Trace, opened: OpenedTrace | None = None) -> dict[str, Any]:
     """The trace's index, read from its row. A large JSON Lines trace's is built at ingest in
     the background (:func:`trace_index_queue`): until it is there this raises IndexPending
@@ -282,9 +320,9 @@ def trace_index(trace: Trace, opened: OpenedTrace | None = None) -> dict[str, An
 
     Raises TraceUnreadable when the file cannot be read.
     """
-    row = TraceIndex.objects.filter(blob_id=trace.blob_id).first()
-    if row is not None:
-        return row.index
+    found = _stored_index(trace.blob_id)
+    if found is not None:
+        return found
     if not _builds_inline(trace):
         build = trace_index_queue(trace)
         if build is not None and build.error:
@@ -300,9 +338,11 @@ def trace_index(trace: Trace, opened: OpenedTrace | None = None) -> dict[str, An
         raise TraceUnreadable(f"the stored file cannot be indexed: {exc}") from None
     try:
         with transaction.atomic():
-            TraceIndex.objects.create(blob_id=trace.blob_id, index=index)
+            row = TraceIndex.objects.create(blob_id=trace.blob_id, index=index)
     except IntegrityError:
         pass  # another request stored the same index first
+    else:
+        _keep_index(trace.blob_id, row.created_at, index)
     return index
 
 

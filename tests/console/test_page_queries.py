@@ -98,10 +98,35 @@ def test_a_window_deep_in_a_100k_event_trace_costs_what_a_small_page_costs(
     client = as_persona("vera")
 
     url = f"/traces/{trace.blob.sha256}/?seq=100000"
+    # the first view in a process reads the index's JSON (one query more); later views ask
+    # only whether its row is there (console.selectors.opened._stored_index)
+    _count, openings = _get(client, url, TRACE_PAGE + 1, django_assert_max_num_queries)
+    assert openings == 1
     _count, openings = _get(client, url, TRACE_PAGE, django_assert_max_num_queries)
     assert openings == 1
     body = client.get(url).content.decode()
     assert ">seq 100000: " in body
+
+
+def test_a_stored_index_is_parsed_once_per_process_and_row(ingest, django_assert_num_queries):
+    from console.selectors import opened
+    from replay.models import TraceIndex
+
+    trace = ingest("ok")
+    assert opened._stored_index(trace.blob_id) is None  # a small trace's: built when first asked
+    built = opened.trace_index(trace)
+    opened._INDEXES.clear()  # as in a process that has not read it yet
+    with django_assert_num_queries(2):  # is the row there; its JSON
+        first = opened._stored_index(trace.blob_id)
+    row = TraceIndex.objects.get(blob_id=trace.blob_id)
+    assert first == row.index == built
+    with django_assert_num_queries(1):  # is the row there: its parsed JSON is kept
+        assert opened._stored_index(trace.blob_id) is first
+    # kept under the row's creation time too: another row for the same blob id (a database
+    # that reused the id after a rollback) is read afresh
+    key = next(k for k in opened._INDEXES if k[1] == trace.blob_id)
+    assert key[2] == row.created_at
+    assert opened._stored_index(trace.blob_id + 10_000) is None
 
 
 def test_the_trace_list_queries_do_not_grow_with_its_rows(
