@@ -42,6 +42,7 @@ from governance.models import (
 )
 from governance.selectors import api_token_of
 from replay.models import ReplayRun, Trace
+from replay.prepared import Prepared
 from replay.selectors import UPLOAD_PREFIX, trace_by_upload_id, trace_to_replay
 
 if TYPE_CHECKING:
@@ -219,6 +220,15 @@ def access_governed_request(user: User, kind: Any, key: str) -> Any:
 # Each checks the role first (403 whether or not the object exists), then looks up (404).
 
 
+#: a stored trace by its file's sha256 (``.first()``: the model's ordering, one row)
+TRACE_BY_SHA256: Prepared[Trace] = Prepared(
+    lambda sha256: Trace.objects.select_related("blob", "uploaded_by").filter(blob__sha256=sha256)[
+        :1
+    ],
+    sha256=str,
+)
+
+
 def access_trace_by_id(user: User, trace_ref: str, action: str = BROWSE) -> Trace:
     """A stored trace by the sha256 of its file (exact), or by trace id (the newest copy).
 
@@ -231,7 +241,7 @@ def access_trace_by_id(user: User, trace_ref: str, action: str = BROWSE) -> Trac
     if ref.startswith(UPLOAD_PREFIX):
         trace = trace_by_upload_id(ref)
     elif len(ref) == 64:
-        trace = found.filter(blob__sha256=ref).first()
+        trace = next(iter(TRACE_BY_SHA256(sha256=ref)), None)
     else:
         trace = found.filter(trace_id=ref).order_by("-created_at", "-id").first()
     if trace is None:

@@ -27,6 +27,7 @@ from governance.models import (
     RoleGrantRequest,
 )
 from replay.models import Trace
+from replay.prepared import Prepared
 
 CHECKPOINT_EMPTY_MESSAGE = "the ledger is empty: there is nothing to checkpoint"
 CHECKPOINT_BROKEN_MESSAGE = "the ledger does not verify (broken at seq {seq}): no checkpoint"
@@ -87,11 +88,15 @@ def halts_active() -> QuerySet[Halt]:
     return Halt.objects.active().order_by("seq")
 
 
+#: halts_active(), its SQL compiled once (every trace page asks)
+_HALTS_ACTIVE: Prepared[Halt] = Prepared(halts_active)
+
+
 def halts_active_map() -> dict[str, str]:
     """Halted file sha256s, trace ids and snapshot ids -> the halt that stops them, named by
     seq, target and reason (what ``replay_run_execute`` takes)."""
     halted: dict[str, str] = {}
-    for halt in halts_active():
+    for halt in _HALTS_ACTIVE():
         halted.setdefault(halt.target_id, f"{halt.label}: {halt.reason}")
     return halted
 
@@ -445,12 +450,26 @@ def production_requests(*, trace: Any = None) -> QuerySet[ProductionReplayReques
     """Every production-replay request, or ``trace``'s. Asked of one trace (its page's list),
     only what that list shows is read: the trace is known, and the run is named by its id."""
     if trace is not None:
-        return (
-            ProductionReplayRequest.objects.filter(trace=trace)
-            .select_related("requested_by")
-            .only("id", "created_at", "state", "run_id", "requested_by__username")
-        )
+        return _production_requests_of(trace.pk)
     return ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
+
+
+def _production_requests_of(pk: int) -> QuerySet[ProductionReplayRequest]:
+    return (
+        ProductionReplayRequest.objects.filter(trace_id=pk)
+        .select_related("requested_by")
+        .only("id", "created_at", "state", "run_id", "requested_by__username")
+    )
+
+
+_PRODUCTION_REQUESTS_SHOWN: Prepared[ProductionReplayRequest] = Prepared(
+    lambda pk: _production_requests_of(pk)[:20], pk=int
+)
+
+
+def production_requests_shown(trace: Trace) -> list[ProductionReplayRequest]:
+    """The 20 newest production-replay requests of ``trace``, as its page lists them."""
+    return _PRODUCTION_REQUESTS_SHOWN(pk=trace.pk)
 
 
 def production_request_for_run(*, run_id: Any) -> ProductionReplayRequest | None:

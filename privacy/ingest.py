@@ -29,6 +29,7 @@ from core.privacy.splice import Spliced
 from privacy.models import PersonalValue, SealedBlob, Subject, values_of_file
 from privacy.subjects import ref_for, subject_key, unwrap_key
 from privacy.values import open_value, value_aad
+from replay.prepared import Prepared
 
 log = logging.getLogger("privacy")
 
@@ -200,18 +201,16 @@ def on_trace_expired(sender: Any, trace: Any, **kwargs: Any) -> None:
     PersonalValue.objects.filter(trace=trace).update(nonce=None, ciphertext=None)
 
 
-def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
-    """The stored file as uploaded (decompressed when it was gzip), personal values put back
-    (streaming, seekable); an erased value reads as its marker. A file not sealed is
-    returned as it is."""
-    sha = name.rsplit("/", 1)[-1]
-    sealed = SealedBlob.objects.filter(sha256=sha).values_list("plain_size", "plain_sha256").first()
-    if sealed is None:
-        return fh
-    plain_size, plain_sha256 = sealed
-    # the columns it needs, as tuples: a page reads a file's values on every view
-    values = list(
-        values_of_file(sha)
+#: what reassembly reads, as tuples, compiled once (a page reads a file's values on every view)
+_SEALED: Prepared[tuple[int, str]] = Prepared(
+    lambda sha256: SealedBlob.objects.filter(sha256=sha256).values_list(
+        "plain_size", "plain_sha256"
+    )[:1],
+    sha256=str,
+)
+_VALUES: Prepared[tuple[Any, ...]] = Prepared(
+    lambda sha256: (
+        values_of_file(sha256)
         .order_by("start")
         .values_list(
             "pk",
@@ -225,7 +224,21 @@ def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
             "nonce",
             "ciphertext",
         )
-    )
+    ),
+    sha256=str,
+)
+
+
+def reassemble(name: str, fh: IO[bytes]) -> IO[bytes]:
+    """The stored file as uploaded (decompressed when it was gzip), personal values put back
+    (streaming, seekable); an erased value reads as its marker. A file not sealed is
+    returned as it is."""
+    sha = name.rsplit("/", 1)[-1]
+    sealed = _SEALED(sha256=sha)
+    if not sealed:
+        return fh
+    plain_size, plain_sha256 = sealed[0]
+    values = _VALUES(sha256=sha)
     cut_size = plain_size - sum(end - start for _pk, start, end, *_ in values)
     stored_size = fh.seek(0, io.SEEK_END)
     fh.seek(0)

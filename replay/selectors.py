@@ -8,6 +8,7 @@ from typing import Any
 
 from core.replay import verdicts
 from replay.models import ReplayRun, Snapshot, Trace
+from replay.prepared import Prepared
 
 
 def trace_missing(trace: Trace, *, stored: Collection[str] | None = None) -> list[str]:
@@ -168,8 +169,16 @@ def trace_to_replay(ref: str) -> Trace | None:
     )
 
 
+_RUNS_OF_TRACE: Prepared[ReplayRun] = Prepared(
+    lambda pk: ReplayRun.objects.filter(trace_id=pk).order_by("-created_at"), pk=int
+)
+
+
 def runs_for_trace(trace: Trace) -> list[ReplayRun]:
-    return list(trace.runs.order_by("-created_at"))
+    runs = _RUNS_OF_TRACE(pk=trace.pk)
+    for run in runs:  # as trace.runs gives them: each knows its trace
+        run.trace = trace
+    return runs
 
 
 def run_outcome(run: ReplayRun) -> verdicts.RunOutcome:

@@ -15,6 +15,7 @@ from console.selectors.opened import OpenedTrace, _borrowed_or_own
 from core.errors import ReplayError
 from core.formats import native
 from replay.models import Snapshot, Trace
+from replay.prepared import Prepared
 from replay.selectors import required_snapshot_ids, snapshots_stored
 from replay.storage import blob_open
 
@@ -160,12 +161,37 @@ def traces_same_job(trace: Trace, limit: int = 20) -> list[Trace]:
     of one contract), newest first: what the trace page offers to compare with."""
     if not trace.job_id:
         return []
-    return list(
-        Trace.objects.filter(format=trace.format, job_id=trace.job_id)
-        .exclude(pk=trace.pk)
+    return SAME_JOB(format=trace.format, job_id=trace.job_id, pk=trace.pk)[:limit]
+
+
+#: see traces_same_job and trace_copies (20: what the trace page lists)
+SAME_JOB: Prepared[Trace] = Prepared(
+    lambda format, job_id, pk: (
+        Trace.objects.filter(format=format, job_id=job_id)
+        .exclude(pk=pk)
         .select_related("blob")
-        .order_by("-created_at", "-id")[:limit]
-    )
+        .order_by("-created_at", "-id")[:20]
+    ),
+    format=str,
+    job_id=str,
+    pk=int,
+)
+COPIES: Prepared[Trace] = Prepared(
+    lambda trace_id, pk: (
+        Trace.objects.filter(trace_id=trace_id)
+        .exclude(pk=pk)
+        .select_related("blob")
+        .order_by("-created_at")[:20]
+    ),
+    trace_id=str,
+    pk=int,
+)
+
+
+def trace_copies(trace: Trace) -> list[Trace]:
+    """Other stored files that carry this trace's id (a tampered copy among them), newest
+    first, at most 20."""
+    return COPIES(trace_id=trace.trace_id, pk=trace.pk)
 
 
 def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:

@@ -27,6 +27,7 @@ from core.errors import ReplayError
 from core.formats import native, open_trace
 from core.replay import traceindex
 from replay.models import Snapshot, Trace, TraceIndex, TraceIndexBuild
+from replay.prepared import Prepared
 from replay.storage import blob_open
 
 # --- paging a trace's events and steps through its index -------------------------------------
@@ -282,13 +283,21 @@ _INDEXES_KEPT = 32
 _INDEXES_LOCK = threading.Lock()
 
 
+_INDEX_STAMP: Prepared[datetime] = Prepared(
+    lambda blob_id: TraceIndex.objects.filter(blob_id=blob_id).values_list("created_at", flat=True)[
+        :1
+    ],
+    blob_id=int,
+)
+
+
 def _stored_index(blob_id: int) -> dict[str, Any] | None:
     """The stored index of the blob, or None. A row never changes (append-only, one per blob:
     the database refuses an UPDATE), so its parsed value is kept by this process, under the
     row's key and creation time (a blob id the database reused after a rollback has another
     row); a page asks the database only whether the row is there, not for its JSON again.
     Callers must not change the dict they get."""
-    stamp = TraceIndex.objects.filter(blob_id=blob_id).values_list("created_at", flat=True).first()
+    stamp = next(iter(_INDEX_STAMP(blob_id=blob_id)), None)
     if stamp is None:
         return None
     key = (connection.settings_dict["NAME"], blob_id, stamp)

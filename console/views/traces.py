@@ -27,6 +27,7 @@ from console.selectors import (
     brief_step,
     page_budget_message,
     trace_compare,
+    trace_copies,
     trace_event,
     trace_formats,
     trace_index,
@@ -56,7 +57,7 @@ from governance.models import GovernanceEvent
 from governance.selectors import (
     halts_active_map,
     halts_on_trace,
-    production_requests,
+    production_requests_shown,
     replay_halt_preview,
     trace_notes,
 )
@@ -377,12 +378,7 @@ def _detail_context(
     status = 400 if events.bad_query or steps.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []
     same_job = traces_same_job(trace)
-    copies = list(
-        Trace.objects.filter(trace_id=trace.trace_id)
-        .exclude(pk=trace.pk)
-        .select_related("blob")
-        .order_by("-created_at")[:20]
-    )
+    copies = trace_copies(trace)
     timeline = charts.overview(
         index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
     )
@@ -415,7 +411,7 @@ def _detail_context(
         else None,
         "can_ask_production": roles.MODE_PRODUCTION not in modes
         and roles.can(request.user, roles.REPLAY_PRODUCTION_REQUEST),
-        "production_requests": list(production_requests(trace=trace)[:20]),
+        "production_requests": production_requests_shown(trace),
         "notes": list(trace_notes(trace)),
         "can_note": roles.can(request.user, roles.TRACE_NOTE_ADD),
         "note_max": NOTE_MAX_CHARS,
