@@ -149,12 +149,11 @@ def targets(filled: dict[str, Any], pages: dict[str, Any], cursor: str) -> list[
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds so far of the processes running now, by what runs them: the web
-    processes (gunicorn or runserver), PostgreSQL's, this load client's, the rest (Linux
-    /proc; empty elsewhere). Differences over a row say where its requests spent the cores;
-    processes that exited meanwhile are not counted."""
-    out = {"web": 0.0, "db": 0.0, "client": 0.0, "other": 0.0}
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of each process running now, and what runs it: the web processes
+    (gunicorn or runserver), PostgreSQL's, this load client, the rest (Linux /proc; empty
+    elsewhere). See `cpu_ms`."""
+    out: dict[int, tuple[str, float]] = {}
     me = os.getpid()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -164,7 +163,8 @@ def cpu_seconds() -> dict[str, float]:
             continue
         fields = text[text.rindex(")") + 2 :].split()
         ticks = int(fields[11]) + int(fields[12])  # utime, stime
-        if int(stat.parent.name) == me:
+        pid = int(stat.parent.name)
+        if pid == me:
             group = "client"
         elif text[text.index("(") + 1 : text.rindex(")")].startswith("postgres"):
             group = "db"
@@ -172,8 +172,21 @@ def cpu_seconds() -> dict[str, float]:
             group = "web"
         else:
             group = "other"
-        out[group] += ticks / _TICK
+        out[pid] = (group, ticks / _TICK)
     return out
+
+
+def cpu_ms(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], requests: int
+) -> dict[str, float]:
+    """CPU milliseconds a request spent in each group between two `cpu_seconds`: a process
+    started meanwhile (a recycled gunicorn worker) counts from zero; one that exited
+    meanwhile is not counted."""
+    spent = {"web": 0.0, "db": 0.0, "client": 0.0, "other": 0.0}
+    for pid, (group, seconds) in after.items():
+        was = before.get(pid)
+        spent[group] += seconds - (was[1] if was is not None and was[0] == group else 0.0)
+    return {k: round(v * 1000 / requests, 1) for k, v in spent.items()}
 
 
 def measure(
@@ -197,9 +210,7 @@ def measure(
             before = cpu_seconds()
             figures = bench_scale.drive(host, cookie, path, clients, args.requests)
             after = cpu_seconds()
-            figures["cpu_ms"] = {
-                k: round((after[k] - before[k]) * 1000 / figures["requests"], 1) for k in after
-            }
+            figures["cpu_ms"] = cpu_ms(before, after, figures["requests"])
             load = os.getloadavg()[0]
             rows.append(
                 {"server": name, "page": label, "path": path, "clients": clients,

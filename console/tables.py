@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.template.defaultfilters import capfirst, filesizeformat
 from django.urls import reverse
+from django.utils import dateformat
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
@@ -162,5 +163,56 @@ def compare_sections_html(sections: Iterable[Any], *, before: str, after: str) -
             f"      <tbody>\n      {rows}\n      </tbody>\n"
             "    </table>\n"
             "  </section>\n  "
+        )
+    return mark_safe("".join(out))  # noqa: S308 - escaped
+
+
+_PROOF_TITLE = (
+    "this event's inclusion proof in the signed checkpoint (python -m tlog check-inclusion)"
+)
+_SIG_CLASS = {"verified": "ok", "broken": "bad"}
+
+
+def ledger_rows_html(rows: Iterable[dict[str, Any]]) -> SafeString:
+    """The ledger page's table rows (``{"event", "status", "payload", "links"}`` each, as
+    ``console.views.governance._ledger_rows`` makes them), as the template loop wrote them
+    (its ``{% empty %}`` row is the template's still)."""
+    thousands = settings.USE_THOUSAND_SEPARATOR
+    proof = reverse("api-tlog-inclusion")
+    out = []
+    for row in rows:
+        event = row["event"]
+        seq = _v(event.seq, thousands)
+        actor = _e(event.actor.get_username() if event.actor_id else event.actor_label)
+        keys = f"server <code>{_e(event.server_key_id)}</code>"
+        if event.actor_key_id:
+            keys += f"; actor <code>{_e(event.actor_key_id)}</code>"
+        status = row["status"]
+        badge = (
+            f'<span class="badge sig-{_SIG_CLASS.get(status, "unknown")}">{_e(status)}</span>'
+            if status
+            else ""
+        )
+        links = row["links"]
+        listed = (
+            '<ul class="event-links">'
+            + "".join(f'<li><a href="{_e(url)}">{_e(label)}</a></li>' for label, url in links)
+            + "</ul>"
+            if links
+            else ""
+        )
+        when = dateformat.format(template_localtime(event.created_at), "Y-m-d H:i:s")
+        out.append(
+            "\n      <tr>\n"
+            f'        <td>{seq} <a class="proof-link" id="proof-{seq}" href="{proof}?seq={seq}" '
+            f'title="{_PROOF_TITLE}">proof</a></td>\n'
+            f"        <td>{_e(when)}</td>\n"
+            f"        <td><code>{_v(event.code, thousands)} {_e(event.type)}</code></td>\n"
+            f"        <td>{actor}</td>\n"
+            f"        <td>{keys}\n          {badge}</td>\n"
+            f"        <td>{listed}\n"
+            "          <details><summary>payload</summary>"
+            f"<pre>{_e(row['payload'])}</pre></details></td>\n"
+            "      </tr>\n    "
         )
     return mark_safe("".join(out))  # noqa: S308 - escaped

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import roles
 from console.api.errors import INVALID_INPUT
 from console.refusals import governance_status
+from console.tables import ledger_rows_html
 from console.views.common import partial_or_page, signed_in
 from core.canonical import jcs
 from core.ledger import codes, signing
@@ -230,10 +231,12 @@ def ledger_view(request: HttpRequest) -> HttpResponse:
     older = events[LEDGER_PAGE - 1].seq if len(events) > LEDGER_PAGE else None
     events = events[:LEDGER_PAGE]
     state = ledger_verification_state()
+    rows = _ledger_rows(events, state)
     query = {k: str(v) for k, v in request.GET.items() if k in ("range",) and v}
     context = {
         **_verification_context(request, state),
-        "rows": _ledger_rows(events, state),
+        "rows": rows,
+        "ledger_rows_html": ledger_rows_html(rows),  # in Python (console.tables)
         "ranges": sorted(codes.RANGES.items()),
         "code_range": code_range,
         "older": older,

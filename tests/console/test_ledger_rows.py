@@ -76,3 +76,51 @@ def test_it_still_shows_the_ledger_when_a_rewritten_payload_names_no_real_page(a
     body = response.content.decode()
     assert 'href="/runs/a/b/"' not in body
     assert "&quot;run_id&quot;: &quot;a/b&quot;" in body
+
+
+#: the loop the ledger page's template used (kept to compare: console.tables writes it now)
+LEDGER_LOOP = """    {% for row in rows %}
+      <tr>
+        <td>{{ row.event.seq }} <a class="proof-link" id="proof-{{ row.event.seq }}" href="{% url 'api-tlog-inclusion' %}?seq={{ row.event.seq }}" title="this event's inclusion proof in the signed checkpoint (python -m tlog check-inclusion)">proof</a></td>
+        <td>{{ row.event.created_at|date:"Y-m-d H:i:s" }}</td>
+        <td><code>{{ row.event.code }} {{ row.event.type }}</code></td>
+        <td>{% if row.event.actor_id %}{{ row.event.actor.get_username }}{% else %}{{ row.event.actor_label }}{% endif %}</td>
+        <td>server <code>{{ row.event.server_key_id }}</code>{% if row.event.actor_key_id %}; actor <code>{{ row.event.actor_key_id }}</code>{% endif %}
+          {% if row.status %}<span class="badge sig-{% if row.status == 'verified' %}ok{% elif row.status == 'broken' %}bad{% else %}unknown{% endif %}">{{ row.status }}</span>{% endif %}</td>
+        <td>{% if row.links %}<ul class="event-links">{% for label, url in row.links %}<li><a href="{{ url }}">{{ label }}</a></li>{% endfor %}</ul>{% endif %}
+          <details><summary>payload</summary><pre>{{ row.payload }}</pre></details></td>
+      </tr>
+    {% empty %}
+      <tr><td colspan="6" class="empty">{% if filtered %}No event matches this filter.{% else %}The ledger is empty.{% endif %}</td></tr>
+    {% endfor %}"""  # noqa: E501
+
+
+@pytest.mark.parametrize("thousands", [False, True])
+def test_the_rows_are_the_markup_the_template_loop_wrote(fc, replayed, member_key, thousands):
+    """Every kind of row: an actor or a label, an actor key or none, links or none, each
+    status, an escaped payload, seqs past 999 (thousands separated when the setting says)."""
+    from django.template import Context, Template
+    from django.test import override_settings
+
+    from console.tables import ledger_rows_html
+    from console.views.governance import _ledger_rows
+    from governance.verification import ledger_verification_state
+
+    replayed("broken_chain")
+    member_key("cora")
+    events = list(GovernanceEvent.objects.select_related("actor").order_by("-seq"))
+    assert any(e.actor_id for e in events)
+    assert any(not e.actor_id for e in events)
+    events[1].actor_key_id = "cora-key <1>"  # a vote's signer (escaped)
+    rows = _ledger_rows(events, ledger_verification_state())
+    statuses = ["verified", "broken", "after the break", "not yet verified", ""]
+    for i, row in enumerate(rows):  # each status, whatever the verification says today
+        row["status"] = statuses[i % len(statuses)]
+    rows[0]["payload"] = "<script>\"x\"</script> & 'y'"
+    rows[0]["event"].seq = 1234567
+    assert any(row["links"] for row in rows)
+    with override_settings(USE_THOUSAND_SEPARATOR=thousands):
+        written = ledger_rows_html(rows)
+        old = Template(LEDGER_LOOP).render(Context({"rows": rows}))
+    assert "    " + written == old  # the loop's text starts after the template's indent
+    assert ("1,234,567" in written) is thousands
