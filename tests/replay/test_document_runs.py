@@ -100,7 +100,8 @@ def report_of(data: bytes, *, by_record: bool) -> dict:
     return report.to_json()
 
 
-def test_a_document_reaches_the_engine_as_runs_of_its_events():
+def test_a_document_reaches_the_engine_as_runs_of_its_events(monkeypatch):
+    monkeypatch.setattr(reader, "_RUN_EVENTS", 2048)  # so this document's events make two
     events = document()["events"]
     trace = native.open_native(io.BytesIO(variants()["ok"]), "t.trace.json")
     rows = list(trace.rows(1))
@@ -140,8 +141,10 @@ def test_a_bad_event_ends_the_run_and_comes_as_its_own_row():
     ]
 
 
+@pytest.mark.parametrize("run_events", [reader._RUN_EVENTS, 97])  # runs cut anywhere too
 @pytest.mark.parametrize("name", list(variants()))
-def test_runs_give_the_report_the_record_by_record_read_gives(name):
+def test_runs_give_the_report_the_record_by_record_read_gives(name, run_events, monkeypatch):
+    monkeypatch.setattr(reader, "_RUN_EVENTS", run_events)
     data = variants()[name]
     by_record = report_of(data, by_record=True)
     assert report_of(data, by_record=False) == by_record

@@ -38,8 +38,9 @@ from core.formats.native.trace import DEFAULT_LIMITS, Limits, NativeTrace, Row
 GZIP_MAGIC = b"\x1f\x8b"
 _READ_BYTES = 1 << 20  # what one read of an upload asks for
 #: events of a document in one run at most: its sealed bytes are joined, and written to the
-#: seal, a run at a time (a JSON Lines chunk's size), not a copy of the whole trace's
-_RUN_EVENTS = 2048
+#: seal, a run at a time, not in one copy of the whole trace's (a few MB a run; 2,048 was 3%
+#: slower over 100,000 events, no limit no faster)
+_RUN_EVENTS = 16384
 
 
 class _BoundedReader(io.RawIOBase):
