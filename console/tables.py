@@ -17,7 +17,9 @@ from django.utils import dateformat
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # stubs lack it
+from django.utils.translation import pgettext
 
 from replay.models import Trace
 
@@ -214,5 +216,33 @@ def ledger_rows_html(rows: Iterable[dict[str, Any]]) -> SafeString:
             "          <details><summary>payload</summary>"
             f"<pre>{_e(row['payload'])}</pre></details></td>\n"
             "      </tr>\n    "
+        )
+    return mark_safe("".join(out))  # noqa: S308 - escaped
+
+
+def _truncatechars(value: Any, length: int) -> str:
+    """``{{ value|truncatechars:length }}``'s text (unescaped): an ASCII string needs none of
+    Truncator's Unicode work (NFC, combining characters), the rest gets Truncator itself."""
+    text = str(value)
+    if text.isascii():
+        if len(text) <= length:
+            return text
+        ellipsis = pgettext("String to return when truncating text", "%(truncated_text)s…")
+        if ellipsis == "%(truncated_text)s…":  # not translated otherwise: one character
+            return text[: length - 1] + "…"
+    return Truncator(text).chars(length)
+
+
+def not_replayable_rows_html(rows: Iterable[tuple[Trace, list[str]]]) -> SafeString:
+    """The operations page's "not replayable" rows (a trace and what it misses), as the
+    template loop wrote them (its ``{% empty %}`` row is the template's still)."""
+    prefix, _, suffix = reverse("trace-detail", args=[_SHA]).partition(_SHA)
+    out = []
+    for t, missing in rows:
+        listed = "".join(f"<li><code>{_e(m)}</code></li>" for m in missing)
+        out.append(
+            f'\n      <tr><td><a href="{prefix}{_e(t.blob.sha256)}{suffix}"><code>'
+            f"{_e(_truncatechars(t.trace_id, 20))}</code></a></td><td>{_e(t.job_id)}</td>\n"
+            f"        <td><ul>{listed}</ul></td></tr>\n    "
         )
     return mark_safe("".join(out))  # noqa: S308 - escaped

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 from console import charts, roles
 from console.models import DriftSample
 from console.selectors import TraceFilters, trace_queryset
+from console.tables import not_replayable_rows_html
 from console.views.common import signed_in
 from governance.retention import retention_policy, retention_upcoming
 from replay.models import ReplayRun
@@ -64,8 +65,10 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         else []
     )
     missing = traces_missing(not_replayable)  # one query for them all, not one per trace
+    rows = [(t, missing[t.pk]) for t in not_replayable]
     context = {
-        "not_replayable": [(t, missing[t.pk]) for t in not_replayable],
+        "not_replayable": rows,
+        "not_replayable_rows": not_replayable_rows_html(rows),  # in Python (console.tables)
         "chart": charts.verdict_chart(days),
         "chart_days": CHART_DAYS,
         "chart_total": sum(sum(c.values()) for _, c in days),
