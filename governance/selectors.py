@@ -446,24 +446,19 @@ def request_is_expired(*, request: CouncilRequest) -> bool:
 # --- production replay approved by the council ------------------------------------------------
 
 
-def production_requests(*, trace: Any = None) -> QuerySet[ProductionReplayRequest]:
-    """Every production-replay request, or ``trace``'s. Asked of one trace (its page's list),
-    only what that list shows is read: the trace is known, and the run is named by its id."""
-    if trace is not None:
-        return _production_requests_of(trace.pk)
+def production_requests() -> QuerySet[ProductionReplayRequest]:
     return ProductionReplayRequest.objects.select_related("trace__blob", "requested_by", "run")
 
 
-def _production_requests_of(pk: int) -> QuerySet[ProductionReplayRequest]:
-    return (
+#: a trace's page lists its newest requests, reading only what the list shows (the trace is
+#: known, the run is named by its id)
+_PRODUCTION_REQUESTS_SHOWN: Prepared[ProductionReplayRequest] = Prepared(
+    lambda pk: (
         ProductionReplayRequest.objects.filter(trace_id=pk)
         .select_related("requested_by")
-        .only("id", "created_at", "state", "run_id", "requested_by__username")
-    )
-
-
-_PRODUCTION_REQUESTS_SHOWN: Prepared[ProductionReplayRequest] = Prepared(
-    lambda pk: _production_requests_of(pk)[:20], pk=int
+        .only("id", "created_at", "state", "run_id", "requested_by__username")[:20]
+    ),
+    pk=int,
 )
 
 
