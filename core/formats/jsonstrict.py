@@ -290,12 +290,21 @@ def check_key_count(
 
 
 def _check_key_count(
-    data: bytes, where: str, max_keys: int, max_object_keys: int, skeleton: bytes | None
+    data: bytes,
+    where: str,
+    max_keys: int,
+    max_object_keys: int,
+    skeleton: bytes | None,
+    *,
+    colons: int | None = None,
 ) -> None:
     """:func:`check_key_count`, given the text's :func:`_outside_strings` when the caller
-    has it (`skeleton`; else None)."""
-    check_container_count(data, where=where)
-    if data.count(b":") <= min(max_keys, max_object_keys):
+    has it (`skeleton`; else None) and its colons when it has counted them (`colons`)."""
+    # the skeleton's brackets are those outside the strings (a third of a document's bytes
+    # to count); more than the limit, the exact scan of the text words the refusal
+    if skeleton is None or has_many_containers(skeleton):
+        check_container_count(data, where=where)
+    if (data.count(b":") if colons is None else colons) <= min(max_keys, max_object_keys):
         return
     if skeleton is None:
         skeleton = _outside_strings(data)
@@ -604,7 +613,7 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _FAST_MAX_DEPTH = 128
 
 
-def _parse_document(data: bytes, skeleton: bytes) -> Any:
+def _parse_document(data: bytes, skeleton: bytes, colons: int | None = None) -> Any:
     """The value of the JSON text `data` (whose :func:`_outside_strings` is `skeleton`, whose
     keys and containers are counted and whose nesting is within :func:`check_shape`'s
     limit), parsed by ``orjson`` when it is then proven to be :func:`loads_strict`'s value
@@ -636,7 +645,7 @@ def _parse_document(data: bytes, skeleton: bytes) -> Any:
         written = _written_colons(value)
     except (_orjson.JSONDecodeError, _orjson.JSONEncodeError, RecursionError):
         return NOT_PROVEN
-    if written != data.count(b":"):
+    if written != (data.count(b":") if colons is None else colons):
         return NOT_PROVEN  # a duplicate key
     return value
 
@@ -680,13 +689,14 @@ def loads_document(
     quick = shape_is_bounded(data, max_depth=max_depth, max_string=max_string)
     skeleton: bytes | None = None
     longest = 0
-    if not quick or FAST_DOCUMENT or data.count(b":") > min(max_keys, max_object_keys):
+    colons = data.count(b":")  # counted once: the key count and the duplicate check ask
+    if not quick or FAST_DOCUMENT or colons > min(max_keys, max_object_keys):
         skeleton, longest = _strings_out(data, measure=None if quick else max_string + 1)
-    _check_key_count(data, where, max_keys, max_object_keys, skeleton)
+    _check_key_count(data, where, max_keys, max_object_keys, skeleton, colons=colons)
     bounded = quick or _skeleton_shape_is_bounded(skeleton or b"", longest, max_depth, max_string)
     value = NOT_PROVEN
     if FAST_DOCUMENT and bounded and skeleton is not None and max_depth <= _FAST_MAX_DEPTH:
-        value = _parse_document(data, skeleton)
+        value = _parse_document(data, skeleton, colons)
     if value is NOT_PROVEN:
         value = _decode_strict(data, where=where)
     return value, bounded

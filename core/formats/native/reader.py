@@ -48,7 +48,7 @@ class _BoundedReader(io.RawIOBase):
 
     def __init__(
         self,
-        raw: IO[bytes] | io.RawIOBase | gzip.GzipFile,
+        raw: io.RawIOBase | gzip.GzipFile,
         limit: int,
         what: str,
         compressed: _Counted | None = None,
@@ -74,19 +74,20 @@ class _BoundedReader(io.RawIOBase):
             return 0
         want = min(len(b), self._left, _READ_BYTES) or 1
         try:
-            data = self._raw.read(want)
+            # straight into the caller's buffer: a copy of every byte fewer than read()
+            got = self._raw.readinto(memoryview(b)[:want]) or 0
         except (OSError, EOFError, zlib.error) as exc:
             raise _malformed(
                 f"{self._what}: the gzip stream is corrupt or truncated ({exc})"
             ) from None
-        if len(data) > self._left:
+        if got > self._left:
             raise ReplayError(
                 MALFORMED_TRACE,
                 f"{self._what}: more than {self._limit} bytes once decompressed; refused "
                 "(a gzip bomb, or a trace larger than this console accepts)",
                 detail={"limit": "max_total_bytes"},
             )
-        self._left -= len(data)
+        self._left -= got
         if self._compressed is not None:
             out = self._limit - self._left
             if out > self._floor and out > self._ratio * self._compressed.count:
@@ -95,8 +96,7 @@ class _BoundedReader(io.RawIOBase):
                     f"compressed size ({out} bytes from {self._compressed.count}, past the "
                     f"first {self._floor}); refused as a gzip bomb"
                 )
-        b[: len(data)] = data
-        return len(data)
+        return got
 
 
 class _Counted(io.RawIOBase):
@@ -130,7 +130,7 @@ def open_native(
     rest = _Prefixed(head, source)
     compressed = head == GZIP_MAGIC
     name = filename.lower().removesuffix(".gz")
-    stream: IO[bytes]
+    stream: io.BufferedReader
     if compressed:
         counted = _Counted(rest)
         stream = io.BufferedReader(
@@ -180,33 +180,36 @@ class _Prefixed(io.RawIOBase):
             b[:n] = self._prefix[:n]
             self._prefix = self._prefix[n:]
             return n
+        readinto = getattr(self._raw, "readinto", None)
+        if readinto is not None:  # a file: straight into the caller's buffer
+            return readinto(b) or 0
         data = self._raw.read(len(b))
         b[: len(data)] = data
         return len(data)
 
 
-def _read_document_bytes(stream: IO[bytes], limits: Limits) -> bytes:
-    # in pieces, refused as soon as the limit is crossed: never a buffer of the limit's size
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := stream.read(_READ_BYTES):
-        size += len(chunk)
-        if size > limits.max_document_bytes:
+def _read_document_bytes(stream: io.BufferedReader, limits: Limits) -> bytearray:
+    # in pieces, refused as soon as the limit is crossed: never a buffer of the limit's
+    # size. One buffer that grows (in place: a large one is remapped, not copied), each
+    # piece copied into it once; a list of pieces joined at the end would touch twice the
+    # memory, and fresh pages cost more than the copy (15,000 page faults for a 30 MB
+    # document against 8,400, three times the time)
+    data = bytearray()
+    while chunk := stream.read1(_READ_BYTES):
+        if len(data) + len(chunk) > limits.max_document_bytes:
             raise ReplayError(
                 MALFORMED_TRACE,
                 f"the JSON document is larger than {limits.max_document_bytes} bytes; send "
                 "large traces as JSON Lines (*.trace.jsonl), which are streamed",
                 detail={"limit": "max_document_bytes"},
             )
-        chunks.append(chunk)
-    data = b"".join(chunks)
-    del chunks
+        data += chunk
     if not data or data.isspace():  # what strip() would empty, without a copy of the text
         raise _malformed("the file is empty")
     return data
 
 
-def _open_document(stream: IO[bytes], compressed: bool, limits: Limits) -> NativeTrace:
+def _open_document(stream: io.BufferedReader, compressed: bool, limits: Limits) -> NativeTrace:
     data = _read_document_bytes(stream, limits)
     # loads_strict's value and refusals; `bounded`: the shape is proven from the bytes (the
     # walk of a large document costs more), in the pass the key count makes over them
