@@ -286,6 +286,7 @@ def run_child(name: str, path: str | None, workers: int = 1) -> Any:
 
 
 ENGINE_1 = "engine, .jsonl, 1 core"
+ENGINE_JSON = "engine, .json, 1 core"
 CEILING = "CEILING: loads+body+sha"
 CEILING_MACE = "ceiling, mace_v1(body dict)"
 SIMPLE = "straightforward, events"
@@ -308,7 +309,7 @@ def part_one(args: argparse.Namespace, directory: Path) -> bool:
     )
     contenders: list[tuple[str, str, Path | None, int]] = [
         (ENGINE_1, "engine", as_jsonl, 1),
-        ("engine, .json, 1 core", "engine", as_json, 1),
+        (ENGINE_JSON, "engine", as_json, 1),
     ]
     if args.workers > 1:
         contenders.append(
@@ -381,7 +382,14 @@ def part_one(args: argparse.Namespace, directory: Path) -> bool:
         f">= {GOAL_STRAIGHTFORWARD:g}x straightforward: {one_core / rate(SIMPLE_FULL):.2f}x "
         f"{'MET' if ok_simple else 'MISSED'} (events only: {one_core / rate(SIMPLE):.2f}x)"
     )
-    return all(r["ok"] for r in best.values()) and ok_ceiling and ok_simple
+    # the whole document, read and parsed at once, is held to the same ratio
+    document = rate(ENGINE_JSON) / rate(ceiling)
+    ok_document = document >= GOAL_CEILING
+    print(
+        f"goal (engine .json, 1 core): >= {GOAL_CEILING}x ceiling: {document:.2f}x "
+        f"{'MET' if ok_document else 'MISSED'}"
+    )
+    return all(r["ok"] for r in best.values()) and ok_ceiling and ok_simple and ok_document
 
 
 # --- part 2: a 1 GB JSON Lines trace ------------------------------------------------------

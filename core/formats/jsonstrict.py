@@ -299,7 +299,8 @@ def _check_key_count(
     colons: int | None = None,
 ) -> None:
     """:func:`check_key_count`, given the text's :func:`_outside_strings` when the caller
-    has it (`skeleton`; else None) and its colons when it has counted them (`colons`)."""
+    has it (`skeleton`, or only its brackets and colons, in order; else None) and its
+    colons when it has counted them (`colons`)."""
     # the skeleton's brackets are those outside the strings (a third of a document's bytes
     # to count); more than the limit, the exact scan of the text words the refusal
     if skeleton is None or has_many_containers(skeleton):
@@ -692,8 +693,11 @@ def loads_document(
     colons = data.count(b":")  # counted once: the key count and the duplicate check ask
     if not quick or FAST_DOCUMENT or colons > min(max_keys, max_object_keys):
         skeleton, longest = _strings_out(data, measure=None if quick else max_string + 1)
-    _check_key_count(data, where, max_keys, max_object_keys, skeleton, colons=colons)
-    bounded = quick or _skeleton_shape_is_bounded(skeleton or b"", longest, max_depth, max_string)
+    # the key count and the shape need only the brackets and colons of the skeleton: kept
+    # once (a tenth of its bytes), each of their passes reads that
+    structure = None if skeleton is None else skeleton.translate(None, _NOT_STRUCTURE)
+    _check_key_count(data, where, max_keys, max_object_keys, structure, colons=colons)
+    bounded = quick or _skeleton_shape_is_bounded(structure or b"", longest, max_depth, max_string)
     value = NOT_PROVEN
     if FAST_DOCUMENT and bounded and skeleton is not None and max_depth <= _FAST_MAX_DEPTH:
         value = _parse_document(data, skeleton, colons)
@@ -713,6 +717,9 @@ def shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:
 
 #: every byte but the brackets: deleted, they leave a text's nesting
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
+#: every byte but the brackets and the colon: deleted from a skeleton (:func:`_strings_out`),
+#: they leave what the key count and the shape read of it, in order
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b"{}[]:")
 
 
 def text_shape_is_bounded(data: bytes, *, max_depth: int, max_string: int) -> bool:

@@ -50,6 +50,7 @@ def test_it_prints_the_replay_table_in_a_quick_run():
     for row in ("engine, .jsonl, 1 core", "CEILING", "straightforward", "sha256 raw"):
         assert row in out
     assert "goals (engine .jsonl, 1 core)" in out
+    assert "goal (engine .json, 1 core): >= 0.5x ceiling: " in out
     assert "NOT OK" not in out
 
 
