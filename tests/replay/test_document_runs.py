@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from core.formats import native
-from core.formats.native import reader
+from core.formats.native import reader, runs
 from core.replay import engine
 from core.replay.recorder import rechain, record, reseal
 from core.replay.registry import default_registry
@@ -181,3 +181,38 @@ def test_the_variants_fail_where_they_were_made():
         f"event {MIDDLE}: payload.wm_id "
     )
     assert reports["an event removed, rechained"]["broke_at"] == MIDDLE + 1
+
+
+def test_a_runs_bytes_are_the_body_and_sealed_bytes_of_each_event():
+    # the run writes each event's hashed body and sealed bytes from its parts; they are the
+    # very bytes `event_body_bytes` and `sealed_event_bytes` write, for any payload and type
+    doc = copy.deepcopy(document())
+    kinds = [
+        {"text": 'Ünïcödé ﬁ and \u2028 and "quotes" \\ back', "n": -0.0},
+        {"floats": [1e-07, 1e16, 0.1 + 0.2, -1.5e-300], "deep": {"a": {"b": [None, True]}}},
+        {"big": 2**63 - 1, "neg": -(2**63), "empty": {}, "list": []},
+        {"\u00e9": 1, "e\u0301": 2, "z": "\U0001f600"},
+    ]
+    for i, event in enumerate(doc["events"][:40]):
+        event["payload"] = {**event["payload"], **kinds[i % len(kinds)]}
+        if i % 5 == 3:
+            event["type"] = 'custom "type" é'
+    rechain(doc)
+    events = doc["events"][:40]
+    derive = native.event_id_deriver(doc["job"]["job_seed"])
+    run = runs.EventRun(events, derive)
+    assert len(run.events) == 40
+    bodies = [native.event_body_bytes(e, "event") for e in events]
+    first_seq, first_body, first_hash, blob, last, count, kept = run.summary(keep=True)
+    assert (first_seq, first_body, first_hash) == (0, bodies[0], events[0]["hash"])
+    assert blob == b",".join(
+        native.sealed_event_bytes(body, e["hash"]) for body, e in zip(bodies, events, strict=True)
+    )
+    assert (last, count, kept) == (events[-1]["hash"], 40, events)
+
+
+def test_a_payload_mace_v1_cannot_write_ends_the_run_before_it():
+    doc = copy.deepcopy(document())
+    doc["events"][7]["payload"] = {"x": float("nan")}
+    run = runs.EventRun(doc["events"][:20], native.event_id_deriver(doc["job"]["job_seed"]))
+    assert len(run.events) == 7

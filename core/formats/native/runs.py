@@ -12,9 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from core.errors import ReplayError
-from core.formats.native.hashing import _sha256, event_body_bytes, sealed_event_bytes
+from core.canonical import CanonicalError, mace_v1
+from core.formats.native.hashing import _sha256
 from core.formats.native.schema import _plain_event
+
+#: `hashing.event_body_bytes` and `hashing.sealed_event_bytes` of a plain event, from its
+#: parts: the keys sort as event_id < hash < payload < seq < type (tests pin the bytes equal)
+_BODY = b'{"event_id":"%s","payload":%s,"seq":%d,"type":%s}'
+_SEALED = b'{"event_id":"%s","hash":"%s","payload":%s,"seq":%d,"type":%s}'
 
 
 class EventRun:
@@ -38,8 +43,10 @@ class EventRun:
         sealed: list[bytes] = []
         append_event, append_sealed = events.append, sealed.append
         sha256 = _sha256
-        body_of = event_body_bytes
-        first_seq, first_body, prev = 0, b"", ""
+        canonical = mace_v1
+        body_bytes, sealed_bytes = _BODY, _SEALED
+        types: dict[str, bytes] = {}  # an event type's mace-v1 bytes (a run has a handful)
+        first_seq, first_body, prev, last = 0, b"", b"", ""
         for index, obj in enumerate(objs):
             if not (
                 # the first event gets every check of validate_event; a later one skips the
@@ -62,28 +69,36 @@ class EventRun:
             payload = obj["payload"]
             if "wm_id" in payload or "episodic_id" in payload:
                 break
-            seq, recorded = obj["seq"], obj["hash"]
+            seq, recorded, type_, event_id = obj["seq"], obj["hash"], obj["type"], obj["event_id"]
             # the derived id is 64 lower-case hex: equal to it, event_id is what
             # validate_event requires
-            if derive_id(seq, obj["type"]) != obj["event_id"]:
+            if derive_id(seq, type_) != event_id:
                 break
+            # the body (`event_body_bytes`) and the sealed event (`sealed_event_bytes`) are
+            # written from the same parts: the payload canonicalised once, no slicing. A
+            # part mace-v1 cannot write ends the run: its own row words the refusal
             try:
-                body = body_of(obj, "event", id_is_hex=True)
-            except ReplayError:  # a payload mace-v1 cannot write: its own row says so
+                type_bytes = types.get(type_)
+                if type_bytes is None:
+                    type_bytes = types[type_] = canonical(type_)
+                payload_bytes = canonical(payload)
+            except (CanonicalError, RecursionError, ValueError):
                 break
+            id_bytes = event_id.encode()
+            body = body_bytes % (id_bytes, payload_bytes, seq, type_bytes)
             if index == 0:
                 first_seq, first_body = seq, body
             elif (
-                seq != first_seq + index
-                or "sha256:" + sha256(prev.encode() + body).hexdigest() != recorded
+                seq != first_seq + index or "sha256:" + sha256(prev + body).hexdigest() != recorded
             ):
                 break
-            append_sealed(sealed_event_bytes(body, recorded))
+            prev = recorded.encode()
+            append_sealed(sealed_bytes % (id_bytes, prev, payload_bytes, seq, type_bytes))
             append_event(obj)
-            prev = recorded
+            last = recorded
         self.events = events
         self._sealed = sealed
-        self._first_seq, self._first_body, self._last = first_seq, first_body, prev
+        self._first_seq, self._first_body, self._last = first_seq, first_body, last
 
     def summary(self, keep: bool) -> tuple[Any, ...]:
         """The ``pre`` of the run's row (see `trace.Row`); the events themselves only if
