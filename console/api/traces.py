@@ -183,11 +183,13 @@ class TraceUploadOutputSerializer(TraceOutput):
 @extend_schema_serializer(component_name="TraceUploadBatchItem")
 class UploadBatchItemSerializer(serializers.Serializer):
     """One file of a multi-file upload: stored (``trace``), refused (``error_code``,
-    ``message``), or a companion stored with the trace ``input_of`` names."""
+    ``message``), or a companion stored with the trace ``input_of`` names, ``input_as``
+    saying what it is to that trace in its format's words (as the upload page does)."""
 
     filename = serializers.CharField()
     trace = TraceUploadOutputSerializer(allow_null=True)
     input_of = serializers.CharField(allow_null=True)
+    input_as = serializers.CharField(allow_null=True)
     error_code = serializers.CharField(allow_null=True)
     message = serializers.CharField(allow_null=True)
 
@@ -279,6 +281,7 @@ class TraceUploadApi(APIView):
                     "filename": o.filename,
                     "trace": trace,
                     "input_of": o.input_of or None,
+                    "input_as": o.input_as or None,
                     "error_code": o.error.code if o.error is not None else None,
                     "message": o.error.message if o.error is not None else None,
                 }

@@ -31,9 +31,9 @@ def test_an_artifact_and_its_contract_by_name_are_one_upload(as_persona):
     )
     assert response.status_code == 201
     results = response.json()["results"]
-    assert [(r["filename"], r["input_of"], r["error_code"]) for r in results] == [
-        ("money.json", None, None),
-        ("money.contract.json", "money.json", None),
+    assert [(r["filename"], r["input_of"], r["input_as"], r["error_code"]) for r in results] == [
+        ("money.json", None, None, None),
+        ("money.contract.json", "money.json", "a Paxman artifact's contract", None),
     ]
     trace = Trace.objects.get()
     assert results[0]["trace"]["sha256"] == trace.blob.sha256
