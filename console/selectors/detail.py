@@ -14,6 +14,7 @@ from console.selectors.budget import (
 from console.selectors.opened import OpenedTrace, _borrowed_or_own
 from core.errors import ReplayError
 from core.formats import native
+from core.formats.protocol import ArtifactVersions
 from replay.models import Snapshot, Trace
 from replay.prepared import Prepared
 from replay.selectors import required_snapshot_ids, snapshots_stored
@@ -194,16 +195,24 @@ def trace_copies(trace: Trace) -> list[Trace]:
     return COPIES(trace_id=trace.trace_id, pk=trace.pk)
 
 
-def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:
-    """The other stored versions of a Paxman artifact: files whose artifact ``id`` (their
-    trace id) is this one's, newest first, each to compare with field by field. An artifact
-    that records no id is stored under its file's sha256 and has no other versions."""
-    from core.formats import PAXMAN
+def artifact_versions(trace: Trace) -> ArtifactVersions | None:
+    """The words of the versions table of a file whose format has versions of one artifact
+    (its ``versions``, a Paxman artifact's), or None."""
+    from core.formats import formats
 
-    if trace.format != PAXMAN or trace.trace_id == trace.blob.sha256:
+    found = getattr(formats().get(trace.format), "versions", None)
+    return found if isinstance(found, ArtifactVersions) else None
+
+
+def traces_same_artifact(trace: Trace, limit: int = 50) -> list[Trace]:
+    """The other stored versions of the artifact this file is a version of, for a format that
+    has them (`artifact_versions`): files of its format whose trace id (the artifact's
+    ``id``) is this one's, newest first, each to compare with field by field. An artifact
+    that records no id is stored under its file's sha256 and has no other versions."""
+    if artifact_versions(trace) is None or trace.trace_id == trace.blob.sha256:
         return []
     return list(
-        Trace.objects.filter(format=PAXMAN, trace_id=trace.trace_id)
+        Trace.objects.filter(format=trace.format, trace_id=trace.trace_id)
         .exclude(pk=trace.pk)
         .select_related("blob")
         .order_by("-created_at", "-id")[:limit]

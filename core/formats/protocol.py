@@ -55,6 +55,11 @@ A format is an object with:
   the defaults, the run stores the result, and ``verify``/``replay`` read it from
   ``VerifyContext.options``. A format without them refuses any option.
 
+- optionally ``versions`` (:class:`ArtifactVersions`, data): stored files of this format
+  that carry one trace id are versions of one artifact (a Paxman artifact issued again
+  under its ``id``); a trace page lists the others to compare with, in the format's words.
+  A format without it has no versions (its files with one trace id are copies).
+
 - ``companions``: the rules (:class:`CompanionRule`, data) saying which other files of one
   upload belong with a file of this format, by name or by the fields that name them
   (``named_by``); the upload page receives them as JSON and groups a drop by them, the
@@ -253,6 +258,19 @@ class CompanionRule:
             return []
         values = (document.get(name) for name in self.named_by)
         return [self.companion.replace("{named}", v) for v in values if isinstance(v, str) and v]
+
+
+@dataclass(frozen=True)
+class ArtifactVersions:
+    """A format whose stored files with one trace id are versions of one artifact: the words
+    its trace page's table of the other versions uses (its own fields' names)."""
+
+    #: the table's heading
+    title: str
+    #: the header of the column of each version's recorded start (``Trace.started_at``)
+    started: str
+    #: the header of the column of each version's runtime version (``Trace.runtime_version``)
+    version: str
 
 
 @dataclass(frozen=True)

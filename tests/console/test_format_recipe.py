@@ -171,3 +171,30 @@ def test_a_replay_report_shows_the_toys_own_part_from_its_package(
     assert response.status_code == 303
     page = client.get(response["Location"]).content.decode()
     assert '<p id="toy-sum">Toy sum: the values add up to 3</p>' in page
+
+
+def test_a_format_with_versions_lists_them_on_its_trace_page_in_its_own_words(
+    as_persona, monkeypatch
+):
+    # versions are a format's own (`protocol.ArtifactVersions`, Paxman's): the toy declares
+    # none, so two toy logs with one id are not versions of one artifact until it does
+    client = api_client("alice")
+    upload_api(client, SimpleUploadedFile("a.toy.json", toy_bytes("a", [1, 2])))
+    upload_api(client, SimpleUploadedFile("a2.toy.json", toy_bytes("a", [1, 3])))
+    first, second = Trace.objects.order_by("id")
+    page = as_persona("alice")
+    assert 'id="artifact-history"' not in trace_page(page, second).content.decode()
+
+    words = protocol.ArtifactVersions(
+        title="Earlier toy logs", started="toy started", version="toy version"
+    )
+    monkeypatch.setattr(toy.ToyFormat, "versions", words, raising=False)
+    body = trace_page(page, second).content.decode()
+    assert (
+        '<h3>Earlier toy logs</h3>\n  <table id="artifact-history">\n'
+        "    <thead><tr><th>File</th><th>toy started</th><th>toy version</th>"
+    ) in body
+    history = body[body.index('<table id="artifact-history">') :]
+    history = history[: history.index("</table>")]
+    assert f'<a href="/traces/{first.blob.sha256}/">a.toy.json</a>' in history
+    assert history.count("<tr>") == 2  # the header and the one other version

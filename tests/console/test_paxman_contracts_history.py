@@ -250,6 +250,12 @@ def test_the_trace_page_lists_the_other_versions_of_the_artifact_with_comparison
     assert (first.trace_id, second.trace_id, unrelated.trace_id) == ("art-7", "art-7", "art-8")
     client = as_persona("alice")
     page = client.get(f"/traces/{second.blob.sha256}/").content.decode()
+    heading = (
+        '<h3>Other versions of this artifact</h3>\n  <table id="artifact-history">\n'
+        "    <thead><tr><th>File</th><th>Artifact created_at</th><th>paxman_version</th>"
+        "<th>Stored</th><th>Verdict</th><th>Comparison</th></tr></thead>"
+    )
+    assert page.count(heading) == 1
     history = page[page.index('<table id="artifact-history">') :]
     history = history[: history.index("</table>")]
     assert f'<a href="/traces/{first.blob.sha256}/">art-7.v1.json</a>' in history

@@ -18,6 +18,7 @@ from core.formats import paxman
 from core.formats.common import differences, halt_refusal, halts_clear
 from core.formats.paxman import settings as paxman_settings
 from core.formats.protocol import (
+    ArtifactVersions,
     CompanionRule,
     Difference,
     FormatRegistry,
@@ -77,6 +78,13 @@ class PaxmanFormat:
     #: the artifact is refused (nothing stored), as a file that does not parse is
     unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.INVALID_CONTRACT})
     replay_note = "rehydrates the artifact and checks it in the seed's order (seed 001 §3)"
+    #: an artifact issued again under its ``id`` is stored as another version of it (an
+    #: artifact that records no id is stored under its file's sha256: no versions)
+    versions = ArtifactVersions(
+        title="Other versions of this artifact",
+        started="Artifact created_at",
+        version="paxman_version",
+    )
     #: no templates of its own: the console's shared panel shows it
     templates: str | None = None
     report_template: str | None = None
