@@ -74,6 +74,21 @@ def event_hash(prev: str, event: dict[str, Any], where: str = "event") -> tuple[
 _TYPE_BYTES: dict[str, bytes] = {}  # mace_v1 of event types seen (a trace uses a handful)
 _TYPE_CACHE_MAX = 4096
 
+#: an event's hashed body and its sealed bytes (with its `hash`), from their parts: the keys
+#: sort as event_id < hash < payload < seq < type (`event_body_bytes`, `runs.EventRun`)
+EVENT_BODY = b'{"event_id":"%s","payload":%s,"seq":%d,"type":%s}'
+SEALED_EVENT = b'{"event_id":"%s","hash":"%s","payload":%s,"seq":%d,"type":%s}'
+
+
+def type_bytes_of(type_: str) -> bytes:
+    """`mace_v1(type_)`, kept for the types seen (raises as `mace_v1` does)."""
+    found = _TYPE_BYTES.get(type_)
+    if found is None:
+        found = mace_v1(type_)
+        if len(_TYPE_BYTES) < _TYPE_CACHE_MAX:
+            _TYPE_BYTES[type_] = found
+    return found
+
 
 def event_body_bytes(
     event: dict[str, Any], where: str = "event", *, id_is_hex: bool = False
@@ -99,16 +114,11 @@ def event_body_bytes(
         and type(type_) is str
     ):
         try:
-            type_bytes = _TYPE_BYTES.get(type_)
-            if type_bytes is None:
-                type_bytes = mace_v1(type_)
-                if len(_TYPE_BYTES) < _TYPE_CACHE_MAX:
-                    _TYPE_BYTES[type_] = type_bytes
-            return b'{"event_id":"%s","payload":%s,"seq":%d,"type":%s}' % (
+            return EVENT_BODY % (
                 event_id.encode(),
                 mace_v1(event["payload"]),
                 seq,
-                type_bytes,
+                _TYPE_BYTES.get(type_) or type_bytes_of(type_),
             )
         except (CanonicalError, RecursionError, ValueError):
             pass  # canonical() below raises the refusal, worded for the whole body

@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from core.canonical import CanonicalError, mace_v1
-from core.formats.native.hashing import _sha256
+from core.formats.native.hashing import (
+    _TYPE_BYTES,
+    EVENT_BODY,
+    SEALED_EVENT,
+    _sha256,
+    type_bytes_of,
+)
 from core.formats.native.schema import _plain_event
-
-#: `hashing.event_body_bytes` and `hashing.sealed_event_bytes` of a plain event, from its
-#: parts: the keys sort as event_id < hash < payload < seq < type (tests pin the bytes equal)
-_BODY = b'{"event_id":"%s","payload":%s,"seq":%d,"type":%s}'
-_SEALED = b'{"event_id":"%s","hash":"%s","payload":%s,"seq":%d,"type":%s}'
 
 
 class EventRun:
@@ -44,8 +45,8 @@ class EventRun:
         append_event, append_sealed = events.append, sealed.append
         sha256 = _sha256
         canonical = mace_v1
-        body_bytes, sealed_bytes = _BODY, _SEALED
-        types: dict[str, bytes] = {}  # an event type's mace-v1 bytes (a run has a handful)
+        body_bytes, sealed_bytes = EVENT_BODY, SEALED_EVENT
+        types = _TYPE_BYTES  # an event type's mace-v1 bytes (`hashing.type_bytes_of`)
         first_seq, first_body, prev, last = 0, b"", b"", ""
         for index, obj in enumerate(objs):
             if not (
@@ -78,9 +79,7 @@ class EventRun:
             # written from the same parts: the payload canonicalised once, no slicing. A
             # part mace-v1 cannot write ends the run: its own row words the refusal
             try:
-                type_bytes = types.get(type_)
-                if type_bytes is None:
-                    type_bytes = types[type_] = canonical(type_)
+                type_bytes = types.get(type_) or type_bytes_of(type_)
                 payload_bytes = canonical(payload)
             except (CanonicalError, RecursionError, ValueError):
                 break
