@@ -25,6 +25,15 @@ def test_the_dashboard_lists_what_each_non_replayable_trace_misses(as_persona, i
     for item in trace_missing(lacking):
         assert f"<li><code>{item}</code></li>" in section
     assert section.count("<tr>") == 2  # header + the one trace
+    assert "Every stored trace is replayable." not in section
+
+
+def test_the_dashboard_says_when_every_stored_trace_is_replayable(as_persona, ingest):
+    ingest("ok")
+    body = as_persona("oscar").get("/ops/").content.decode()
+    section = body[body.index('id="not-replayable"') : body.index('id="drift"')]
+    assert section.count('<tr><td colspan="3" class="empty">Every stored trace is replayable.') == 1
+    assert section.count("<tr>") == 2  # header + the empty row
 
 
 def test_the_chart_stacks_todays_verdicts(as_persona, replayed):
