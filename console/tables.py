@@ -31,38 +31,82 @@ def _e(value: Any) -> str:
     return str(conditional_escape(value))
 
 
-def _row(t: Trace, detail_prefix: str, detail_suffix: str) -> str:
-    sha = t.blob.sha256
-    twin = ""
-    if getattr(t, "shares_trace_id", False):
-        by = (
-            _e(t.uploaded_by.get_username()) if t.uploaded_by_id else "nobody on record"  # type: ignore[union-attr]
-        )
-        twin = (
-            f'\n          <br><span class="trace-twin">{_e(t.filename)} · '
-            f"{_e(filesizeformat(t.blob.size))} · <code>{_e(sha[:12])}</code> · "
-            f"uploaded by {by}</span>"
-        )
+def uploader_words(t: Trace) -> str:
+    """Who stored a trace, in words (unescaped): the person who uploaded it, else what loaded
+    it (``Trace.uploaded_label``: "loaded by the demo"), else "nobody on record" (a file
+    ``manage.py ingest`` stored, or one whose uploader was deleted)."""
+    if t.uploaded_by_id:
+        return f"uploaded by {t.uploaded_by.get_username()}"  # type: ignore[union-attr]
+    if t.uploaded_label:
+        return f"loaded by {t.uploaded_label}"
+    return "uploaded by nobody on record"
+
+
+#: the badge of a trace whose verdict is tamper_detected: "replayable" says that every file a
+#: replay needs is stored, which means nothing for a file that failed its integrity check
+NOT_INTACT_TITLE = (
+    "the file failed its integrity check (tamper detected): a replay stops there, "
+    "whatever is stored, so replayable does not apply"
+)
+
+
+def _replayable_badge(t: Trace) -> str:
     if t.expired_at:
-        replayable = (
+        return (
             f'<span class="badge no" title="expired by retention: {_e(t.expiry_rule)}">'
             "expired</span>"
         )
-    elif getattr(t, "replayable", False):
-        replayable = '<span class="badge yes">replayable</span>'
-    else:
-        replayable = '<span class="badge no">not replayable</span>'
+    if t.last_status == Trace.Status.TAMPER_DETECTED:
+        return f'<span class="badge not-intact" title="{NOT_INTACT_TITLE}">not intact</span>'
+    if getattr(t, "replayable", False):
+        return '<span class="badge yes">replayable</span>'
+    return '<span class="badge no">not replayable</span>'
+
+
+def replayable_badge(t: Trace) -> SafeString:
+    """The list's (and the upload page's) replayability badge of a trace: expired, not
+    intact (a tampered file: never "replayable", whatever it has stored), replayable (every
+    snapshot and output a production replay needs is stored: ``trace.replayable``, set by
+    ``traces_mark_replayable``) or not replayable."""
+    return mark_safe(_replayable_badge(t))  # noqa: S308 - escaped
+
+
+def contents_words(event_count: int, step_count: int) -> str:
+    """A stored file's counts in words, each only when there is one to count: "12 events,
+    3 steps", "5 steps" (a Paxman artifact's fields), "" (an AHD sidecar, a MACE log as
+    MACE's writer persists it: formats whose files have neither, whose facts the format's
+    panel shows). Localised as ``{{ value }}`` writes a number."""
+    parts = [
+        f"{localize(n)} {word if n == 1 else word + 's'}"
+        for n, word in ((event_count, "event"), (step_count, "step"))
+        if n
+    ]
+    return ", ".join(parts)
+
+
+def _row(t: Trace, detail_prefix: str, detail_suffix: str) -> str:
+    sha = t.blob.sha256
+    href = f"{detail_prefix}{_e(sha)}{detail_suffix}"
+    twin = ""
+    if getattr(t, "shares_trace_id", False):
+        # rows of one trace id (the demo's six files of one job, a re-run, a re-export): the
+        # file name is their link too, with what else tells them apart
+        twin = (
+            f'\n          <br><span class="trace-twin"><a href="{href}">{_e(t.filename)}</a> · '
+            f"{_e(filesizeformat(t.blob.size))} · <code>{_e(sha[:12])}</code> · "
+            f"{_e(uploader_words(t))}</span>"
+        )
     when = template_localtime(t.created_at)
     status = t.last_status
     return (
         "\n      <tr>\n"
-        f'        <td><a href="{detail_prefix}{_e(sha)}{detail_suffix}"><code>{_e(t.trace_id)}'
+        f'        <td><a href="{href}"><code>{_e(t.trace_id)}'
         f"</code></a>{twin}</td>\n"
         f"        <td>{_e(t.format)}</td>\n"
         f"        <td>{_e(t.job_id or '—')}</td>\n"
         f'        <td><span class="badge verdict-{_e(status)}">'
         f"{_e(_LABELS.get(status, status))}</span></td>\n"
-        f"        <td>{replayable}</td>\n"
+        f"        <td>{_replayable_badge(t)}</td>\n"
         f'        <td><time datetime="{_e(when.isoformat())}">'
         f"{when:%Y-%m-%d %H:%M}</time></td>\n"
         "      </tr>\n    "

@@ -150,9 +150,13 @@ def database_ensure(server: str, name: str, private: Path) -> tuple[str, str]:
                         sql.SQL(kind), sql.Identifier(obj), sql.Identifier(owner)
                     )
                 )
+        # the project's functions (the append-only triggers'), not an extension's: pg_trgm's
+        # (made by replay's migration 0011) stay as CREATE EXTENSION made them
         functions = conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n"
-            " ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
+            " ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND NOT EXISTS ("
+            "SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass"
+            " AND d.objid = p.oid AND d.deptype = 'e')"
         ).fetchall()
         for (signature,) in functions:
             conn.execute(

@@ -106,6 +106,9 @@ class Trace(models.Model):
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # what stored the file when no person did (``"the demo"``), as a ledger event's
+    # actor_label: the pages say "loaded by the demo", not "uploaded by nobody on record"
+    uploaded_label = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     # retention (governance.retention): once expired the trace is a tombstone, its content
     # removed and its hashes kept; when, and by which rule (e.g. "verdict:ok (30 days)")

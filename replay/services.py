@@ -297,6 +297,7 @@ def trace_ingest(
     source: IO[bytes],
     filename: str,
     uploaded_by: Any = None,
+    uploaded_label: str = "",
     declared_format: str | None = None,
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
@@ -317,7 +318,8 @@ def trace_ingest(
     refuses the artifact). An archive given as the file itself is one AHD run handed over
     whole (its sidecar with the token and brief it names): the sidecar is stored with them.
     ``detected``: the format the caller already sniffed ``source`` as, positioned at its start
-    (the upload batch): it is not sniffed again.
+    (the upload batch): it is not sniffed again. ``uploaded_label``: what stores it when no
+    person does (``"the demo"``), kept on the row for the pages to say.
     """
     whole = _unpacker(filename)
     if whole is not None:
@@ -339,6 +341,7 @@ def trace_ingest(
         filename,
         fmt=_format(fmt),
         uploaded_by=uploaded_by,
+        uploaded_label=uploaded_label,
         progress=progress,
         workers=workers,
         inputs=inputs,
@@ -353,6 +356,7 @@ def _ingest(
     *,
     fmt: TraceFormat,
     uploaded_by: Any,
+    uploaded_label: str = "",
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
     inputs: Mapping[str, bytes] | None = None,
@@ -392,6 +396,7 @@ def _ingest(
             facts=facts,
             report=report,
             uploaded_by=uploaded_by,
+            uploaded_label=uploaded_label,
         )
     finally:
         spooled.discard()
@@ -590,6 +595,7 @@ def _store(
     facts: StoredFacts,
     report: engine.ReplayReport,
     uploaded_by: Any,
+    uploaded_label: str = "",
 ) -> IngestResult:
     for snap in facts.snapshots:
         Snapshot.objects.get_or_create(
@@ -632,6 +638,7 @@ def _store(
         # no run yet: the rule's verdict is the upload's (core/replay/verdicts.py)
         last_status=verdicts.trace_verdict(ingest=report.status, runs=()),
         uploaded_by=uploaded_by,
+        uploaded_label=uploaded_label[:150],
     )
     trace_stored.send(sender=Trace, trace=row, opened=spooled.open)
     if blob_put(spooled) != name:  # pragma: no cover - blob_put names by the digest

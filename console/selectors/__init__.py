@@ -32,6 +32,7 @@ from console.selectors.detail import (
     traces_same_job,
 )
 from console.selectors.listing import (
+    FILENAME_PART_MIN,
     MAX_PAGE_SIZE,
     PAGE_SIZE,
     SORT_CHOICES,
@@ -45,6 +46,7 @@ from console.selectors.listing import (
     TracePage,
     cursor_decode,
     cursor_encode,
+    search_q,
     sort_ordering,
     sort_parse,
     trace_formats,
@@ -71,6 +73,7 @@ from console.selectors.opened import (
 )
 
 __all__ = [
+    "FILENAME_PART_MIN",
     "INDEX_BUILD_STALE",
     "MAX_PAGE_SIZE",
     "MAX_WINDOW_SIZE",
@@ -100,6 +103,7 @@ __all__ = [
     "index_inline_records",
     "page_budget_message",
     "page_read_limit",
+    "search_q",
     "sort_ordering",
     "sort_parse",
     "trace_compare",

@@ -19,6 +19,7 @@ from console.forms import TraceFilterForm
 from console.jsonview import json_tree
 from console.redaction import policy_pointers, redact
 from console.selectors import (
+    FILENAME_PART_MIN,
     SORT_DEFAULT,
     CursorError,
     IndexPending,
@@ -124,6 +125,7 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
     else:
         status = 400
     base = {k: str(v) for k, v in request.GET.items() if k != "cursor" and v}
+    q = form.cleaned_data.get("q", "").strip() if form.is_valid() else ""
 
     def link(cursor: str | None) -> str | None:
         return None if cursor is None else "?" + urlencode({**base, "cursor": cursor})
@@ -131,6 +133,9 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "page": page,
+        # a search too short to be a part of a file name (console.selectors.search_q)
+        "q_short": q if 0 < len(q) < FILENAME_PART_MIN else "",
+        "filename_part_min": FILENAME_PART_MIN,
         "formats": trace_formats(),
         "export_query": "?" + urlencode(base) if base else "",
         "trace_rows": trace_rows_html(page.traces) if page else "",  # the rows, in Python

@@ -118,10 +118,17 @@ def test_the_upload_page_verifies_and_stores_a_log_as_maces_writer_persists_it(
     assert "MALFORMED_TRACE" not in body
     trace = Trace.objects.get()
     assert (trace.format, trace.filename, trace.last_status) == (FORMAT, name, status_of(code))
+    # no "0 events, 0 steps": a log as MACE's writer persists it has neither; a tampered one
+    # is not intact (never "replayable"), a clean one not replayable (no job seed, no snapshots)
+    badge = (
+        '<span class="badge no">not replayable</span>'
+        if code is None
+        else '<span class="badge not-intact" title="the file failed its integrity check'
+    )
     assert (
         f'<a href="/traces/{trace.blob.sha256}/"><code>{trace.trace_id}</code></a>\n'
-        f"        · {FORMAT} · 0 events, 0 steps\n"
-        '        · <span class="badge no">not replayable</span>'
+        f"        · {FORMAT}\n"
+        f"        · {badge}"
     ) in body
     if code is None:
         assert '<span class="badge verdict-ok">ok</span>' in body

@@ -182,12 +182,12 @@ def test_it_tells_apart_traces_that_share_a_trace_id(as_persona):
     second.save()
     body = as_persona("vera").get("/traces/").content.decode()
     assert (
-        f'<span class="trace-twin">{first.filename} · 10\xa0bytes · '
-        f"<code>{first.blob.sha256[:12]}</code> · uploaded by nobody on record</span>"
+        f'<span class="trace-twin"><a href="/traces/{first.blob.sha256}/">{first.filename}</a> · '
+        f"10\xa0bytes · <code>{first.blob.sha256[:12]}</code> · uploaded by nobody on record</span>"
     ) in body
     assert (
-        '<span class="trace-twin">rerun.trace.json · 2.0\xa0KB · '
-        f"<code>{second.blob.sha256[:12]}</code> · uploaded by alice</span>"
+        f'<span class="trace-twin"><a href="/traces/{second.blob.sha256}/">rerun.trace.json</a> · '
+        f"2.0\xa0KB · <code>{second.blob.sha256[:12]}</code> · uploaded by alice</span>"
     ) in body
     assert body.count('class="trace-twin"') == 2
     assert alone.filename not in body

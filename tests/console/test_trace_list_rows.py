@@ -19,11 +19,11 @@ pytestmark = pytest.mark.django_db
 TEMPLATE_LOOP = """{% for t in page.traces %}
       <tr>
         <td><a href="{% url 'trace-detail' t.blob.sha256 %}"><code>{{ t.trace_id }}</code></a>{% if t.shares_trace_id %}
-          <br><span class="trace-twin">{{ t.filename }} · {{ t.blob.size|filesizeformat }} · <code>{{ t.blob.sha256|slice:":12" }}</code> · uploaded by {% if t.uploaded_by %}{{ t.uploaded_by.get_username }}{% else %}nobody on record{% endif %}</span>{% endif %}</td>
+          <br><span class="trace-twin"><a href="{% url 'trace-detail' t.blob.sha256 %}">{{ t.filename }}</a> · {{ t.blob.size|filesizeformat }} · <code>{{ t.blob.sha256|slice:":12" }}</code> · {% if t.uploaded_by %}uploaded by {{ t.uploaded_by.get_username }}{% elif t.uploaded_label %}loaded by {{ t.uploaded_label }}{% else %}uploaded by nobody on record{% endif %}</span>{% endif %}</td>
         <td>{{ t.format }}</td>
         <td>{{ t.job_id|default:"—" }}</td>
         <td><span class="badge verdict-{{ t.last_status }}">{{ t.get_last_status_display }}</span></td>
-        <td>{% if t.expired_at %}<span class="badge no" title="expired by retention: {{ t.expiry_rule }}">expired</span>{% elif t.replayable %}<span class="badge yes">replayable</span>{% else %}<span class="badge no">not replayable</span>{% endif %}</td>
+        <td>{% if t.expired_at %}<span class="badge no" title="expired by retention: {{ t.expiry_rule }}">expired</span>{% elif t.last_status == "tamper_detected" %}<span class="badge not-intact" title="the file failed its integrity check (tamper detected): a replay stops there, whatever is stored, so replayable does not apply">not intact</span>{% elif t.replayable %}<span class="badge yes">replayable</span>{% else %}<span class="badge no">not replayable</span>{% endif %}</td>
         <td><time datetime="{{ t.created_at|date:'c' }}">{{ t.created_at|date:"Y-m-d H:i" }}</time></td>
       </tr>
     {% endfor %}"""  # noqa: E501
@@ -45,12 +45,16 @@ def _traces(ingest) -> list[Trace]:
             "created": datetime(2026, 1, 2, 3, 4, 5, 6789, tzinfo=UTC),
         },
         {"last_status": "no-such-status"},
+        {"shares": True, "uploaded_label": 'the <demo> & "co"'},
+        {"replayable": True, "last_status": "ok"},
     ]
     for i, case in enumerate(cases):
         t = copy.copy(base)
         t.pk = t.id = None
         t.trace_id = f"{i:032x}"
-        t.blob = Blob.objects.create(sha256=f"{i:064x}", size=1000 * 1024**i, storage_name=f"x/{i}")
+        t.blob = Blob.objects.create(
+            sha256=f"{i:064x}", size=1000 * 1024 ** min(i, 5), storage_name=f"x/{i}"
+        )
         for key in (
             "job_id",
             "filename",
@@ -58,6 +62,7 @@ def _traces(ingest) -> list[Trace]:
             "expired_at",
             "expiry_rule",
             "uploaded_by",
+            "uploaded_label",
         ):
             if key in case:
                 setattr(t, key, case[key])
