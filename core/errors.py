@@ -26,6 +26,7 @@ FORCE_HALT_ACTIVE = "FORCE_HALT_ACTIVE"
 UNKNOWN_KEY = "UNKNOWN_KEY"
 TRACE_EXPIRED = "TRACE_EXPIRED"
 AMBIGUOUS_TRACE_ID = "AMBIGUOUS_TRACE_ID"
+INCOMPLETE_TRACE = "INCOMPLETE_TRACE"
 
 #: The codes that say a file's recorded hashes no longer bind its content (a chain, a
 #: signature, an AHD input's hash, a Paxman replay_hash, a Verist inputHash or artifact hash): a
@@ -70,6 +71,11 @@ ERROR_CODES: dict[str, str] = {
     TRACE_EXPIRED: (
         "retention expired the stored file: its content is gone, its hashes stay (the message "
         "says when and by which rule)"
+    ),
+    INCOMPLETE_TRACE: (
+        "an OpenTelemetry trace's span tree is not whole: a span names a parent the trace "
+        "does not hold (the exporter lost it, or the root never arrived); the audit reached "
+        "no verdict on what is missing"
     ),
     AMBIGUOUS_TRACE_ID: (
         "a replay was asked for by a trace id several stored files carry; nothing ran (the "

@@ -10,6 +10,8 @@ from core.formats.mace import Log
 from core.formats.mace.adapter import MaceFormat
 from core.formats.native import NativeTrace
 from core.formats.native.adapter import NativeFormat
+from core.formats.otel.adapter import OtelFormat
+from core.formats.otel.record import Record
 from core.formats.paxman import Artifact
 from core.formats.paxman.adapter import PaxmanFormat
 from core.formats.protocol import TraceFormat
@@ -18,6 +20,7 @@ from core.formats.verist.adapter import VeristFormat
 
 AHD: TraceFormat[AhdRun] = AhdFormat()
 CONTEXTOS: TraceFormat[ContextosRun] = ContextosFormat()
+OTEL: TraceFormat[Record] = OtelFormat()
 NATIVE: TraceFormat[NativeTrace] = NativeFormat()
 PAXMAN: TraceFormat[Artifact] = PaxmanFormat()
 VERIST: TraceFormat[VeristFile] = VeristFormat()

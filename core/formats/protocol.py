@@ -34,6 +34,11 @@ A format is an object with:
   (``console.template_loaders``), so a format's partials never shadow the console's;
   ``report_template``: the file there of its own part of a run's report page (included with
   the run's ``report``: ContextOS's status, rule and record hash), or None;
+  optionally ``page_template`` (a file there) and ``page(parsed) -> dict``: its own section
+  of the trace page, included in the format panel with ``page`` (personal values masked):
+  an OpenTelemetry trace's span waterfall and conversation;
+  optionally ``counts``: what its ``StoredFacts.event_count`` and ``step_count`` count, in
+  words (``("span", "model or tool call")``; events and steps when absent);
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are
@@ -499,10 +504,13 @@ def load_entry_points(registry: FormatRegistry, eps: Iterable[Any] | None = None
 
 #: The built-in formats, one registration line each, in the order detection asks them (a
 #: sidecar's name first; a ContextOS trace's keys before the native format's, since both have
-#: a ``trace_id``): ``module:callable`` as an entry point names it.
+#: a ``trace_id``; an OpenTelemetry GenAI trace before the native format, whose name claim on
+#: ``*.jsonl`` would take an ``*.otlp.jsonl`` export): ``module:callable`` as an entry point
+#: names it.
 BUILTIN = (
     "core.formats.ahd.adapter:register",
     "core.formats.contextos.adapter:register",
+    "core.formats.otel.adapter:register",
     "core.formats.native.adapter:register",
     "core.formats.paxman.adapter:register",
     "core.formats.verist.adapter:register",

@@ -73,7 +73,8 @@ def test_the_drop_zone_names_every_registered_format_from_the_registry(as_person
     zone = body.split('id="dropzone">', 1)[1].split("</p>", 1)[0]
     assert zone == (
         "\n    <p>Drop trace files here (an AHD replay sidecar, with its input files; "
-        "a ContextOS trace, with its input files; a native replay-trace; "
+        "a ContextOS trace, with its input files; an OpenTelemetry GenAI trace; "
+        "a native replay-trace; "
         "a Paxman execution artifact, with its contract; a Verist snapshot; "
         "a MACE reflective log, with its input files: each is verified and stored with the "
         "files dropped with it), or"

@@ -84,10 +84,19 @@ def toy_registry():
 
 
 def test_the_native_format_is_one_entry_among_the_built_in_ones():
-    assert format_names() == [AHD, "contextos-trace", native.FORMAT, PAXMAN, VERIST, mace.FORMAT]
+    assert format_names() == [
+        AHD,
+        "contextos-trace",
+        "otel-genai",
+        native.FORMAT,
+        PAXMAN,
+        VERIST,
+        mace.FORMAT,
+    ]
     assert [type(f).__name__ for f in formats()] == [
         "AhdFormat",
         "ContextosFormat",
+        "OtelFormat",
         "NativeFormat",
         "PaxmanFormat",
         "VeristFormat",
@@ -100,6 +109,7 @@ def test_a_format_registered_through_the_entry_point_group_is_detected():
     assert registry.names() == [
         AHD,
         "contextos-trace",
+        "otel-genai",
         native.FORMAT,
         PAXMAN,
         VERIST,
@@ -176,7 +186,7 @@ def _formats_imported(path: Path) -> set[str]:
 
 def test_each_format_is_one_package_that_imports_no_other_format():
     packages = sorted(p.parent.name for p in FORMATS_DIR.glob("*/__init__.py"))
-    assert packages == ["ahd", "contextos", "mace", "native", "paxman", "verist"]
+    assert packages == ["ahd", "contextos", "mace", "native", "otel", "paxman", "verist"]
     crossing = {
         f"{path.relative_to(FORMATS_DIR)} imports {other}"
         for package in packages

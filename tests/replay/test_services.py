@@ -479,7 +479,7 @@ def test_it_refuses_an_unknown_format_at_ingest():
     assert refused.value.code == MALFORMED_TRACE
     assert refused.value.message == (
         "unknown format 'paxman'; supported: ahd-replay, contextos-trace, mace-reflective-log, "
-        "paxman-artifact, replay-trace, verist-snapshot"
+        "otel-genai, paxman-artifact, replay-trace, verist-snapshot"
     )
 
 
