@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "console",
     "privacy",
     "dsr",  # issue 14 D1
+    "otel",  # OpenTelemetry GenAI traces over OTLP/HTTP (otel/conf.py documents its settings)
 ]
 
 MIDDLEWARE = [
@@ -401,6 +402,17 @@ REPLAY_RETENTION_HOLDS = env_list("REPLAY_RETENTION_HOLDS", [])
 CELERY_BEAT_SCHEDULE["retention-run"] = {
     "task": "governance.tasks.retention_run",
     "schedule": float(env_int("REPLAY_RETENTION_EVERY_SECONDS", 24 * 3600)),
+}
+
+# --- OpenTelemetry over OTLP/HTTP (otel/conf.py documents each) ---------------------------
+REPLAY_OTLP_MAX_BODY_BYTES = env_int("REPLAY_OTLP_MAX_BODY_BYTES", 8 * 1024**2)
+REPLAY_OTLP_MAX_DECODED_BYTES = env_int("REPLAY_OTLP_MAX_DECODED_BYTES", 16 * 1024**2)
+REPLAY_OTEL_SEAL_AFTER_S = float(env_str("REPLAY_OTEL_SEAL_AFTER_S", "30"))
+REPLAY_OTEL_SEAL_ORPHAN_AFTER_S = float(env_str("REPLAY_OTEL_SEAL_ORPHAN_AFTER_S", "3600"))
+# reads the bodies no runner has read yet, then seals the traces that have gone quiet
+CELERY_BEAT_SCHEDULE["otel-sweep"] = {
+    "task": "otel.tasks.otel_sweep",
+    "schedule": float(env_int("REPLAY_OTEL_SWEEP_EVERY_SECONDS", 5)),
 }
 
 # --- security ------------------------------------------------------------------------------

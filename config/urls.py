@@ -14,6 +14,8 @@ from console.views import (
     inbox,
     notes,
     ops,
+    otel,
+    otlp,
     production,
     requests,
     runs,
@@ -172,6 +174,12 @@ urlpatterns = [
         tokens.api_token_revoke_view,
         name="api-token-revoke",
     ),
+    # OpenTelemetry: OTLP/HTTP trace export (OTEL_EXPORTER_OTLP_ENDPOINT=<console>/otlp), and
+    # the traces still being received, before they are sealed
+    path("otlp/v1/traces", otlp.otlp_traces_view, name="otlp-traces"),
+    path("otel/traces/", otel.otel_open_list_view, name="otel-open-list"),
+    path("otel/traces/<str:trace_id>/", otel.otel_open_detail_view, name="otel-open-detail"),
+    path("otel/traces/<str:trace_id>/seal/", otel.otel_seal_view, name="otel-seal"),
     # API
     path("api/", include("console.api.urls")),
     path(

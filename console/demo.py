@@ -163,6 +163,47 @@ def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
     return out
 
 
+#: the OTLP export bodies `manage.py demo` sends through the receiver (otel/demo/README.md)
+OTEL_DEMO_BODIES = ("weather-agent.otlp.bin", "weather-agent-divergent.otlp.bin")
+
+
+def demo_otel_ensure() -> list[DemoTrace]:
+    """Two runs of one agent, as its exporter would send them, through the OTLP receiver
+    (stored, read, sealed: their ledger events included), so the trace list shows
+    OpenTelemetry traces out of the box. Idempotent: a body already received stores nothing,
+    a trace already sealed is reported as it is."""
+    from otel.models import OtelTrace, OtlpBody
+    from otel.services import otel_seal, otlp_read, otlp_receive
+    from replay.models import Trace
+
+    directory = Path(__file__).resolve().parents[1] / "otel" / "demo"
+    out = []
+    for name in OTEL_DEMO_BODIES:
+        received = otlp_receive(
+            body=(directory / name).read_bytes(),
+            content_type="application/x-protobuf",
+            user=None,
+            enqueue=False,
+        )
+        otlp_read(body_pk=OtlpBody.objects.get(sha256=received.sha256).pk)
+        line = DemoTrace(name)
+        for state in OtelTrace.objects.filter(trace_id__in=received.trace_ids, open=True).order_by(
+            "trace_id"
+        ):
+            otel_seal(trace_id=state.trace_id)
+        trace = (
+            Trace.objects.filter(trace_id__in=received.trace_ids, format="otel-genai")
+            .order_by("-created_at")
+            .first()
+        )
+        if trace is not None:
+            line.trace_id = trace.trace_id
+            line.verdict = trace.last_status
+            line.error_code = (trace.ingest_report or {}).get("error_code") or ""
+        out.append(line)
+    return out
+
+
 #: the auditor's first journey (journeys.md): a native trace, an AHD sidecar and a corrupt file
 UPLOAD_SAMPLES = ("demo-diverged.trace.json", "2026-04-21-swiss.replay.json", "corrupt.trace.json")
 

@@ -71,14 +71,17 @@ def replayable_badge(t: Trace) -> SafeString:
     return mark_safe(_replayable_badge(t))  # noqa: S308 - escaped
 
 
-def contents_words(event_count: int, step_count: int) -> str:
+def contents_words(
+    event_count: int, step_count: int, words: tuple[str, str] = ("event", "step")
+) -> str:
     """A stored file's counts in words, each only when there is one to count: "12 events,
     3 steps", "5 steps" (a Paxman artifact's fields), "" (an AHD sidecar, a MACE log as
     MACE's writer persists it: formats whose files have neither, whose facts the format's
-    panel shows). Localised as ``{{ value }}`` writes a number."""
+    panel shows). ``words``: what the format counts (``TraceFormat.counts``: an OTel trace's
+    spans and calls). Localised as ``{{ value }}`` writes a number."""
     parts = [
         f"{localize(n)} {word if n == 1 else word + 's'}"
-        for n, word in ((event_count, "event"), (step_count, "step"))
+        for n, word in ((event_count, words[0]), (step_count, words[1]))
         if n
     ]
     return ", ".join(parts)

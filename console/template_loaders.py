@@ -36,6 +36,14 @@ def report_template(fmt: TraceFormat[object] | None) -> str | None:
     return format_template(fmt, fmt.report_template)
 
 
+def page_template(fmt: TraceFormat[object] | None) -> str | None:
+    """The template of ``fmt``'s own section of a trace page (``page_template``), or None."""
+    name = getattr(fmt, "page_template", None)
+    if fmt is None or fmt.templates is None or name is None:
+        return None
+    return format_template(fmt, name)
+
+
 class FormatTemplates(FilesystemLoader):
     """``formats/<name>/<path>``: the file ``path`` of the registered format ``name``'s
     templates directory."""

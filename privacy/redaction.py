@@ -81,6 +81,22 @@ def trace_personal_texts(trace_pk: int) -> list[str]:
     return sorted(set(texts), key=len, reverse=True)
 
 
+def mask_deep(value: Any, texts: list[str]) -> Any:
+    """Any JSON-shaped value (a format's page: messages, arguments) with every personal value
+    masked in every string it holds, keys included."""
+    if not texts:
+        return value
+    if isinstance(value, str):
+        for text in texts:
+            value = value.replace(text, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {mask_deep(k, texts): mask_deep(v, texts) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_deep(v, texts) for v in value]
+    return value
+
+
 def mask_texts(facts: dict[str, Any], texts: list[str]) -> dict[str, Any]:
     """Header facts (a format panel: name -> text) with every personal value in them masked,
     wherever the format put it (the panel is the format's own summary, not a document path)."""

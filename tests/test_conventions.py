@@ -36,6 +36,7 @@ PROJECT_PACKAGES = (
     "replay",
     "governance",
     "console",
+    "otel",
     "privacy",
     "dsr",
     "tlog",
@@ -267,7 +268,13 @@ def test_it_sees_a_settings_getattr_under_any_name():
     found = {
         str(p.relative_to(ROOT)) for p in PROJECT_FILES if settings_getattrs(p.read_text("utf-8"))
     }
-    assert found == {"console/conf.py", "dsr/conf.py", "governance/conf.py", "replay/conf.py"}
+    assert found == {
+        "console/conf.py",
+        "dsr/conf.py",
+        "governance/conf.py",
+        "otel/conf.py",
+        "replay/conf.py",
+    }
 
 
 def test_every_project_package_is_under_an_import_contract():

@@ -303,7 +303,12 @@ class TraceListApi(APIView):
         replayable = serializers.BooleanField(required=False, allow_null=True, default=None)
         date_from = serializers.DateField(required=False)
         date_to = serializers.DateField(required=False)
-        q = serializers.CharField(required=False, max_length=255, help_text="trace or job id")
+        q = serializers.CharField(
+            required=False,
+            max_length=255,
+            help_text="an exact trace or job id, an uploader's user name, or a part of a file "
+            "name (three characters or more)",
+        )
         cursor = serializers.CharField(required=False, max_length=512)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         sort = serializers.CharField(
@@ -405,3 +410,35 @@ class TraceDetailApi(APIView):
         trace.verdict_run = basis.run.id if basis.run else None  # type: ignore[attr-defined]
         trace.recent_runs = runs[:50]  # type: ignore[attr-defined]
         return Response(self.OutputSerializer(trace).data)
+
+
+NOT_OTEL = "{ref} is {label} ({fmt}): only an OpenTelemetry GenAI trace has a normalised record"
+
+
+class TraceRecordApi(APIView):
+    @extend_schema(
+        operation_id="traces_record",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, trace_ref: str) -> Response:
+        """An OpenTelemetry GenAI trace's sealed record (docs/otel.md): every span normalised,
+        its seal; personal values masked as on every page (``manage.py otel record`` prints
+        the stored bytes themselves)."""
+        from core.formats import formats
+        from core.formats.protocol import VerifyContext
+        from privacy.redaction import mask_deep, trace_personal_texts
+        from replay.storage import blob_open
+
+        trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+        fmt = formats().get(trace.format)
+        if trace.format != "otel-genai" or fmt is None:
+            raise ApiError(
+                INVALID_INPUT,
+                NOT_OTEL.format(
+                    ref=trace_ref, label=getattr(fmt, "label", "a file"), fmt=trace.format
+                ),
+                400,
+            )
+        with blob_open(trace.blob.storage_name) as fh:
+            record = fmt.parse(fh, trace.filename, VerifyContext())
+        return Response(mask_deep(record.document, trace_personal_texts(trace.pk)))

@@ -25,6 +25,9 @@ urlpatterns = [
     path("traces/<str:trace_ref>/", traces.TraceDetailApi.as_view(), name="api-trace-detail"),
     path("traces/<str:trace_ref>/notes/", notes.TraceNotesApi.as_view(), name="api-trace-notes"),
     path(
+        "traces/<str:trace_ref>/record/", traces.TraceRecordApi.as_view(), name="api-trace-record"
+    ),
+    path(
         "traces/<str:trace_ref>/production-requests/",
         production.ProductionRequestCreateApi.as_view(),
         name="api-production-request-create",

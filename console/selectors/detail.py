@@ -12,6 +12,7 @@ from console.selectors.budget import (
     page_budget_message,
 )
 from console.selectors.opened import OpenedTrace, _borrowed_or_own
+from console.template_loaders import page_template
 from core.errors import ReplayError
 from core.formats import native
 from core.formats.protocol import ArtifactVersions
@@ -125,6 +126,10 @@ class FormatPanel:
     inputs: list[dict[str, Any]]
     replay_note: str
     unreadable: str = ""
+    #: the format's own section of the page (``TraceFormat.page_template``) and what it
+    #: shows (``page(parsed)``), personal values masked; None for a format without one
+    page_template: str | None = None
+    page: dict[str, Any] | None = None
 
 
 def trace_panel(trace: Trace) -> FormatPanel | None:
@@ -146,15 +151,24 @@ def trace_panel(trace: Trace) -> FormatPanel | None:
         )
     )
     inputs = [{**r, "stored": r.get("snapshot_id") in stored} for r in inputs]
+    page_of = getattr(fmt, "page", None)
+    template = page_template(fmt) if page_of is not None else None
+    page = None
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            facts = fmt.panel(fmt.parse(fh, trace.filename, VerifyContext()))
+            parsed = fmt.parse(fh, trace.filename, VerifyContext())
+        facts = fmt.panel(parsed)
+        if template is not None and page_of is not None:
+            page = page_of(parsed)
     except (ReplayError, OSError) as exc:
         return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
-    from privacy.redaction import mask_texts, trace_personal_texts
+    from privacy.redaction import mask_deep, mask_texts, trace_personal_texts
 
-    facts = mask_texts(facts, trace_personal_texts(trace.pk))
-    return FormatPanel(fmt.label, facts, inputs, fmt.replay_note)
+    texts = trace_personal_texts(trace.pk)
+    facts = mask_texts(facts, texts)
+    if page is not None:
+        page = mask_deep(page, texts)
+    return FormatPanel(fmt.label, facts, inputs, fmt.replay_note, "", template, page)
 
 
 def traces_same_job(trace: Trace, limit: int = 20) -> list[Trace]:

@@ -23,4 +23,7 @@ def replayable(trace: Trace) -> SafeString:
 def contents(trace: Trace) -> str:
     """``{{ trace|contents }}``: "12 events, 3 steps", each count only when there is one; ""
     for a format whose files have neither (AHD, a MACE log as MACE's writer persists it)."""
-    return contents_words(trace.event_count, trace.step_count)
+    from core.formats import formats
+
+    words = getattr(formats().get(trace.format), "counts", ("event", "step"))
+    return contents_words(trace.event_count, trace.step_count, words)

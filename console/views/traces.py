@@ -65,6 +65,7 @@ from governance.selectors import (
 )
 from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
+from otel.selectors import otel_traces_open
 from privacy.redaction import mark_erased, mask_differences
 from replay.models import Trace
 from replay.selectors import (
@@ -143,6 +144,8 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
         "newer_url": link(page.prev_cursor) if page else None,
         "sort": sort,
         "sort_headers": sort_headers(base, sort),
+        # OpenTelemetry traces still receiving spans (not sealed, so not listed yet)
+        "otel_open": otel_traces_open().count(),
     }
     return partial_or_page(request, "console/trace_list.html", "trace-table", context, status)
 

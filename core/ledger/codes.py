@@ -38,6 +38,7 @@ Every event type (``EVENT_TYPES`` below carries the same list with a description
   105   PRODUCTION_REPLAY_REQUEST                        106  PRODUCTION_REPLAY_APPROVAL
   107   PRODUCTION_REPLAY_APPROVED                       108  PRODUCTION_REPLAY_REJECTED
   109   TRACE_EXPIRED            110  TRACE_NOTE
+  111   OTLP_RECEIVED            112  OTEL_TRACE_SEALED
   200   FORCE_CONTINUE_REQUEST   201  FORCE_CONTINUE_APPROVAL
   202   FORCE_CONTINUE_APPROVED  203  FORCE_CONTINUE_REJECTED
   204   FORCE_CONTINUE_REFUSED
@@ -99,6 +100,8 @@ PRODUCTION_REPLAY_APPROVED: Final = "PRODUCTION_REPLAY_APPROVED"
 PRODUCTION_REPLAY_REJECTED: Final = "PRODUCTION_REPLAY_REJECTED"
 TRACE_EXPIRED: Final = "TRACE_EXPIRED"
 TRACE_NOTE: Final = "TRACE_NOTE"
+OTLP_RECEIVED: Final = "OTLP_RECEIVED"
+OTEL_TRACE_SEALED: Final = "OTEL_TRACE_SEALED"
 # --- 2xx force-continue ----------------------------------------------------------------------
 FORCE_CONTINUE_REQUEST: Final = "FORCE_CONTINUE_REQUEST"
 FORCE_CONTINUE_APPROVAL: Final = "FORCE_CONTINUE_APPROVAL"
@@ -160,6 +163,12 @@ EVENT_TYPES: Final[tuple[EventType, ...]] = (
     ),
     EventType(
         110, TRACE_NOTE, "an auditor's note on a stored trace (append-only, no personal data)"
+    ),
+    EventType(
+        111, OTLP_RECEIVED, "an OTLP export body was received and stored: its digest and spans"
+    ),
+    EventType(
+        112, OTEL_TRACE_SEALED, "an OpenTelemetry trace version was sealed: its record's digest"
     ),
     EventType(200, FORCE_CONTINUE_REQUEST, "a force-continue past a divergence was requested"),
     EventType(201, FORCE_CONTINUE_APPROVAL, "one signed approval or denial of a force-continue"),

@@ -151,3 +151,25 @@ def test_a_trace_line_gives_the_code_its_verdict_rests_on_not_a_halted_replays(s
     line = re.search(r"^  demo-ok\.trace\.json\s+(.*)$", run(), re.MULTILINE)
     assert line
     assert line[1] == f"{ok.trace_id} ok"
+
+
+def test_it_sends_two_agent_runs_through_the_otlp_receiver_and_seals_them(settings):
+    from core.ledger import codes
+    from governance.models import GovernanceEvent
+    from otel.models import OtlpBody
+
+    settings.DEBUG = True
+    output = run()
+    lines = re.findall(
+        r"^  (weather-agent\S*\.otlp\.bin)\s+([0-9a-f]{32}) (\w+)( \w+)?$", output, re.MULTILINE
+    )
+    assert [(name, verdict, code.strip()) for name, _id, verdict, code in lines] == [
+        ("weather-agent.otlp.bin", "ok", ""),
+        ("weather-agent-divergent.otlp.bin", "diverged", "REPLAY_DIVERGENCE"),
+    ]
+    assert OtlpBody.objects.count() == 2
+    for event_type in (codes.OTLP_RECEIVED, codes.OTEL_TRACE_SEALED):
+        assert GovernanceEvent.objects.filter(code=codes.code_of(event_type)).count() == 2
+    assert Trace.objects.filter(format="otel-genai").count() == 2
+    assert run() == output  # idempotent: nothing received or sealed twice
+    assert OtlpBody.objects.count() == 2

@@ -246,6 +246,11 @@ def test_the_matrix_above_covers_every_page_route():
         "schema",
         "trace-compare-pick",  # a redirect: tests/console/test_trace_compare.py
         "trace-notes",  # GET and POST, every role: tests/console/test_trace_notes.py
+        "otlp-traces",  # token only, every role: tests/otel/test_receiver.py
+        # open OpenTelemetry traces, every role: tests/otel/test_open_pages.py
+        "otel-open-list",
+        "otel-open-detail",
+        "otel-seal",
     }
     public_tested_elsewhere = {"healthz"}  # tests/console/test_production.py
     # old approval pages, now 301 to /requests/<kind>/<key>/: test_request_pages_moved.py

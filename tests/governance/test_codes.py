@@ -36,6 +36,8 @@ def test_the_codes_never_move():
         "PRODUCTION_REPLAY_REJECTED": 108,
         "TRACE_EXPIRED": 109,
         "TRACE_NOTE": 110,
+        "OTLP_RECEIVED": 111,
+        "OTEL_TRACE_SEALED": 112,
         "FORCE_CONTINUE_REQUEST": 200,
         "FORCE_CONTINUE_APPROVAL": 201,
         "FORCE_CONTINUE_APPROVED": 202,

@@ -7,7 +7,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from console.demo import demo_traces_ensure, demo_upload_files_write, demo_users_ensure
+from console.demo import (
+    demo_otel_ensure,
+    demo_traces_ensure,
+    demo_upload_files_write,
+    demo_users_ensure,
+)
 
 
 class Command(BaseCommand):
@@ -53,6 +58,10 @@ class Command(BaseCommand):
             else:
                 code = f" {trace.error_code}" if trace.error_code else ""
                 self.stdout.write(f"  {trace.filename:<34} {trace.trace_id} {trace.verdict}{code}")
+        self.stdout.write("OpenTelemetry runs received over OTLP and sealed:")
+        for trace in demo_otel_ensure():
+            code = f" {trace.error_code}" if trace.error_code else ""
+            self.stdout.write(f"  {trace.filename:<34} {trace.trace_id} {trace.verdict}{code}")
         directory = demo_upload_files_write()
         self.stdout.write(f"Files to try the upload page with (drag them together): {directory}/")
 

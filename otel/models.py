@@ -1,0 +1,104 @@
+"""What the OTLP receiver keeps: each export body as received (append-only, by digest), each
+span it held (append-only), and one mutable row per OTel trace saying how far its assembly
+is (open, sealed, which version). The evidence is the first two and the ledger; the third is
+bookkeeping that can be rebuilt from them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from replay.models import AppendOnlyModel, Trace
+
+
+class OtlpBody(AppendOnlyModel):
+    """One ``ExportTraceServiceRequest`` body (gzip already undone), stored once under its
+    SHA-256: an exporter's retry of the same body stores nothing new."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.BigIntegerField()
+    #: "application/x-protobuf" or "application/json"
+    content_type = models.CharField(max_length=32)
+    storage_name = models.CharField(max_length=255)
+    span_count = models.IntegerField()
+    rejected_count = models.IntegerField(default=0)
+    #: the ledger event (``OTLP_RECEIVED``) that names this body's digest
+    event_seq = models.BigIntegerField()
+    received_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"OTLP body {self.sha256[:12]} ({self.span_count} spans)"
+
+
+class OtlpBodyDone(AppendOnlyModel):
+    """A body whose spans the background runner has read into :class:`OtelSpan` rows: a body
+    without one is read (again) by the next sweep, so a worker killed mid-way loses nothing."""
+
+    body = models.OneToOneField(OtlpBody, on_delete=models.PROTECT, primary_key=True)
+    new_spans = models.IntegerField()
+    duplicate_spans = models.IntegerField()
+    conflicting_spans = models.IntegerField()
+    done_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"read {self.body_id}"
+
+
+class OtelSpan(AppendOnlyModel):
+    """One span as received, normalised (``core.formats.otel.mapping``); a span id sent again
+    with the same content is not stored twice, with other content it is stored beside the
+    first (a conflict the sealed record names)."""
+
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    #: ``sha256:`` of the record's JCS bytes
+    digest = models.CharField(max_length=71)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    name = models.CharField(max_length=255)
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+    record = models.JSONField()
+    body = models.ForeignKey(OtlpBody, on_delete=models.PROTECT, related_name="spans")
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trace_id", "span_id", "digest"], name="otel_span_once")
+        ]
+        indexes = [models.Index(fields=["trace_id", "start_ns"], name="otel_span_trace")]
+
+    def __str__(self) -> str:
+        return f"span {self.span_id} of {self.trace_id}"
+
+
+class OtelTrace(models.Model):
+    """How far one OTel trace's assembly is: open (spans still arriving) or sealed, and the
+    version being collected. A span arriving after a seal opens the next version."""
+
+    trace_id = models.CharField(max_length=32, unique=True)
+    version = models.IntegerField(default=1)
+    open = models.BooleanField(default=True, db_index=True)
+    #: a span without a parent has arrived (an exporter sends a span once it has ended)
+    root_ended = models.BooleanField(default=False)
+    span_count = models.IntegerField(default=0)
+    service = models.CharField(max_length=255, blank=True)
+    root_name = models.CharField(max_length=255, blank=True)
+    first_span_at = models.DateTimeField()
+    last_span_at = models.DateTimeField()
+    #: the time the seal of ``version`` was decided (kept, so a retried seal writes the same
+    #: bytes and stores nothing twice)
+    sealing_at = models.DateTimeField(null=True, blank=True)
+    sealing_reason = models.CharField(max_length=16, blank=True)
+    sealed_trace = models.ForeignKey(
+        Trace, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    sealed_digest = models.CharField(max_length=71, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["open", "last_span_at"], name="otel_trace_due")]
+
+    def __str__(self) -> str:
+        return f"OTel trace {self.trace_id} v{self.version}"
