@@ -96,6 +96,10 @@ class OtelTrace(models.Model):
         Trace, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     sealed_digest = models.CharField(max_length=71, blank=True)
+    #: why the last seal was refused (its code and message: a record larger than the format
+    #: reads, say), and when; cleared by a seal that succeeds
+    seal_error = models.TextField(blank=True)
+    seal_failed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["open", "last_span_at"], name="otel_trace_due")]

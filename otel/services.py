@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Min
+from django.db.models import F, Max, Min
 from django.utils import timezone
 
 from core.canonical import jcs
@@ -294,20 +294,28 @@ def otel_seal(*, trace_id: str, reason: str = SEAL_MANUAL) -> Trace:
             continue
         kept[span_id] = rec
         first_digest[span_id] = digest
-    _record, data, digest = record.seal(
-        trace_id,
-        list(kept.values()),
-        version=version,
-        previous=previous,
-        conflicts=conflicts,
-        sealed_at=_iso(sealing_at),
-        reason=reason,
-    )
-    result = trace_ingest(
-        source=io.BytesIO(data),
-        filename=f"{trace_id}.v{version}.otel.json",
-        declared_format=FORMAT,
-    )
+    try:
+        _record, data, digest = record.seal(
+            trace_id,
+            list(kept.values()),
+            version=version,
+            previous=previous,
+            conflicts=conflicts,
+            sealed_at=_iso(sealing_at),
+            reason=reason,
+        )
+        result = trace_ingest(
+            source=io.BytesIO(data),
+            filename=f"{trace_id}.v{version}.otel.json",
+            declared_format=FORMAT,
+        )
+    except ReplayError as exc:
+        # said where a person looks (the open trace's page, `otel status`), and not tried
+        # again by the sweep until another span arrives
+        OtelTrace.objects.filter(trace_id=trace_id).update(
+            seal_error=f"{exc.code}: {exc.message}"[:2000], seal_failed_at=timezone.now()
+        )
+        raise
     with transaction.atomic():
         ledger.append_many(
             [
@@ -331,6 +339,8 @@ def otel_seal(*, trace_id: str, reason: str = SEAL_MANUAL) -> Trace:
         newer = OtelSpan.objects.filter(trace_id=trace_id, pk__gt=cutoff).exists()
         state.sealed_trace = result.trace
         state.sealed_digest = digest
+        state.seal_error = ""
+        state.seal_failed_at = None
         if newer:  # spans arrived while sealing: they open the next version at once
             state.version = version + 1
             state.sealing_at = None
@@ -353,16 +363,15 @@ def otel_seal_due(*, now: datetime | None = None) -> list[str]:
     quiet = now - timedelta(seconds=conf.seal_after_s())
     orphan = now - timedelta(seconds=conf.seal_orphan_after_s())
     sealed = []
-    for trace_id, root_ended in (
-        OtelTrace.objects.filter(open=True)
-        .values_list("trace_id", "root_ended")
-        .filter(last_span_at__lte=quiet)
-        .order_by("last_span_at")[:200]
-    ):
-        if (
-            not root_ended
-            and not OtelTrace.objects.filter(trace_id=trace_id, last_span_at__lte=orphan).exists()
-        ):
+    due = (
+        OtelTrace.objects.filter(open=True, last_span_at__lte=quiet)
+        # a seal refused is tried again once another span has arrived, not at every sweep
+        .exclude(seal_failed_at__gte=F("last_span_at"))
+        .order_by("last_span_at")
+        .values_list("trace_id", "root_ended", "last_span_at")
+    )
+    for trace_id, root_ended, last_span_at in due[:200]:
+        if not root_ended and last_span_at > orphan:
             continue
         try:
             otel_seal(trace_id=trace_id, reason=SEAL_QUIET if root_ended else SEAL_ORPHAN)

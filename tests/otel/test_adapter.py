@@ -45,7 +45,14 @@ def test_it_is_registered_before_the_native_format_with_its_codes():
     }
     assert fmt.unstorable_codes == {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION}
     assert fmt.native_code({"error_code": "INTEGRITY_FAILURE"}) is None
-    assert (fmt.templates, fmt.report_template, fmt.companions) == (None, None, ())
+    # its own section of the trace page (the waterfall, the conversation), in its package
+    assert fmt.templates is not None
+    assert (Path(fmt.templates) / fmt.page_template).is_file()
+    assert (fmt.report_template, fmt.companions, fmt.counts) == (
+        None,
+        (),
+        ("span", "model or tool call"),
+    )
 
 
 def test_a_sealed_record_is_detected_by_its_head_whatever_its_name():

@@ -190,3 +190,32 @@ def test_the_command_seals_and_prints_the_record(send):
         call_command("otel", "record", "nope")
     with pytest.raises(CommandError, match="has no sealed version 7"):
         call_command("otel", "record", trace_id, "--version", "7")
+
+
+def test_a_seal_refused_says_why_and_waits_for_another_span(send, monkeypatch, as_persona):
+    from core.formats.otel import record
+
+    for n in (1, 2, 3, 4):
+        send(f"openai-v2-proto-onebyone-{n}.bin")
+    trace_id = only_trace_id()
+    monkeypatch.setattr(record, "MAX_RECORD_BYTES", 1000)  # a record larger than it reads
+    later = timezone.now() + timedelta(seconds=31)
+    assert otel_seal_due(now=later) == []
+    state = OtelTrace.objects.get()
+    assert state.open is True
+    assert state.seal_error.startswith("MALFORMED_TRACE: ")
+    assert "1000" in state.seal_error
+    assert not Trace.objects.filter(format="otel-genai").exists()
+    page = as_persona("vera").get(f"/otel/traces/{trace_id}/").content.decode()
+    assert f"<code>{state.seal_error}</code>" in page
+    out = io.StringIO()
+    call_command("otel", "status", stdout=out)
+    assert f"seal refused: {state.seal_error}" in out.getvalue()
+    # not tried again at every sweep: the same refusal would be computed again for nothing
+    calls = []
+    monkeypatch.setattr("otel.services.otel_seal", lambda **kw: calls.append(kw))
+    assert otel_seal_due(now=later + timedelta(seconds=60)) == []
+    assert calls == []
+    OtelTrace.objects.filter(pk=state.pk).update(last_span_at=timezone.now())  # a new span
+    otel_seal_due(now=later + timedelta(seconds=120))
+    assert calls == [{"trace_id": trace_id, "reason": "quiet"}]

@@ -209,3 +209,90 @@ def test_json_export_gives_a_json_answer_naming_rejected_spans(token, post):
     assert answer["partialSuccess"]["rejectedSpans"] in (1, "1")
     assert answer["partialSuccess"]["errorMessage"]
     assert OtelSpan.objects.get().span_id == "00000000000000aa"
+
+
+def _status_of(response) -> tuple[int, str]:
+    """The answer's status and the code its google.rpc.Status message starts with."""
+    if response["Content-Type"] == JSON:
+        return response.status_code, json.loads(response.content)["error_code"]
+    data = response.content
+    assert data[0] == 0x08  # field 1, google.rpc.Status.code: a varint
+    pos = 2 if data[1] < 0x80 else 3
+    assert data[pos] == 0x12  # field 2, the message: its length, a varint, then its bytes
+    pos, length, shift = pos + 1, 0, 0
+    while True:
+        byte = data[pos]
+        length |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            break
+    message = data[pos : pos + length].decode()
+    assert pos + length == len(data)
+    return response.status_code, message.split(":", 1)[0]
+
+
+def _nested(depth: int) -> common_pb2.AnyValue:
+    value = common_pb2.AnyValue(string_value="bottom")
+    for _ in range(depth):
+        value = common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=[value]))
+    return value
+
+
+HOSTILE = {
+    "200,000 attributes on one span": lambda: request_of(
+        span(1, attrs={f"a{i}": i for i in range(200_000)})
+    ),
+    "attribute values nested 40 deep": lambda: request_of(
+        trace_pb2.Span(
+            trace_id=TRACE_ID,
+            span_id=(1).to_bytes(8, "big"),
+            name="deep",
+            attributes=[common_pb2.KeyValue(key="deep", value=_nested(40))],
+        )
+    ),
+    "a truncated body": lambda: request_of(span(1), span(2, 1))[:-7],
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_protobuf_bodies_are_refused_with_their_code_and_nothing_stored(
+    token, post, case
+):
+    events = GovernanceEvent.objects.count()
+    response = post(HOSTILE[case](), token)
+    expected = {
+        "200,000 attributes on one span": (400, "TOO_MANY_ATTRIBUTES"),
+        "attribute values nested 40 deep": (400, "TOO_DEEP"),
+        "a truncated body": (400, "BAD_PROTOBUF"),
+    }[case]
+    assert _status_of(response) == expected
+    assert response["Content-Type"] == PROTOBUF
+    assert OtlpBody.objects.count() == 0
+    assert OtelSpan.objects.count() == 0
+    assert GovernanceEvent.objects.count() == events
+
+
+JSON_CASES = {
+    b'{"resourceSpans": [], "resourceSpans": []}': "BAD_JSON",  # a duplicate key
+    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "not hex!"}]}]}]}': (
+        "INVALID_ID"
+    ),
+    b'{"resourceSpans": {"not": "a list"}}': "WRONG_TYPE",
+    b'{"resourceSpans": [' + b"[" * 5000 + b"]" * 5000 + b"]}": "TOO_DEEP",
+}
+
+
+@pytest.mark.parametrize("body", sorted(JSON_CASES), ids=lambda b: b[:40].decode())
+def test_hostile_json_bodies_are_refused_with_their_code_and_nothing_stored(token, post, body):
+    response = post(body, token, content_type=JSON)
+    assert _status_of(response) == (400, JSON_CASES[body])
+    assert OtlpBody.objects.count() == 0
+
+
+def test_a_corrupt_or_trailing_gzip_is_refused(token, post):
+    body = gzip.compress(request_of(span(1)))
+    assert _status_of(post(body[:-9], token, content_encoding="gzip")) == (400, "BAD_GZIP")
+    assert _status_of(post(body + b"junk", token, content_encoding="gzip")) == (400, "BAD_GZIP")
+    assert _status_of(post(b"plain", token, content_encoding="gzip")) == (400, "BAD_GZIP")
+    assert _status_of(post(body, token, content_encoding="br")) == (415, "UNSUPPORTED_MEDIA_TYPE")
+    assert OtlpBody.objects.count() == 0

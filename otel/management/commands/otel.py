@@ -58,10 +58,11 @@ class Command(BaseCommand):
         rows = OtelTrace.objects.filter(open=True).order_by("last_span_at")
         for row in rows:
             root = "root ended" if row.root_ended else "no root yet"
+            refused = f"\tseal refused: {row.seal_error}" if row.seal_error else ""
             self.stdout.write(
                 f"{row.trace_id}\tv{row.version}\t{row.span_count} spans\t{root}\t"
                 f"last span {row.last_span_at.isoformat(timespec='seconds')}\t"
-                f"{row.service or '-'}\t{row.root_name or '-'}"
+                f"{row.service or '-'}\t{row.root_name or '-'}{refused}"
             )
         if not rows.exists():
             self.stdout.write("no open OpenTelemetry trace")
