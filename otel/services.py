@@ -308,6 +308,9 @@ def otel_seal(*, trace_id: str, reason: str = SEAL_MANUAL) -> Trace:
             source=io.BytesIO(data),
             filename=f"{trace_id}.v{version}.otel.json",
             declared_format=FORMAT,
+            # whose exporter sent the trace's first span (its token's owner)
+            uploaded_by=_sender(trace_id),
+            uploaded_label=RECEIVED_LABEL,
         )
     except ReplayError as exc:
         # said where a person looks (the open trace's page, `otel status`), and not tried
@@ -349,6 +352,21 @@ def otel_seal(*, trace_id: str, reason: str = SEAL_MANUAL) -> Trace:
             state.open = False
         state.save()
     return result.trace
+
+
+#: what the pages say stored a sealed trace when no person's token sent it (the demo)
+RECEIVED_LABEL = "the OTLP receiver"
+
+
+def _sender(trace_id: str) -> Any:
+    """The person whose token sent the trace's first span, or None."""
+    first = (
+        OtelSpan.objects.filter(trace_id=trace_id)
+        .order_by("pk")
+        .select_related("body__received_by")
+        .first()
+    )
+    return first.body.received_by if first is not None else None
 
 
 def _iso(when: datetime) -> str:

@@ -39,6 +39,7 @@ def test_each_instrumentation_lands_as_one_sealed_trace_holding_what_the_server_
     trace_id = only_trace_id()
     trace = otel_seal(trace_id=trace_id)
     assert (trace.format, trace.trace_id, trace.event_count) == ("otel-genai", trace_id, 4)
+    assert trace.uploaded_by.username == "alice"  # whose exporter's token sent its spans
     assert trace.last_status == "ok", trace.ingest_report
     record = record_of(trace)
     calls = [s for s in record["spans"] if s["input_messages"] is not None]
