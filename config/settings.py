@@ -312,6 +312,12 @@ REPLAY_MAX_JSON_KEYS = env_int("REPLAY_MAX_JSON_KEYS", 1_000_000)
 REPLAY_MAX_OBJECT_KEYS = env_int("REPLAY_MAX_OBJECT_KEYS", 100_000)
 # what one page may read of a stored file (the trace, event and diff pages)
 REPLAY_PAGE_READ_BYTES = env_int("REPLAY_PAGE_READ_BYTES", 64 * 1024**2)
+# up to how many records a page builds a missing trace index itself (larger: in the background)
+REPLAY_INDEX_INLINE_RECORDS = env_int("REPLAY_INDEX_INLINE_RECORDS", 5000)
+# caps on one native trace's verification or replay (replay/conf.py replay_limits): past
+# either, it ends with REPLAY_TIMEOUT; 0 iterations (the default) is no iteration cap
+REPLAY_MAX_SECONDS = float(env_int("REPLAY_MAX_SECONDS", 3600))
+REPLAY_MAX_ITERATIONS = env_int("REPLAY_MAX_ITERATIONS", 0) or None
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024**2
 

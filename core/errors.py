@@ -65,8 +65,10 @@ ERROR_CODES: dict[str, str] = {
         "FORCE_HALT_CLEAR (the message names each halt: seq, target, reason)"
     ),
     UNKNOWN_KEY: (
-        "the key a MACE signature names is not an HMAC key in the verification-key registry "
-        "(nothing was verified; register it with `keys add-hmac`)"
+        "the key a signature names (a native trace's snapshot or seal, a ContextOS pack or KG "
+        "snapshot, a MACE log or snapshot) is not in the verification-key registry: nothing "
+        "was verified, nothing is stored or halted (register it with `manage.py keys add-hmac` "
+        "or `add-ed25519`)"
     ),
     TRACE_EXPIRED: (
         "retention expired the stored file: its content is gone, its hashes stay (the message "

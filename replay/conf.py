@@ -9,7 +9,8 @@ spelt once: here, or in the pure module whose limit it is (a format's own settin
   ``REPLAY_GZIP_RATIO_FLOOR_BYTES``, ``REPLAY_MAX_BLANK_LINES``, ``REPLAY_MAX_JSON_KEYS``,
   ``REPLAY_MAX_OBJECT_KEYS``: what reading one upload may cost (the native format's
   ``DEFAULT_LIMITS`` unless set).
-* ``REPLAY_MAX_SECONDS`` (3600), ``REPLAY_MAX_ITERATIONS`` (none): caps on one replay.
+* ``REPLAY_MAX_SECONDS`` (3600), ``REPLAY_MAX_ITERATIONS`` (none; ``0`` in the environment):
+  caps on one native trace's verification or replay, past either ``REPLAY_TIMEOUT``.
 * ``REPLAY_AHD_MAX_INPUT_BYTES`` and the ``REPLAY_AHD_*`` archive limits: the AHD format's
   (:mod:`core.formats.ahd.settings`).
 * ``REPLAY_TASK_RUNNER`` (``eager`` when the settings name none), ``REPLAY_TASK_THREADS`` (2),

@@ -277,6 +277,170 @@ def test_it_sees_a_settings_getattr_under_any_name():
     }
 
 
+# --- every setting an accessor reads is documented in docs/configuration.md -------------------
+
+CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
+SETTINGS_FILE = ROOT / "config" / "settings.py"
+#: where settings are read with their defaults: each app's conf.py, a format's settings.py
+ACCESSOR_FILES = sorted(
+    [
+        *(p for package in PROJECT_PACKAGES if (p := ROOT / package / "conf.py").is_file()),
+        *(ROOT / "core" / "formats").glob("*/settings.py"),
+    ]
+)
+
+
+def settings_read(source: str) -> set[str]:
+    """The settings ``source`` reads by name: ``getattr(settings, "NAME", ...)`` (django.conf's
+    settings under any name it is imported as) and ``setting("NAME", ...)`` (replay/conf.py's
+    accessor, which a format's settings accessors are given)."""
+    tree = ast.parse(source)
+    names = {"settings"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "django.conf":
+            names |= {a.asname or a.name for a in node.names if a.name == "settings"}
+    found = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        args = node.args
+        if node.func.id == "getattr" and len(args) >= 2:
+            target, name = args[0], args[1]
+            on_settings = (isinstance(target, ast.Name) and target.id in names) or (
+                isinstance(target, ast.Attribute) and target.attr == "settings"
+            )
+        elif node.func.id == "setting" and args:
+            on_settings, name = True, args[0]
+        else:
+            continue
+        if on_settings and isinstance(name, ast.Constant) and isinstance(name.value, str):
+            found.add(name.value)
+    return found
+
+
+def environment_of_settings(source: str) -> dict[str, set[str]]:
+    """For each setting a settings module assigns at module level (``NAME = ...``, ``NAME[k] =
+    ...``), the environment variables its value is read from (``env_*("VAR", ...)`` calls),
+    through the module-level names it is made of, transitively."""
+    tree = ast.parse(source)
+    direct: dict[str, set[str]] = {}
+    uses: dict[str, set[str]] = {}
+
+    def module_level(node: ast.AST):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            yield child
+            yield from module_level(child)
+
+    for node in module_level(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        for target in targets:
+            base = target.value if isinstance(target, ast.Subscript) else target
+            if not isinstance(base, ast.Name):
+                continue
+            env, names = direct.setdefault(base.id, set()), uses.setdefault(base.id, set())
+            for inner in ast.walk(value):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Name)
+                    and inner.func.id.startswith("env_")
+                    and inner.args
+                    and isinstance(inner.args[0], ast.Constant)
+                ):
+                    env.add(inner.args[0].value)
+                elif isinstance(inner, ast.Name):
+                    names.add(inner.id)
+    resolved: dict[str, set[str]] = {}
+    for name in direct:
+        seen, todo, env = {name}, [name], set()
+        while todo:
+            current = todo.pop()
+            env |= direct.get(current, set())
+            for used in uses.get(current, set()) - seen:
+                if used in direct:
+                    seen.add(used)
+                    todo.append(used)
+        resolved[name] = env
+    return resolved
+
+
+def documented_variables() -> set[str]:
+    """The variables docs/configuration.md's tables name in their first column."""
+    found = set()
+    for line in CONFIGURATION_DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ") and not line.startswith("|---"):
+            found |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1]))
+    return found
+
+
+def test_every_setting_an_accessor_reads_is_an_environment_variable_documented():
+    environment = environment_of_settings(SETTINGS_FILE.read_text(encoding="utf-8"))
+    documented = documented_variables()
+    read = {
+        name: str(path.relative_to(ROOT))
+        for path in ACCESSOR_FILES
+        for name in settings_read(path.read_text(encoding="utf-8"))
+    }
+    assert read, "no accessor found: the checker lost its way"
+
+    not_from_environment = sorted(
+        f"{n} ({where})" for n, where in read.items() if not environment.get(n)
+    )
+    undocumented = sorted(
+        f"{n} ({where}): {', '.join(sorted(environment[n] - documented))}"
+        for n, where in read.items()
+        if environment.get(n) and not environment[n] <= documented
+    )
+
+    assert not_from_environment == [], "config/settings.py does not read these from the environment"
+    assert undocumented == [], "docs/configuration.md names no row for these variables"
+
+
+def test_the_settings_checker_follows_the_names_a_setting_is_made_of():
+    source = (
+        "import json\n"
+        "DEBUG = env_bool('DJANGO_DEBUG', True)\n"
+        "ROOT = env_str('X_ROOT') or ('demo' if DEBUG else '')\n"
+        "_TEXT = env_str('X_LIST', '[]')\n"
+        "try:\n"
+        "    LIST = json.loads(_TEXT)\n"
+        "except ValueError:\n"
+        "    raise\n"
+        "SCHEDULE = {}\n"
+        "SCHEDULE['a'] = {'every': float(env_int('X_EVERY', 5))}\n"
+        "CONSTANT = 3\n"
+        "def helper():\n"
+        "    INSIDE = env_str('NOT_MODULE_LEVEL')\n"
+    )
+    assert environment_of_settings(source) == {
+        "DEBUG": {"DJANGO_DEBUG"},
+        "ROOT": {"X_ROOT", "DJANGO_DEBUG"},
+        "_TEXT": {"X_LIST"},
+        "LIST": {"X_LIST"},
+        "SCHEDULE": {"X_EVERY"},
+        "CONSTANT": set(),
+    }
+    reader = (
+        "from django.conf import settings as s\n"
+        "a = getattr(s, 'A', 1)\n"
+        "b = setting('B', None)\n"
+        "c = getattr(settings, name, None)\n"
+        "d = getattr(trace, 'D', None)\n"
+    )
+    assert settings_read(reader) == {"A", "B"}
+    # the replay caps, read by replay/conf.py, come from their own variables
+    environment = environment_of_settings(SETTINGS_FILE.read_text(encoding="utf-8"))
+    assert environment["REPLAY_MAX_SECONDS"] == {"REPLAY_MAX_SECONDS"}
+    assert environment["REPLAY_MAX_ITERATIONS"] == {"REPLAY_MAX_ITERATIONS"}
+    assert {"REPLAY_MAX_SECONDS", "REPLAY_MAX_ITERATIONS"} <= documented_variables()
+
+
 def test_every_project_package_is_under_an_import_contract():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     layers = _contract("apps")["layers"]

@@ -199,6 +199,14 @@ def _seal_mac(signature: dict[str, Any], keys: KeyRing, at: datetime | None) -> 
     return hmac.new(key.secret or b"", digestmod=hashlib.sha256)
 
 
+def _signature_code(verdict: Verdict) -> str:
+    """A signature that did not verify: ``UNKNOWN_KEY`` when its key is not in the registry
+    (nothing was verified, so the file is refused, not stored as tampered), else
+    ``INTEGRITY_FAILURE`` (a registered key whose signature does not verify, or a key outside
+    its window)."""
+    return errors.UNKNOWN_KEY if verdict.unknown_key is not None else errors.INTEGRITY_FAILURE
+
+
 def _seal_verdict(signature: dict[str, Any], mac: Any) -> Verdict:
     """`signatures.verify`'s HMAC verdict, worded as it words it, from the streamed MAC."""
     expected = mac.hexdigest()
@@ -305,6 +313,7 @@ def _seal_check(
     if not verdict.ok:
         checks.append(Check("seal", False, verdict.reason))
         return {
+            "code": _signature_code(verdict),
             "message": f"seal: {verdict.reason}",
             "broke_at": "seal",
             "expected": verdict.expected,
@@ -341,7 +350,8 @@ class _Run:
     erased_seen: list[int] = field(default_factory=list)
     bodies: dict[str, Any] = field(default_factory=dict)
     missing_snapshots: list[str] = field(default_factory=list)
-    snapshot_problem: tuple[str, dict[str, Any]] | None = None
+    #: (code, message, where) of the first snapshot whose id or signature does not verify
+    snapshot_problem: tuple[str, str, dict[str, Any]] | None = None
     runtime: Any = None
     rng: Any = None
     materialiser: Any = None
@@ -406,6 +416,7 @@ def _load_snapshots(run: _Run) -> None:
         computed = "sha256:" + hashlib.sha256(message).hexdigest()
         if computed != snap["snapshot_id"]:
             run.snapshot_problem = (
+                errors.INTEGRITY_FAILURE,
                 f"snapshot {snap['kind']}: its body does not hash to its snapshot_id",
                 {"broke_at": index, "expected": computed, "observed": snap["snapshot_id"]},
             )
@@ -413,6 +424,7 @@ def _load_snapshots(run: _Run) -> None:
         verdict = verify(snap["signature"], message, run.keys, at=run.at)
         if not verdict.ok:
             run.snapshot_problem = (
+                _signature_code(verdict),
                 f"snapshot {snap['kind']}: {verdict.reason}",
                 {"broke_at": index, "expected": verdict.expected, "observed": verdict.observed},
             )
@@ -658,9 +670,8 @@ def _required_snapshots(run: _Run) -> Refusal | None:
 def _snapshots(run: _Run) -> Refusal | None:
     problem = run.snapshot_problem
     if problem is not None:
-        return run.failed(
-            "snapshots", problem[0], errors.INTEGRITY_FAILURE, problem[0], **problem[1]
-        )
+        code, message, where = problem
+        return run.failed("snapshots", message, code, message, **where)
     run.passed("snapshots", f"{len(run.bodies)} snapshot ids and signatures verify")
     return None
 
@@ -708,8 +719,8 @@ def _seal(run: _Run) -> Refusal | None:
     )
     if seal_problem is None:
         return None
-    message = seal_problem.pop("message")
-    return Refusal(errors.INTEGRITY_FAILURE, message, seal_problem)
+    code, message = seal_problem.pop("code"), seal_problem.pop("message")
+    return Refusal(code, message, seal_problem)
 
 
 def _outputs(run: _Run) -> Refusal | None:

@@ -69,6 +69,27 @@ class Verdict:
     reason: str
     expected: str | None = None
     observed: str | None = None
+    #: the key id the signature names when the key ring has no key of that id: nothing was
+    #: verified (a format refuses it as UNKNOWN_KEY, not as a signature that does not verify)
+    unknown_key: str | None = None
+
+
+#: how a key of each algorithm is registered (``manage.py keys``), for the refusal's words
+REGISTER_COMMANDS = {
+    HMAC_SHA256: "manage.py keys add-hmac {key_id} --secret-file F",
+    ED25519: "manage.py keys add-ed25519 {key_id} --public-key-file F",
+}
+UNKNOWN_KEY_REASON = (
+    "no key {key_id!r} in the verification-key registry, so nothing was verified: register it "
+    "with `{command}`"
+)
+
+
+def unknown_key_reason(key_id: str, alg: str) -> str:
+    """Why a signature by ``key_id`` (of algorithm ``alg``) was not verified: the registry has
+    no such key; and how to register it."""
+    command = REGISTER_COMMANDS.get(alg, "manage.py keys add-hmac|add-ed25519 {key_id} ...")
+    return UNKNOWN_KEY_REASON.format(key_id=key_id, command=command.format(key_id=key_id))
 
 
 def _signature_fields(signature: object) -> tuple[str, str, str] | str:
@@ -82,6 +103,19 @@ def _signature_fields(signature: object) -> tuple[str, str, str] | str:
     return alg, key_id, value
 
 
+def key_unknown(signature: object, keys: KeyRing) -> Verdict | None:
+    """What :func:`verify` answers a well-formed signature whose key the ring does not have
+    (``unknown_key`` set), without reading the message; None when the key is there, or the
+    signature is not well formed (:func:`verify` then says why)."""
+    fields = _signature_fields(signature)
+    if isinstance(fields, str):
+        return None
+    alg, key_id, _ = fields
+    if keys.lookup(key_id) is not None:
+        return None
+    return Verdict(False, unknown_key_reason(key_id, alg), unknown_key=key_id)
+
+
 def verify(
     signature: object, message: bytes, keys: KeyRing, *, at: datetime | None = None
 ) -> Verdict:
@@ -92,7 +126,7 @@ def verify(
     alg, key_id, value = fields
     key = keys.lookup(key_id)
     if key is None:
-        return Verdict(False, f"unknown key {key_id!r}: register it with `keys add-...`")
+        return Verdict(False, unknown_key_reason(key_id, alg), unknown_key=key_id)
     if key.alg != alg:
         return Verdict(False, f"key {key_id} is {key.alg}, the signature claims {alg}")
     problem = key.window_problem(at)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from core.errors import AMBIGUOUS_TRACE_ID
 from governance.models import GovernanceEvent
@@ -173,3 +173,108 @@ def test_the_trace_page_lists_the_other_copies_by_upload_id(two_copies, as_perso
     ]
     assert f"diverged.trace.json</a> (<code>upload:{diverged.pk}</code>, diverged)" in notice
     assert "A replay by trace id is refused (AMBIGUOUS_TRACE_ID)" in notice
+
+
+# --- replay --resume: the run by its id, its file as a replay names one ------------------------
+
+
+@pytest.fixture
+def diverged_run(two_copies):
+    """A finished, governed audit replay of the diverged copy (it stops at its divergence)."""
+    from governance.services import replay_request, replay_run_govern
+    from tests.console.personas import persona
+
+    _, diverged = two_copies
+    run = replay_request(trace=diverged, mode="audit", actor=persona("alice"), enqueue=False)
+    run = replay_run_govern(run_id=run.id)
+    assert (run.status, run.error_code) == ("diverged", "REPLAY_DIVERGENCE")
+    return run
+
+
+def resumed(capsys, *args: str) -> tuple[int, dict]:
+    """`manage.py replay ARGS --json`: (exit code, the report printed)."""
+    with pytest.raises(SystemExit) as exited:
+        call_command("replay", *args, "--json")
+    return exited.value.code, json.loads(capsys.readouterr().out)
+
+
+def attempts() -> int:
+    """Resumes the ledger logged (each refused one is FORCE_CONTINUE_REFUSED)."""
+    return GovernanceEvent.objects.filter(type="FORCE_CONTINUE_REFUSED").count()
+
+
+def test_resume_refuses_a_shared_trace_id_naming_each_copy(two_copies, diverged_run, capsys):
+    ok, diverged = two_copies
+
+    code, report = resumed(capsys, ok.trace_id, "--resume", str(diverged_run.id))
+
+    assert code == 2
+    assert (report["status"], report["error_code"], report["authoritative"]) == (
+        "refused",
+        AMBIGUOUS_TRACE_ID,
+        False,
+    )
+    assert (report["trace_id"], report["mode"]) == (ok.trace_id, "audit")
+    assert report["message"] == expected_message(diverged, ok)
+    assert report["detail"]["copies"] == expected_copies(diverged, ok)
+    assert (ReplayRun.objects.count(), attempts()) == (1, 0)  # nothing ran, nothing logged
+
+
+@pytest.mark.parametrize("named", ["run id", "upload", "sha256", "run id spelt as 32 hex"])
+def test_resume_takes_the_run_by_its_id_or_its_file_by_upload_id_or_sha256(
+    two_copies, diverged_run, capsys, named
+):
+    _, diverged = two_copies
+    target = {
+        "run id": str(diverged_run.id),
+        "upload": f"upload:{diverged.pk}",
+        "sha256": diverged.blob.sha256,
+        "run id spelt as 32 hex": diverged_run.id.hex,
+    }[named]
+
+    code, report = resumed(capsys, target, "--resume", str(diverged_run.id))
+
+    # the run was found and resumed: without an approved force-continue, that is refused
+    assert (code, report["error_code"]) == (1, "FORCE_CONTINUE_REQUIRED")
+    assert attempts() == 1
+
+
+def test_resume_without_a_run_id_resumes_the_run_the_target_names(diverged_run, capsys):
+    code, report = resumed(capsys, str(diverged_run.id), "--resume")
+
+    assert (code, report["error_code"]) == (1, "FORCE_CONTINUE_REQUIRED")
+    assert f"continuing replay {diverged_run.id} past step" in report["message"]
+    assert attempts() == 1
+
+
+def test_resume_refuses_a_target_naming_another_file(two_copies, diverged_run):
+    ok, diverged = two_copies
+
+    with pytest.raises(CommandError) as refused:
+        call_command("replay", f"upload:{ok.pk}", "--resume", str(diverged_run.id))
+
+    assert (refused.value.returncode, str(refused.value)) == (
+        2,
+        f"replay {diverged_run.id} is of upload:{diverged.pk} (trace {diverged.trace_id}), not "
+        f"upload:{ok.pk}: name it by the run's id, upload:{diverged.pk}, its sha256 or its "
+        "trace id",
+    )
+    assert attempts() == 0
+
+
+def test_resume_refuses_a_run_that_does_not_exist(two_copies, diverged_run):
+    ok, _ = two_copies
+    nobody = "00000000-0000-0000-0000-000000000000"
+
+    with pytest.raises(CommandError) as refused:
+        call_command("replay", ok.trace_id, "--resume", nobody)
+    assert (refused.value.returncode, str(refused.value)) == (2, f"{nobody}: no such replay run")
+
+    with pytest.raises(CommandError) as refused:
+        call_command("replay", ok.trace_id, "--resume")
+    assert (refused.value.returncode, str(refused.value)) == (
+        2,
+        f"{ok.trace_id}: no such replay run (--resume without RUN_ID resumes the run TARGET "
+        "names by its id)",
+    )
+    assert attempts() == 0

@@ -506,6 +506,91 @@ def test_a_bad_field_is_malformed_and_named(edit, message):
     assert report["message"] == message
 
 
+# --- status: Paxman's Status enum (paxman/types.py at nexusnv/paxman bc5d79bc9568) -------------
+
+#: Paxman 1.0.2's ``Status`` values, as its enum declares them
+PAXMAN_STATUSES = [
+    "SUCCESS",
+    "PARTIAL_SUCCESS",
+    "UNRESOLVED",
+    "INVALID_CONTRACT",
+    "EXECUTION_FAILED",
+]
+STATUS_WORDS = (
+    "is not a valid Status (Paxman's Status is one of SUCCESS, PARTIAL_SUCCESS, UNRESOLVED, "
+    "INVALID_CONTRACT, EXECUTION_FAILED)"
+)
+
+
+def test_the_statuses_are_paxmans_enum():
+    assert list(px.STATUSES) == PAXMAN_STATUSES
+
+
+@pytest.mark.parametrize("status", PAXMAN_STATUSES)
+def test_every_status_of_paxmans_enum_verifies_as_the_hash_leaves_it_out(status):
+    report = verify({**load(), "status": status})
+
+    assert (report["status"], report["error_code"]) == ("ok", None)
+    assert report["checks"][0]["detail"].startswith(f"ExecutionArtifact, status {status}, ")
+
+
+@pytest.mark.parametrize("status", ["bogus", "success", "OK", "RESOLVED", "", " SUCCESS"], ids=repr)
+@pytest.mark.parametrize("spelling", ["canonical", "indented"])
+def test_a_status_paxmans_enum_refuses_is_malformed_in_its_words(status, spelling):
+    """``Status("bogus")`` raises ``ValueError: 'bogus' is not a valid Status``: Paxman cannot
+    build the artifact, so it never reaches its replay. The hash does not cover ``status``, so
+    without this check the edited file verified ok."""
+    doc = {**load(), "status": status}
+    data = stable(doc) if spelling == "canonical" else json.dumps(doc, indent=2).encode()
+
+    report = verify(data)
+
+    message = f"artifact.status: {status!r} {STATUS_WORDS}"
+    assert (report["status"], report["error_code"]) == ("refused", MALFORMED_TRACE)
+    assert report["message"] == message
+    assert report["checks"] == [{"name": "type", "ok": False, "detail": message}]
+    assert report["authoritative"] is False
+
+
+def test_a_long_refused_status_is_quoted_to_80_characters():
+    report = verify({**load(), "status": "X" * 500})
+
+    assert report["message"] == f"artifact.status: {'X' * 80!r} {STATUS_WORDS}"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(None, "null"), (1, "int"), (["SUCCESS"], "list"), (True, "bool")]
+)
+def test_a_status_that_is_not_a_string_is_malformed(status, kind):
+    report = verify({**load(), "status": status})
+
+    assert (report["error_code"], report["message"]) == (
+        MALFORMED_TRACE,
+        f"artifact.status: expected a status string, got {kind}",
+    )
+
+
+def test_a_bogus_status_is_refused_by_the_command_and_stores_nothing(tmp_path, db):
+    from replay.models import Trace
+
+    path = tmp_path / "bogus.json"
+    path.write_bytes(stable({**load(), "status": "bogus"}))
+    out, err = io.StringIO(), io.StringIO()
+
+    with pytest.raises(SystemExit) as exited:
+        call_command("verify", str(path), "--json", stdout=out)
+    assert exited.value.code == 1
+    assert json.loads(out.getvalue())["message"] == f"artifact.status: 'bogus' {STATUS_WORDS}"
+
+    with pytest.raises(CommandError) as refused:
+        call_command("ingest", str(path), stdout=out, stderr=err)
+    assert refused.value.returncode == 1
+    assert err.getvalue() == (
+        f"{path}: refused MALFORMED_TRACE: artifact.status: 'bogus' {STATUS_WORDS}\n"
+    )
+    assert Trace.objects.count() == 0
+
+
 def test_parse_refuses_with_replay_error():
     from core.errors import ReplayError
 

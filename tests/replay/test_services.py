@@ -125,9 +125,12 @@ def test_it_returns_the_same_trace_for_a_second_identical_upload():
 def test_it_stores_a_tampered_copy_with_status_tamper_detected():
     original = ingest_path(golden("ok.trace.json"))
 
-    code, out, _ = run("ingest", str(golden("tampered_snapshot.trace.json")))
+    code, out, err = run("ingest", str(golden("tampered_snapshot.trace.json")))
 
+    # stored as evidence: exit 0 as contracts.md §4 says (nothing was refused), and stderr
+    # counts it; --strict makes the exit code say it (3)
     assert (code, out) == (0, f"{OK_TRACE_ID} replay-trace replayable tamper_detected\n")
+    assert err.strip() == "1 of 1 files stored with a verdict other than ok"
     tampered = Trace.objects.exclude(id=original.id).get()
     assert tampered.trace_id == original.trace_id
     assert tampered.last_status == "tamper_detected"
@@ -135,6 +138,58 @@ def test_it_stores_a_tampered_copy_with_status_tamper_detected():
     # the store is content-addressed: the edited body hashes to nothing it could be filed under
     assert Snapshot.objects.count() == 5
     assert original.last_status == "ok"
+
+
+def test_ingest_strict_exits_3_when_every_file_is_stored_but_one_is_not_ok():
+    code, out, err = run(
+        "ingest",
+        "--strict",
+        str(golden("ok.trace.json")),
+        str(golden("tampered_snapshot.trace.json")),
+    )
+
+    assert code == 3
+    assert out.splitlines() == [
+        f"{OK_TRACE_ID} replay-trace replayable ok",
+        f"{OK_TRACE_ID} replay-trace replayable tamper_detected",
+    ]
+    assert err == "1 of 2 files stored with a verdict other than ok"
+    assert stored_counts()["traces"] == 2
+
+
+def test_ingest_strict_exits_3_for_a_non_ok_file_already_stored():
+    run("ingest", str(golden("tampered_snapshot.trace.json")))
+
+    code, out, err = run("ingest", "--strict", str(golden("tampered_snapshot.trace.json")))
+
+    assert (code, out) == (
+        3,
+        f"{OK_TRACE_ID} replay-trace replayable tamper_detected (already stored)\n",
+    )
+    assert err == "1 of 1 files stored with a verdict other than ok"
+
+
+def test_ingest_exits_1_when_a_file_is_refused_whatever_the_others_verdicts(tmp_path):
+    bad = tmp_path / "bad.trace.json"
+    bad.write_bytes(b'{"format": "replay-trace"')
+
+    code, out, err = run(
+        "ingest",
+        str(golden("ok.trace.json")),
+        str(golden("tampered_snapshot.trace.json")),
+        str(bad),
+    )
+
+    assert code == 1
+    assert out.splitlines() == [
+        f"{OK_TRACE_ID} replay-trace replayable ok",
+        f"{OK_TRACE_ID} replay-trace replayable tamper_detected",
+    ]
+    assert err.splitlines() == [
+        f"{bad}: refused MALFORMED_TRACE: trace: truncated JSON at line 1 column 26: "
+        "Expecting ',' delimiter",
+        "1 of 3 files refused; 1 of 3 files stored with a verdict other than ok",
+    ]
 
 
 def test_it_stores_both_spellings_of_one_trace_sharing_their_snapshots():

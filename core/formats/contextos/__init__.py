@@ -35,11 +35,15 @@ which rule matched (``contextos.rule``); when neither does, the rule that verifi
 prefix, with its ``broke_at``, ``expected`` (computed) and ``observed`` (recorded).
 
 **Verify** checks the chain and the record (its chain entry, and ``record_hash`` =
-``"sha256:" + sha256(canonical(decision_record))``) without the pinned inputs.
+``"sha256:" + sha256(canonical(decision_record))``) without the pinned inputs; given the
+inputs found and a key ring, an input signed by a key the ring does not have is refused
+first, ``UNKNOWN_KEY`` (nothing is stored: one rule for every format).
 
 **Replay** (``index.ts``) needs the pinned Context Pack and Knowledge-Graph snapshot, retained
 beside the trace; it refuses, naming which, when one was not retained, is unpinned or
-unsigned, or its envelope hash differs. Then the chain; then the canonical loop the pack names
+unsigned, its envelope hash differs, it is signed by a key the registry does not have
+(``UNKNOWN_KEY``: nothing was verified, nothing is halted) or its signature does not verify
+(``INTEGRITY_FAILURE``). Then the chain; then the canonical loop the pack names
 (a registered ``name@version``, :func:`register_loop`) runs over a lookup of the recorded
 transcripts that fails on a missing call; then ``diffRecords`` over the seven fields gives
 ``byte_equal`` or ``diverged`` with ``diverged_at`` and every diverged field. ContextOS's own

@@ -76,9 +76,14 @@ class ContextosFormat:
             errors.CAPABILITY_NOT_FOUND,
             errors.REPLAY_DIVERGENCE,
             errors.RESULT_MISMATCH,
+            errors.UNKNOWN_KEY,
         }
     )
-    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
+    #: a trace whose pinned pack or KG snapshot names a key the registry does not have is
+    #: refused (its inputs' signatures could not be checked): register the key, upload again
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.UNKNOWN_KEY}
+    )
     replay_note = (
         "runs the pack's registered canonical loop offline over the recorded tool results, "
         "with the pinned pack and KG snapshot stored beside the trace, and diffs the "
@@ -121,6 +126,8 @@ class ContextosFormat:
             mode=ctx.mode,
             progress=ctx.progress,
             inputs_present=(inputs.pack is not None, inputs.kg is not None),
+            inputs=inputs,
+            keys=ctx.keys,
         )
         return halts_clear(report, ctx)
 

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core import errors
 from core.canonical import js_sorted
 from core.errors import ReplayError
 from core.formats.contextos.reader import ContextosTrace, _malformed, _object, _string
 from core.formats.jsonstrict import _DECODER, NumberOutOfRange, out_of_range
-from core.replay.signatures import KeyRing
+from core.replay.signatures import KeyRing, key_unknown
 from core.replay.signatures import verify as verify_signature
 
 PACK_KIND = "contextos-pack"
@@ -135,11 +136,27 @@ def find_inputs(trace: ContextosTrace, files: Mapping[str, bytes]) -> Inputs:
     return found
 
 
-def _signed(sig: Any, message: bytes, keys: KeyRing, at: Any) -> tuple[str | None, bool]:
-    """(problem, unsigned): None when the signature verifies."""
+UNSIGNED = "is unsigned"
+SIGNED_BY_UNKNOWN_KEY = "is signed by a key the console does not know: {reason}"
+
+
+def _signed(sig: Any, message: bytes, keys: KeyRing, at: Any) -> tuple[str | None, str | None]:
+    """(problem, code): (None, None) when the signature verifies. The code: MISSING_SNAPSHOT
+    for an unsigned input, UNKNOWN_KEY for one signed by a key the registry does not have
+    (nothing was verified), else INTEGRITY_FAILURE (a registered key whose signature does not
+    verify, or a key outside its window)."""
     if sig is None:
-        return "is unsigned", True
+        return UNSIGNED, errors.MISSING_SNAPSHOT
     verdict = verify_signature(sig, message, keys, at=at)
     if verdict.ok:
-        return None, False
-    return f"signature does not verify: {verdict.reason}", False
+        return None, None
+    if verdict.unknown_key is not None:
+        return SIGNED_BY_UNKNOWN_KEY.format(reason=verdict.reason), errors.UNKNOWN_KEY
+    return f"signature does not verify: {verdict.reason}", errors.INTEGRITY_FAILURE
+
+
+def unknown_key(held: Pack | KgSnapshot, keys: KeyRing) -> str | None:
+    """Why a pinned input is signed by a key the registry does not have, or None (its key is
+    there, it is unsigned or its signature is malformed: the replay's input check says those)."""
+    verdict = key_unknown(held.signature, keys) if held.signature is not None else None
+    return None if verdict is None else SIGNED_BY_UNKNOWN_KEY.format(reason=verdict.reason)

@@ -33,6 +33,7 @@ from core.formats.contextos.inputs import (
     _signed,
     kg_snapshot_id,
     pack_envelope_hash,
+    unknown_key,
 )
 from core.formats.contextos.loop import LOOPS, MissingCall, run_loop
 from core.formats.contextos.reader import FORMAT, SCHEMA_VERSION, ContextosTrace
@@ -199,10 +200,17 @@ def verify(
     mode: str = AUDIT,
     progress: Callable[[int], None] | None = None,
     inputs_present: tuple[bool, bool] | None = None,
+    inputs: Inputs | None = None,
+    keys: KeyRing | None = None,
 ) -> ContextosReport:
-    """The chain and the record, without the pinned inputs (``verify``, ingest)."""
+    """The chain and the record, without the pinned inputs (``verify``, ingest). Given the
+    ``inputs`` found and the ``keys``, a pinned input signed by a key the registry does not
+    have is refused first (``UNKNOWN_KEY``: nothing is stored; its signature, hash and loop are
+    the replay's checks)."""
     report = new_report(trace.trace_id, mode)
     report.checks.append(Check("format", True, _describe(trace)))
+    if inputs is not None and keys is not None and not _keys_known(report, trace, inputs, keys):
+        return report
     if inputs_present is not None:
         report.replayable = all(inputs_present)
         report.missing = [
@@ -343,6 +351,21 @@ def _refuse(report: ContextosReport, check: str, code: str, message: str, **wher
     return False
 
 
+def _keys_known(
+    report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing
+) -> bool:
+    """Every pinned input given is signed by a key of the registry (or unsigned: the replay
+    refuses that); the first that is not refuses the report with ``UNKNOWN_KEY``."""
+    for check, noun, pinned, held in (
+        ("pack", "pack", trace.head["pack_version"], inputs.pack),
+        ("kg_snapshot", "KG snapshot", trace.head["kg_snapshot_id"], inputs.kg),
+    ):
+        problem = unknown_key(held, keys) if held is not None else None
+        if problem is not None:
+            return _refuse(report, check, errors.UNKNOWN_KEY, f"the {noun} {pinned} {problem}")
+    return True
+
+
 def _pack_check(
     report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
 ) -> bool:
@@ -424,9 +447,8 @@ def _input_check(
             expected=recomputed,
             observed=str(recorded),
         )
-    problem, unsigned = _signed(held.signature, recomputed.encode(), keys, at)
-    if problem is not None:
-        code = errors.MISSING_SNAPSHOT if unsigned else errors.INTEGRITY_FAILURE
+    problem, code = _signed(held.signature, recomputed.encode(), keys, at)
+    if problem is not None and code is not None:
         return _refuse(report, check, code, f"{refusal} {problem}")
     report.checks.append(Check(check, True, found.format(pinned=pinned, recomputed=recomputed)))
     return True

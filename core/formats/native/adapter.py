@@ -50,9 +50,14 @@ class NativeFormat:
             errors.REPLAY_DIVERGENCE,
             errors.RESULT_MISMATCH,
             errors.REPLAY_TIMEOUT,
+            errors.UNKNOWN_KEY,
         }
     )
-    unstorable_codes = frozenset({errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION})
+    #: a trace whose snapshot signature or seal names a key the registry does not have is
+    #: refused (nothing was verified, so nothing is stored): register the key, upload it again
+    unstorable_codes = frozenset(
+        {errors.MALFORMED_TRACE, errors.UNSUPPORTED_SCHEMA_VERSION, errors.UNKNOWN_KEY}
+    )
     replay_note = "replays every step with the registered step functions (seed 003 §6)"
     #: no templates of its own: the console's shared panel shows it
     templates: str | None = None

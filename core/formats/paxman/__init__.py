@@ -5,7 +5,9 @@ rehydration: nothing is re-executed, the checks run in the seed's §3 order and 
 that fails names the report's code:
 
 1. ``type``: the document is an ExecutionArtifact (the attrs invariants of Paxman's
-   ``artifact.py``, field by field) -> ``MALFORMED_TRACE`` naming the field;
+   ``artifact.py``, field by field; ``status`` one of Paxman's ``Status`` enum,
+   :data:`STATUSES`, refused in ``Status(value)``'s words) -> ``MALFORMED_TRACE`` naming the
+   field;
 2. ``version``: ``paxman_version`` has the same major as the supported Paxman
    (:data:`PAXMAN_VERSION`) and is not newer; ``planner_version`` is one this console
    supports -> ``VERSION_MISMATCH``;
@@ -34,7 +36,8 @@ where ``ExecutionArtifact(**decoded)`` would hash its default in its place.
 Fields the hash does not protect (:data:`UNPROTECTED_FIELDS`): ``id``, ``created_at`` and
 ``metadata`` as Paxman documents, and also ``normalized_data``, ``status`` and
 ``unresolved_fields``, which its hash leaves out too: editing the normalised output of an
-artifact does not break its replay hash.
+artifact does not break its replay hash. ``status`` is held to the enum by the type check
+alone: another of its values verifies, ``"bogus"`` does not.
 
 The package by concern: :mod:`.artifact` (fields, types, versions, canonical bytes, the
 replay hash), :mod:`.capabilities` (the registry), :mod:`.contract` (a supplied contract),
@@ -56,6 +59,7 @@ from core.formats.paxman.artifact import (
     PAXMAN_VERSION,
     REPLAY_VERSION,
     REQUIRED,
+    STATUSES,
     SUPPORTED_PLANNER_VERSIONS,
     UNPROTECTED_FIELDS,
     Artifact,
@@ -90,6 +94,7 @@ __all__ = [
     "PAXMAN_VERSION",
     "REPLAY_VERSION",
     "REQUIRED",
+    "STATUSES",
     "SUPPORTED_PLANNER_VERSIONS",
     "UNPROTECTED_FIELDS",
     "Artifact",

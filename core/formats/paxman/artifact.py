@@ -84,6 +84,15 @@ _KEY_PREFIX: Mapping[str, bytes] = MappingProxyType({k: b'"' + k.encode() + b'":
 #: inputs and ``status``), in declaration order: the first one missing is named
 REQUIRED = tuple(key for key in FIELDS if key not in OPTIONAL_FIELDS)
 CHECK_ORDER = ("type", "version", "capabilities", "hash", "contract", "rehydration")
+#: Paxman's ``Status`` enum (``paxman/types.py`` at nexusnv/paxman bc5d79bc9568, v1.0.2), in its
+#: declaration order: an artifact's ``status`` is one of these, as ``Status(value)`` refuses
+#: any other value before ``ExecutionArtifact`` can be built. ``status`` is not covered by
+#: ``replay_hash`` (``compute_replay_hash`` leaves it out), so this check is all that holds it.
+STATUSES = ("SUCCESS", "PARTIAL_SUCCESS", "UNRESOLVED", "INVALID_CONTRACT", "EXECUTION_FAILED")
+_STATUS_SET = frozenset(STATUSES)
+#: ``Status(value)``'s own words for a value it refuses (Python's ``Enum``), with the values it
+#: takes
+STATUS_REFUSED = "{value!r} is not a valid Status (Paxman's Status is one of {statuses})"
 FIELD_RESULT_STATUSES = frozenset({"SUCCESS", "PARTIAL_SUCCESS", "UNRESOLVED", "EXECUTION_FAILED"})
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
@@ -211,8 +220,11 @@ def _type_check(doc: dict[str, Any]) -> dict[str, bytes]:
     status = doc["status"]
     if not isinstance(status, str):
         _expect(doc, "status", str, "a status string")
-    if not status:
-        raise _bad("artifact.status", "expected a status string, got ''")
+    if status not in _STATUS_SET:
+        raise _bad(
+            "artifact.status",
+            STATUS_REFUSED.format(value=status[:80], statuses=", ".join(STATUSES)),
+        )
     for key in ("id", "created_at"):
         if key in doc and (not isinstance(doc[key], str) or not doc[key]):
             raise _bad(f"artifact.{key}", f"must be a non-empty string, got {doc[key]!r}")

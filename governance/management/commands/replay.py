@@ -10,7 +10,12 @@ REPLAY_REQUEST before, REPLAY_RESULT and friends after) and runs in this process
 
 ``--resume RUN_ID`` continues a diverged run past its divergence. That needs an approved
 force-continue (one admin and a council quorum, signed); without one the replay is refused
-with FORCE_CONTINUE_REQUIRED (seed 003 REPLAY-06) and the attempt is logged.
+with FORCE_CONTINUE_REQUIRED (seed 003 REPLAY-06) and the attempt is logged. The run is named
+by its id (the ReplayRun's UUID); TARGET names the same run by its id (``replay RUN_ID
+--resume``, RUN_ID then left out) or its stored file as a replay names one: ``upload:ID``, its
+sha256, or a trace id exactly one stored file carries. A trace id several stored files carry
+is refused with ``AMBIGUOUS_TRACE_ID`` naming each copy (exit 2, nothing runs), as without
+``--resume``; a TARGET that names another file, or no run, is a usage error (exit 2).
 
 ``--user NAME`` acts for that person: the roles matrix (``core.ledger.roles``) decides with the
 roles the ledger records for them, as for the pages and the API (production needs auditor and
@@ -68,6 +73,14 @@ OPTION_WITH_RESUME = (
     "--option cannot be given with --resume: the resumed run keeps the options of the run "
     "it resumes"
 )
+RESUME_NO_RUN = "{ref}: no such replay run"
+RESUME_NO_RUN_ID = (
+    "{ref}: no such replay run (--resume without RUN_ID resumes the run TARGET names by its id)"
+)
+RESUME_OTHER_FILE = (
+    "replay {run} is of upload:{upload} (trace {trace_id}), not {target}: name it by the run's "
+    "id, upload:{upload}, its sha256 or its trace id"
+)
 
 
 def options_parse(given: list[str] | None) -> dict[str, Any] | None:
@@ -120,16 +133,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "target",
             help="a stored trace id (one file carries it), upload:ID, a sha256, or a path to a "
-            "trace file",
+            "trace file; with --resume, also the run's id",
         )
         parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument(
             "--resume",
             metavar="RUN_ID",
+            nargs="?",
+            const="",
             default=None,
-            help="continue this diverged run past its divergence (needs an approved "
-            "force-continue)",
+            help="continue this diverged run (a replay run's id) past its divergence (needs an "
+            "approved force-continue); without RUN_ID, the run TARGET names by its id",
         )
         parser.add_argument(
             "--user",
@@ -208,16 +223,29 @@ class Command(BaseCommand):
         self._execute(run, as_json, workers)
 
     def _resume(self, target: str, run_id: str, actor: Any, as_json: bool, workers: int) -> None:
-        try:
-            run = ReplayRun.objects.select_related("trace").filter(id=uuid.UUID(run_id)).first()
-        except ValueError:
-            run = None
+        run = _run_named(run_id or target)
         if run is None:
-            raise CommandError(f"{run_id}: no such replay run", returncode=2)
-        if target not in (run.trace.trace_id, str(run.id)):
-            raise CommandError(
-                f"replay {run.id} is of trace {run.trace.trace_id}, not {target}", returncode=2
-            )
+            message = RESUME_NO_RUN if run_id else RESUME_NO_RUN_ID
+            raise CommandError(message.format(ref=run_id or target), returncode=2)
+        if _run_named(target) != run:
+            # TARGET names the run's stored file, as a replay names one; never guessed
+            try:
+                named = trace_to_replay(target)
+            except ReplayError as exc:  # AMBIGUOUS_TRACE_ID: the caller must pick a copy
+                report = refused_report(trace=None, mode=run.mode, error=exc)
+                report.update(trace_id=target, authoritative=False, detail=exc.detail)
+                self._emit(report, as_json)
+                sys.exit(2)
+            if named is None or named.pk != run.trace_id:
+                raise CommandError(
+                    RESUME_OTHER_FILE.format(
+                        run=run.id,
+                        upload=run.trace_id,
+                        trace_id=run.trace.trace_id,
+                        target=target,
+                    ),
+                    returncode=2,
+                )
         actor_require(actor=actor, action=roles.MODE_ACTIONS[run.mode])
         try:
             resumed = force_continue_resume(run=run, actor=actor)
@@ -241,3 +269,12 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, ensure_ascii=False))
         else:
             self.stdout.write(summarise(report))
+
+
+def _run_named(ref: str) -> ReplayRun | None:
+    """The replay run whose id (a UUID, in any spelling ``uuid.UUID`` reads) ``ref`` is."""
+    try:
+        run_id = uuid.UUID(ref.strip())
+    except ValueError:
+        return None
+    return ReplayRun.objects.select_related("trace").filter(id=run_id).first()

@@ -1,3 +1,13 @@
+"""``manage.py ingest PATH...``: store files of any format, verified, one line per file.
+
+contracts.md §4: exit 1 if any file was refused (its reason on stderr; a refused file stores
+nothing), 0 otherwise; a file stored with another verdict than ``ok`` (``tamper_detected``,
+``diverged``, ``refused``: kept as evidence) is named on its line and counted on stderr. With
+``--strict`` the exit code tells them apart: :data:`EXIT_NOT_OK` (3) when every file was
+stored but at least one with another verdict, for a pipeline that gates on it. 2 is a usage
+error (a ``--contract`` that cannot be read).
+"""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ReplayError
 from core.formats import ahd, companion_on_disk
+from core.replay.report import OK
 from replay import conf
 from replay.cli import (
     ProgressBar,
@@ -16,16 +27,22 @@ from replay.cli import (
 )
 from replay.services import inputs_beside, trace_ingest
 
+#: every file was stored, but at least one with a verdict other than ``ok``
+EXIT_NOT_OK = 3
+REFUSED = "{refused} of {given} files refused"
+NOT_OK = "{not_ok} of {given} files stored with a verdict other than ok"
+
 
 class Command(BaseCommand):
     help = (
         "Store files of any format the console reads, verified. One line per file; exit 1 if "
-        "any file was refused. An AHD sidecar's token and brief are read from its checkout "
-        "(--inputs, else <run>.inputs.tar.gz/.tgz/.zip beside it, else --root, else found "
-        "above the sidecar, else REPLAY_AHD_ROOT) and stored with it. A Paxman artifact is "
-        "checked against --contract when given. A MACE log's snapshot files "
-        "(<snapshot_id>.json) are read from its directory. A ContextOS trace's pack and KG "
-        "snapshot (*.pack.json, *.kg.json) come from its directory and the paths given."
+        "any file was refused, else 0 (with --strict: 3 if any was stored with a verdict other "
+        "than ok: tamper_detected, diverged, refused). An AHD sidecar's token and brief are "
+        "read from its checkout (--inputs, else <run>.inputs.tar.gz/.tgz/.zip beside it, else "
+        "--root, else found above the sidecar, else REPLAY_AHD_ROOT) and stored with it. A "
+        "Paxman artifact is checked against --contract when given. A MACE log's snapshot "
+        "files (<snapshot_id>.json) are read from its directory. A ContextOS trace's pack and "
+        "KG snapshot (*.pack.json, *.kg.json) come from its directory and the paths given."
     )
 
     def add_arguments(self, parser):
@@ -34,16 +51,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--root", default=None, help="the AHD checkout an AHD sidecar's inputs are read from"
         )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="exit 3 when no file was refused but one was stored with a verdict other than "
+            "ok (without it such a run exits 0, as contracts.md says)",
+        )
         add_workers_argument(parser)
         add_inputs_arguments(parser)
 
-    def handle(self, *args, paths, declared_format, workers, root, inputs, contract, **options):
+    def handle(
+        self, *args, paths, declared_format, workers, root, inputs, contract, strict, **options
+    ):
         limit = conf.ahd_max_input_bytes()
         try:
             supplied = read_contract(contract, limit)
         except OSError as exc:
             raise CommandError(f"{contract}: cannot read: {exc.strerror}", returncode=2) from None
-        refused = 0
+        refused = not_ok = 0
         # companions given on the command line (a ContextOS trace's pack and KG snapshot),
         # by the formats' own rules: inputs of the traces given, not traces themselves
         companion_of = {Path(p): companion_on_disk(Path(p).name) for p in paths}
@@ -94,8 +119,18 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{trace.trace_id} {trace.format} {replayable} {trace.last_status}{note}"
             )
+            if trace.last_status != OK:
+                not_ok += 1
+        given = len(paths)
         if refused:
-            raise CommandError(f"{refused} of {len(paths)} files refused", returncode=1)
+            message = REFUSED.format(refused=refused, given=given)
+            if not_ok:
+                message += "; " + NOT_OK.format(not_ok=not_ok, given=given)
+            raise CommandError(message, returncode=1)
+        if not_ok and strict:
+            raise CommandError(NOT_OK.format(not_ok=not_ok, given=given), returncode=EXIT_NOT_OK)
+        if not_ok:
+            self.stderr.write(NOT_OK.format(not_ok=not_ok, given=given))
 
 
 def _is_sidecar(path: Path) -> bool:
