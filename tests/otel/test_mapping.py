@@ -109,7 +109,14 @@ def test_official_instrumentation(file):
     assert first["dialect"] == second["dialect"] == "gen_ai"
     assert first["kind"] == "client"
     assert first["name"] == "chat gpt-4o-mini"
-    assert first["scope"] == {"name": "opentelemetry.util.genai.handler", "version": "1.1b0"}
+    assert first["scope"] == {
+        "name": "opentelemetry.util.genai.handler",
+        "version": "1.1b0",
+        "attributes": [],
+    }
+    # the span's own fields, kept whatever they map to
+    assert (first["trace_state"], first["flags"]) == ("", 256)
+    assert first["schema_url"] == "https://opentelemetry.io/schemas/1.37.0"
     assert first["provider"] == "openai"
     assert first["request_model"] == "gpt-4o-mini"
     assert first["response_model"] == "gpt-4o-mini-2024-07-18"
@@ -903,7 +910,10 @@ def test_the_record_fields():
         "end_time_unix_nano": "2",
         "status": {"code": "error", "message": "boom"},
         "service": "svc",
-        "scope": {"name": "scope", "version": "1"},
+        "scope": {"name": "scope", "version": "1", "attributes": []},
+        "schema_url": "",
+        "trace_state": "",
+        "flags": 0,
         "dialect": "openllmetry",  # gen_ai.usage.total_tokens is OpenLLMetry's own
         "operation": "chat",
         "provider": "openai",

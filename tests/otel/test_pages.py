@@ -79,8 +79,11 @@ def test_the_api_serves_the_record_to_every_role_that_browses(sealed, as_persona
 def test_the_record_api_refuses_another_format_naming_it(as_persona):
     import io
 
+    from replay.keys import key_add_hmac
     from replay.services import trace_ingest
-    from tests.console.conftest import trace_bytes
+    from tests.console.conftest import LONG_AGO, TRACE_KEY_ID, TRACE_SECRET, trace_bytes
+
+    key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
 
     other = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
     response = as_persona("alice").get(f"/api/traces/{other.blob.sha256}/record/")

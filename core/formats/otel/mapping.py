@@ -907,7 +907,14 @@ def span_record(span: dict[str, Any]) -> dict[str, Any]:
             "message": span["status"]["message"],
         },
         "service": resource.text("service.name"),
-        "scope": {"name": span["scope"]["name"], "version": span["scope"]["version"]},
+        "scope": {
+            "name": span["scope"]["name"],
+            "version": span["scope"]["version"],
+            "attributes": span["scope"]["attributes"],
+        },
+        "schema_url": span["schema_url"],
+        "trace_state": span["trace_state"],
+        "flags": span["flags"],
         "dialect": dialect,
         "operation": operation,
         "provider": attrs.text(

@@ -86,6 +86,9 @@ SPAN_FIELDS = (
     "status",
     "service",
     "scope",
+    "schema_url",
+    "trace_state",
+    "flags",
     "dialect",
     "operation",
     "provider",
@@ -505,9 +508,18 @@ class _Checker:
         c.choice(span["status"]["code"], f"{at}/status/code", STATUS_CODES)
         c.string(span["status"]["message"], f"{at}/status/message")
         c.string(span["service"], f"{at}/service", nullable=True)
-        c.fields(span["scope"], f"{at}/scope", ("name", "version"), "an instrumentation scope")
+        c.fields(
+            span["scope"],
+            f"{at}/scope",
+            ("name", "version", "attributes"),
+            "an instrumentation scope",
+        )
         c.string(span["scope"]["name"], f"{at}/scope/name")
         c.string(span["scope"]["version"], f"{at}/scope/version")
+        c.attributes(span["scope"]["attributes"], f"{at}/scope/attributes")
+        c.string(span["schema_url"], f"{at}/schema_url")
+        c.string(span["trace_state"], f"{at}/trace_state")
+        c.count(span["flags"], f"{at}/flags")
         c.choice(span["dialect"], f"{at}/dialect", DIALECTS, nullable=True)
         for name in (
             "operation",
