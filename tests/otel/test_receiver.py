@@ -255,9 +255,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_protobuf_bodies_are_refused_with_their_code_and_nothing_stored(
-    token, post, case
-):
+def test_hostile_protobuf_bodies_are_refused_with_their_code_and_nothing_stored(token, post, case):
     events = GovernanceEvent.objects.count()
     response = post(HOSTILE[case](), token)
     expected = {
@@ -274,9 +272,7 @@ def test_hostile_protobuf_bodies_are_refused_with_their_code_and_nothing_stored(
 
 JSON_CASES = {
     b'{"resourceSpans": [], "resourceSpans": []}': "BAD_JSON",  # a duplicate key
-    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "not hex!"}]}]}]}': (
-        "INVALID_ID"
-    ),
+    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "not hex!"}]}]}]}': ("INVALID_ID"),
     b'{"resourceSpans": {"not": "a list"}}': "WRONG_TYPE",
     b'{"resourceSpans": [' + b"[" * 5000 + b"]" * 5000 + b"]}": "TOO_DEEP",
 }
