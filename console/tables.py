@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from django.conf import settings
 from django.template.defaultfilters import capfirst, filesizeformat
@@ -87,7 +88,39 @@ def contents_words(
     return ", ".join(parts)
 
 
-def _row(t: Trace, detail_prefix: str, detail_suffix: str) -> str:
+#: how many of an OpenTelemetry trace's services or models its row names (then "+N more")
+OTEL_SHOWN = 3
+
+
+def _otel_links(list_url: str, name: str, values: list[str]) -> str:
+    """Values as links to the list filtered by each (``?service=``, ``?model=``)."""
+    links = ", ".join(
+        f'<a href="{list_url}?{name}={_e(quote(v, safe=""))}">{_e(v)}</a>'
+        for v in values[:OTEL_SHOWN]
+    )
+    more = len(values) - OTEL_SHOWN
+    return links + (f" +{more} more" if more > 0 else "")
+
+
+def _otel_line(t: Trace, list_url: str) -> str:
+    """An OpenTelemetry trace's services and models under its job (``trace.otel``, set by
+    ``traces_mark_otel``), each a link to the list filtered by it; "" for another format."""
+    facts = getattr(t, "otel", None)
+    if facts is None:
+        return ""
+    parts = []
+    if facts.service_names:
+        word = "service" if len(facts.service_names) == 1 else "services"
+        parts.append(f"{word} {_otel_links(list_url, 'service', facts.service_names)}")
+    if facts.model_names:
+        word = "model" if len(facts.model_names) == 1 else "models"
+        parts.append(f"{word} {_otel_links(list_url, 'model', facts.model_names)}")
+    if not parts:
+        return ""
+    return '<br><span class="otel-facts">' + " · ".join(parts) + "</span>"
+
+
+def _row(t: Trace, detail_prefix: str, detail_suffix: str, list_url: str = "") -> str:
     sha = t.blob.sha256
     href = f"{detail_prefix}{_e(sha)}{detail_suffix}"
     twin = ""
@@ -106,7 +139,7 @@ def _row(t: Trace, detail_prefix: str, detail_suffix: str) -> str:
         f'        <td><a href="{href}"><code>{_e(t.trace_id)}'
         f"</code></a>{twin}</td>\n"
         f"        <td>{_e(t.format)}</td>\n"
-        f"        <td>{_e(t.job_id or '—')}</td>\n"
+        f"        <td>{_e(t.job_id or '—')}{_otel_line(t, list_url)}</td>\n"
         f'        <td><span class="badge verdict-{_e(status)}">'
         f"{_e(_LABELS.get(status, status))}</span></td>\n"
         f"        <td>{_replayable_badge(t)}</td>\n"
@@ -119,7 +152,8 @@ def _row(t: Trace, detail_prefix: str, detail_suffix: str) -> str:
 def trace_rows_html(traces: Iterable[Trace]) -> SafeString:
     """The ``<tr>`` of each trace of a page of the list, as the row loop wrote them."""
     prefix, _, suffix = reverse("trace-detail", args=[_SHA]).partition(_SHA)
-    return mark_safe("".join(_row(t, prefix, suffix) for t in traces))  # noqa: S308 - escaped
+    list_url = reverse("trace-list")
+    return mark_safe("".join(_row(t, prefix, suffix, list_url) for t in traces))  # noqa: S308
 
 
 # --- the trace page's windows: its events and its steps -------------------------------------

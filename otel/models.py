@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
+from django.db.models.functions import Upper
 
 from replay.models import AppendOnlyModel, Trace
 
@@ -106,3 +108,78 @@ class OtelTrace(models.Model):
 
     def __str__(self) -> str:
         return f"OTel trace {self.trace_id} v{self.version}"
+
+
+class OtelTraceFacts(AppendOnlyModel):
+    """What the trace list knows of one stored ``otel-genai`` trace without opening its file
+    (``core.formats.otel.facts``): written with the trace, in the transaction that stores
+    it (``replay.signals.trace_stored``), never changed. The value lists are for showing
+    (the list's rows); what the list filters by is :class:`OtelTraceValue`."""
+
+    trace = models.OneToOneField(
+        Trace, on_delete=models.PROTECT, primary_key=True, related_name="otel_facts"
+    )
+    service_names = models.JSONField(default=list)
+    #: request and response models, each once
+    model_names = models.JSONField(default=list)
+    operation_names = models.JSONField(default=list)
+    conversation_ids = models.JSONField(default=list)
+    agent_names = models.JSONField(default=list)
+    provider_names = models.JSONField(default=list)
+    span_count = models.IntegerField()
+    model_call_count = models.IntegerField()
+    tool_call_count = models.IntegerField()
+    #: summed over the model calls that record them; null when none does
+    input_tokens = models.BigIntegerField(null=True, blank=True)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "OTel trace facts"
+
+    def __str__(self) -> str:
+        return f"facts of trace {self.trace_id}"
+
+
+class OtelFactValue(AppendOnlyModel):
+    """One value of one kind the list filters by (a service name, a model, an operation, a
+    conversation id, an agent name), once, whichever traces hold it: the values the list's
+    filter offers, read from the ``(kind, value)`` index, and what a filter looks up before
+    its traces (service and agent names in any case: the ``UPPER(value)`` index)."""
+
+    kind = models.CharField(max_length=16)
+    value = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "value"], name="otel_value_once")]
+        indexes = [models.Index(F("kind"), Upper("value"), name="otel_value_any_case")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.value}"
+
+
+class OtelTraceValue(AppendOnlyModel):
+    """A trace holds a value, with the trace's upload time (``Trace.created_at``, set once,
+    copied here in the transaction that stores the trace). Two indexes answer the list:
+    ``(value, trace)`` whether a trace holds a value (and a value's traces), and
+    ``(value, created_at DESC, trace DESC)`` a value's traces newest first, so a filtered
+    page in the list's own order reads its rows and no others, wherever in time they are."""
+
+    trace = models.ForeignKey(
+        Trace, on_delete=models.PROTECT, related_name="otel_values", db_index=False
+    )
+    value = models.ForeignKey(
+        OtelFactValue, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["value", "trace"], name="otel_trace_value_once")
+        ]
+        indexes = [
+            models.Index(fields=["value", "-created_at", "-trace"], name="otel_trace_value_newest")
+        ]
+
+    def __str__(self) -> str:
+        return f"trace {self.trace_id} holds value {self.value_id}"

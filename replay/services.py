@@ -397,6 +397,7 @@ def _ingest(
             report=report,
             uploaded_by=uploaded_by,
             uploaded_label=uploaded_label,
+            parsed=parsed,
         )
     finally:
         spooled.discard()
@@ -596,6 +597,7 @@ def _store(
     report: engine.ReplayReport,
     uploaded_by: Any,
     uploaded_label: str = "",
+    parsed: Any = None,
 ) -> IngestResult:
     for snap in facts.snapshots:
         Snapshot.objects.get_or_create(
@@ -640,7 +642,7 @@ def _store(
         uploaded_by=uploaded_by,
         uploaded_label=uploaded_label[:150],
     )
-    trace_stored.send(sender=Trace, trace=row, opened=spooled.open)
+    trace_stored.send(sender=Trace, trace=row, opened=spooled.open, parsed=parsed)
     if blob_put(spooled) != name:  # pragma: no cover - blob_put names by the digest
         raise OSError(f"the blob store kept {spooled.sha256} under another name")
     return IngestResult(row, True, data)

@@ -25,6 +25,8 @@ from console.api.common import ErrorOutput, OctetStreamParser, RunOutput, TraceO
 from console.api.errors import INVALID_INPUT, ApiError
 from console.selectors import (
     MAX_PAGE_SIZE,
+    OTEL_FILTERS,
+    OTEL_LABELS,
     SORT_CHOICES,
     SORT_DEFAULT,
     VERDICT_ALIASES,
@@ -35,6 +37,7 @@ from console.selectors import (
     trace_page,
     traces_mark_replayable,
 )
+from core.formats.otel import facts as otel_facts
 from governance.selectors import halts_active_map
 from replay import conf as replay_conf
 from replay.models import Trace
@@ -291,6 +294,26 @@ class TraceUploadApi(APIView):
         return Response({"results": results}, status=code)
 
 
+def _otel_value_valid(value: str) -> None:
+    """No control or invisible character (the length: ``max_length``; a NUL: the field's
+    own refusal), as the page's form (``console.forms.otel_value_valid``)."""
+    problem = None if "\x00" in value else otel_facts.invisible(value)
+    if problem is not None:
+        raise serializers.ValidationError(f"not a value a trace holds: {problem}")
+
+
+def _otel_filter(name: str) -> serializers.CharField:
+    """An OpenTelemetry filter of the list (the page's: ``OTEL_LABELS``)."""
+    _label, matches = OTEL_LABELS[name]
+    return serializers.CharField(
+        required=False,
+        max_length=otel_facts.MAX_VALUE,
+        validators=[_otel_value_valid],
+        help_text=f"OpenTelemetry traces holding {matches}, in any span; combines with "
+        "the other filters (every one given must hold)",
+    )
+
+
 class TraceListApi(APIView):
     """Traces newest first (or in ``?sort=``'s order), with filters and cursor pagination."""
 
@@ -309,6 +332,11 @@ class TraceListApi(APIView):
             help_text="an exact trace or job id, an uploader's user name, or a part of a file "
             "name (three characters or more)",
         )
+        service = _otel_filter("service")
+        model = _otel_filter("model")
+        operation = _otel_filter("operation")
+        conversation = _otel_filter("conversation")
+        agent = _otel_filter("agent")
         cursor = serializers.CharField(required=False, max_length=512)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
         sort = serializers.CharField(
@@ -348,6 +376,7 @@ class TraceListApi(APIView):
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),
             q=data.get("q", "").strip(),
+            **{name: data.get(name, "") for name in OTEL_FILTERS},
         )
         try:
             page = trace_page(

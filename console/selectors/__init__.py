@@ -34,6 +34,8 @@ from console.selectors.detail import (
 from console.selectors.listing import (
     FILENAME_PART_MIN,
     MAX_PAGE_SIZE,
+    OTEL_FILTERS,
+    OTEL_LABELS,
     PAGE_SIZE,
     SORT_CHOICES,
     SORT_DEFAULT,
@@ -52,6 +54,7 @@ from console.selectors.listing import (
     trace_formats,
     trace_page,
     trace_queryset,
+    traces_mark_otel,
     traces_mark_replayable,
     traces_mark_shared_ids,
 )
@@ -77,6 +80,8 @@ __all__ = [
     "INDEX_BUILD_STALE",
     "MAX_PAGE_SIZE",
     "MAX_WINDOW_SIZE",
+    "OTEL_FILTERS",
+    "OTEL_LABELS",
     "PAGE_SIZE",
     "SORTS",
     "SORT_CHOICES",
@@ -121,6 +126,7 @@ __all__ = [
     "trace_queryset",
     "trace_recorded_outputs",
     "trace_window",
+    "traces_mark_otel",
     "traces_mark_replayable",
     "traces_mark_shared_ids",
     "traces_same_artifact",

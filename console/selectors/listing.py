@@ -15,11 +15,20 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Subquery
+from django.db.models import Count, F, OrderBy, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core.formats import format_names
+from core.formats.otel.record import FORMAT as OTEL_FORMAT
+from otel.selectors import (
+    FILTER_KINDS,
+    otel_facts_of,
+    otel_traces_q,
+    otel_value_holds_few,
+    otel_value_ids,
+)
 from replay.models import Snapshot, Trace
 
 PAGE_SIZE = 50
@@ -43,6 +52,31 @@ class TraceFilters:
     date_from: date | None = None
     date_to: date | None = None
     q: str = ""
+    # OpenTelemetry traces' facts (otel.selectors.otel_value_ids): a service or agent name in
+    # any case, an exact model (requested or answered), operation or conversation id
+    service: str = ""
+    model: str = ""
+    operation: str = ""
+    conversation: str = ""
+    agent: str = ""
+
+    def otel(self) -> dict[str, str]:
+        """The OpenTelemetry filters given: kind -> value."""
+        return {kind: value for kind in OTEL_FILTERS if (value := getattr(self, kind))}
+
+
+#: the list's filters over OpenTelemetry traces' facts, each a TraceFilters field, a ``?name=``
+#: of the page, its export and ``GET /api/traces/``
+OTEL_FILTERS = FILTER_KINDS
+#: what each OpenTelemetry filter is called on the page, and what it matches (the page's
+#: hints, the API's descriptions)
+OTEL_LABELS = {
+    "service": ("service", "a service name (any case)"),
+    "model": ("model", "a model, requested or answered (exact)"),
+    "operation": ("operation", "an operation: chat, execute_tool, invoke_agent ... (exact)"),
+    "conversation": ("conversation id", "a conversation id (exact)"),
+    "agent": ("agent", "an agent name (any case)"),
+}
 
 
 @dataclass(frozen=True)
@@ -173,7 +207,30 @@ def search_q(q: str) -> Q:
     return match
 
 
-def trace_queryset(filters: TraceFilters) -> QuerySet[Trace]:
+#: which OpenTelemetry filter leads a page in the list's time order when several are given
+#: (the first of these whose value has one spelling): the kinds that usually hold fewest
+#: traces first
+OTEL_LEADS = ("conversation", "agent", "model", "service", "operation")
+#: the most traces of a lead value (:func:`trace_page`) read and sorted for a page in another
+#: order than time's: about 5 microseconds each inside PostgreSQL (7,300 in 35-40 ms on the
+#: shared 2-core machine, docs/otel.md); a value of more is a tenth of a 100,000-trace list
+OTEL_FEW = 10_000
+
+
+def otel_value_ids_of(filters: TraceFilters) -> dict[str, list[int]]:
+    """The ids of the values the OpenTelemetry filters name (one query each)."""
+    return {kind: otel_value_ids(kind, value) for kind, value in filters.otel().items()}
+
+
+def trace_queryset(
+    filters: TraceFilters,
+    *,
+    otel_ids: dict[str, list[int]] | None = None,
+    led_by: str | None = None,
+) -> QuerySet[Trace]:
+    """The traces the filters list. ``otel_ids``: the OpenTelemetry filters' value ids when
+    the caller looked them up (:func:`otel_value_ids_of`); ``led_by``: the one of them the
+    caller joins itself (:func:`trace_page`), left out here."""
     qs = Trace.objects.select_related("blob")
     if filters.format:
         qs = qs.filter(format=filters.format)
@@ -185,6 +242,9 @@ def trace_queryset(filters: TraceFilters) -> QuerySet[Trace]:
         qs = qs.filter(created_at__lt=_day_start(filters.date_to + timedelta(days=1)))
     if filters.q:
         qs = qs.filter(search_q(filters.q))
+    for kind, ids in (otel_value_ids_of(filters) if otel_ids is None else otel_ids).items():
+        if kind != led_by:
+            qs = qs.filter(otel_traces_q(ids))
     if filters.replayable is not None:
         qs = _replayable_filter(qs, filters.replayable)
     return qs
@@ -201,12 +261,34 @@ def trace_page(
     an unknown sort, CursorError for a cursor we did not make or made for another sort.
 
     Keyset paging on (the sort's column, id): the default walks the ``trace_newest`` index;
-    the other columns are indexed too (the id orders the equal values)."""
+    the other columns are indexed too (the id orders the equal values).
+
+    Filtered by an OpenTelemetry value (the first of :data:`OTEL_LEADS` given with one
+    spelling: the page's lead), the page does not walk the sort's index testing each trace
+    for the value, which reads every trace before the value's first when they are far apart
+    (a model used only last year, a service whose job ids sort last). In time order it walks
+    the value's own traces in the ``otel_trace_value_newest`` index
+    (:func:`_led_by_otel_value`); in another order, a value of at most :data:`OTEL_FEW`
+    traces has them read and sorted, whatever the sort's index holds, and a value of more is
+    left to the planner (the sort's index, each trace tested for the value: those traces are
+    then dense)."""
     sort = sort or SORT_DEFAULT
     column, descending = sort_parse(sort)
     limit = max(1, min(limit or PAGE_SIZE, MAX_PAGE_SIZE))
+    otel_ids = otel_value_ids_of(filters)
+    lead = next((kind for kind in OTEL_LEADS if len(otel_ids.get(kind, ())) == 1), None)
+    few = False
+    if lead is not None and column != "created_at":
+        few = otel_value_holds_few(otel_ids[lead][0], OTEL_FEW)
+        lead = lead if few else None
+    qs = trace_queryset(filters, otel_ids=otel_ids, led_by=lead)
+    if lead is not None and not few:
+        qs = _led_by_otel_value(qs, otel_ids[lead][0], filters)
+        column = "otel_at"
+    elif lead is not None:
+        qs = qs.filter(otel_values__value_id=otel_ids[lead][0])
     # the list never shows the verification report, which is the largest column
-    qs = trace_queryset(filters).select_related("uploaded_by").defer("ingest_report")
+    qs = qs.select_related("uploaded_by").defer("ingest_report")
     direction = "older"
     if cursor:
         direction, value, pk = cursor_decode(cursor, sort)
@@ -217,16 +299,16 @@ def trace_page(
         qs = qs.filter(**{f"{column}__{lte}": value}).filter(
             Q(**{f"{column}__{lt}": value}) | Q(**{f"id__{lt}": pk})
         )
-    forward = sort_ordering(sort)
+    # a few traces sorted by the column's value, not read in its index's order (the same order)
+    key: Any = Concat(F(column), Value("")) if few else F(column)
+    back = descending if direction == "older" else not descending
+    ordered = qs.order_by(OrderBy(key, descending=back), OrderBy(F("id"), descending=back))
+    rows = _sorted_few(ordered, limit + 1) if few else list(ordered[: limit + 1])
+    more = len(rows) > limit
     if direction == "older":
-        rows = list(qs.order_by(*forward)[: limit + 1])
-        more = len(rows) > limit
         rows = rows[:limit]
         has_older, has_newer = more, bool(cursor)
     else:
-        backward = [f[1:] if f.startswith("-") else f"-{f}" for f in forward]
-        rows = list(qs.order_by(*backward)[: limit + 1])
-        more = len(rows) > limit
         rows = list(reversed(rows[:limit]))
         has_older, has_newer = True, more
     next_cursor = prev_cursor = None
@@ -239,6 +321,31 @@ def trace_page(
     traces_mark_replayable(rows)
     traces_mark_shared_ids(rows)
     return TracePage(traces=rows, next_cursor=next_cursor, prev_cursor=prev_cursor)
+
+
+def _sorted_few(ordered: QuerySet[Trace], n: int) -> list[Trace]:
+    """The first ``n`` traces of ``ordered`` (a lead value's few traces, sorted): their ids
+    sorted first, narrow, then those rows read whole."""
+    ids = list(ordered.values_list("id", flat=True)[:n])
+    rows = ordered.order_by().in_bulk(ids)
+    return [rows[pk] for pk in ids]
+
+
+def _led_by_otel_value(
+    qs: QuerySet[Trace], value_id: int, filters: TraceFilters
+) -> QuerySet[Trace]:
+    """``qs`` joined to one OpenTelemetry value's traces, ordered by the upload time the
+    value's row keeps (``otel_at``: the trace's ``created_at``, copied when it was stored and
+    never changed since), so PostgreSQL walks the ``(value, created_at DESC, trace DESC)``
+    index from the cursor on and stops when the page is full: a value whose traces are all
+    years old costs what a value of today's traces costs, where walking ``trace_newest``
+    would read every newer trace first. The date bounds bound that walk too."""
+    qs = qs.filter(otel_values__value_id=value_id).annotate(otel_at=F("otel_values__created_at"))
+    if filters.date_from:
+        qs = qs.filter(otel_at__gte=_day_start(filters.date_from))
+    if filters.date_to:
+        qs = qs.filter(otel_at__lt=_day_start(filters.date_to + timedelta(days=1)))
+    return qs
 
 
 def traces_mark_shared_ids(traces: list[Trace]) -> None:
@@ -254,6 +361,15 @@ def traces_mark_shared_ids(traces: list[Trace]) -> None:
     )
     for trace in traces:
         trace.shares_trace_id = trace.trace_id in shared  # type: ignore[attr-defined]
+
+
+def traces_mark_otel(traces: list[Trace]) -> None:
+    """Set ``trace.otel`` on each trace of a page: its OpenTelemetry facts (services, models
+    ...: ``otel.models.OtelTraceFacts``), None for another format's; one query, none for a
+    page without an OpenTelemetry trace."""
+    found = otel_facts_of([t.pk for t in traces if t.format == OTEL_FORMAT])
+    for trace in traces:
+        trace.otel = found.get(trace.pk)  # type: ignore[attr-defined]
 
 
 def trace_formats() -> list[str]:

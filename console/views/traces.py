@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from django.core.files.uploadedfile import UploadedFile
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.functional import SimpleLazyObject
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -20,6 +21,8 @@ from console.jsonview import json_tree
 from console.redaction import policy_pointers, redact
 from console.selectors import (
     FILENAME_PART_MIN,
+    OTEL_FILTERS,
+    OTEL_LABELS,
     SORT_DEFAULT,
     CursorError,
     IndexPending,
@@ -39,6 +42,7 @@ from console.selectors import (
     trace_panel,
     trace_privacy_policy,
     trace_window,
+    traces_mark_otel,
     traces_mark_replayable,
     traces_same_artifact,
     traces_same_job,
@@ -65,7 +69,7 @@ from governance.selectors import (
 )
 from governance.services import pii_access_record
 from governance.services.notes import NOTE_MAX_CHARS
-from otel.selectors import otel_traces_open
+from otel.selectors import otel_known_values, otel_traces_open
 from privacy.redaction import mark_erased, mask_differences
 from replay.models import Trace
 from replay.selectors import (
@@ -106,6 +110,29 @@ def sort_headers(base: dict[str, str], sort: str) -> dict[str, dict[str, str]]:
     return headers
 
 
+def otel_filter_fields(
+    form: TraceFilterForm, known: dict[str, list[str] | None]
+) -> list[dict[str, Any]]:
+    """The OpenTelemetry filters the list's form shows: none when no OTel trace is stored
+    and none is asked for; each a choice of its known values when there are few
+    (``otel.selectors.KNOWN_MAX``: the value asked for among them, even when no trace
+    holds it), else a text field."""
+    asked = {name: str(form[name].value() or "") for name in OTEL_FILTERS}
+    if not known and not any(asked.values()):
+        return []
+    fields = []
+    for name in OTEL_FILTERS:
+        label, title = OTEL_LABELS[name]
+        choices = known.get(name) if known else None
+        value = asked[name]
+        if choices is not None and value and value not in choices:
+            choices = sorted([*choices, value])
+        fields.append(
+            {"name": name, "label": label, "title": title, "value": value, "choices": choices}
+        )
+    return fields
+
+
 @require_GET
 @signed_in
 def trace_list_view(request: HttpRequest) -> HttpResponse:
@@ -131,9 +158,14 @@ def trace_list_view(request: HttpRequest) -> HttpResponse:
     def link(cursor: str | None) -> str | None:
         return None if cursor is None else "?" + urlencode({**base, "cursor": cursor})
 
+    if page is not None:
+        traces_mark_otel(page.traces)  # the OTel rows' services and models
     context = {
         "form": form,
         "page": page,
+        # the form's OpenTelemetry filters (a query): an htmx request for the table never
+        # renders the form, and so never runs it
+        "otel_filters": SimpleLazyObject(lambda: otel_filter_fields(form, otel_known_values())),
         # a search too short to be a part of a file name (console.selectors.search_q)
         "q_short": q if 0 < len(q) < FILENAME_PART_MIN else "",
         "filename_part_min": FILENAME_PART_MIN,

@@ -129,17 +129,39 @@ def test_a_stored_index_is_parsed_once_per_process_and_row(ingest, django_assert
     assert opened._stored_index(trace.blob_id + 10_000) is None
 
 
+#: the trace list's queries: the session and user, roles, the page of traces, their
+#: snapshots, the trace ids they share, the OpenTelemetry traces still open, the OpenTelemetry
+#: filters' known values (one query for the five); and the page's OpenTelemetry traces' facts
+#: when it shows any
+TRACE_LIST = 8
+
+
 def test_the_trace_list_queries_do_not_grow_with_its_rows(
     as_persona, ingest, django_assert_max_num_queries
 ):
     client = as_persona("vera")
     ingest("ok")
-    few, _ = _get(client, "/traces/", 6, django_assert_max_num_queries)
+    few, _ = _get(client, "/traces/", TRACE_LIST, django_assert_max_num_queries)
     for name in ("diverged", "broken_chain", "ok", "diverged"):
         ingest(name)
-    many, openings = _get(client, "/traces/", 6, django_assert_max_num_queries)
-    assert many == few
+    many, openings = _get(client, "/traces/", TRACE_LIST, django_assert_max_num_queries)
+    assert many == few == TRACE_LIST
     assert openings == 0  # the list opens no stored file
+
+
+def test_the_trace_list_reads_its_otel_rows_facts_in_one_query(
+    as_persona, django_assert_max_num_queries
+):
+    from tests.otel.sealed import otel_trace
+
+    client = as_persona("vera")
+    otel_trace()
+    few, _ = _get(client, "/traces/", TRACE_LIST + 1, django_assert_max_num_queries)
+    for _ in range(3):
+        otel_trace()
+    many, openings = _get(client, "/traces/", TRACE_LIST + 1, django_assert_max_num_queries)
+    assert many == few  # (no snapshot query: OTel traces name no snapshot)
+    assert openings == 0
 
 
 def test_the_run_report_opens_its_file_once(as_persona, replayed, django_assert_max_num_queries):
@@ -184,3 +206,21 @@ def test_the_personal_values_are_found_through_the_blobs_index_not_a_join_of_eve
     for sql in found:
         assert 'JOIN "replay_trace"' not in sql
         assert '"privacy_personalvalue"."trace_id" IN (SELECT' in sql
+
+
+def test_the_trace_tables_htmx_partial_skips_the_forms_otel_choices(
+    as_persona, django_assert_max_num_queries
+):
+    """The table alone (an htmx request: the form is not redrawn) does not read the OTel
+    filters' known values."""
+    from tests.otel.sealed import otel_trace
+
+    client = as_persona("vera")
+    otel_trace()
+    page, _ = _get(client, "/traces/", TRACE_LIST + 1, django_assert_max_num_queries)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/traces/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert 'id="otel-filters"' not in response.content.decode()
+    assert len(queries.captured_queries) == page - 1
+    assert not any("otel_otelfactvalue" in q["sql"] for q in queries.captured_queries)

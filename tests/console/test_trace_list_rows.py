@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from django.template import Context, Template
@@ -21,7 +22,7 @@ TEMPLATE_LOOP = """{% for t in page.traces %}
         <td><a href="{% url 'trace-detail' t.blob.sha256 %}"><code>{{ t.trace_id }}</code></a>{% if t.shares_trace_id %}
           <br><span class="trace-twin"><a href="{% url 'trace-detail' t.blob.sha256 %}">{{ t.filename }}</a> · {{ t.blob.size|filesizeformat }} · <code>{{ t.blob.sha256|slice:":12" }}</code> · {% if t.uploaded_by %}uploaded by {{ t.uploaded_by.get_username }}{% elif t.uploaded_label %}loaded by {{ t.uploaded_label }}{% else %}uploaded by nobody on record{% endif %}</span>{% endif %}</td>
         <td>{{ t.format }}</td>
-        <td>{{ t.job_id|default:"—" }}</td>
+        <td>{{ t.job_id|default:"—" }}{% with f=t.otel %}{% if f.service_names or f.model_names %}<br><span class="otel-facts">{% if f.service_names %}service{{ f.service_names|length|pluralize }} {% for v in f.service_names|slice:":3" %}<a href="{% url 'trace-list' %}?service={{ v|urlencode:'' }}">{{ v }}</a>{% if not forloop.last %}, {% endif %}{% endfor %}{% if f.service_names|length > 3 %} +{{ f.service_names|length|add:"-3" }} more{% endif %}{% endif %}{% if f.service_names and f.model_names %} · {% endif %}{% if f.model_names %}model{{ f.model_names|length|pluralize }} {% for v in f.model_names|slice:":3" %}<a href="{% url 'trace-list' %}?model={{ v|urlencode:'' }}">{{ v }}</a>{% if not forloop.last %}, {% endif %}{% endfor %}{% if f.model_names|length > 3 %} +{{ f.model_names|length|add:"-3" }} more{% endif %}{% endif %}</span>{% endif %}{% endwith %}</td>
         <td><span class="badge verdict-{{ t.last_status }}">{{ t.get_last_status_display }}</span></td>
         <td>{% if t.expired_at %}<span class="badge no" title="expired by retention: {{ t.expiry_rule }}">expired</span>{% elif t.last_status == "tamper_detected" %}<span class="badge not-intact" title="the file failed its integrity check (tamper detected): a replay stops there, whatever is stored, so replayable does not apply">not intact</span>{% elif t.replayable %}<span class="badge yes">replayable</span>{% else %}<span class="badge no">not replayable</span>{% endif %}</td>
         <td><time datetime="{{ t.created_at|date:'c' }}">{{ t.created_at|date:"Y-m-d H:i" }}</time></td>
@@ -47,6 +48,12 @@ def _traces(ingest) -> list[Trace]:
         {"last_status": "no-such-status"},
         {"shares": True, "uploaded_label": 'the <demo> & "co"'},
         {"replayable": True, "last_status": "ok"},
+        # an OpenTelemetry trace's services and models (OtelTraceFacts), as filter links
+        {"otel": (["weather-svc"], ["gpt-4o-mini", "gpt-4o-mini-2024-07-18"])},
+        {"otel": (['svc "<a>" & b', "two", "three", "four"], ["m/1?x=&y", "m 2", "m3", "m4"])},
+        {"otel": ([], ["only-a-model"])},
+        {"otel": (["only-a-service"], [])},
+        {"otel": ([], [])},
     ]
     for i, case in enumerate(cases):
         t = copy.copy(base)
@@ -70,6 +77,9 @@ def _traces(ingest) -> list[Trace]:
         if "created" in case:
             Trace.objects.filter(pk=t.pk).update(created_at=case["created"])
             t.refresh_from_db()
+        if "otel" in case:
+            services, models = case["otel"]
+            t.otel = SimpleNamespace(service_names=services, model_names=models)
         t.shares_trace_id = case.get("shares", False)
         t.replayable = case.get("replayable", False)
         rows.append(t)
@@ -85,6 +95,15 @@ def test_the_rows_are_the_markup_the_template_loop_wrote(ingest, zone):
     assert written == expected
     assert "&lt;job &quot;x&quot;&gt; &amp; y" in written
     assert "<td>—</td>" in written
+    assert (
+        '<span class="otel-facts">services '
+        '<a href="/traces/?service=svc%20%22%3Ca%3E%22%20%26%20b">'
+        "svc &quot;&lt;a&gt;&quot; &amp; b</a>, "
+        '<a href="/traces/?service=two">two</a>, <a href="/traces/?service=three">three</a> '
+        '+1 more · models <a href="/traces/?model=m%2F1%3Fx%3D%26y">m/1?x=&amp;y</a>, '
+    ) in written
+    assert '<span class="otel-facts">model <a href="/traces/?model=only-a-model">' in written
+    assert written.count('class="otel-facts"') == 4  # not for facts without either
 
 
 def test_the_list_page_shows_them(as_persona, ingest):

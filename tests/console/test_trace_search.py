@@ -9,11 +9,19 @@ import uuid
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from console.selectors import FILENAME_PART_MIN, TraceFilters, search_q, trace_page
+from console.selectors import (
+    FILENAME_PART_MIN,
+    TraceFilters,
+    search_q,
+    trace_page,
+)
+from otel.models import OtelFactValue
 from replay.models import Trace
 from tests.console.factories import trace_row
 from tests.console.personas import persona
+from tests.otel.sealed import three_traces
 
 pytestmark = pytest.mark.django_db
 
@@ -161,3 +169,105 @@ def test_a_role_that_may_not_make_it_is_told_what_a_superuser_runs_once():
     assert f"the role {role!r} may not create it" in message
     assert "as a superuser" in message
     assert "CREATE EXTENSION IF NOT EXISTS pg_trgm;" in message
+
+
+# --- PostgreSQL: the OpenTelemetry filters are index lookups too --------------------------------
+
+OTEL_KINDS = ("service", "model", "operation", "conversation", "agent")
+
+
+def postgres_plans(test):
+    """A test of PostgreSQL's plans (runs when DATABASE_URL points at PostgreSQL)."""
+    skip = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
+    return skip(pytest.mark.postgres(test))
+
+
+def _page_queries(**kwargs) -> list[str]:
+    """The SQL of every query ``trace_page`` runs, as PostgreSQL received it."""
+    with CaptureQueriesContext(connection) as captured:
+        trace_page(**kwargs)
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def _explain(sql: str, *disabled: str) -> str:
+    """The plan of ``sql`` with sequential scans (and ``disabled``) off: such a plan exists only
+    if an index answers each lookup (a tiny table is read whole else)."""
+    with transaction.atomic(), connection.cursor() as cur:
+        for setting in ("seqscan", *disabled):
+            cur.execute(f"SET LOCAL enable_{setting} = off")
+        cur.execute("EXPLAIN " + sql)
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+def _the_page_query(sqls: list[str]) -> str:
+    (page,) = [q for q in sqls if 'FROM "replay_trace"' in q and "LIMIT" in q]
+    return page
+
+
+def _page_plan(filters: TraceFilters, sort: str = "-created_at", *disabled: str) -> str:
+    return _explain(_the_page_query(_page_queries(filters=filters, sort=sort)), *disabled)
+
+
+@postgres_plans
+@pytest.mark.parametrize(
+    ("kind", "index", "condition"),
+    [
+        ("service", "otel_value_any_case", "(upper((value)::text) = 'X'::text)"),
+        ("agent", "otel_value_any_case", "(upper((value)::text) = 'X'::text)"),
+        ("model", "otel_value_once", "((value)::text = 'x'::text)"),
+        ("operation", "otel_value_once", "((value)::text = 'x'::text)"),
+        ("conversation", "otel_value_once", "((value)::text = 'x'::text)"),
+    ],
+)
+def test_a_value_is_found_by_its_kind_and_value_not_its_kind_alone(kind, index, condition):
+    """Among many values of a kind, the value's own index entry (a name in any case: the
+    ``UPPER(value)`` index), not every value of its kind."""
+    OtelFactValue.objects.bulk_create(
+        [OtelFactValue(kind=kind, value=f"value {n}") for n in range(3000)]
+    )
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE otel_otelfactvalue")
+    (lookup,) = _page_queries(filters=TraceFilters(**{kind: "x"}))  # no such value: no page
+    plan = _explain(lookup)
+    lines = plan.splitlines()
+    (scan,) = [n for n, line in enumerate(lines) if "otel_otelfactvalue" in line]
+    assert index in lines[scan], plan
+    assert "Index Cond:" in lines[scan + 1], plan
+    assert condition in lines[scan + 1], plan
+
+
+@postgres_plans
+@pytest.mark.parametrize("kind", OTEL_KINDS)
+def test_a_page_in_time_order_walks_the_values_own_index(kind):
+    """No sort: the ``(value, created_at DESC, trace DESC)`` index gives the page's order, so
+    the page reads its own rows only, wherever they are in time."""
+    three_traces()
+    value = {"service": "billing-svc", "model": "gpt-4o", "agent": "weather-agent"}
+    value |= {"operation": "chat", "conversation": "conv-a"}
+    for sort in ("-created_at", "created_at"):
+        filters = TraceFilters(**{kind: value[kind]})
+        plan = _page_plan(filters, sort, "sort", "bitmapscan")
+        assert "Seq Scan" not in plan, plan
+        assert "Sort" not in plan, plan
+        assert "Index Scan" in plan, plan
+        assert "otel_trace_value_newest" in plan, plan
+
+
+@postgres_plans
+def test_otel_filters_combined_with_the_others_read_no_table_whole():
+    three_traces()
+    filters = TraceFilters(format="otel-genai", verdict="ok", service="weather-svc", model="gpt-4o")
+    plan = _page_plan(filters, "-created_at", "sort", "bitmapscan")
+    assert "Seq Scan" not in plan, plan
+    assert "Sort" not in plan, plan
+    assert "otel_trace_value_newest" in plan, plan  # the lead: the model
+    assert "otel_trace_value_once" in plan, plan  # whether each holds the service too
+
+
+@postgres_plans
+@pytest.mark.parametrize("sort", ["job", "-trace_id", "verdict"])
+def test_in_another_order_a_few_traces_are_read_by_their_value(sort):
+    three_traces()
+    plan = _page_plan(TraceFilters(service="weather-svc"), sort)
+    assert "Seq Scan" not in plan, plan
+    assert "otel_trace_value_once" in plan or "otel_trace_value_newest" in plan, plan

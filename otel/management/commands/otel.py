@@ -7,6 +7,9 @@
   open trace with ``--all``), whether or not it has gone quiet;
 * ``otel record TRACE_ID [--version N]``: the sealed record (the newest version unless
   ``--version``), exactly the stored bytes (RFC 8785 JSON), on stdout.
+* ``otel refacts``: give every stored OTel trace without facts (the services, models,
+  operations, conversation ids and agent names the trace list filters by) its facts, reading
+  its file: those stored before the facts were kept (otel migration 0003); idempotent.
 
 Exit 1 with the reason on stderr when a trace is unknown or has nothing to seal.
 """
@@ -37,7 +40,7 @@ def _trace_id(given: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "OpenTelemetry traces received over OTLP: status, sweep, seal, record."
+    help = "OpenTelemetry traces received over OTLP: status, sweep, seal, record, refacts."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -50,6 +53,7 @@ class Command(BaseCommand):
         record = sub.add_parser("record", help="print a sealed record (its exact bytes)")
         record.add_argument("trace_id")
         record.add_argument("--version", type=int, default=None)
+        sub.add_parser("refacts", help="fill the list's facts of stored traces that have none, now")
 
     def handle(self, *args, action, **options):
         return getattr(self, f"_{action}")(**options)
@@ -104,3 +108,20 @@ class Command(BaseCommand):
             raise CommandError(NOT_SEALED.format(trace_id=tid, which=which), returncode=1)
         with blob_open(row.blob.storage_name) as fh:
             self.stdout.write(fh.read().decode("utf-8"))
+
+    def _refacts(self, **_options):
+        from otel.facts import facts_fill_missing
+
+        done = facts_fill_missing()
+        for name, why in done.failed.items():
+            self.stderr.write(f"{name}: {why}")
+        self.stdout.write(
+            f"filled the facts of {done.filled} traces"
+            + (
+                f"; {done.expired} expired by retention have no file to read"
+                if done.expired
+                else ""
+            )
+        )
+        if done.failed:
+            raise CommandError(f"{len(done.failed)} traces not read", returncode=1)
