@@ -19,8 +19,8 @@ stays in the trace's history and never changes its verdict:
   that is ``INTEGRITY_FAILURE``, verdict ``tamper_detected``, and it does decide.)
 
 "Latest" is the order in which replays finished. A later deciding replay overrides an
-earlier one, in either direction: an audit replay that reproduces a trace uploaded before
-its signing key was registered turns ``tamper_detected`` into ``ok``.
+earlier one, in either direction: an audit replay that finds intact a file whose
+verification at upload said ``tamper_detected`` turns it into ``ok``.
 
 Pure: no Django. The replay service stores the verdict it computes here on the trace row
 (``Trace.last_status``) at upload and whenever a run finishes, and the trace page shows each

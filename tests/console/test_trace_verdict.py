@@ -136,10 +136,16 @@ def test_it_keeps_the_verdict_a_halt_refused_run_found_after_the_halt_is_cleared
 
 
 def test_it_does_not_let_a_sandbox_run_change_the_verdict(as_persona):
-    # Uploaded before its key was registered: the signatures do not verify.
-    trace = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
-    assert trace.last_status == "tamper_detected"
+    # A file whose verification at upload said tamper_detected, which a later audit finds
+    # intact: as one stored before its key was registered was, before an unknown key was
+    # refused outright (UNKNOWN_KEY, tests/replay/test_unknown_key.py). The row is set to that
+    # verdict; the replays below run for real.
     key_add_hmac(key_id=TRACE_KEY_ID, secret=TRACE_SECRET, valid_from=LONG_AGO)
+    trace = trace_ingest(source=io.BytesIO(trace_bytes("ok")), filename="ok.trace.json").trace
+    report = {**trace.ingest_report, "status": "tamper_detected", "error_code": "INTEGRITY_FAILURE"}
+    Trace.objects.filter(pk=trace.pk).update(last_status="tamper_detected", ingest_report=report)
+    trace.refresh_from_db()
+    assert trace.last_status == "tamper_detected"
     sandbox = governed(trace, mode="sandbox")
     assert (sandbox.status, sandbox.authoritative) == ("ok", False)
     trace.refresh_from_db()
