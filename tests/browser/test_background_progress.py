@@ -50,6 +50,10 @@ def test_a_replay_started_in_the_page_shows_queued_then_its_report(
     trace = trace_ingest(
         source=io.BytesIO(trace_bytes("diverged")), filename="diverged.trace.json"
     ).trace
+    # the trace's index is built on the pool once its upload commits: let it finish before
+    # this thread writes (SQLite's shared in-memory test database locks a table a writer in
+    # another thread holds, where a file database would wait)
+    thread_runner.submit(lambda: None).result(timeout=60)
     alice = sign_in(new_context, "alice")
     alice.goto(f"/traces/{trace.blob.sha256}/")
     gate = threading.Event()
