@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-KNOWN = ("canonical", "diff", "replay", "governance", "tlog", "console", "pages")
+KNOWN = ("canonical", "diff", "replay", "governance", "tlog", "console", "pages", "otlp")
 
 #: small sizes for scripts that have no --quick of their own
 QUICK_ARGS: dict[str, list[str]] = {
@@ -31,8 +31,9 @@ QUICK_ARGS: dict[str, list[str]] = {
 
 
 #: scripts that need longer than --timeout by default (bench_scale fills 1,000,000 signed
-#: ledger events, then drives two servers: about 25 minutes on a shared 2-core machine)
-LONGER: dict[str, float] = {"scale": 3600.0, "pages": 3600.0}
+#: ledger events, then drives two servers: about 25 minutes on a shared 2-core machine;
+#: bench_otlp waits before each of its three runs for the load to settle)
+LONGER: dict[str, float] = {"scale": 3600.0, "pages": 3600.0, "otlp": 3600.0}
 
 
 def scripts() -> list[tuple[str, Path | None]]:
