@@ -179,6 +179,12 @@ def otlp_read(*, body_pk: int) -> OtlpBodyDone | None:
             )
         )
     with transaction.atomic():
+        # one reader a body: the sweep and a queued task may both pick it up; the second
+        # waits here for the first and finds it read
+        OtlpBody.objects.select_for_update().only("pk").get(pk=body.pk)
+        done = OtlpBodyDone.objects.filter(body=body).first()
+        if done is not None:
+            return done
         new = dup = conflicting = 0
         by_trace: dict[str, list[OtelSpan]] = {}
         for row in rows:
