@@ -37,12 +37,16 @@ from console.selectors import (
     trace_page,
     traces_mark_replayable,
 )
+from core.formats import formats
 from core.formats.otel import facts as otel_facts
+from core.formats.protocol import VerifyContext
 from governance.selectors import halts_active_map
+from privacy.redaction import mask_deep, trace_personal_texts
 from replay import conf as replay_conf
 from replay.models import Trace
 from replay.selectors import runs_for_trace, trace_missing, trace_verdict_basis
 from replay.services import trace_check, trace_ingest, trace_upload_batch
+from replay.storage import blob_open
 
 ERRORS = {400: ErrorOutput, 401: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 
@@ -453,11 +457,6 @@ class TraceRecordApi(APIView):
         """An OpenTelemetry GenAI trace's sealed record (docs/otel.md): every span normalised,
         its seal; personal values masked as on every page (``manage.py otel record`` prints
         the stored bytes themselves)."""
-        from core.formats import formats
-        from core.formats.protocol import VerifyContext
-        from privacy.redaction import mask_deep, trace_personal_texts
-        from replay.storage import blob_open
-
         trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
         fmt = formats().get(trace.format)
         if trace.format != "otel-genai" or fmt is None:

@@ -7,6 +7,7 @@ from django import template
 from django.utils.safestring import SafeString
 
 from console.tables import contents_words, replayable_badge
+from core.formats import formats
 from replay.models import Trace
 
 register = template.Library()
@@ -23,7 +24,5 @@ def replayable(trace: Trace) -> SafeString:
 def contents(trace: Trace) -> str:
     """``{{ trace|contents }}``: "12 events, 3 steps", each count only when there is one; ""
     for a format whose files have neither (AHD, a MACE log as MACE's writer persists it)."""
-    from core.formats import formats
-
     words = getattr(formats().get(trace.format), "counts", ("event", "step"))
     return contents_words(trace.event_count, trace.step_count, words)
