@@ -85,9 +85,9 @@ try:
         except YAML12Error as exc:
             print("refused", exc)
     else:
-        from core.formats import open_trace
+        from core.formats import native
         with path.open("rb") as fh:
-            for _ in open_trace(fh, path.name).records():
+            for _ in native.open_native(fh, path.name).records():
                 pass
         print("read")
 except ReplayError as exc:

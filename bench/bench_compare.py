@@ -25,10 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.formats import native
+from core.formats import default_registry, native
 from core.formats.native.compare import compare, compare_records
-from core.replay.recorder import record, reseal, signer_for
-from core.replay.registry import default_registry
+from core.formats.native.recorder import record, reseal, signer_for
 from core.replay.runtime import RecordOptions
 from core.replay.signatures import HMAC_SHA256
 

@@ -83,9 +83,8 @@ def recorded_trace(
 ) -> bytes:
     """A native trace of ``events`` filler events recorded by the reference runtime and signed
     with ``key_id`` (bench_scale records its own under its key)."""
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
 

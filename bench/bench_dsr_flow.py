@@ -5,8 +5,9 @@ erasure of that subject (shred, DSR_ERASED receipt, stored bundles dropped).
 
 Run: ``.venv/bin/python bench/bench_dsr_flow.py [--traces 1000] [--quick] [--keep]``
 
-N distinct native traces are recorded with the reference runtime (``core.replay.demo``'s recorder,
-one seed each; each names the demo's people, Ada among them) and ingested, which indexes
+N distinct native traces are recorded with the reference runtime
+(``core.formats.native.demo``'s recorder, one seed each; each names the demo's people, Ada
+among them) and ingested, which indexes
 their personal values. With ``DATABASE_URL`` naming a PostgreSQL database, a scratch database
 ``<name>_dsr_flow_bench`` is used (dropped unless ``--keep``); otherwise SQLite in a temporary
 directory. ``--quick``: 50 traces. The pure bundle build alone is ``bench/bench_dsr_bundle.py``;
@@ -57,11 +58,10 @@ def run(n: int) -> dict[str, float]:
     from django.contrib.auth.models import User
 
     from core.canonical import jcs
-    from core.formats import native
+    from core.formats import default_registry, native
+    from core.formats.native.demo import _record
+    from core.formats.native.recorder import signer_for
     from core.ledger import signing
-    from core.replay.demo import _record
-    from core.replay.recorder import signer_for
-    from core.replay.registry import default_registry
     from core.replay.signatures import HMAC_SHA256
     from dsr import access, services
     from governance import keystore

@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.formats import verist  # noqa: E402 - after the path is set
+from core.formats import default_registry, verist  # noqa: E402
 from core.formats.verist import snapshot as verist_snapshot  # noqa: E402
-from core.replay.registry import Registry, default_registry  # noqa: E402
+from core.replay.registry import Registry  # noqa: E402
 
 REFERENCE = ROOT / "tests" / "replay" / "fixtures" / "verist" / "verist_ref.mjs"
 

@@ -4,10 +4,10 @@ Run: ``.venv/bin/python bench/bench_replay.py [--events 100000] [--repeat 3] [--
 [--big-mb 1024] [--quick]``
 
 Part 1 records a trace of ``--events`` events with the reference runtime
-(``core.replay.recorder.record``), writes it as ``.trace.json`` and ``.trace.jsonl`` in a temporary
-directory, and times, each in a fresh process (so each has its own heap and its own peak RSS)
-and round-robin ``--repeat`` times (best run kept, so load from other processes hurts every
-contender alike):
+(``core.formats.native.recorder.record``), writes it as ``.trace.json`` and ``.trace.jsonl``
+in a temporary directory, and times, each in a fresh process (so each has its own heap and
+its own peak RSS) and round-robin ``--repeat`` times (best run kept, so load from other
+processes hurts every contender alike):
 
 - ``engine.replay`` in audit mode through ``native.open_native``, on both spellings, on one
   core and with ``workers`` processes;
@@ -72,9 +72,8 @@ def _maxrss_mib() -> float:
 
 
 def run_engine(path: Path, workers: int) -> dict[str, Any]:
-    from core.formats import native
-    from core.replay import engine
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native import engine
     from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 
     registry = default_registry()
@@ -258,9 +257,8 @@ def child_main(name: str, path: str, workers: int) -> None:
 
 
 def make_trace(directory: Path, events: int, iterations: int) -> tuple[Path, Path]:
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
 
@@ -402,9 +400,8 @@ def write_big_trace(path: Path, target_bytes: int, payload_bytes: int) -> tuple[
     steps never read) are appended to its chain, each hashed as it is written, and the seal
     is an HMAC fed as the lines go out, written into the header's place at the end.
     """
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
 

@@ -113,8 +113,8 @@ class DemoTrace:
 def demo_traces_ensure(*, replay: bool = True) -> list[DemoTrace]:
     """Ingest the lead's demo traces (idempotent: same bytes, same row) and replay each once."""
     from core.errors import ReplayError
-    from core.replay.demo import demo_traces
-    from core.replay.recorder import signer_for
+    from core.formats.native.demo import demo_traces
+    from core.formats.native.recorder import signer_for
     from core.replay.signatures import HMAC_SHA256
     from governance.services import replay_request, replay_run_govern
     from replay.keys import key_demo_ensure
@@ -212,8 +212,8 @@ def demo_upload_files_write() -> Path:
     """Write files to try the upload page with under VAR_DIR/demo-uploads/ and return it:
     a native trace (it diverges when replayed), an AHD sidecar (verified against the demo AHD
     checkout, replay/demo_ahd/) and a truncated file (refused, naming where)."""
-    from core.replay.demo import demo_traces
-    from core.replay.recorder import signer_for
+    from core.formats.native.demo import demo_traces
+    from core.formats.native.recorder import signer_for
     from core.replay.signatures import HMAC_SHA256
     from replay.keys import key_demo_ensure
 

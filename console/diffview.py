@@ -47,7 +47,7 @@ class StepDiff:
 
 def _absent(divergence: dict[str, Any], key: str) -> bool:
     """The report spells a side that does not exist as `null` with `"absent": key`
-    (core.replay.engine.Divergence.to_json); a side left out altogether reads the same."""
+    (core.formats.native.engine.Divergence.to_json); a side left out altogether reads the same."""
     return divergence.get("absent") == key or key not in divergence
 
 

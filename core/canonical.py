@@ -66,7 +66,7 @@ __all__ = [
 #: Seed 003 §4: floats are written with NUMERIC_PRECISION = 9 decimals (mace-v1), and two
 #: numbers whose canonical values differ by at most NUMERIC_EPSILON are equal *within
 #: epsilon*. Hashing never uses it (mace-v1 bytes are exact); replay uses it to compare a
-#: recomputed value with the recorded one (`core.replay.engine`), and says when it did.
+#: recomputed value with the recorded one (`core.formats.native.engine`), and says when it did.
 NUMERIC_EPSILON = 1e-9
 
 

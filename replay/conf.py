@@ -26,7 +26,7 @@ from django.conf import settings
 
 from core.formats import archive, native
 from core.formats.ahd import settings as ahd_settings
-from core.replay import engine
+from core.replay.limits import ReplayLimits
 
 MAX_UPLOAD_BYTES = 2 * 1024**3
 MAX_REPLAY_SECONDS = 3600.0
@@ -57,8 +57,8 @@ def max_upload_bytes() -> int:
     return setting("REPLAY_MAX_UPLOAD_BYTES", MAX_UPLOAD_BYTES)
 
 
-def replay_limits() -> engine.ReplayLimits:
-    return engine.ReplayLimits(
+def replay_limits() -> ReplayLimits:
+    return ReplayLimits(
         max_seconds=setting("REPLAY_MAX_SECONDS", MAX_REPLAY_SECONDS),
         max_iterations=setting("REPLAY_MAX_ITERATIONS", None),
     )

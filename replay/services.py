@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from core import errors
 from core.errors import ReplayError
-from core.formats import format_names, formats, native, sniff
+from core.formats import default_registry, format_names, formats, native, sniff
 from core.formats.protocol import (
     OptionSources,
     SettingError,
@@ -28,8 +28,8 @@ from core.formats.protocol import (
     VerifyContext,
     replay_options,
 )
-from core.replay import engine, verdicts
-from core.replay.registry import default_registry
+from core.replay import verdicts
+from core.replay.report import AUDIT, MODES, Check, ReplayReport
 from replay import conf
 from replay.keys import DatabaseKeyRing
 from replay.models import Blob, ReplayRun, Snapshot, Trace
@@ -162,7 +162,7 @@ def _context(
     )
 
 
-def _storable(fmt: TraceFormat, report: engine.ReplayReport) -> bool:
+def _storable(fmt: TraceFormat, report: ReplayReport) -> bool:
     """Whether a parsed file's report lets it be stored: the format's own ``storable`` when
     it has one, else its code is not one of the format's ``unstorable_codes``."""
     storable = getattr(fmt, "storable", None)
@@ -178,7 +178,7 @@ def _verify(
     fmt: TraceFormat,
     ctx: VerifyContext,
     replay: bool = False,
-) -> tuple[Any, engine.ReplayReport]:
+) -> tuple[Any, ReplayReport]:
     """Parse and verify (or replay, where the format has one); a file that does not parse
     is the format's refusal report, with no parsed value."""
     with opened() as fh:
@@ -197,13 +197,13 @@ def _checked(
     stream: IO[bytes],
     filename: str,
     *,
-    mode: str = engine.AUDIT,
+    mode: str = AUDIT,
     progress: Callable[[int], None] | None = None,
     workers: int = 1,
     halts: Halts | None = None,
     inputs: Mapping[str, bytes] | None = None,
     contract: Contract | None = None,
-) -> engine.ReplayReport:
+) -> ReplayReport:
     """The report on a sniffed file, storing nothing. An AHD sidecar's token and brief are
     re-hashed from the files uploaded with it (``inputs``), else from the AHD checkout the
     server keeps (``REPLAY_AHD_ROOT``), and without either the report says so. ``halts``
@@ -237,7 +237,7 @@ def trace_verify_file(
     *,
     source: IO[bytes],
     filename: str,
-    mode: str = engine.AUDIT,
+    mode: str = AUDIT,
     progress: Callable[[int], None] | None = None,
     path: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] | None = None,
@@ -373,7 +373,7 @@ def _ingest(
         ctx = _context(
             fmt,
             {"contract": contract, "input_root": input_root},
-            mode=engine.AUDIT,
+            mode=AUDIT,
             at=timezone.now(),
             workers=workers,
             file_id=spooled.sha256,
@@ -594,7 +594,7 @@ def _store(
     filename: str,
     fmt: str,
     facts: StoredFacts,
-    report: engine.ReplayReport,
+    report: ReplayReport,
     uploaded_by: Any,
     uploaded_label: str = "",
     parsed: Any = None,
@@ -685,8 +685,8 @@ def replay_run_create(
 ) -> ReplayRun:
     """The run row, queued, with the options it will use (stored: a queued run is executed
     from its row); the caller enqueues its execution on commit. Raises ``OptionError``."""
-    if mode not in engine.MODES:
-        raise ValueError(f"mode must be one of {', '.join(engine.MODES)}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}")
     return ReplayRun.objects.create(
         trace=trace,
         mode=mode,
@@ -753,16 +753,16 @@ def replay_run_execute(
     if trace.expired_at is not None:  # a tombstone: its content is gone (replay.expiry)
         from replay.expiry import expired_message
 
-        report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
-        report.checks.append(engine.Check("retention", False, expired_message(trace)))
+        report = ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
+        report.checks.append(Check("retention", False, expired_message(trace)))
         report.fail(errors.TRACE_EXPIRED, expired_message(trace))
     elif fmt is None:
-        report = engine.ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
+        report = ReplayReport(trace_id=trace.trace_id, format=trace.format, mode=run.mode)
         message = (
             f"the format {trace.format!r} is not registered on this server; supported: "
             f"{', '.join(format_names())}"
         )
-        report.checks.append(engine.Check("format", False, message))
+        report.checks.append(Check("format", False, message))
         report.fail(errors.MALFORMED_TRACE, message)
     else:
         _t, report = _verify(
@@ -791,14 +791,14 @@ def replay_run_execute(
     return run
 
 
-def _erasure_noted(report: engine.ReplayReport, erased: Sequence[Mapping[str, str]]) -> None:
+def _erasure_noted(report: ReplayReport, erased: Sequence[Mapping[str, str]]) -> None:
     """A format that does not say itself what erased values make impossible: the report
     lists them, is not authoritative, and says every check covering them cannot hold."""
     report.erased = [{"location": e["location"], "path": e["path"]} for e in erased]
     report.authoritative = False
     named = ", ".join(f"{e['location']} {e['path']}" for e in erased)
     report.checks.append(
-        engine.Check(
+        Check(
             "erasure",
             True,
             f"{len(erased)} personal values are erased ({named}); a check that covers them "

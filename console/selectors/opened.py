@@ -24,7 +24,7 @@ from console.selectors.budget import (
     page_read_limit,
 )
 from core.errors import ReplayError
-from core.formats import native, open_trace
+from core.formats import native
 from core.replay import traceindex
 from replay.models import Snapshot, Trace, TraceIndex, TraceIndexBuild
 from replay.prepared import Prepared
@@ -135,7 +135,7 @@ class OpenedTrace:
             raise self._failed
         if self._native is None:
             try:
-                self._native = open_trace(
+                self._native = native.open_native(
                     self._file(),
                     self.trace.filename,
                     limits=_page_limits(),
@@ -403,7 +403,7 @@ def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | st
     wanted = {s for s in steps if isinstance(s, int)}
     try:
         with blob_open(trace.blob.storage_name) as fh:
-            opened = open_trace(fh, trace.filename, limits=_page_limits())
+            opened = native.open_native(fh, trace.filename, limits=_page_limits())
             if "final_answer" in steps:
                 found["final_answer"] = opened.header.get("final_answer")
             if wanted:

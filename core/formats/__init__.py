@@ -10,8 +10,9 @@ upload page, `POST /api/traces/verify/`), stored (`ingest`, the upload page,
 `POST /api/traces/upload/`), listed (`?format=`) and re-verified by a governed replay the same
 way; see CONTRIBUTING.md "Add a trace format".
 
-The adapters build `core.replay.engine` reports, and the engine imports this package, so the
-registry is built where it is first used, never at the top of this module.
+The adapters import this package, so the registry is built where it is first used, never at
+the top of this module; and it imports no format package, so that none of them imports
+another through it (the import-linter contract ``formats``).
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-from core.errors import MALFORMED_TRACE, ReplayError
-from core.formats import native
 from core.formats.common import top_level_keys
 from core.formats.protocol import CompanionRule
+from core.replay import registry as step_functions
+from core.replay import runtime
 
 PAXMAN = "paxman-artifact"  # paxman.FORMAT
 AHD = "ahd-replay"  # ahd.FORMAT
 VERIST = "verist-snapshot"  # verist.FORMAT
+#: the native format (``native.FORMAT``), what a file nothing else claims is read as: its
+#: parser names what is wrong with it
+NATIVE = "replay-trace"
 
 #: How much of a file detection reads: enough for the first top-level keys of any format.
 SNIFF_BYTES = 1024**2
@@ -39,6 +43,27 @@ def formats():
     from core.formats.protocol import default_formats
 
     return default_formats()
+
+
+_registry: step_functions.Registry | None = None
+
+
+def default_registry() -> step_functions.Registry:
+    """The step functions a replay re-executes, built once per process: the reference
+    runtime's (``core.replay.runtime``), each registered format's own (its optional
+    ``functions(registry)``: Verist's reference step), then what installed packages register
+    through ``replay_console.functions`` (``core.replay.registry.load_entry_points``)."""
+    global _registry  # noqa: PLW0603 - built once per process, then read-only
+    if _registry is None:
+        registry = step_functions.Registry()
+        runtime.register(registry)
+        for fmt in formats():
+            functions = getattr(fmt, "functions", None)
+            if functions is not None:
+                functions(registry)
+        step_functions.load_entry_points(registry)
+        _registry = registry
+    return _registry
 
 
 def format_names() -> list[str]:
@@ -145,26 +170,6 @@ def companion_on_disk(name: str) -> str | None:
     return None
 
 
-def open_trace(
-    source: IO[bytes],
-    filename: str,
-    *,
-    declared_format: str | None = None,
-    limits: native.Limits = native.DEFAULT_LIMITS,
-    read_ahead: int | None = None,
-) -> native.NativeTrace:
-    """Open `source` as a native trace (what the trace page's outline reads); ``read_ahead``:
-    :func:`native.open_native`'s (its default when None)."""
-    if declared_format is not None and declared_format != native.FORMAT:
-        raise ReplayError(
-            MALFORMED_TRACE,
-            f"unknown format {declared_format!r}; supported: {native.FORMAT}",
-        )
-    if read_ahead is None:
-        return native.open_native(source, filename, limits)
-    return native.open_native(source, filename, limits, read_ahead=read_ahead)
-
-
 def detect_format(head: bytes, filename: str) -> str:
     """Which registered format a file is, from its name and its first bytes.
 
@@ -176,7 +181,7 @@ def detect_format(head: bytes, filename: str) -> str:
     - nothing telling (not JSON, an empty object): native, whose parser names the problem.
     """
     found = formats().detect(head, filename, top_keys=top_level_keys(head))
-    return found if found is not None else native.FORMAT
+    return found if found is not None else NATIVE
 
 
 class _Replayed(io.RawIOBase):

@@ -65,6 +65,11 @@ A format is an object with:
   under its ``id``); a trace page lists the others to compare with, in the format's words.
   A format without it has no versions (its files with one trace id are copies).
 
+- optionally ``functions(registry)``: the deterministic step functions its replays
+  re-execute, registered into the step registry (``core.replay.registry.Registry``) that
+  ``core.formats.default_registry()`` builds (Verist's reference step); the kernel
+  (``core.replay``) knows no format, so a format brings its own.
+
 - ``companions``: the rules (:class:`CompanionRule`, data) saying which other files of one
   upload belong with a file of this format, by name or by the fields that name them
   (``named_by``); the upload page receives them as JSON and groups a drop by them, the

@@ -112,7 +112,7 @@ class DiffEntry:
         ``null`` is a legitimate JSON value, so a side that does not exist is written ``null``
         *and* named by ``"absent": "before"`` (an addition) or ``"absent": "after"`` (a
         removal); without ``"absent"`` both sides exist. Replay reports spell divergences
-        the same way (``core.replay.engine.Divergence``).
+        the same way (``core.formats.native.engine.Divergence``).
         """
         out: dict[str, Any] = {
             "path": self.path,

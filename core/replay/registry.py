@@ -99,21 +99,3 @@ def load_entry_points(registry: Registry, eps: Iterable[Any] | None = None) -> l
         ep.load()(registry)
         loaded.append(ep.name)
     return loaded
-
-
-_default: Registry | None = None
-
-
-def default_registry() -> Registry:
-    """The reference runtime plus everything installed packages register."""
-    global _default  # noqa: PLW0603 - built once per process, then read-only
-    if _default is None:
-        from core.formats import verist
-        from core.replay import runtime
-
-        registry = Registry()
-        runtime.register(registry)
-        verist.register_functions(registry)  # the reference Verist step (seed 002)
-        load_entry_points(registry)
-        _default = registry
-    return _default

@@ -15,9 +15,8 @@ pytestmark = pytest.mark.usefixtures("flushable_transactional_db")
 
 
 def _large_trace():
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
     from replay.services import trace_ingest

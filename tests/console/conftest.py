@@ -54,11 +54,11 @@ def as_persona(db):
 
 @functools.cache
 def trace_bytes(name: str) -> bytes:
-    """One of core.replay.demo's variants (ok, diverged, broken_chain, ...), signed with the tests'
-    HMAC key, as the bytes of a native .trace.json file."""
+    """One of core.formats.native.demo's variants (ok, diverged, broken_chain, ...), signed
+    with the tests' HMAC key, as the bytes of a native .trace.json file."""
     from core.formats import native
-    from core.replay.demo import variants
-    from core.replay.recorder import signer_for
+    from core.formats.native.demo import variants
+    from core.formats.native.recorder import signer_for
     from core.replay.signatures import HMAC_SHA256
 
     documents = variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))

@@ -30,8 +30,8 @@ MESSAGE = "step 3 (route-1, router.decide@1): the recomputed output differs from
 def edited_ok_trace(edit) -> bytes:
     """The demo's `ok` trace edited by `edit(document)`, re-sealed as a runtime would."""
     from core.formats import native
-    from core.replay.demo import variants
-    from core.replay.recorder import reseal, signer_for
+    from core.formats.native.demo import variants
+    from core.formats.native.recorder import reseal, signer_for
     from core.replay.signatures import HMAC_SHA256
 
     signer = signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET)

@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ReplayError
-from core.formats import native
-from core.replay import engine
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine
 from replay.models import ReplayRun
 from tests.replay.helpers import golden_key_ring, register_golden_key
 from tests.replay.mutations import drifted_documents

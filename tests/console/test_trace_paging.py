@@ -22,8 +22,8 @@ EVENTS = 3000
 
 
 def _recorded(filler: int) -> dict:
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
     from tests.console.conftest import TRACE_KEY_ID, TRACE_SECRET

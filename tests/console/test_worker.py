@@ -108,9 +108,8 @@ def test_the_worker_logs_the_replay_with_the_id_of_the_request_that_queued_it(
 
 
 def _long_trace(trace_key):
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
     from replay.services import trace_ingest

@@ -31,11 +31,11 @@ LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 @functools.cache
 def trace_bytes(name: str) -> bytes:
-    """One of core.replay.demo's variants (ok, diverged, tampered_snapshot, ...), recorded by the
-    real recorder and signed with the tests' HMAC key."""
+    """One of core.formats.native.demo's variants (ok, diverged, tampered_snapshot, ...),
+    recorded by the real recorder and signed with the tests' HMAC key."""
     from core.formats import native
-    from core.replay.demo import variants
-    from core.replay.recorder import signer_for
+    from core.formats.native.demo import variants
+    from core.formats.native.recorder import signer_for
     from core.replay.signatures import HMAC_SHA256
 
     documents = variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))
@@ -70,9 +70,8 @@ def trace_file(directory: Path, name: str) -> Path:
 def recorded_bytes(seed: str) -> bytes:
     """Another run of the reference runtime (its own trace id; the privacy, brainstate and
     governance snapshots are the same bodies as every other run's, so they are shared)."""
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
 
@@ -86,8 +85,8 @@ def tampered_copy_bytes() -> bytes:
     import copy
 
     from core.formats import native
-    from core.replay.demo import variants
-    from core.replay.recorder import signer_for
+    from core.formats.native.demo import variants
+    from core.formats.native.recorder import signer_for
     from core.replay.signatures import HMAC_SHA256
 
     document = copy.deepcopy(variants(signer_for(TRACE_KEY_ID, HMAC_SHA256, TRACE_SECRET))["ok"])

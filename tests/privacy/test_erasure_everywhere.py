@@ -42,9 +42,8 @@ def rules(settings):
 
 def _native_jsonl_gz() -> bytes:
     """Another recorded run (seed s9) as gzipped JSON Lines: Ada again, in event 0 and 4."""
-    from core.formats import native
-    from core.replay.recorder import record, signer_for
-    from core.replay.registry import default_registry
+    from core.formats import default_registry, native
+    from core.formats.native.recorder import record, signer_for
     from core.replay.runtime import RecordOptions
     from core.replay.signatures import HMAC_SHA256
 

@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from core.errors import ReplayError
-from core.replay.recorder import record, reseal
-from core.replay.registry import default_registry
+from core.formats import default_registry
+from core.formats.native.recorder import record, reseal
 from core.replay.runtime import RecordOptions
 from tests.replay.fixtures.make_golden import golden_signer
 

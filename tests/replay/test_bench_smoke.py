@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.formats import native
-from core.replay import engine
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine
 from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 
 ROOT = Path(__file__).resolve().parents[2]

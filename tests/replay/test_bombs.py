@@ -61,7 +61,7 @@ _MEASURE = textwrap.dedent(
     import json, resource, sys, time
     from pathlib import Path
     from core.errors import ReplayError
-    from core.formats import native, open_trace
+    from core.formats import native
 
     def hwm_kib():
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -84,7 +84,7 @@ _MEASURE = textwrap.dedent(
                 out["code"], out["message"] = "YAML", str(exc)
         else:
             with path.open("rb") as fh:
-                trace = open_trace(fh, path.name)
+                trace = native.open_native(fh, path.name)
                 for _ in trace.records():
                     pass
     except ReplayError as exc:

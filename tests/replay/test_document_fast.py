@@ -20,15 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import MALFORMED_TRACE, ReplayError
-from core.formats import jsonstrict, native
+from core.formats import default_registry, jsonstrict, native
 from core.formats.jsonstrict import (
     NOT_PROVEN,
     loads_document,
     loads_strict,
     text_shape_is_bounded,
 )
-from core.replay.recorder import record
-from core.replay.registry import default_registry
+from core.formats.native.recorder import record
 from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_signer
 

@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 
-from core.formats import native
-from core.formats.native import reader, runs
-from core.replay import engine
-from core.replay.recorder import rechain, record, reseal
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine, reader, runs
+from core.formats.native.recorder import rechain, record, reseal
 from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_key_ring, golden_signer
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from core.formats import native
-from core.replay import engine
-from core.replay.recorder import record, reseal
-from core.replay.registry import Registry, Runtime, default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine
+from core.formats.native.recorder import record, reseal
+from core.replay.registry import Registry, Runtime
 from core.replay.runtime import (
     RUNTIME_NAME,
     RecordOptions,

@@ -54,7 +54,7 @@ class ToyFormat:
         raise AssertionError("never refused")
 
     def verify(self, parsed, filename, ctx):
-        from core.replay.engine import ReplayReport
+        from core.formats.native.engine import ReplayReport
 
         return ReplayReport(trace_id="toy", format=self.name, mode=ctx.mode)
 
@@ -175,7 +175,13 @@ def _formats_imported(path: Path) -> set[str]:
             if len(parts) > 2:
                 found.add(parts[2])
             else:
-                found.update(alias.name for alias in node.names)
+                # a module of core.formats, not a name its __init__ defines (default_registry)
+                found.update(
+                    alias.name
+                    for alias in node.names
+                    if (FORMATS_DIR / alias.name).is_dir()
+                    or (FORMATS_DIR / f"{alias.name}.py").is_file()
+                )
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")

@@ -29,12 +29,12 @@ from core.errors import (
     REPLAY_DIVERGENCE,
     UNSUPPORTED_SCHEMA_VERSION,
 )
-from core.formats import VERIST, detect_format, format_names, formats
+from core.formats import VERIST, default_registry, detect_format, format_names, formats
 from core.formats import verist as vs
+from core.formats.native.engine import PRODUCTION
 from core.formats.protocol import OptionError, VerifyContext, replay_options
 from core.formats.verist import snapshot as vs_snapshot
-from core.replay.engine import PRODUCTION
-from core.replay.registry import Registry, default_registry
+from core.replay.registry import Registry
 from replay.services import trace_verify_file
 from tests.published import node_or_skip
 

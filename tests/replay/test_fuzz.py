@@ -20,10 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ERROR_CODES, ReplayError
-from core.formats import native
-from core.replay import engine
-from core.replay.recorder import rechain
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine
+from core.formats.native.recorder import rechain
 from tests.replay.helpers import golden, golden_key_ring
 
 pytestmark = pytest.mark.slow

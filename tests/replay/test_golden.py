@@ -32,7 +32,7 @@ from core.errors import (
     REPLAY_DIVERGENCE,
     RESULT_MISMATCH,
 )
-from core.replay import engine
+from core.formats.native import engine
 from replay.models import ReplayRun, Snapshot, Trace
 from replay.selectors import trace_is_replayable, trace_missing
 from replay.services import (

@@ -24,12 +24,11 @@ import pytest
 from django.core.management import call_command
 
 from core.errors import INTEGRITY_FAILURE
-from core.formats import mace, native
+from core.formats import default_registry, mace, native
 from core.formats.mace.reader import parse_log
 from core.formats.memory_ids import episodic_id_of, memory_id_problem, wm_id_of
-from core.replay import engine
-from core.replay.recorder import rechain, record, reseal
-from core.replay.registry import default_registry
+from core.formats.native import engine
+from core.formats.native.recorder import rechain, record, reseal
 from core.replay.runtime import RecordOptions
 from core.replay.signatures import HMAC_SHA256, KeyMaterial, StaticKeyRing
 from replay.keys import key_add_hmac

@@ -18,9 +18,9 @@ from core.formats.native.compare import (
     compare,
     compare_records,
 )
-from core.replay.demo import variants
+from core.formats.native.demo import variants
+from core.formats.native.recorder import reseal, signer_for
 from core.replay.diff import MISSING
-from core.replay.recorder import reseal, signer_for
 from core.replay.signatures import HMAC_SHA256
 
 SIGNER = signer_for("compare-tests", HMAC_SHA256, b"compare tests key, a test vector")

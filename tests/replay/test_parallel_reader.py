@@ -11,11 +11,10 @@ import re
 
 import pytest
 
-from core.formats import native
+from core.formats import default_registry, native
+from core.formats.native import engine
 from core.formats.native import parallel as native_parallel
-from core.replay import engine
-from core.replay.recorder import record
-from core.replay.registry import default_registry
+from core.formats.native.recorder import record
 from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_key_ring, golden_signer
 

@@ -22,10 +22,9 @@ from hypothesis import strategies as st
 
 from core.canonical import mace_v1
 from core.errors import MISSING_PERSISTED_AGENT_OUTPUT, ReplayError
-from core.formats import native
-from core.replay import engine
-from core.replay.recorder import record
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine
+from core.formats.native.recorder import record
 from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_key_ring, golden_signer
 from tests.replay.mutations import drifted_documents

@@ -43,7 +43,7 @@ def test_it_refuses_to_rebind_a_registered_name():
 
 
 def test_it_registers_the_reference_runtime_by_default():
-    from core.replay.registry import default_registry
+    from core.formats import default_registry
 
     registry = default_registry()
     assert {"router.decide@1", "answer.compose@1"} <= set(registry.names())

@@ -16,10 +16,9 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from core.errors import INTEGRITY_FAILURE, MALFORMED_TRACE, REPLAY_TIMEOUT, ReplayError
-from core.formats import native
-from core.replay import engine
-from core.replay.recorder import record
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native import engine
+from core.formats.native.recorder import record
 from core.replay.runtime import RecordOptions
 from replay.models import ReplayRun, Snapshot, Trace, VerificationKey
 from replay.services import replay_run_create, replay_run_execute, trace_ingest

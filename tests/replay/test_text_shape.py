@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import ReplayError
-from core.formats import jsonstrict, native
+from core.formats import default_registry, jsonstrict, native
 from core.formats.jsonstrict import check_shape, text_shape_is_bounded
 from core.formats.native import Limits, open_native
-from core.replay.recorder import record
-from core.replay.registry import default_registry
+from core.formats.native.recorder import record
 from core.replay.runtime import RecordOptions
 from tests.replay.helpers import golden_signer
 

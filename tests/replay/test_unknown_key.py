@@ -20,10 +20,9 @@ from django.core.management import CommandError, call_command
 
 from core.errors import INTEGRITY_FAILURE, UNKNOWN_KEY
 from core.formats import contextos as cx
-from core.formats import formats, native
-from core.replay import engine
-from core.replay.recorder import reseal, signer_for
-from core.replay.registry import default_registry
+from core.formats import default_registry, formats, native
+from core.formats.native import engine
+from core.formats.native.recorder import reseal, signer_for
 from core.replay.signatures import ED25519, HMAC_SHA256, KeyMaterial, StaticKeyRing
 from replay.keys import key_add_ed25519
 from replay.models import VerificationKey

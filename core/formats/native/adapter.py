@@ -13,8 +13,9 @@ from typing import IO, Any
 
 from core import errors
 from core.errors import ReplayError
-from core.formats import native
+from core.formats import default_registry, native
 from core.formats.common import differences
+from core.formats.native import engine
 from core.formats.protocol import (
     CompanionRule,
     Difference,
@@ -24,6 +25,7 @@ from core.formats.protocol import (
     StoredSnapshot,
     VerifyContext,
 )
+from core.replay.limits import ReplayLimits
 from core.replay.report import Check, ReplayReport
 
 # Top-level keys only a native trace has (the first one met decides).
@@ -79,9 +81,6 @@ class NativeFormat:
         return report.fail(exc.code, exc.message)
 
     def verify(self, parsed: native.NativeTrace, filename: str, ctx: VerifyContext) -> ReplayReport:
-        from core.replay import engine
-        from core.replay.registry import default_registry
-
         return engine.replay(
             parsed,
             mode=ctx.mode,
@@ -90,7 +89,7 @@ class NativeFormat:
             stored_snapshot=ctx.stored_snapshot,
             halted=ctx.halted,
             at=ctx.at,
-            limits=ctx.replay_limits or engine.ReplayLimits(),
+            limits=ctx.replay_limits or ReplayLimits(),
             continue_past=frozenset(ctx.continue_past),
             clock=ctx.clock,
             progress=ctx.progress,

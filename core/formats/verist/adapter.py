@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from core import errors
 from core.errors import ReplayError
-from core.formats import verist
+from core.formats import default_registry, verist
 from core.formats.common import halt_refusal, halts_clear
 from core.formats.protocol import (
     CompanionRule,
@@ -62,6 +62,8 @@ class VeristFormat:
     report_template: str | None = None
     replay_options = verist.REPLAY_OPTIONS
     check_options = staticmethod(verist.check_options)
+    #: its reference step function (seed 002), which a replay of the golden sample re-executes
+    functions = staticmethod(verist.register_functions)
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return _VERIST_HEAD.match(head) is not None
@@ -82,8 +84,6 @@ class VeristFormat:
         return verist.refused(exc, ctx.mode)
 
     def verify(self, parsed: verist.VeristFile, filename: str, ctx: VerifyContext) -> ReplayReport:
-        from core.replay.registry import default_registry
-
         refusal = halt_refusal(self.name, ctx.file_id, ctx)
         if refusal is not None:
             report = verist.new_report(refusal.trace_id, ctx.mode)

@@ -45,7 +45,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import ReplayError
 from core.formats.protocol import OptionError
 from core.ledger import roles
-from core.replay import engine
+from core.replay.report import AUDIT, MODES, OK, ReplayReport
 from governance.cli import refusals_exit_1, user_named
 from governance.services import (
     CLI_SYSTEM_ACTOR,
@@ -105,7 +105,7 @@ def options_parse(given: list[str] | None) -> dict[str, Any] | None:
 def refused_report(*, trace: Any, mode: str, error: ReplayError) -> dict[str, Any]:
     """The report of a replay refused before it ran (the engine's report, refused and
     never authoritative whatever the code); ``format`` is null when nothing was stored."""
-    report = engine.ReplayReport(
+    report = ReplayReport(
         trace_id=trace.trace_id if trace is not None else None,
         format=trace.format if trace is not None else "",
         mode=mode,
@@ -135,7 +135,7 @@ class Command(BaseCommand):
             help="a stored trace id (one file carries it), upload:ID, a sha256, or a path to a "
             "trace file; with --resume, also the run's id",
         )
-        parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
+        parser.add_argument("--mode", choices=MODES, default=AUDIT)
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument(
             "--resume",
@@ -261,7 +261,7 @@ class Command(BaseCommand):
         finally:
             bar.close()
         self._emit(run.report, as_json)
-        if run.status != engine.OK:
+        if run.status != OK:
             sys.exit(1)
 
     def _emit(self, report, as_json):

@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, transaction
 
 from core.formats import ahd
-from core.replay import engine
+from core.replay.report import AUDIT, MODES, OK
 from governance.selectors import halts_active_map
 from replay import conf as replay_conf
 from replay.cli import (
@@ -51,7 +51,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("path")
         parser.add_argument("--json", action="store_true", dest="as_json")
-        parser.add_argument("--mode", choices=engine.MODES, default=engine.AUDIT)
+        parser.add_argument("--mode", choices=MODES, default=AUDIT)
         parser.add_argument("--root", default=None, help="AHD checkout root (AHD sidecars)")
         add_workers_argument(parser)
         add_inputs_arguments(parser)
@@ -99,5 +99,5 @@ class Command(BaseCommand):
             self.stdout.write(summarise(report) + "\n" + ahd.verdict_line(report))
         else:
             self.stdout.write(summarise(report))
-        if report["status"] != engine.OK:
+        if report["status"] != OK:
             sys.exit(1)

@@ -8,9 +8,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management.base import BaseCommand, CommandError
 
-from core.formats import native
-from core.replay.recorder import record, signer_for
-from core.replay.registry import default_registry
+from core.formats import default_registry, native
+from core.formats.native.recorder import record, signer_for
 from core.replay.runtime import RecordOptions
 from core.replay.signatures import ED25519, HMAC_SHA256
 from replay.keys import DEMO_KEY_ID, KeyRegistryError, key_demo_ensure, key_secret

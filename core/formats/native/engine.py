@@ -51,6 +51,7 @@ from core.formats import native
 from core.formats.memory_ids import memory_id_problem
 from core.replay import pipeline
 from core.replay.diff import MISSING, DiffEntry, diff
+from core.replay.limits import ReplayLimits
 from core.replay.pipeline import Refusal
 from core.replay.registry import Registry, ReplayState
 from core.replay.report import (  # noqa: F401 - the report model; callers still name it here
@@ -85,15 +86,10 @@ CHECK_ORDER = (
     "final_answer",
 )
 
+#: a replay without caps (the default of :func:`replay`)
+NO_LIMITS = ReplayLimits()
+
 UNPROTECTED_FIELDS = ["meta", "job.started_at"]
-
-
-@dataclass(frozen=True)
-class ReplayLimits:
-    """Caps on one replay; exceeding one ends it with REPLAY_TIMEOUT."""
-
-    max_seconds: float | None = None
-    max_iterations: int | None = None  # deterministic + external steps replayed
 
 
 class _Timeout(Exception):
@@ -225,7 +221,7 @@ def replay(
     stored_snapshot: Callable[[str], Mapping[str, Any] | None] = lambda _sid: None,
     halted: Mapping[str, str] | None = None,
     at: datetime | None = None,
-    limits: ReplayLimits = ReplayLimits(),
+    limits: ReplayLimits = NO_LIMITS,
     continue_past: frozenset[int] = frozenset(),
     clock: Callable[[], float] | None = None,
     progress: Callable[[int], None] | None = None,

@@ -11,9 +11,9 @@ import copy
 import gzip
 from typing import Any
 
-from core.formats import native
-from core.replay.recorder import Signer, record, reseal
-from core.replay.registry import Registry, default_registry
+from core.formats import default_registry, native
+from core.formats.native.recorder import Signer, record, reseal
+from core.replay.registry import Registry
 from core.replay.runtime import RecordOptions
 
 
