@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,57 @@ def fill_pages(big_trace: str, legal_requests: int = LEGAL_REQUESTS) -> dict[str
         "other_sha": other.blob.sha256,
         "legal_request": legal,
     }
+
+
+#: the OpenTelemetry trace's spans (issue 31: a sealed 50,000-span trace's page p95 < 200 ms
+#: at 10 clients)
+OTEL_SPANS = 50_000
+#: an export of one agent run captured from the real openai-v2 instrumentation without
+#: content (tests/otel/fixtures/README.md): an agent span, two model calls and a tool call
+OTEL_EXPORT = ROOT / "tests" / "otel" / "fixtures" / "openai-v2-json-nocontent.json"
+
+
+def fill_otel(spans: int) -> dict[str, Any]:
+    """One sealed OpenTelemetry GenAI trace of ``spans`` spans, stored through the real path
+    (``trace_ingest`` of the sealed record, as ``otel_seal`` stores it) with its page's
+    index built as ingest queues it: the captured run's agent span as the root and its
+    three other spans repeated under it, each copy with its own span id and a start 1 ms
+    after the one before (a long agent run)."""
+    from console.selectors import trace_index_build
+    from core.formats.otel import record as rec
+    from replay.services import trace_ingest
+
+    t0 = time.perf_counter()
+    run = rec.assemble_export(OTEL_EXPORT.read_bytes())
+    root, children = run.spans[0], run.spans[1:]
+    start = int(root["start_time_unix_nano"])
+    made = [dict(root, end_time_unix_nano=str(start + spans * 1_000_000 + 1))]
+    for n in range(1, spans):
+        span = dict(children[n % len(children)])
+        took = int(span["end_time_unix_nano"]) - int(span["start_time_unix_nano"])
+        begins = start + n * 1_000_000
+        span.update(
+            span_id=f"{n:016x}",
+            parent_span_id=root["span_id"],
+            start_time_unix_nano=str(begins),
+            end_time_unix_nano=str(begins + min(took, 900_000)),
+        )
+        made.append(span)
+    trace_id = "b" * 8 + run.trace_id[8:]
+    _record, data, _digest = rec.seal(
+        trace_id, made, sealed_at=rec.utc_iso(datetime.now(UTC)), reason="manual"
+    )
+    trace = trace_ingest(
+        source=io.BytesIO(data), filename=f"{trace_id}.v1.otel.json", declared_format=rec.FORMAT
+    ).trace
+    log(
+        f"OTel trace of {spans} spans ({len(data)} bytes) stored "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
+    t0 = time.perf_counter()
+    trace_index_build(trace)
+    log(f"its index built in {time.perf_counter() - t0:.1f} s")
+    return {"otel_sha": trace.blob.sha256, "otel_spans": spans}
 
 
 def fill_legal_requests(count: int) -> str:
@@ -143,6 +195,13 @@ def targets(filled: dict[str, Any], pages: dict[str, Any], cursor: str) -> list[
         ("legal requests list", "/dsr/"),
         ("legal request detail", f"/dsr/{pages['legal_request']}/"),
     ]
+    if pages.get("otel_sha"):
+        otel, spans = pages["otel_sha"], pages["otel_spans"]
+        found += [
+            (f"OTel trace ({spans} spans)", f"/traces/{otel}/"),
+            (f"OTel trace ?at={spans // 2}", f"/traces/{otel}/?at={spans // 2}"),
+            ("OTel span record", f"/traces/{otel}/records/{spans - 1}/"),
+        ]
     return [(label, path) for label, path in found if "cursor=" not in path or cursor]
 
 
@@ -249,6 +308,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--trace-events", type=int, default=100_000)
     parser.add_argument("--legal-requests", type=int, default=LEGAL_REQUESTS)
+    parser.add_argument("--otel-spans", type=int, default=OTEL_SPANS)
     parser.add_argument("--requests", type=int, default=100, help="per page and client count")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 10, 50])
@@ -268,6 +328,7 @@ def main() -> int:
         args.traces, args.events, args.trace_events = 300, 1000, 2000
         args.requests, args.warmup, args.clients = 4, 1, [1, 2]
         args.legal_requests = 20
+        args.otel_spans = 200
     elif args.quick:
         args.traces, args.events, args.trace_events = 10_000, 100_000, 20_000
         args.requests = 20
@@ -290,6 +351,12 @@ def main() -> int:
         filled = bench_scale.fill(args)
         filled["pages"] = fill_pages(filled["big_trace"], args.legal_requests)
         filled["fill_seconds"] = round(time.perf_counter() - t0, 1)
+        from django.db import connection
+
+        with connection.cursor() as cur:
+            cur.execute("UPDATE bench_scale_filled SET value = %s", [json.dumps(filled)])
+    if "otel_sha" not in filled["pages"] or filled["pages"]["otel_spans"] != args.otel_spans:
+        filled["pages"].update(fill_otel(args.otel_spans))  # a database filled before it
         from django.db import connection
 
         with connection.cursor() as cur:

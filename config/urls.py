@@ -70,6 +70,11 @@ urlpatterns = [
         name="production-request",
     ),
     path(
+        "traces/<str:trace_ref>/records/<int:position>/",
+        traces.trace_record_view,
+        name="trace-record",
+    ),
+    path(
         "traces/<str:trace_ref>/events/<int:seq>/",
         traces.trace_event_view,
         name="trace-event",

@@ -21,10 +21,12 @@ class ConsoleConfig(AppConfig):
 
 
 def _index_at_ingest(sender: object, trace: object, **kwargs: object) -> None:
-    """A stored native trace's index is built in the background once its upload commits, so
-    no page request builds it (a large trace's takes seconds)."""
+    """A stored trace's index (a native trace's, or any format's records) is built in the
+    background once its upload commits, so no page request builds it (a large trace's takes
+    seconds)."""
     from console.selectors import trace_index_queue
+    from console.selectors.opened import records_format
     from core.formats import native
 
-    if getattr(trace, "format", None) == native.FORMAT:
+    if getattr(trace, "format", None) == native.FORMAT or records_format(trace) is not None:  # type: ignore[arg-type]
         trace_index_queue(trace)  # type: ignore[arg-type]

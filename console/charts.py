@@ -39,6 +39,9 @@ class Overview:
     buckets: list[Bucket]
     broke_at: int | None
     total: int
+    #: the buckets are of records by position (``core.replay.recordview``: every format but
+    #: the native one): a bar links to ``?at=`` and names positions, not seqs
+    records: bool = False
 
     def bars_html(self) -> SafeString:
         """Every bucket's bar: a link to its first events around a rect titled with its seqs
@@ -47,6 +50,15 @@ class Overview:
 
     def _bar_html(self, b: Bucket) -> str:
         # numbers and the state (one of three words) need no escaping; event types do
+        if self.records:
+            seqs = f"record {b.first}"
+            if b.first != b.last:
+                seqs += f"–{b.last} ({b.count} records)"
+            return (
+                f'<a href="?at={b.first}#records" class="bucket"><rect class="ev-ok" '
+                f'x="{b.x}" y="{b.y}" width="{b.width}" height="{b.height}"><title>{seqs}: '
+                f"{', '.join(f'{escape(t)} {n}' for t, n in b.types)}</title></rect></a>"
+            )
         seqs = f"seq {b.first}"
         if b.first != b.last:
             seqs += f"–{b.last} ({b.count} events)"
@@ -65,7 +77,12 @@ class Overview:
 
 
 def overview(
-    buckets: list[dict[str, Any]], *, total: int, broke_at: int | None, height: int = 90
+    buckets: list[dict[str, Any]],
+    *,
+    total: int,
+    broke_at: int | None,
+    height: int = 90,
+    records: bool = False,
 ) -> Overview:
     """The whole trace as fixed buckets of consecutive events (``core.replay.traceindex``): one
     bar each, as tall as its share of events, red where the chain broke, grey after it."""
@@ -95,7 +112,7 @@ def overview(
                 types=sorted(bucket.get("types", {}).items(), key=lambda kv: (-kv[1], kv[0])),
             )
         )
-    return Overview(width, height, base_y, bars, broke_at, total)
+    return Overview(width, height, base_y, bars, broke_at, total, records)
 
 
 @dataclass

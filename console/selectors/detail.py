@@ -3,6 +3,8 @@ traces of the same job or artifact, and comparing two traces."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +134,22 @@ class FormatPanel:
     page: dict[str, Any] | None = None
 
 
+#: what the format panel derives from a stored file (its facts, its page), unmasked, kept
+#: by this process for the last files shown: a large file (an OpenTelemetry trace of 50,000
+#: spans) is parsed once per process, not on every view. Keyed by the file's content (its
+#: sha256) and how many of its values were erased (an erasure changes what the file reads);
+#: masked on every view.
+_PANELS: OrderedDict[tuple[str, int], tuple[dict[str, str], Any]] = OrderedDict()
+_PANELS_KEPT = 8
+_PANELS_LOCK = threading.Lock()
+
+
+def _erased_values(trace: Trace) -> int:
+    from privacy.models import values_of_file
+
+    return values_of_file(trace.blob.sha256).filter(subject__erased_at__isnull=False).count()
+
+
 def trace_panel(trace: Trace) -> FormatPanel | None:
     """The format panel of a stored file (None for a native trace: the outline shows it)."""
     from core.formats import formats
@@ -153,15 +171,23 @@ def trace_panel(trace: Trace) -> FormatPanel | None:
     inputs = [{**r, "stored": r.get("snapshot_id") in stored} for r in inputs]
     page_of = getattr(fmt, "page", None)
     template = page_template(fmt) if page_of is not None else None
-    page = None
-    try:
-        with blob_open(trace.blob.storage_name) as fh:
-            parsed = fmt.parse(fh, trace.filename, VerifyContext())
-        facts = fmt.panel(parsed)
-        if template is not None and page_of is not None:
-            page = page_of(parsed)
-    except (ReplayError, OSError) as exc:
-        return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
+    key = (trace.blob.sha256, _erased_values(trace))
+    with _PANELS_LOCK:
+        kept = _PANELS.get(key)
+        if kept is not None:
+            _PANELS.move_to_end(key)
+    if kept is None:
+        try:
+            with blob_open(trace.blob.storage_name) as fh:
+                parsed = fmt.parse(fh, trace.filename, VerifyContext())
+            kept = (fmt.panel(parsed), page_of(parsed) if template and page_of else None)
+        except (ReplayError, OSError) as exc:
+            return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
+        with _PANELS_LOCK:
+            _PANELS[key] = kept
+            while len(_PANELS) > _PANELS_KEPT:
+                _PANELS.popitem(last=False)
+    facts, page = kept
     from privacy.redaction import mask_deep, mask_texts, trace_personal_texts
 
     texts = trace_personal_texts(trace.pk)

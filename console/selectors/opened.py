@@ -24,8 +24,9 @@ from console.selectors.budget import (
     page_read_limit,
 )
 from core.errors import ReplayError
-from core.formats import native
-from core.replay import traceindex
+from core.formats import formats, native
+from core.formats.protocol import VerifyContext
+from core.replay import recordview, traceindex
 from replay.models import Snapshot, Trace, TraceIndex, TraceIndexBuild
 from replay.prepared import Prepared
 from replay.storage import blob_open
@@ -189,7 +190,27 @@ def _borrowed_or_own(trace: Trace, opened: OpenedTrace | None) -> Iterator[Opene
         yield own
 
 
+def records_format(trace: Trace) -> Any:
+    """The format of a stored file whose page reads it as records (``TraceFormat.records``,
+    :mod:`core.replay.recordview`): every registered format but the native one, whose
+    events and steps the page pages through by seq; None for a native trace or a format
+    without records."""
+    if trace.format == native.FORMAT:
+        return None
+    fmt = formats().get(trace.format)
+    return fmt if fmt is not None and getattr(fmt, "records", None) is not None else None
+
+
+def parsed_file(trace: Trace, fmt: Any) -> Any:
+    """The stored file parsed by its format (raises ReplayError, OSError)."""
+    with blob_open(trace.blob.storage_name) as fh:
+        return fmt.parse(fh, trace.filename, VerifyContext())
+
+
 def _index_build(trace: Trace, opened: OpenedTrace, progress: Any = None) -> dict[str, Any]:
+    fmt = records_format(trace)
+    if fmt is not None:
+        return recordview.build(fmt.records(parsed_file(trace, fmt)), progress)
     if trace.encoding.startswith("jsonl"):  # gzipped too: its windows seek by offset
         with opened.decompressed() as stream:
             return traceindex.build_jsonl(stream, page_read_limit(), progress)
@@ -200,11 +221,12 @@ class IndexPending(TraceUnreadable):
     """A large trace's index is being built in the background; the page says how far (a
     reader that only knows TraceUnreadable says so too)."""
 
-    def __init__(self, events_read: int, events: int) -> None:
+    def __init__(self, events_read: int, events: int, noun: str = "events") -> None:
         self.events_read = events_read
         self.events = events
+        self.noun = noun
         super().__init__(
-            f"its index is being built in the background: {events_read} of {events} events read"
+            f"its index is being built in the background: {events_read} of {events} {noun} read"
         )
 
 
@@ -220,8 +242,8 @@ def index_inline_records() -> int:
 
 
 def _builds_inline(trace: Trace) -> bool:
-    if not trace.encoding.startswith("jsonl"):
-        return True
+    if trace.format == native.FORMAT and not trace.encoding.startswith("jsonl"):
+        return True  # a native JSON document's records are parsed for its windows anyway
     return trace.event_count + trace.step_count <= index_inline_records()
 
 
@@ -336,6 +358,8 @@ def trace_index(trace: Trace, opened: OpenedTrace | None = None) -> dict[str, An
         build = trace_index_queue(trace)
         if build is not None and build.error:
             raise TraceUnreadable(f"the stored file cannot be indexed: {build.error}")
+        if records_format(trace) is not None:
+            raise IndexPending(build.events_read if build else 0, trace.event_count, "records")
         raise IndexPending(build.events_read if build else 0, trace.event_count)
     try:
         with _borrowed_or_own(trace, opened) as stored:
@@ -392,6 +416,32 @@ def trace_window(
             raise TraceUnreadable(message) from None
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceUnreadable(str(exc)) from None
+
+
+def trace_records(
+    trace: Trace, *, start: int = 0, limit: int = WINDOW_SIZE, index: dict[str, Any] | None = None
+) -> recordview.RecordWindow:
+    """A page of the trace's records (every format but the native one) from position
+    ``start``, read from its index alone: no file is opened. Raises TraceUnreadable,
+    IndexPending."""
+    limit = max(1, min(limit, MAX_WINDOW_SIZE))
+    if index is None:
+        index = trace_index(trace)
+    if not recordview.is_view(index):
+        raise TraceUnreadable("its index does not list records")
+    return recordview.window(index, start=start, limit=limit)
+
+
+def trace_record(trace: Trace, position: int) -> recordview.ViewRecord | None:
+    """One record of the stored file with its value (the record viewer), read again from
+    the file by its format; None when there is no such record. Raises TraceUnreadable."""
+    fmt = records_format(trace)
+    if fmt is None:
+        return None
+    try:
+        return recordview.value_at(fmt.records(parsed_file(trace, fmt)), position)
+    except (ReplayError, OSError) as exc:
+        raise TraceUnreadable(str(exc)) from None
 
 
 def trace_recorded_outputs(trace: Trace, steps: set[int | str]) -> dict[int | str, Any]:

@@ -31,6 +31,7 @@ from console.selectors import (
     artifact_versions,
     brief_step,
     page_budget_message,
+    records_format,
     trace_compare,
     trace_copies,
     trace_event,
@@ -41,6 +42,8 @@ from console.selectors import (
     trace_page,
     trace_panel,
     trace_privacy_policy,
+    trace_record,
+    trace_records,
     trace_window,
     traces_mark_otel,
     traces_mark_replayable,
@@ -365,6 +368,80 @@ def _pager(  # noqa: PLR0917 - one call per section, each argument named at the 
     )
 
 
+MESSAGE_BAD_POSITION = "{name} must be a whole number (a record's position), not {value!r}."
+
+
+@dataclass
+class RecordsPager:
+    """One window of a trace's records (every format but the native one) with its links: the
+    records from ``?at=`` (a position), a page of :data:`RECORDS_WINDOW` at a time."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    start: int = 0
+    total: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    prev_url: str | None = None
+    next_url: str | None = None
+    first_url: str | None = None
+    error: str = ""
+    bad_query: bool = False
+
+    @property
+    def end(self) -> int:
+        """The position after the window's last record."""
+        return self.start + len(self.rows)
+
+
+#: records a window of the trace page shows
+RECORDS_WINDOW = 100
+
+
+def _records_pager(
+    request: HttpRequest, trace: Trace, index: dict[str, Any], unreadable: str
+) -> RecordsPager:
+    raw = request.GET.get("at", "").strip()
+    start = 0
+    if raw:
+        if not raw.isdigit():
+            message = MESSAGE_BAD_POSITION.format(name="at", value=raw[:40])
+            return RecordsPager(error=message, bad_query=True)
+        start = int(raw)
+    if unreadable or not index:
+        return RecordsPager(error=unreadable)
+    try:
+        found = trace_records(trace, start=start, limit=RECORDS_WINDOW, index=index)
+    except TraceUnreadable as exc:
+        return RecordsPager(error=str(exc))
+    base = {k: v for k, v in request.GET.items() if k != "at" and v}
+
+    def link(at: int) -> str:
+        return "?" + urlencode({**base, "at": str(at)}) + "#records"
+
+    end = found.start + len(found.rows)
+    return RecordsPager(
+        rows=found.rows,
+        start=found.start,
+        total=found.total,
+        kinds=dict(index.get("kinds", {})),
+        prev_url=link(max(0, found.start - RECORDS_WINDOW)) if found.has_before else None,
+        next_url=link(end) if found.has_after else None,
+        first_url=("?" + urlencode(base) + "#records") if found.has_before else None,
+    )
+
+
+def _waterfall(page: dict[str, Any] | None, records: RecordsPager) -> dict[str, Any] | None:
+    """A format page that draws the window of records itself (an OpenTelemetry trace's
+    waterfall, ``page.records`` rows) gets them beside what ``page(parsed)`` gave."""
+    if page is None:
+        return None
+    rows = [
+        {**row["summary"], "name": row["label"], "indent": row["indent"], "at": row["position"]}
+        for row in records.rows
+    ]
+    waterfall = {"rows": rows, "total": records.total, "shown": len(rows)}
+    return {**page, "waterfall": {**waterfall, "duration": page.get("duration", "")}}
+
+
 def _brief_event(event: dict[str, Any]) -> dict[str, Any]:
     return {"seq": event.get("seq"), "type": event.get("type", "")}  # payloads stay out
 
@@ -377,7 +454,7 @@ def trace_detail_view(request: HttpRequest, trace_ref: str) -> HttpResponse:
         return tombstone_page(request, trace)
     with OpenedTrace(trace) as opened:  # the stored file read once for the whole page
         context, status = _detail_context(request, trace, opened)
-    partial = {"events": "events", "steps": "steps"}.get(
+    partial = {"events": "events", "steps": "steps", "records": "records"}.get(
         request.headers.get("HX-Target", ""), "trace-runs"
     )
     return partial_or_page(request, "console/trace_detail.html", partial, context, status)
@@ -390,6 +467,7 @@ def _detail_context(
     report = latest_report(trace, runs)
     panel = trace_panel(trace)
     outline = trace_outline(trace, report, opened) if panel is None else trace_outline_empty(trace)
+    as_records = records_format(trace) is not None
     halted = halts_on_trace(trace=trace)
     modes = roles.replay_modes_for(request.user)
     index: dict[str, Any] = {}
@@ -404,7 +482,15 @@ def _detail_context(
             unreadable = str(exc)
     # the index read once for both windows (a large trace's index is tens of KB of JSON)
     idx = index or None
-    if pending is None:
+    records = RecordsPager()
+    if as_records:  # every format but the native one: its records, by position
+        if pending is None:
+            records = _records_pager(request, trace, index, unreadable)
+        if panel is not None and panel.page is not None:
+            panel.page = _waterfall(panel.page, records)
+        events = Pager([], None, None, None, "")
+        steps = Pager([], None, None, None, "")
+    elif pending is None:
         events = _pager(
             request, trace, "event", "", "#events", unreadable, index=idx, opened=opened
         )
@@ -416,12 +502,15 @@ def _detail_context(
         steps = Pager([], None, None, None, "")
     events.records = [_brief_event(e) for e in events.records]
     steps.records = [brief_step(st) for st in steps.records]
-    status = 400 if events.bad_query or steps.bad_query else 200
+    status = 400 if events.bad_query or steps.bad_query or records.bad_query else 200
     versions = traces_same_artifact(trace) if panel is not None else []
     same_job = traces_same_job(trace)
     copies = trace_copies(trace)
     timeline = charts.overview(
-        index.get("buckets", []), total=trace.event_count, broke_at=outline.broke_at
+        index.get("buckets", []),
+        total=records.total if as_records else trace.event_count,
+        broke_at=outline.broke_at,
+        records=as_records,
     )
     context = {
         "trace": trace,
@@ -434,6 +523,7 @@ def _detail_context(
         "report": report,
         "events": events,
         "steps": steps,
+        "records": records if as_records else None,
         # the windows' rows, in Python (console.tables)
         "event_items": trace_event_items_html(
             events.records, sha256=trace.blob.sha256, broke_at=timeline.broke_at
@@ -605,3 +695,36 @@ def trace_event_view(request: HttpRequest, trace_ref: str, seq: int) -> HttpResp
         "error": error,
     }
     return partial_or_page(request, "console/trace_event.html", "event-payload", context, status)
+
+
+@require_GET
+@signed_in
+def trace_record_view(request: HttpRequest, trace_ref: str, position: int) -> HttpResponse:
+    """One record of a trace of any format but the native one (an OpenTelemetry span, a
+    Paxman field...): its kind, label, location in the file and value, with the personal
+    values the subject index holds masked (to every role: an event of a native trace is
+    where an admin reveals them)."""
+    from privacy.redaction import mask_deep, trace_personal_texts
+
+    trace = roles.access_trace_by_id(request.user, trace_ref, roles.BROWSE)
+    if trace.expired_at is not None:
+        return tombstone_page(request, trace, status=410)
+    try:
+        record = trace_record(trace, position)
+    except TraceUnreadable as exc:
+        failed = {"trace": trace, "record": None, "position": position, "error": str(exc)}
+        return render(request, "console/trace_record.html", failed, status=422)
+    if record is None:
+        raise Http404("no such record")
+    texts = trace_personal_texts(trace.pk)
+    shown = mask_deep(record.value, texts)
+    context: dict[str, Any] = {
+        "trace": trace,
+        "record": record,
+        "position": position,
+        "masked": shown != record.value,
+        "payload": render_json(shown),
+        "payload_tree": mark_safe(json_tree(shown)),  # noqa: S308 (json_tree escapes)
+        "error": "",
+    }
+    return partial_or_page(request, "console/trace_record.html", "record-value", context)

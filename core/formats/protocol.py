@@ -39,6 +39,13 @@ A format is an object with:
   an OpenTelemetry trace's span waterfall and conversation;
   optionally ``counts``: what its ``StoredFacts.event_count`` and ``step_count`` count, in
   words (``("span", "model or tool call")``; events and steps when absent);
+- ``records(parsed) -> Iterable[ViewRecord]`` (every format but the native one, whose page
+  pages its events and steps by seq): the file as the trace page's records
+  (:mod:`core.replay.recordview`), in the order the page lists them, each with a kind, a
+  label, its location in the file (a JSON pointer), its JSON value, the position of its
+  parent record (None at the top; children follow their parent) and a few short facts for
+  its row (``summary``: never a content value, since the page's index keeps it). The page's
+  index, its windows, the record viewer and the overview read nothing else of the file;
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are

@@ -251,6 +251,9 @@ def test_the_matrix_above_covers_every_page_route():
         "otel-open-list",
         "otel-open-detail",
         "otel-seal",
+        # a record of a trace of another format than native, each role:
+        # tests/otel/test_records_page.py and tests/console/test_records_pages.py
+        "trace-record",
     }
     public_tested_elsewhere = {"healthz"}  # tests/console/test_production.py
     # old approval pages, now 301 to /requests/<kind>/<key>/: test_request_pages_moved.py

@@ -11,7 +11,7 @@ Pure: no Django.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,6 +21,7 @@ from core.formats.common import differences, top_level_keys
 from core.formats.otel import record as rec
 from core.formats.otel.audit import audit
 from core.formats.otel.page import page as trace_page
+from core.formats.otel.page import records as trace_records
 from core.formats.otel.record import Record
 from core.formats.protocol import (
     CompanionRule,
@@ -30,6 +31,7 @@ from core.formats.protocol import (
     StoredFacts,
     VerifyContext,
 )
+from core.replay.recordview import ViewRecord
 from core.replay.report import Check, ReplayReport
 
 #: the record's own key, and an OTLP export request's
@@ -190,6 +192,11 @@ class OtelFormat:
     def page(self, parsed: Record) -> dict[str, Any]:
         """What its section of the trace page shows (:func:`page.page`)."""
         return trace_page(parsed)
+
+    def records(self, parsed: Record) -> Iterator[ViewRecord]:
+        """Its spans as the page's records, in the waterfall's tree order
+        (:func:`page.records`)."""
+        return trace_records(parsed)
 
     def compare(self, a: Record, b: Record) -> list[Difference]:
         """Two runs, field by field over their conversations (:func:`conversation`): the

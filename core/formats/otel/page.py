@@ -8,12 +8,14 @@ Pure: no Django.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from core.formats.otel import record as rec
 from core.formats.otel.audit import message_key
+from core.replay.recordview import ViewRecord
 
 #: the waterfall's rows at most (a larger trace's page says how many it leaves out)
 MAX_ROWS = 2000
@@ -61,27 +63,26 @@ def _kind(span: Mapping[str, Any]) -> str:
     return "other"
 
 
-def waterfall(spans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The rows of the waterfall: each span's depth, name, what it is, its bar (``x`` and
-    ``width`` on an axis of :data:`AXIS`) and its duration."""
+def _bars(spans: Sequence[Mapping[str, Any]]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Every span in tree order: its index, its depth and its row's facts (what it is, its
+    bar: ``x`` and ``width`` on an axis of :data:`AXIS`, when it starts and how long it
+    takes). Names of operations, models and services only: no message or attribute."""
     if not spans:
-        return {"rows": [], "total": 0, "shown": 0, "duration": "0 ms"}
+        return
     starts = [int(s["start_time_unix_nano"]) for s in spans]
     ends = [int(s["end_time_unix_nano"]) for s in spans]
     t0, t1 = min(starts), max(ends)
     scale = AXIS / max(t1 - t0, 1)
-    rows = []
-    for i, depth in _tree_order(spans)[:MAX_ROWS]:
+    for i, depth in _tree_order(spans):
         span = spans[i]
         start, end = starts[i], ends[i]
         x = (start - t0) * scale
         width = max((end - start) * scale, MIN_WIDTH)
-        rows.append(
+        yield (
+            i,
+            depth,
             {
                 "index": i,
-                "depth": min(depth, 12),
-                "indent": "\u2003" * min(depth, 12),
-                "name": span["name"],
                 "kind": _kind(span),
                 "operation": span["operation"] or "",
                 "model": span["response_model"] or span["request_model"] or "",
@@ -91,9 +92,57 @@ def waterfall(spans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "width": round(min(width, AXIS - x) if x < AXIS else MIN_WIDTH, 2),
                 "duration": _ms(end - start),
                 "offset": _ms(start - t0),
+            },
+        )
+
+
+def duration(spans: Sequence[Mapping[str, Any]]) -> str:
+    """The trace's time from its first span's start to its last span's end, in words."""
+    if not spans:
+        return "0 ms"
+    t0 = min(int(s["start_time_unix_nano"]) for s in spans)
+    t1 = max(int(s["end_time_unix_nano"]) for s in spans)
+    return _ms(t1 - t0)
+
+
+def waterfall(spans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rows of the waterfall (at most :data:`MAX_ROWS`): each span's depth, name, what it
+    is, its bar and its duration (an open trace's page, drawn before any index)."""
+    rows = []
+    for _i, depth, facts in itertools.islice(_bars(spans), MAX_ROWS):
+        rows.append(
+            {
+                **facts,
+                "depth": min(depth, 12),
+                "indent": "\u2003" * min(depth, 12),
+                "name": spans[facts["index"]]["name"],
             }
         )
-    return {"rows": rows, "total": len(spans), "shown": len(rows), "duration": _ms(t1 - t0)}
+    return {"rows": rows, "total": len(spans), "shown": len(rows), "duration": duration(spans)}
+
+
+def records(record: rec.Record) -> Iterator[ViewRecord]:
+    """The trace as records (the page's one view of every format): each span in the
+    waterfall's tree order, its value the span's record, its parent the position of its
+    parent span (None for a root or a span whose parent never arrived), its summary the
+    waterfall row's facts."""
+    spans = record.spans
+    position: dict[int, int] = {}
+    for n, (i, depth, facts) in enumerate(_bars(spans)):
+        position[i] = n
+        span = spans[i]
+        parent = None
+        at = record.index_of(span["parent_span_id"]) if depth else None
+        if at is not None:
+            parent = position.get(at)
+        yield ViewRecord(
+            kind="span",
+            label=str(span["name"]),
+            location=f"/spans/{i}",
+            value=span,
+            parent=parent,
+            summary=facts,
+        )
 
 
 def _shown(value: Any) -> str:
@@ -190,10 +239,12 @@ def conversation(spans: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def page(record: rec.Record) -> dict[str, Any]:
-    """Everything the format's page section shows."""
+    """What the format's page section shows besides the window of spans the page's index
+    gives (:func:`records`, drawn as the waterfall): the conversation, whether content was
+    captured, the trace's duration."""
     return {
-        "waterfall": waterfall(record.spans),
         "conversation": conversation(record.spans),
         "content": record.content,
         "axis": AXIS,
+        "duration": duration(record.spans),
     }
