@@ -314,6 +314,7 @@ REPLAY_MAX_OBJECT_KEYS = env_int("REPLAY_MAX_OBJECT_KEYS", 100_000)
 REPLAY_PAGE_READ_BYTES = env_int("REPLAY_PAGE_READ_BYTES", 64 * 1024**2)
 # up to how many records a page builds a missing trace index itself (larger: in the background)
 REPLAY_INDEX_INLINE_RECORDS = env_int("REPLAY_INDEX_INLINE_RECORDS", 5000)
+REPLAY_PAGE_PARSE_BYTES = env_int("REPLAY_PAGE_PARSE_BYTES", 8 * 1024**2)
 # caps on one native trace's verification or replay (replay/conf.py replay_limits): past
 # either, it ends with REPLAY_TIMEOUT; 0 iterations (the default) is no iteration cap
 REPLAY_MAX_SECONDS = float(env_int("REPLAY_MAX_SECONDS", 3600))

@@ -6,6 +6,8 @@ spelt once, here. ``config/settings.py`` sets them from the environment
   event and diff pages).
 * ``REPLAY_INDEX_INLINE_RECORDS`` (5000): up to how many records a page builds a missing trace
   index itself; a larger JSON Lines trace's is built in the background.
+* ``REPLAY_PAGE_PARSE_BYTES`` (8 MiB): the largest stored file of a format other than native
+  a page parses whole; a larger one's page reads its index alone.
 * ``REPLAY_MONITORING_TOKEN`` (none): the bearer token a monitor sends for /healthz's details.
 """
 
@@ -15,10 +17,15 @@ from django.conf import settings
 
 PAGE_READ_BYTES = 64 * 1024**2
 INDEX_INLINE_RECORDS = 5000
+PAGE_PARSE_BYTES = 8 * 1024**2
 
 
 def page_read_bytes() -> int:
     return int(getattr(settings, "REPLAY_PAGE_READ_BYTES", PAGE_READ_BYTES))
+
+
+def page_parse_bytes() -> int:
+    return int(getattr(settings, "REPLAY_PAGE_PARSE_BYTES", PAGE_PARSE_BYTES))
 
 
 def index_inline_records() -> int:

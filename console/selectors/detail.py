@@ -8,6 +8,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from console import conf
 from console.selectors.budget import (
     _over_page_budget,
     _page_limits,
@@ -132,6 +133,30 @@ class FormatPanel:
     #: shows (``page(parsed)``), personal values masked; None for a format without one
     page_template: str | None = None
     page: dict[str, Any] | None = None
+    #: a file too large to parse in a request (REPLAY_PAGE_PARSE_BYTES): what the page shows
+    #: instead of the format's section, in words ("" for any other)
+    large: str = ""
+
+
+MESSAGE_LARGE = (
+    "This file is {size} bytes, more than a page parses whole (REPLAY_PAGE_PARSE_BYTES, "
+    "{limit} bytes): its facts and records come from its index, and its own section (an "
+    "OpenTelemetry trace's conversation) is not drawn; each record's value is one click away."
+)
+
+
+def _indexed_panel(trace: Trace, fmt: Any, inputs: list[dict[str, Any]]) -> FormatPanel:
+    """The panel of a file too large to parse in a request: the facts its index keeps."""
+    from console.selectors.opened import IndexPending, TraceUnreadable, trace_index
+
+    large = MESSAGE_LARGE.format(size=trace.blob.size, limit=conf.page_parse_bytes())
+    try:
+        facts = dict(trace_index(trace).get("facts") or {})
+    except IndexPending:
+        facts = {}
+    except TraceUnreadable as exc:
+        return FormatPanel(fmt.label, {}, inputs, fmt.replay_note, str(exc))
+    return FormatPanel(fmt.label, facts, inputs, fmt.replay_note, large=large)
 
 
 #: what the format panel derives from a stored file (its facts, its page), unmasked, kept
@@ -169,6 +194,13 @@ def trace_panel(trace: Trace) -> FormatPanel | None:
         )
     )
     inputs = [{**r, "stored": r.get("snapshot_id") in stored} for r in inputs]
+    if trace.blob.size > conf.page_parse_bytes() and getattr(fmt, "records", None) is not None:
+        panel = _indexed_panel(trace, fmt, inputs)
+        if not panel.unreadable:
+            from privacy.redaction import mask_texts, trace_personal_texts
+
+            panel.facts = mask_texts(panel.facts, trace_personal_texts(trace.pk))
+        return panel
     page_of = getattr(fmt, "page", None)
     template = page_template(fmt) if page_of is not None else None
     key = (trace.blob.sha256, _erased_values(trace))

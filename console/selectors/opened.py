@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import threading
 import zlib
 from collections import OrderedDict
@@ -210,7 +211,10 @@ def parsed_file(trace: Trace, fmt: Any) -> Any:
 def _index_build(trace: Trace, opened: OpenedTrace, progress: Any = None) -> dict[str, Any]:
     fmt = records_format(trace)
     if fmt is not None:
-        return recordview.build(fmt.records(parsed_file(trace, fmt)), progress)
+        parsed = parsed_file(trace, fmt)
+        facts_of = getattr(fmt, "index_facts", None)
+        facts = facts_of(parsed) if facts_of is not None else None
+        return recordview.build(fmt.records(parsed), progress, facts)
     if trace.encoding.startswith("jsonl"):  # gzipped too: its windows seek by offset
         with opened.decompressed() as stream:
             return traceindex.build_jsonl(stream, page_read_limit(), progress)
@@ -432,15 +436,51 @@ def trace_records(
     return recordview.window(index, start=start, limit=limit)
 
 
+MESSAGE_TOO_LARGE_TO_PARSE = (
+    "the stored file is {size} bytes, more than a page parses whole (REPLAY_PAGE_PARSE_BYTES, "
+    "{limit} bytes), and its index does not say where this record lies"
+)
+
+
+def _read_extent(trace: Trace, offset: int, length: int) -> Any:
+    with blob_open(trace.blob.storage_name) as fh:
+        traceindex._skip(fh, offset)
+        data = fh.read(length)
+    if len(data) != length:
+        raise TraceUnreadable("the stored file is shorter than its index says")
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise TraceUnreadable(f"the stored file does not match its index: {exc}") from None
+
+
 def trace_record(trace: Trace, position: int) -> recordview.ViewRecord | None:
-    """One record of the stored file with its value (the record viewer), read again from
-    the file by its format; None when there is no such record. Raises TraceUnreadable."""
+    """One record of the stored file with its value (the record viewer): read from the
+    bytes its index names when it names them (an OpenTelemetry span), else from the file
+    parsed again by its format (at most REPLAY_PAGE_PARSE_BYTES); None when there is no such
+    record. Raises TraceUnreadable, IndexPending."""
     fmt = records_format(trace)
     if fmt is None:
         return None
     try:
+        index = trace_index(trace)
+        if not recordview.is_view(index) or not 0 <= position < int(index.get("count", 0)):
+            return None
+        extent = recordview.extent_of(index, position)
+        if extent is not None:
+            row = recordview.row(index, position)
+            value = _read_extent(trace, *extent)
+            return recordview.ViewRecord(
+                row["kind"], row["label"], row["location"], value, row["parent"], row["summary"]
+            )
+        if trace.blob.size > conf.page_parse_bytes():
+            raise TraceUnreadable(
+                MESSAGE_TOO_LARGE_TO_PARSE.format(
+                    size=trace.blob.size, limit=conf.page_parse_bytes()
+                )
+            )
         return recordview.value_at(fmt.records(parsed_file(trace, fmt)), position)
-    except (ReplayError, OSError) as exc:
+    except (ReplayError, OSError, EOFError, zlib.error) as exc:
         raise TraceUnreadable(str(exc)) from None
 
 

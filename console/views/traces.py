@@ -387,6 +387,12 @@ class RecordsPager:
     bad_query: bool = False
 
     @property
+    def bars(self) -> bool:
+        """Whether the records are placed in time (their facts hold a bar: an OpenTelemetry
+        trace's spans), so the records table draws them as a waterfall."""
+        return any("width" in row["summary"] for row in self.rows)
+
+    @property
     def end(self) -> int:
         """The position after the window's last record."""
         return self.start + len(self.rows)

@@ -297,14 +297,15 @@ def _check_key_count(
     skeleton: bytes | None,
     *,
     colons: int | None = None,
+    max_containers: int = MAX_CONTAINERS,
 ) -> None:
     """:func:`check_key_count`, given the text's :func:`_outside_strings` when the caller
     has it (`skeleton`, or only its brackets and colons, in order; else None) and its
     colons when it has counted them (`colons`)."""
     # the skeleton's brackets are those outside the strings (a third of a document's bytes
     # to count); more than the limit, the exact scan of the text words the refusal
-    if skeleton is None or has_many_containers(skeleton):
-        check_container_count(data, where=where)
+    if skeleton is None or has_many_containers(skeleton, max_containers):
+        check_container_count(data, where=where, max_containers=max_containers)
     if (data.count(b":") if colons is None else colons) <= min(max_keys, max_object_keys):
         return
     if skeleton is None:
@@ -677,6 +678,7 @@ def loads_document(
     max_string: int,
     max_keys: int = MAX_KEYS,
     max_object_keys: int = MAX_OBJECT_KEYS,
+    max_containers: int = MAX_CONTAINERS,
 ) -> tuple[Any, bool]:
     """``(loads_strict(data, ...), text_shape_is_bounded(data, ...))``, for a whole JSON
     document: the same value and the same refusals, for a fraction of the cost.
@@ -696,7 +698,15 @@ def loads_document(
     # the key count and the shape need only the brackets and colons of the skeleton: kept
     # once (a tenth of its bytes), each of their passes reads that
     structure = None if skeleton is None else skeleton.translate(None, _NOT_STRUCTURE)
-    _check_key_count(data, where, max_keys, max_object_keys, structure, colons=colons)
+    _check_key_count(
+        data,
+        where,
+        max_keys,
+        max_object_keys,
+        structure,
+        colons=colons,
+        max_containers=max_containers,
+    )
     bounded = quick or _skeleton_shape_is_bounded(structure or b"", longest, max_depth, max_string)
     value = NOT_PROVEN
     if FAST_DOCUMENT and bounded and skeleton is not None and max_depth <= _FAST_MAX_DEPTH:

@@ -46,6 +46,9 @@ A format is an object with:
   parent record (None at the top; children follow their parent) and a few short facts for
   its row (``summary``: never a content value, since the page's index keeps it). The page's
   index, its windows, the record viewer and the overview read nothing else of the file;
+  optionally ``index_facts(parsed) -> dict[str, str]``: the panel's facts, none of them
+  personal, that the page's index keeps, so that a page of a file too large to parse in a
+  request (``REPLAY_PAGE_PARSE_BYTES``) still shows them;
 - ``compare(a, b) -> list[Difference]``: two runs of the same job, field by field (JSON
   pointers);
 - optionally ``input_names(source, filename) -> list[str]``: the files a file names that are

@@ -43,6 +43,10 @@ class ViewRecord:
     value: Any = None
     parent: int | None = None
     summary: Mapping[str, Any] = field(default_factory=dict)
+    #: ``(offset, length)``: the bytes of the stored file whose JSON is exactly ``value``,
+    #: when the format knows them (an OpenTelemetry record's spans): the record viewer then
+    #: reads those bytes alone, not the whole file; None otherwise
+    extent: tuple[int, int] | None = None
 
 
 class ViewError(ValueError):
@@ -51,10 +55,14 @@ class ViewError(ValueError):
 
 
 def build(
-    records: Iterable[ViewRecord], progress: Callable[[int], None] | None = None
+    records: Iterable[ViewRecord],
+    progress: Callable[[int], None] | None = None,
+    facts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The index of a trace's records: for each, ``[kind, label, location, parent, depth,
-    summary]`` (no value), their count by kind and the overview's buckets."""
+    summary, extent]`` (no value), their count by kind, the overview's buckets, and
+    ``facts``: the header facts a format keeps for a page that does not parse the file
+    (``TraceFormat.index_facts``: none of them personal)."""
     rows: list[list[Any]] = []
     depths: list[int] = []
     for n, record in enumerate(records):
@@ -66,8 +74,17 @@ def build(
         else:
             raise ViewError(f"record {n} names parent {parent!r}, not an earlier record")
         depths.append(depth)
+        extent = list(record.extent) if record.extent is not None else None
         rows.append(
-            [record.kind, record.label, record.location, parent, depth, dict(record.summary)]
+            [
+                record.kind,
+                record.label,
+                record.location,
+                parent,
+                depth,
+                dict(record.summary),
+                extent,
+            ]
         )
         if progress is not None and (n + 1) % PROGRESS_EVERY == 0:
             progress(n + 1)
@@ -91,6 +108,7 @@ def build(
         "kinds": dict(Counter(row[0] for row in rows).most_common()),
         "records": rows,
         "buckets": buckets,
+        "facts": dict(facts or {}),
     }
 
 
@@ -118,8 +136,9 @@ class RecordWindow:
 
 def row(index: Mapping[str, Any], position: int) -> dict[str, Any]:
     """One record of the index as the page reads it (by name)."""
-    kind, label, location, parent, depth, summary = index["records"][position]
+    kind, label, location, parent, depth, summary, extent = index["records"][position]
     return {
+        "extent": extent,
         "position": position,
         "kind": kind,
         "label": label,
@@ -137,6 +156,16 @@ def window(index: Mapping[str, Any], *, start: int = 0, limit: int = 100) -> Rec
     start = max(0, min(start, max(total - 1, 0)))
     stop = min(total, start + limit)
     return RecordWindow([row(index, i) for i in range(start, stop)], start, total)
+
+
+def extent_of(index: Mapping[str, Any], position: int) -> tuple[int, int] | None:
+    """Where the value of the record at ``position`` lies in the stored file, when the
+    index knows it; None for a position past the end or a record without one."""
+    rows = index.get("records", [])
+    if not 0 <= position < len(rows) or rows[position][6] is None:
+        return None
+    offset, length = rows[position][6]
+    return int(offset), int(length)
 
 
 def value_at(records: Iterable[ViewRecord], position: int) -> ViewRecord | None:

@@ -33,7 +33,8 @@ def test_the_index_of_records_is_built_at_ingest_and_holds_no_content(sealed):
     trace = sealed("openai-v2-proto.bin")
     index = TraceIndex.objects.get(blob=trace.blob).index
     assert index["view"] == "records"
-    assert index["count"] == 4 and index["kinds"] == {"span": 4}
+    assert index["count"] == 4
+    assert index["kinds"] == {"span": 4}
     assert [(r[0], r[1], r[3], r[4]) for r in index["records"]] == [
         ("span", "invoke_agent weather-agent", None, 0),
         ("span", "chat gpt-4o-mini", 0, 1),
@@ -77,7 +78,8 @@ def test_windows_turn_by_position_and_a_bad_position_is_refused(sealed, as_perso
     assert 'href="?at=2#records" rel="next"' in first
     second = client.get(f"/traces/{trace.blob.sha256}/?at=2").content.decode()
     assert re.findall(r'<tr id="span-(\d+)"', second) == ["2", "3"]
-    assert 'href="?at=0#records" rel="prev"' in second and 'rel="next"' not in second
+    assert 'href="?at=0#records" rel="prev"' in second
+    assert 'rel="next"' not in second
     bad = client.get(f"/traces/{trace.blob.sha256}/?at=x")
     assert bad.status_code == 400
     assert "at must be a whole number (a record&#x27;s position), not &#x27;x&#x27;." in (
@@ -110,7 +112,8 @@ def test_a_page_seen_again_parses_no_file(sealed, as_persona, monkeypatch):
 
     monkeypatch.setattr(type(fmt), "parse", counting)
     again = client.get(f"/traces/{trace.blob.sha256}/").content.decode()
-    assert "execute_tool get_weather" in again and calls == []
+    assert "execute_tool get_weather" in again
+    assert calls == []
 
 
 @pytest.mark.parametrize(
@@ -120,3 +123,81 @@ def test_the_record_viewer_checks_the_roles_matrix(sealed, as_persona, persona, 
     trace = sealed("openai-v2-proto.bin")
     response = as_persona(persona).get(f"/traces/{trace.blob.sha256}/records/0/")
     assert response.status_code == status
+
+
+def test_each_span_s_extent_is_its_bytes_in_the_sealed_record(sealed):
+    trace = sealed("openai-v2-proto.bin")
+    index = TraceIndex.objects.get(blob=trace.blob).index
+    from tests.otel.helpers import record_of
+
+    stored = record_of(trace)
+    from replay.storage import blob_open
+
+    with blob_open(trace.blob.storage_name) as fh:
+        data = fh.read()
+    for row in index["records"]:
+        offset, length = row[6]
+        at = int(row[2].rsplit("/", 1)[1])
+        assert json.loads(data[offset : offset + length]) == stored["spans"][at]
+
+
+def test_an_export_sealed_when_read_has_no_extents(as_persona):
+    import io
+
+    from replay.services import trace_ingest
+    from tests.otel.helpers import FIXTURES
+
+    data = (FIXTURES / "openai-v2-json.json").read_bytes()
+    trace = trace_ingest(source=io.BytesIO(data), filename="run.otlp.json").trace
+    body = as_persona("vera").get(f"/traces/{trace.blob.sha256}/records/1/").content.decode()
+    assert "Span 1: chat gpt-4o-mini" in body  # read by parsing the (small) file again
+    index = TraceIndex.objects.get(blob=trace.blob).index
+    assert {row[6] is None for row in index["records"]} == {True}
+
+
+def test_a_file_too_large_to_parse_in_a_request_is_read_through_its_index(
+    sealed, as_persona, monkeypatch
+):
+    trace = sealed("openai-v2-proto.bin")
+    fmt = formats().get("otel-genai")
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a page parsed the whole file")
+
+    monkeypatch.setattr(type(fmt), "parse", refuse)
+    client = as_persona("vera")
+    with override_settings(REPLAY_PAGE_PARSE_BYTES=100):
+        body = client.get(f"/traces/{trace.blob.sha256}/").content.decode()
+        record = client.get(f"/traces/{trace.blob.sha256}/records/2/").content.decode()
+    assert f"This file is {trace.blob.size} bytes, more than a page parses whole" in body
+    # the panel's facts, from the index (no conversation id: a path rule may name it personal)
+    assert "<dt>model calls</dt><dd><code>2</code></dd>" in body
+    assert "conversation id" not in body
+    assert 'id="otel-conversation"' not in body
+    # the records table draws the waterfall itself
+    assert re.findall(r'<tr id="span-\d+" class="span-(\w+)"', body) == [
+        "agent",
+        "model",
+        "tool",
+        "model",
+    ]
+    assert body.count('<svg class="waterfall-bar"') == 4
+    assert "Span 2: execute_tool get_weather" in record
+    assert "&quot;operation&quot;: &quot;execute_tool&quot;" in record
+
+
+def test_a_record_without_extent_in_a_file_too_large_is_refused_with_why(as_persona):
+    import io
+
+    from replay.services import trace_ingest
+    from tests.otel.helpers import FIXTURES
+
+    data = (FIXTURES / "openai-v2-json.json").read_bytes()
+    trace = trace_ingest(source=io.BytesIO(data), filename="run.otlp.json").trace
+    with override_settings(REPLAY_PAGE_PARSE_BYTES=100):
+        response = as_persona("vera").get(f"/traces/{trace.blob.sha256}/records/1/")
+    assert response.status_code == 422
+    assert (
+        f"the stored file is {trace.blob.size} bytes, more than a page parses whole "
+        "(REPLAY_PAGE_PARSE_BYTES, 100 bytes), and its index does not say where this record lies"
+    ) in response.content.decode()

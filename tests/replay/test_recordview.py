@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -14,25 +15,27 @@ def _tree() -> list[ViewRecord]:
     return [
         ViewRecord("span", "root", "/spans/0", {"a": 1}, None, {"kind": "agent"}),
         ViewRecord("span", "call", "/spans/2", {"b": 2}, 0, {"kind": "model"}),
-        ViewRecord("span", "tool", "/spans/1", {"c": 3}, 1, {"kind": "tool"}),
+        ViewRecord("span", "tool", "/spans/1", {"c": 3}, 1, {"kind": "tool"}, (10, 5)),
         ViewRecord("event", "late", "/events/0", 4, None),
     ]
 
 
 def test_the_index_keeps_every_record_but_no_value():
     index = recordview.build(_tree())
-    assert index["view"] == "records" and recordview.is_view(index)
+    assert index["view"] == "records"
+    assert recordview.is_view(index)
     assert index["count"] == 4
     assert index["kinds"] == {"span": 3, "event": 1}
     assert index["records"] == [
-        ["span", "root", "/spans/0", None, 0, {"kind": "agent"}],
-        ["span", "call", "/spans/2", 0, 1, {"kind": "model"}],
-        ["span", "tool", "/spans/1", 1, 2, {"kind": "tool"}],
-        ["event", "late", "/events/0", None, 0, {}],
+        ["span", "root", "/spans/0", None, 0, {"kind": "agent"}, None],
+        ["span", "call", "/spans/2", 0, 1, {"kind": "model"}, None],
+        ["span", "tool", "/spans/1", 1, 2, {"kind": "tool"}, [10, 5]],
+        ["event", "late", "/events/0", None, 0, {}, None],
     ]
     # no value reaches the index (erasure and redaction act on the stored file alone)
     text = json.dumps(index)
-    assert '"a": 1' not in text and '"b": 2' not in text
+    assert '"a": 1' not in text
+    assert '"b": 2' not in text
     assert index["buckets"] == [
         {"first": i, "last": i, "count": 1, "types": {k: 1}}
         for i, k in enumerate(["span", "span", "span", "event"])
@@ -55,8 +58,9 @@ def test_buckets_split_many_records_into_at_most_two_hundred_runs():
     buckets = index["buckets"]
     assert len(buckets) == recordview.BUCKETS
     assert sum(b["count"] for b in buckets) == 1001
-    assert buckets[0]["first"] == 0 and buckets[-1]["last"] == 1000
-    assert all(a["last"] + 1 == b["first"] for a, b in zip(buckets, buckets[1:], strict=False))
+    assert buckets[0]["first"] == 0
+    assert buckets[-1]["last"] == 1000
+    assert all(a["last"] + 1 == b["first"] for a, b in itertools.pairwise(buckets))
 
 
 def test_progress_is_said_every_ten_thousand_records():
@@ -70,6 +74,7 @@ def test_a_window_is_a_slice_by_position_with_what_lies_around_it():
     first = recordview.window(index, start=0, limit=2)
     assert [r["label"] for r in first.rows] == ["root", "call"]
     assert first.rows[1] == {
+        "extent": None,
         "position": 1,
         "kind": "span",
         "label": "call",
@@ -86,6 +91,16 @@ def test_a_window_is_a_slice_by_position_with_what_lies_around_it():
     # a start past the end shows the last record, not an empty page
     assert [r["position"] for r in recordview.window(index, start=99, limit=2).rows] == [3]
     assert recordview.window(recordview.build([]), start=5).rows == []
+
+
+def test_the_index_keeps_a_format_s_header_facts_and_each_record_s_extent():
+    index = recordview.build(_tree(), facts={"spans": "3"})
+    assert index["facts"] == {"spans": "3"}
+    assert recordview.build(_tree())["facts"] == {}
+    assert recordview.extent_of(index, 2) == (10, 5)
+    assert recordview.extent_of(index, 1) is None
+    assert recordview.extent_of(index, 4) is None
+    assert recordview.extent_of(index, -1) is None
 
 
 def test_the_value_of_one_record_is_read_from_the_records_again():

@@ -193,6 +193,14 @@ class OtelFormat:
         """What its section of the trace page shows (:func:`page.page`)."""
         return trace_page(parsed)
 
+    def index_facts(self, parsed: Record) -> dict[str, str]:
+        """The panel's facts a page of a large trace shows without parsing it (kept in the
+        page's index): all but the conversation ids, which a privacy path rule may name
+        personal."""
+        facts = self.panel(parsed)
+        facts.pop("conversation id", None)
+        return facts
+
     def records(self, parsed: Record) -> Iterator[ViewRecord]:
         """Its spans as the page's records, in the waterfall's tree order
         (:func:`page.records`)."""

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from core.canonical import jcs
 from core.formats.otel import record as rec
 from core.formats.otel.audit import message_key
 from core.replay.recordview import ViewRecord
@@ -121,12 +122,36 @@ def waterfall(spans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"rows": rows, "total": len(spans), "shown": len(rows), "duration": duration(spans)}
 
 
+def span_extents(record: rec.Record) -> list[tuple[int, int]] | None:
+    """Where each span's bytes lie in the file the record was read from, when that file is
+    its canonical form (a sealed record as stored: RFC 8785, so each span is exactly its
+    own JCS bytes, one after the other in ``"spans":[...]``); None for any other file (an
+    OTLP export sealed when read) or when a span is not where its bytes say."""
+    data = record.data
+    if data is None or record.source != "record" or not record.spans:
+        return None
+    opening = b'"spans":['
+    offset = data.find(opening)
+    if offset < 0:
+        return None
+    offset += len(opening)
+    extents = []
+    for span in record.spans:
+        body = jcs(span)
+        if data[offset : offset + len(body)] != body:
+            return None
+        extents.append((offset, len(body)))
+        offset += len(body) + 1  # the comma after it, or the closing bracket
+    return extents if data[offset - 1 : offset] == b"]" else None
+
+
 def records(record: rec.Record) -> Iterator[ViewRecord]:
     """The trace as records (the page's one view of every format): each span in the
     waterfall's tree order, its value the span's record, its parent the position of its
     parent span (None for a root or a span whose parent never arrived), its summary the
-    waterfall row's facts."""
+    waterfall row's facts, its extent where its bytes lie in a canonical record."""
     spans = record.spans
+    extents = span_extents(record)
     position: dict[int, int] = {}
     for n, (i, depth, facts) in enumerate(_bars(spans)):
         position[i] = n
@@ -142,6 +167,7 @@ def records(record: rec.Record) -> Iterator[ViewRecord]:
             value=span,
             parent=parent,
             summary=facts,
+            extent=extents[i] if extents is not None else None,
         )
 
 

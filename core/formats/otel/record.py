@@ -42,8 +42,13 @@ from core.replay.diff import pointer_join
 FORMAT = "otel-genai"
 SCHEMA_VERSION = 1
 PROFILE = "jcs"
-#: the largest record file (and OTLP export file) read
-MAX_RECORD_BYTES = 64 * 1024**2
+#: the largest record file (and OTLP export file) read: a sealed agent run of 50,000 spans as
+#: the instrumentations record them without content is about 97 MB (about 1,900 bytes, 50
+#: keys and 40 objects and arrays a span), so its keys and containers are bounded above the
+#: JSON reader's defaults too (a record of 128 MiB parses in about 1.6 GB: docs/otel.md)
+MAX_RECORD_BYTES = 128 * 1024**2
+MAX_RECORD_KEYS = 6_000_000
+MAX_RECORD_CONTAINERS = 3_000_000
 #: nesting: a span's attributes hold OTLP AnyValues nested up to ``otlp.Limits.max_depth``
 #: (32) levels of four JSON levels each, under the record's own six
 MAX_DEPTH = 160
@@ -355,7 +360,14 @@ def parse(data: bytes, *, where: str = "otel record") -> Record:
     pointer of the first bad field."""
     if len(data) > MAX_RECORD_BYTES:
         raise ReplayError(errors.MALFORMED_TRACE, f"{where}: larger than {MAX_RECORD_BYTES} bytes")
-    doc, bounded = loads_document(data, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
+    doc, bounded = loads_document(
+        data,
+        where=where,
+        max_depth=MAX_DEPTH,
+        max_string=MAX_STRING,
+        max_keys=MAX_RECORD_KEYS,
+        max_containers=MAX_RECORD_CONTAINERS,
+    )
     if not bounded:
         check_shape(doc, where=where, max_depth=MAX_DEPTH, max_string=MAX_STRING)
     check_record(doc, where=where)
