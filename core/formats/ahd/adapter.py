@@ -379,6 +379,13 @@ class AhdFormat:
     def compare(self, a: AhdRun, b: AhdRun) -> list[Difference]:
         return differences(a.sidecar.document, b.sidecar.document)
 
+    def records(self, parsed: AhdRun) -> Any:
+        """The sidecar as the trace page's records: its fields, its token and brief inputs
+        and its models (:func:`.view.records`)."""
+        from core.formats.ahd.view import records
+
+        return records(parsed.sidecar)
+
 
 def _limits(opts: AhdOptions) -> dict[str, Any]:
     return {"excluded": opts.excluded, "max_input_bytes": opts.max_input_bytes}

@@ -200,6 +200,13 @@ class ContextosFormat:
 
         return differences(doc(a), doc(b))
 
+    def records(self, parsed: ContextosRun) -> Any:
+        """The trace as the trace page's records, in its chain's order: its fields, the
+        invoke, each tool envelope, the DecisionRecord and its fields (:func:`.view.records`)."""
+        from core.formats.contextos.view import records
+
+        return records(parsed.trace)
+
 
 def register(registry: FormatRegistry) -> None:
     registry.register(ContextosFormat())

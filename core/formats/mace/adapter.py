@@ -136,6 +136,13 @@ class MaceFormat:
     def compare(self, a: mace.Log, b: mace.Log) -> list[Difference]:
         return differences(a.document, b.document)
 
+    def records(self, parsed: mace.Log) -> Any:
+        """The log as the trace page's records: its fields, each list's entries after its
+        field (iterations, events, agent outputs, votes...) (:func:`.view.records`)."""
+        from core.formats.mace.view import records
+
+        return records(parsed)
+
 
 def register(registry: FormatRegistry) -> None:
     registry.register(MaceFormat())

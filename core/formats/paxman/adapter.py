@@ -182,6 +182,13 @@ class PaxmanFormat:
     def compare(self, a: paxman.Artifact, b: paxman.Artifact) -> list[Difference]:
         return differences(a.document, b.document)
 
+    def records(self, parsed: paxman.Artifact) -> Any:
+        """The artifact as the trace page's records: its fields, each followed by its field
+        results, evidence items, diagnostics or field plans (:func:`.view.records`)."""
+        from core.formats.paxman.view import records
+
+        return records(parsed)
+
 
 def register(registry: FormatRegistry) -> None:
     registry.register(PaxmanFormat())

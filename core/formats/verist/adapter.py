@@ -176,6 +176,14 @@ class VeristFormat:
                 )
         return rows
 
+    def records(self, parsed: verist.VeristFile) -> Any:
+        """The file as the trace page's records: the snapshot's fields, its input's entries,
+        its artifacts and what its step output and commands recorded
+        (:func:`.view.records`)."""
+        from core.formats.verist.view import records
+
+        return records(parsed)
+
 
 def _iso_ms(ms: int | float) -> str | None:
     try:

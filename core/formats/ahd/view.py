@@ -1,0 +1,79 @@
+"""An AHD replay sidecar as the trace page's records (:mod:`core.replay.recordview`).
+
+In file order, each field of the sidecar (kind ``field``), but its ``token`` and ``brief``,
+the inputs the run hashed (kind ``input``, labelled with the field and the path recorded, their
+hash in the row's summary); each model of ``models`` follows that field as a child (kind
+``model``, labelled with its id). Locations are JSON pointers into the sidecar; a row's
+summary holds types, counts, hashes and providers, never an argument of ``argv``.
+
+Pure: no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from core.formats.ahd import Sidecar
+from core.replay.diff import pointer_join
+from core.replay.recordview import ViewRecord
+
+#: a label (a recorded path, a model id) is cut to this many characters on the page
+MAX_LABEL = 120
+#: the sidecar's fields that name an input the run hashed
+INPUTS = ("token", "brief")
+
+
+def records(sidecar: Sidecar) -> Iterator[ViewRecord]:
+    """The sidecar's fields in file order, its models following theirs (see the module)."""
+    at = 0
+    for key, value in sidecar.document.items():
+        parent = at
+        yield _field(key, value)
+        at += 1
+        if key != "models" or not isinstance(value, list):
+            continue
+        for i, model in enumerate(value):
+            yield _model(model, i, parent)
+            at += 1
+
+
+def _field(key: str, value: Any) -> ViewRecord:
+    location = pointer_join([key])
+    if key in INPUTS and isinstance(value, dict):
+        path, digest = value.get("path"), value.get("hash")
+        label = f"{key} {path}" if isinstance(path, str) else key
+        summary = shape(value)
+        if isinstance(digest, str):
+            summary["hash"] = digest
+        return ViewRecord("input", _short(label), location, value, None, summary)
+    return ViewRecord("field", _short(key), location, value, None, shape(value))
+
+
+def _model(model: Any, i: int, parent: int) -> ViewRecord:
+    get = model.get if isinstance(model, dict) else {}.get
+    name, provider, requests = get("id"), get("provider"), get("provider_request_ids")
+    summary = shape(model)
+    if isinstance(provider, str):
+        summary["provider"] = _short(provider)
+    if isinstance(requests, list):
+        summary["requests"] = len(requests)
+    label = name if isinstance(name, str) and name else f"model {i}"
+    location = pointer_join(["models", i])
+    return ViewRecord("model", _short(label), location, model, parent, summary)
+
+
+def shape(value: Any) -> dict[str, Any]:
+    """A value's JSON type and, for an object or an array, how many entries it holds."""
+    if isinstance(value, dict):
+        return {"type": "object", "entries": len(value)}
+    if isinstance(value, list):
+        return {"type": "array", "items": len(value)}
+    return {"type": _TYPES.get(type(value), "number")}
+
+
+_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
