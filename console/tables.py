@@ -7,6 +7,7 @@ them."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
@@ -18,7 +19,7 @@ from django.utils import dateformat
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.text import Truncator
+from django.utils.text import Truncator, slugify
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # stubs lack it
 from django.utils.translation import pgettext
 
@@ -188,6 +189,62 @@ def trace_event_items_html(
             f'hx-swap="outerHTML">{label}</a></li>'
         )
     return mark_safe("".join(items) or '<li class="empty">No events here.</li>')  # noqa: S308
+
+
+def _h(value: Any) -> str:
+    """A plain value (a string, a number) escaped as ``{{ value }}`` escapes it, without the
+    lazy-string machinery ``conditional_escape`` goes through (thousands of cells a page)."""
+    return html.escape(str(value))
+
+
+def _num(value: Any) -> str:
+    """A bar's coordinate as ``{{ value }}`` writes it (no thousands separator, en's point)."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else ""
+
+
+def trace_record_rows_html(
+    rows: Iterable[dict[str, Any]], *, sha256: str, bars: bool
+) -> SafeString:
+    """The ``<tr>`` of each record of a window of the trace page (``recordview.row``): its
+    position, kind, label (indented by depth, a link to its value) and location, and, when
+    the records are placed in time (``bars``), what it is, when it starts, how long it takes
+    and its bar: the markup a template loop wrote, at a quarter of its cost."""
+    url = _e(reverse("trace-record", args=[sha256, _SEQ]))
+    prefix, _, suffix = url.rpartition(str(_SEQ))
+    thousands = settings.USE_THOUSAND_SEPARATOR
+    out = []
+    for row in rows:
+        position = row["position"]
+        kind = str(row["kind"])
+        summary = row["summary"]
+        link = f"{prefix}{position}{suffix}"
+        css = f' class="{slugify(kind)}-{slugify(summary["kind"])}"' if summary.get("kind") else ""
+        cells = (
+            f'<td class="num">{_v(position, thousands)}</td><td>{_h(kind)}</td>'
+            f'<td><span class="waterfall-indent">{row["indent"]}</span><a href="{link}" '
+            f'hx-get="{link}" hx-target="#record-value" hx-swap="outerHTML">'
+            f"{_h(row['label'])}</a></td><td><code>{_h(row['location'])}</code></td>"
+        )
+        if bars:
+            what = _h(summary.get("operation") or "—")
+            if summary.get("model"):
+                what += f" · <code>{_h(summary['model'])}</code>"
+            offset, duration = _h(summary.get("offset", "")), _h(summary.get("duration", ""))
+            bar = ""
+            if summary.get("width") is not None:
+                bar = (
+                    '<svg class="waterfall-bar" viewBox="0 0 1000 10" '
+                    'preserveAspectRatio="none" role="img" '
+                    f'aria-label="{offset} to {duration} later"><rect '
+                    f'class="bar-{_h(summary.get("kind", ""))}" x="{_num(summary["x"])}" '
+                    f'y="1" width="{_num(summary["width"])}" height="8"></rect></svg>'
+                )
+            cells += (
+                f'<td>{what}</td><td class="num">{offset}</td><td class="num">{duration}</td>'
+                f'<td class="waterfall-axis">{bar}</td>'
+            )
+        out.append(f'\n      <tr id="{slugify(kind)}-{position}"{css}>{cells}</tr>')
+    return mark_safe("".join(out))  # noqa: S308
 
 
 def trace_step_rows_html(

@@ -53,6 +53,7 @@ from console.selectors import (
 from console.tables import (
     compare_sections_html,
     trace_event_items_html,
+    trace_record_rows_html,
     trace_rows_html,
     trace_step_rows_html,
 )
@@ -530,6 +531,12 @@ def _detail_context(
         "events": events,
         "steps": steps,
         "records": records if as_records else None,
+        # the window's rows, in Python (console.tables)
+        "record_rows": trace_record_rows_html(
+            records.rows, sha256=trace.blob.sha256, bars=records.bars
+        )
+        if as_records and records.rows
+        else "",
         # the windows' rows, in Python (console.tables)
         "event_items": trace_event_items_html(
             events.records, sha256=trace.blob.sha256, broke_at=timeline.broke_at
