@@ -31,6 +31,8 @@ BUCKETS = 200
 MAX_DEPTH = 12
 #: progress is said every this many records
 PROGRESS_EVERY = 10_000
+#: the longest label a record gets (:func:`short`)
+MAX_LABEL = 120
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,24 @@ class ViewRecord:
     #: when the format knows them (an OpenTelemetry record's spans): the record viewer then
     #: reads those bytes alone, not the whole file; None otherwise
     extent: tuple[int, int] | None = None
+
+
+def shape(value: Any) -> dict[str, Any]:
+    """A value's JSON type and, for an object or an array, how many entries it holds: the
+    summary of a record whose content the index must not keep."""
+    if isinstance(value, dict):
+        return {"type": "object", "entries": len(value)}
+    if isinstance(value, list):
+        return {"type": "array", "items": len(value)}
+    return {"type": _TYPES.get(type(value), "number")}
+
+
+_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
+
+
+def short(text: str) -> str:
+    """A label cut to :data:`MAX_LABEL` characters (an ellipsis says it was)."""
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
 
 
 class ViewError(ValueError):

@@ -11,15 +11,14 @@ Pure: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from core.formats.ahd import Sidecar
 from core.replay.diff import pointer_join
-from core.replay.recordview import ViewRecord
+from core.replay.recordview import ViewRecord, shape
+from core.replay.recordview import short as _short
 
-#: a label (a recorded path, a model id) is cut to this many characters on the page
-MAX_LABEL = 120
 #: the sidecar's fields that name an input the run hashed
 INPUTS = ("token", "brief")
 
@@ -61,19 +60,3 @@ def _model(model: Any, i: int, parent: int) -> ViewRecord:
     label = name if isinstance(name, str) and name else f"model {i}"
     location = pointer_join(["models", i])
     return ViewRecord("model", _short(label), location, model, parent, summary)
-
-
-def shape(value: Any) -> dict[str, Any]:
-    """A value's JSON type and, for an object or an array, how many entries it holds."""
-    if isinstance(value, dict):
-        return {"type": "object", "entries": len(value)}
-    if isinstance(value, list):
-        return {"type": "array", "items": len(value)}
-    return {"type": _TYPES.get(type(value), "number")}
-
-
-_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"

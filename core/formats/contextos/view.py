@@ -18,15 +18,13 @@ Pure: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 from core.formats.contextos.reader import ContextosTrace
 from core.replay.diff import pointer_join
-from core.replay.recordview import ViewRecord
+from core.replay.recordview import ViewRecord, shape
+from core.replay.recordview import short as _short
 
-#: a label (a capability, a call id) is cut to this many characters on the page
-MAX_LABEL = 120
 #: the top-level fields that are entries of the chain: field -> kind
 KINDS = {"invoke": "invoke", "decision_record": "decision record"}
 
@@ -78,19 +76,3 @@ def _envelopes(trace: ContextosTrace) -> Iterator[ViewRecord]:
         label = " ".join(named) or f"tool envelope {i}"
         location = pointer_join(["tool_envelopes", i])
         yield ViewRecord("tool envelope", _short(label), location, envelope, None, summary)
-
-
-def shape(value: Any) -> dict[str, Any]:
-    """A value's JSON type and, for an object or an array, how many entries it holds."""
-    if isinstance(value, dict):
-        return {"type": "object", "entries": len(value)}
-    if isinstance(value, list):
-        return {"type": "array", "items": len(value)}
-    return {"type": _TYPES.get(type(value), "number")}
-
-
-_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"

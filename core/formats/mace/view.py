@@ -13,15 +13,13 @@ Pure: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from core.formats.mace.reader import Log
 from core.replay.diff import pointer_join
-from core.replay.recordview import ViewRecord
-
-#: a label (an id, a type) is cut to this many characters on the page
-MAX_LABEL = 120
+from core.replay.recordview import ViewRecord, shape
+from core.replay.recordview import short as _short
 
 #: the log's lists whose entries are records of their own: field -> kind
 ENTRIES = {
@@ -91,19 +89,3 @@ def _summary(kind: str, item: Any) -> dict[str, Any]:
             if isinstance(value, bool | int) or (isinstance(value, str) and value):
                 facts[name] = _short(value) if isinstance(value, str) else value
     return facts
-
-
-def shape(value: Any) -> dict[str, Any]:
-    """A value's JSON type and, for an object or an array, how many entries it holds."""
-    if isinstance(value, dict):
-        return {"type": "object", "entries": len(value)}
-    if isinstance(value, list):
-        return {"type": "array", "items": len(value)}
-    return {"type": _TYPES.get(type(value), "number")}
-
-
-_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"

@@ -12,15 +12,13 @@ Pure: no Django.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from core.formats.paxman.artifact import Artifact
 from core.replay.diff import pointer_join
-from core.replay.recordview import ViewRecord
-
-#: a label (an id, a field path) is cut to this many characters on the page
-MAX_LABEL = 120
+from core.replay.recordview import ViewRecord, shape
+from core.replay.recordview import short as _short
 
 #: the top-level lists and objects whose entries are records of their own: field -> kind
 ENTRIES = {
@@ -109,19 +107,3 @@ def _first_string(get: Any, names: tuple[str, ...]) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
-
-
-def shape(value: Any) -> dict[str, Any]:
-    """A value's JSON type and, for an object or an array, how many entries it holds."""
-    if isinstance(value, dict):
-        return {"type": "object", "entries": len(value)}
-    if isinstance(value, list):
-        return {"type": "array", "items": len(value)}
-    return {"type": _TYPES.get(type(value), "number")}
-
-
-_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"

@@ -21,10 +21,8 @@ from typing import Any
 
 from core.formats.verist.snapshot import STEP_COMMANDS, STEP_OUTPUT, VeristFile
 from core.replay.diff import pointer_join
-from core.replay.recordview import ViewRecord
-
-#: a label (a key, an artifact's kind) is cut to this many characters on the page
-MAX_LABEL = 120
+from core.replay.recordview import ViewRecord, shape
+from core.replay.recordview import short as _short
 
 
 def records(file: VeristFile) -> Iterator[ViewRecord]:
@@ -94,19 +92,3 @@ def _artifact_parts(artifact: Any, tokens: list[Any], parent: int) -> Iterator[V
             label = kind if isinstance(kind, str) and kind else f"command {i}"
             location = pointer_join([*tokens, i])
             yield ViewRecord("command", _short(label), location, command, parent, shape(command))
-
-
-def shape(value: Any) -> dict[str, Any]:
-    """A value's JSON type and, for an object or an array, how many entries it holds."""
-    if isinstance(value, dict):
-        return {"type": "object", "entries": len(value)}
-    if isinstance(value, list):
-        return {"type": "array", "items": len(value)}
-    return {"type": _TYPES.get(type(value), "number")}
-
-
-_TYPES: Mapping[type, str] = {str: "string", bool: "boolean", type(None): "null"}
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "\u2026"
