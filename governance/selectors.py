@@ -113,22 +113,11 @@ def halts_on_trace(*, trace: Any, halted: Mapping[str, str] | None = None) -> di
 
 
 def integrity_snapshot(report: Mapping[str, Any]) -> str | None:
-    """The snapshot id an integrity failure is about, when the snapshots check failed."""
-    from core.formats import mace
+    """The snapshot id an integrity failure is about, when the snapshots check failed (as
+    the report's format reads it: ``TraceFormat.failed_snapshot``)."""
+    from core.formats import failed_snapshot
 
-    if report.get("format") == mace.FORMAT:  # its broke_at names the field, not an index
-        return mace.failed_snapshot_id(report)
-    failed = [c for c in report.get("checks", []) if not c.get("ok")]
-    snapshot_ids = report.get("snapshot_ids") or []
-    index = report.get("broke_at")
-    if (
-        failed
-        and failed[-1].get("name") == "snapshots"
-        and isinstance(index, int)
-        and 0 <= index < len(snapshot_ids)
-    ):
-        return str(snapshot_ids[index])
-    return None
+    return failed_snapshot(report)
 
 
 def integrity_halt_target(*, trace: Trace, report: Mapping[str, Any]) -> tuple[str, str]:

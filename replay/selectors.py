@@ -65,20 +65,12 @@ def trace_is_replayable(trace: Trace) -> bool:
 def snapshot_tampered(snapshot_id: str) -> bool:
     """The retained body of this snapshot no longer hashes to its own id (rewritten in the
     store). False when it matches or is not retained."""
-    from core.errors import ReplayError
-    from core.formats import native
+    from core.formats import snapshot_tampered as tampered
 
     row = Snapshot.objects.filter(snapshot_id=snapshot_id).only("body", "kind").first()
     if row is None:
         return False
-    if row.kind.startswith("mace-"):  # a MACE snapshot file, under MACE's own id
-        from core.formats import mace
-
-        return mace.stored_snapshot_tampered(row.body, snapshot_id)
-    try:
-        return native.snapshot_id_of(row.body) != snapshot_id
-    except ReplayError:  # a body that cannot even be canonicalised no longer matches its id
-        return True
+    return tampered(row.kind, row.body, snapshot_id)  # as the format owning its kind checks
 
 
 def snapshot_referenced(snapshot_id: str) -> bool:

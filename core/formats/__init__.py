@@ -66,6 +66,30 @@ def default_registry() -> step_functions.Registry:
     return _registry
 
 
+def snapshot_tampered(kind: str, body: object, snapshot_id: str) -> bool:
+    """Whether a stored snapshot of ``kind`` no longer is what its id says, as the format
+    that owns that kind checks it (``snapshot_tampered``): the one whose ``snapshot_prefix``
+    is the longest that ``kind`` starts with."""
+    owners = [
+        fmt
+        for fmt in formats()
+        if getattr(fmt, "snapshot_tampered", None) is not None
+        and kind.startswith(getattr(fmt, "snapshot_prefix", ""))
+    ]
+    if not owners:
+        return False
+    owner = max(owners, key=lambda fmt: len(getattr(fmt, "snapshot_prefix", "")))
+    return bool(owner.snapshot_tampered(body, snapshot_id))  # type: ignore[attr-defined]
+
+
+def failed_snapshot(report: Mapping[str, object]) -> str | None:
+    """The snapshot id an integrity failure of ``report`` is about, as its format reads its
+    failed ``snapshots`` check (``failed_snapshot``); None for a format without one."""
+    fmt = formats().get(str(report.get("format")))
+    find = getattr(fmt, "failed_snapshot", None)
+    return find(report) if find is not None else None
+
+
 def format_names() -> list[str]:
     """Every format this console reads and stores, by name."""
     return formats().names()

@@ -75,6 +75,11 @@ A format is an object with:
   under its ``id``); a trace page lists the others to compare with, in the format's words.
   A format without it has no versions (its files with one trace id are copies).
 
+- optionally ``snapshot_prefix``, ``snapshot_tampered(body, snapshot_id) -> bool`` and
+  ``failed_snapshot(report) -> str | None``: the stored snapshots it owns (the kinds that
+  start with its prefix; the longest prefix wins: native's ``""``, MACE's ``mace-``), whether
+  one no longer is what its id says (rewritten in the store: a halt then stops every trace
+  that needs it), and the snapshot a report's failed ``snapshots`` check names;
 - optionally ``functions(registry)``: the deterministic step functions its replays
   re-execute, registered into the step registry (``core.replay.registry.Registry``) that
   ``core.formats.default_registry()`` builds (Verist's reference step); the kernel

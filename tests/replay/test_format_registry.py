@@ -217,3 +217,32 @@ def test_only_verist_keeps_a_code_of_its_own_beside_the_console_s():
     assert verist.native_code({"status": "ok", "verist": {"code": None}}) is None
     assert verist.native_code({"verist": "not an object"}) is None
     assert verist.native_code({}) is None
+
+
+def test_a_stored_snapshot_is_checked_by_the_format_owning_its_kind(monkeypatch):
+    from core import formats as formats_module
+
+    asked: list[tuple[str, str]] = []
+    for name in ("replay-trace", "mace-reflective-log"):
+        fmt = formats().get(name)
+        monkeypatch.setattr(
+            fmt, "snapshot_tampered", lambda body, sid, name=name: asked.append((name, sid)) or True
+        )
+    assert formats_module.snapshot_tampered("mace-selfrep", {}, "s1") is True
+    assert formats_module.snapshot_tampered("privacy", {}, "s2") is True
+    assert asked == [("mace-reflective-log", "s1"), ("replay-trace", "s2")]
+
+
+def test_the_snapshot_a_failure_names_is_read_by_the_report_s_format():
+    from core.formats import failed_snapshot
+
+    native_report = {
+        "format": "replay-trace",
+        "checks": [{"name": "snapshots", "ok": False}],
+        "snapshot_ids": ["a", "b"],
+        "broke_at": 1,
+    }
+    assert failed_snapshot(native_report) == "b"
+    assert failed_snapshot({**native_report, "broke_at": 2}) is None
+    assert failed_snapshot({**native_report, "format": "paxman-artifact"}) is None
+    assert failed_snapshot({**native_report, "format": "no-such-format"}) is None

@@ -80,6 +80,11 @@ class MaceFormat:
     #: no templates of its own: the console's shared panel shows it
     templates: str | None = None
     report_template: str | None = None
+    #: the stored snapshots it owns (kinds ``mace-selfrep``...), under MACE's own ids
+    snapshot_prefix = "mace-"
+    snapshot_tampered = staticmethod(mace.stored_snapshot_tampered)
+    #: its ``broke_at`` names the snapshot's field, not an index
+    failed_snapshot = staticmethod(mace.failed_snapshot_id)
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return False

@@ -64,6 +64,34 @@ class NativeFormat:
     #: no templates of its own: the console's shared panel shows it
     templates: str | None = None
     report_template: str | None = None
+    #: the stored snapshots it owns: every kind (a native trace names its own), unless a
+    #: format claims a longer prefix (MACE's ``mace-``)
+    snapshot_prefix = ""
+
+    @staticmethod
+    def snapshot_tampered(body: Any, snapshot_id: str) -> bool:
+        """A stored snapshot's body no longer hashes to its own id (it was rewritten in the
+        store); a body that cannot even be canonicalised no longer matches either."""
+        try:
+            return native.snapshot_id_of(body) != snapshot_id
+        except ReplayError:
+            return True
+
+    @staticmethod
+    def failed_snapshot(report: Mapping[str, Any]) -> str | None:
+        """The snapshot a report's failed ``snapshots`` check is about: its ``broke_at`` is
+        that snapshot's index in ``snapshot_ids``."""
+        failed = [c for c in report.get("checks", []) if not c.get("ok")]
+        snapshot_ids = report.get("snapshot_ids") or []
+        index = report.get("broke_at")
+        if (
+            failed
+            and failed[-1].get("name") == "snapshots"
+            and isinstance(index, int)
+            and 0 <= index < len(snapshot_ids)
+        ):
+            return str(snapshot_ids[index])
+        return None
 
     def sniff(self, head: bytes, filename: str) -> bool:
         name = filename.lower()
