@@ -23,7 +23,8 @@ exactly as AHD's ``src/eval/verify-replay.ts`` does (seed 000):
   when the checkout holds them.
 
 Verdicts. AHD prints a per-field ok / FAIL list and exits 1 on drift. Here each field is a
-check; the first failing one names the report's error code:
+check (the checks are one list run by ``core.replay.pipeline``, :func:`run_checks`); every
+field is listed, then the first failing one names the report's error code:
 
 - the file hashes to something else, or no longer parses: ``INTEGRITY_FAILURE``
   (``tamper_detected``). The recorded hash binds the input's content exactly as a chain hash
@@ -54,7 +55,7 @@ import posixpath
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -63,6 +64,8 @@ from core.canonical import CanonicalError, js_sorted
 from core.errors import ReplayError
 from core.formats.jsonstrict import loads_strict
 from core.formats.yaml12 import YAML12Error, load
+from core.replay import pipeline
+from core.replay.pipeline import Refusal
 from core.replay.report import AUDIT, Check, ReplayReport
 
 FORMAT = "ahd-replay"
@@ -653,41 +656,135 @@ def _report(mode: str) -> ReplayReport:
     return report
 
 
-def _parsed(report: ReplayReport, data: bytes, name: str) -> Sidecar | None:
-    """The sidecar with its format check on ``report``, or None with the report failed."""
-    try:
-        if len(data) > MAX_SIDECAR_BYTES:
-            raise _malformed(f"{name}: larger than {MAX_SIDECAR_BYTES} bytes")
-        sidecar = parse_sidecar(data, where=name)
-    except ReplayError as exc:
-        report.checks.append(Check("format", False, exc.message))
-        report.fail(exc.code, exc.message, expected=exc.expected, observed=exc.observed)
-        return None
-    report.checks.append(Check("format", True, _describe(sidecar, Path(name))))
-    report.unprotected_fields += [f for f in sidecar.ignored if "." not in f]
-    return sidecar
+@dataclass(frozen=True)
+class NoCheckout:
+    """Why a sidecar's inputs can be read nowhere: the root check's refusal
+    (``MISSING_SNAPSHOT``, naming ``broke_at``)."""
+
+    message: str
+    broke_at: str
 
 
-def _inputs_verified(
-    report: ReplayReport, sidecar: Sidecar, checkout: Checkout, how: str
-) -> ReplayReport:
-    report.checks.append(Check("root", True, f"checkout root {checkout.root} ({how})"))
-    results = [verify_token(sidecar.token, checkout)]
-    if sidecar.brief is not None:
-        results.append(verify_brief(sidecar.brief, checkout))
-    report.checks += [r.check() for r in results]
-    failed = next((r for r in results if not r.ok), None)
-    if failed is not None:
-        assert failed.code is not None
-        report.fail(
-            failed.code,
-            f"{failed.field}: {failed.reason}",
-            broke_at=failed.field,
-            expected=failed.expected,
-            observed=failed.actual,
+#: where a sidecar's inputs are read: the checkout and how it was found, or why there is none
+Locate = Callable[[Sidecar], "tuple[Checkout, str] | NoCheckout"]
+
+
+@dataclass(slots=True)
+class _Verify:
+    """The state one sidecar's checks share (`pipeline.run` over `_CHECKS`)."""
+
+    report: ReplayReport
+    #: what the format check calls the sidecar (its file name)
+    name: str
+    locate: Locate
+    #: the sidecar's bytes, or the sidecar already parsed, or why there is none to read
+    data: bytes | None = None
+    sidecar: Sidecar | None = None
+    absent: str | None = None
+    checkout: Checkout | None = None
+    results: list[FieldResult] = field(default_factory=list)
+
+    def failed(self, check: str, code: str, message: str, **where: Any) -> Refusal:
+        self.report.checks.append(Check(check, False, message))
+        return Refusal(code, message, where)
+
+
+def run_checks(
+    name: str,
+    locate: Locate,
+    *,
+    mode: str = AUDIT,
+    data: bytes | None = None,
+    sidecar: Sidecar | None = None,
+    absent: str | None = None,
+) -> tuple[ReplayReport, Checkout | None]:
+    """A sidecar's checks (`_CHECKS`, run by :func:`core.replay.pipeline.run`): the format
+    (``data`` parsed, or the ``sidecar`` given; ``absent`` says why there is none), the root
+    (``locate``), the token, the brief, then AHD's verdict. The report, and the checkout the
+    inputs were read from (None: the checks stopped before)."""
+    state = _Verify(_report(mode), name, locate, data, sidecar, absent)
+    report: ReplayReport = pipeline.run(_CHECKS, state)
+    return report, state.checkout
+
+
+def _format(run: _Verify) -> Refusal | None:
+    """The sidecar's schema (ReplaySchema); unknown top-level fields are unprotected."""
+    if run.absent is not None:
+        return run.failed("format", errors.MALFORMED_TRACE, run.absent)
+    sidecar = run.sidecar
+    if sidecar is None:
+        data = run.data if run.data is not None else b""
+        try:
+            if len(data) > MAX_SIDECAR_BYTES:
+                raise _malformed(f"{run.name}: larger than {MAX_SIDECAR_BYTES} bytes")
+            sidecar = parse_sidecar(data, where=run.name)
+        except ReplayError as exc:
+            return run.failed(
+                "format", exc.code, exc.message, expected=exc.expected, observed=exc.observed
+            )
+        run.sidecar = sidecar
+    run.report.checks.append(Check("format", True, _describe(sidecar, Path(run.name))))
+    run.report.unprotected_fields += [f for f in sidecar.ignored if "." not in f]
+    return None
+
+
+def _root(run: _Verify) -> Refusal | None:
+    """The checkout the inputs are read from (``locate``), or the refusal that there is none."""
+    assert run.sidecar is not None
+    located = run.locate(run.sidecar)
+    if isinstance(located, NoCheckout):
+        return run.failed(
+            "root", errors.MISSING_SNAPSHOT, located.message, broke_at=located.broke_at
         )
-    report.replayable = failed is None
-    return report
+    run.checkout, how = located
+    run.report.checks.append(Check("root", True, f"checkout root {run.checkout.root} ({how})"))
+    return None
+
+
+def _token(run: _Verify) -> None:
+    """The token re-hashed (its result is AHD's ok / FAIL line; the verdict decides)."""
+    assert run.sidecar is not None
+    assert run.checkout is not None
+    _field(run, verify_token(run.sidecar.token, run.checkout))
+
+
+def _brief(run: _Verify) -> None:
+    """The brief re-hashed, when the run recorded one (a critique run does not)."""
+    assert run.sidecar is not None
+    assert run.checkout is not None
+    if run.sidecar.brief is not None:
+        _field(run, verify_brief(run.sidecar.brief, run.checkout))
+
+
+def _field(run: _Verify, result: FieldResult) -> None:
+    run.results.append(result)
+    run.report.checks.append(result.check())
+
+
+def _verdict(run: _Verify) -> Refusal | None:
+    """AHD's verdict after every field is listed: the first field that failed names the
+    report's code (no line of its own in the report)."""
+    failed = next((r for r in run.results if not r.ok), None)
+    run.report.replayable = failed is None
+    if failed is None:
+        return None
+    assert failed.code is not None
+    return Refusal(
+        failed.code,
+        f"{failed.field}: {failed.reason}",
+        {"broke_at": failed.field, "expected": failed.expected, "observed": failed.actual},
+    )
+
+
+#: one sidecar's verification, in AHD's order; the first refusal ends it (the token and the
+#: brief never refuse: AHD lists both, then its verdict names the first that failed)
+_CHECKS: tuple[pipeline.Check[_Verify], ...] = (
+    pipeline.Check("format", _format),
+    pipeline.Check("root", _root),
+    pipeline.Check("token", _token),
+    pipeline.Check("brief", _brief),
+    pipeline.Check("verdict", _verdict),
+)
 
 
 def verify_path(
@@ -707,41 +804,40 @@ def verify_path(
     found above the file, or when the given root is not a directory (usage errors). Every
     other outcome is a report.
     """
-    report = _report(mode)
     sidecar_path = sidecar_path_for(path)
+    data: bytes | None = None
+    absent: str | None = None
     if not sidecar_path.is_file():
-        message = (
+        absent = (
             f"No replay sidecar found at {sidecar_path}. Re-run the report-producing "
             "command at v0.10+, which emits the sidecar alongside the markdown, or pass "
             "the sidecar path directly."
         )
-        report.checks.append(Check("format", False, message))
-        return report.fail(errors.MALFORMED_TRACE, message)
-    with sidecar_path.open("rb") as fh:
-        data = read_bounded(fh, MAX_SIDECAR_BYTES)
-    sidecar = _parsed(report, data, sidecar_path.name)
-    if sidecar is None:
-        return report
+    else:
+        with sidecar_path.open("rb") as fh:
+            data = read_bounded(fh, MAX_SIDECAR_BYTES)
 
-    if root is not None:
-        if not Path(root).is_dir():
-            raise AhdRootNotFound(f"--root {root}: not a directory")
-        checkout = Checkout.at(
-            Path(os.path.abspath(root)), excluded=excluded, max_input_bytes=max_input_bytes
-        )
-        return _inputs_verified(report, sidecar, checkout, "given with --root")
-    start = Path(os.path.abspath(path)).parent
-    found = find_root(start)
-    if found is None:
-        raise AhdRootNotFound(
-            f"{path}: no AHD checkout root found (no package.json named {PACKAGE_NAME} in "
-            f"{start} or its {ROOT_SEARCH_DIRS - 1} parent directories); pass the "
-            "checkout with --root DIR"
-        )
-    checkout = Checkout.at(found, excluded=excluded, max_input_bytes=max_input_bytes)
-    return _inputs_verified(
-        report, sidecar, checkout, f"found by walking up to the package.json named {PACKAGE_NAME}"
-    )
+    def locate(_sidecar: Sidecar) -> tuple[Checkout, str]:
+        if root is not None:
+            if not Path(root).is_dir():
+                raise AhdRootNotFound(f"--root {root}: not a directory")
+            checkout = Checkout.at(
+                Path(os.path.abspath(root)), excluded=excluded, max_input_bytes=max_input_bytes
+            )
+            return checkout, "given with --root"
+        start = Path(os.path.abspath(path)).parent
+        found = find_root(start)
+        if found is None:
+            raise AhdRootNotFound(
+                f"{path}: no AHD checkout root found (no package.json named {PACKAGE_NAME} in "
+                f"{start} or its {ROOT_SEARCH_DIRS - 1} parent directories); pass the "
+                "checkout with --root DIR"
+            )
+        checkout = Checkout.at(found, excluded=excluded, max_input_bytes=max_input_bytes)
+        return checkout, f"found by walking up to the package.json named {PACKAGE_NAME}"
+
+    report, _checkout = run_checks(sidecar_path.name, locate, mode=mode, data=data, absent=absent)
+    return report
 
 
 def _paths_hidden(report: ReplayReport, root: Path) -> ReplayReport:
@@ -781,26 +877,24 @@ def verify_upload(
     the AHD checkout the server keeps (``REPLAY_AHD_ROOT``). Without one, the sidecar's form
     is still checked and the report says which inputs could not be re-hashed
     (MISSING_SNAPSHOT: the inputs are not where the verifier can read them)."""
-    report = _report(mode)
+    absent = None
     if not name.lower().endswith(SIDECAR_SUFFIX) and name.lower().endswith((".md", ".markdown")):
-        message = REPORT_ALONE_MESSAGE.format(name=name, sidecar=sidecar_path_for(Path(name)).name)
-        report.checks.append(Check("format", False, message))
-        return report.fail(errors.MALFORMED_TRACE, message)
-    sidecar = _parsed(report, data, name)
-    if sidecar is None:
-        return report
-    if root is not None and Path(root).is_dir():
-        absolute = Path(os.path.abspath(root))
-        checkout = Checkout.at(absolute, excluded=excluded, max_input_bytes=max_input_bytes)
-        _inputs_verified(report, sidecar, checkout, "the AHD checkout this server keeps")
+        absent = REPORT_ALONE_MESSAGE.format(name=name, sidecar=sidecar_path_for(Path(name)).name)
+    kept = root is not None and Path(root).is_dir()
+    absolute = Path(os.path.abspath(root)) if root is not None and kept else None
+
+    def locate(sidecar: Sidecar) -> tuple[Checkout, str] | NoCheckout:
+        if absolute is not None:
+            checkout = Checkout.at(absolute, excluded=excluded, max_input_bytes=max_input_bytes)
+            return checkout, "the AHD checkout this server keeps"
+        inputs = f"the token {sidecar.token.path}"
+        if sidecar.brief is not None:
+            inputs += f" and the brief {sidecar.brief.path}"
+        return NoCheckout(NO_CHECKOUT_MESSAGE.format(name=name, inputs=inputs), "token")
+
+    report, checkout = run_checks(name, locate, mode=mode, data=data, absent=absent)
+    if checkout is not None and absolute is not None:
         return _paths_hidden(report, absolute)
-    inputs = f"the token {sidecar.token.path}"
-    if sidecar.brief is not None:
-        inputs += f" and the brief {sidecar.brief.path}"
-    message = NO_CHECKOUT_MESSAGE.format(name=name, inputs=inputs)
-    report.checks.append(Check("root", False, message))
-    report.fail(errors.MISSING_SNAPSHOT, message, broke_at="token")
-    report.replayable = False
     return report
 
 

@@ -254,26 +254,31 @@ class AhdFormat:
                 hidden = str(Path(os.path.abspath(opts.input_root)))
                 _hide(report, ROOT_SETTING, hidden)  # the CLI shows its own paths
             return halts_clear(report, ctx)
-        report = ahd._report(ctx.mode)
-        report.checks.append(Check("format", True, ahd._describe(sidecar, Path(filename))))
-        report.unprotected_fields += [f for f in sidecar.ignored if "." not in f]
         label = STORED if ctx.stored_inputs else UPLOADED
         with tempfile.TemporaryDirectory(prefix="ahd-inputs-") as tmp:
             root = Path(os.path.realpath(tmp))
-            if ctx.stored_inputs:
-                how = self._lay_out_stored(root, ctx)
-            else:
-                missing = self._lay_out_uploaded(root, parsed, ctx)
-                if missing:
-                    message = NOT_UPLOADED_MESSAGE.format(name=filename, missing="; ".join(missing))
-                    report.checks.append(Check("root", False, message))
-                    report.fail(errors.MISSING_SNAPSHOT, message, broke_at=missing[0].split()[0])
-                    return halts_clear(report, ctx)
-                how = "the files uploaded with the sidecar"
-            checkout = ahd.Checkout.at(root, max_input_bytes=self._limits(ctx)["max_input_bytes"])
-            ahd._inputs_verified(report, sidecar, checkout, how)
+
+            def locate(_sidecar: ahd.Sidecar) -> tuple[ahd.Checkout, str] | ahd.NoCheckout:
+                """The inputs laid out in ``root`` at their recorded paths: the stored ones,
+                or the uploaded ones (refused when one was not uploaded)."""
+                if ctx.stored_inputs:
+                    how = self._lay_out_stored(root, ctx)
+                else:
+                    missing = self._lay_out_uploaded(root, parsed, ctx)
+                    if missing:
+                        message = NOT_UPLOADED_MESSAGE.format(
+                            name=filename, missing="; ".join(missing)
+                        )
+                        return ahd.NoCheckout(message, missing[0].split()[0])
+                    how = "the files uploaded with the sidecar"
+                limit = self._limits(ctx)["max_input_bytes"]
+                return ahd.Checkout.at(root, max_input_bytes=limit), how
+
+            report, read_from = ahd.run_checks(filename, locate, mode=ctx.mode, sidecar=sidecar)
+            if read_from is None:  # nothing was read there: no path of it to hide
+                return halts_clear(report, ctx)
             if report.status == "ok":
-                self._capture(parsed, checkout)
+                self._capture(parsed, read_from)
             _hide(report, label, str(root))
         return halts_clear(report, ctx)
 

@@ -63,7 +63,8 @@ One module per concern, each importing only those before it:
 - :mod:`.differ`: ``diffRecords`` (``diff_records``);
 - :mod:`.inputs`: the pinned pack and KG snapshot (:func:`parse_input`, :func:`find_inputs`);
 - :mod:`.loop`: the registered canonical loops (:func:`register_loop`, :func:`run_loop`);
-- :mod:`.report`: :func:`verify` and :func:`replay`, as reports.
+- :mod:`.report`: :func:`verify` and :func:`replay`, as reports: one list of named checks
+  run by ``core.replay.pipeline``.
 
 This package re-exports the names the rest of the console, the bench and the tests use.
 

@@ -1,7 +1,12 @@
-"""Verify and replay a ContextOS trace into a report: the checks in the seed's order
-(``format``, ``pack``, ``kg_snapshot``, ``chain``, ``record``, ``loop``,
-``decision_record``), the first failure named with its exact code, and ContextOS's own status
-(``byte_equal``, ``diverged``, ``tamper_detected``) beside the console's.
+"""Verify and replay a ContextOS trace into a report: one ordered list of named checks over one
+state (`_CHECKS`, run by :func:`core.replay.pipeline.run`) in the seed's order (``format``,
+``pack``, ``kg_snapshot``, ``chain``, ``record``, ``loop``, ``decision_record``), the first
+refusal ending the report with its exact code, and ContextOS's own status (``byte_equal``,
+``diverged``, ``tamper_detected``) beside the console's.
+
+A verify runs the same list up to the record (`_VERIFY_CHECKS`): its input checks only refuse
+a pinned input signed by a key the registry does not have; the loop and the record's diff are
+the replay's.
 
 Pure: no Django.
 """
@@ -9,7 +14,7 @@ Pure: no Django.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +27,7 @@ from core.formats.contextos.chain import (
     NEVER_HASHED,
     REFERENCE,
     RULES,
+    ChainResult,
     _parsed_record_hash,
     verify_chain,
 )
@@ -37,6 +43,8 @@ from core.formats.contextos.inputs import (
 )
 from core.formats.contextos.loop import LOOPS, MissingCall, run_loop
 from core.formats.contextos.reader import FORMAT, SCHEMA_VERSION, ContextosTrace
+from core.replay import pipeline
+from core.replay.pipeline import Refusal
 from core.replay.report import AUDIT, Check, Divergence, ReplayReport
 from core.replay.signatures import KeyRing, StaticKeyRing
 
@@ -46,6 +54,8 @@ DIVERGED = "diverged"
 TAMPER_DETECTED = "tamper_detected"
 
 _HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
+#: the head field each input check's input is pinned by
+_PINS = {"pack": "pack_version", "kg_snapshot": "kg_snapshot_id"}
 _PINNED_PACK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>\d+\.\d+\.\d+)\Z")
 
 
@@ -57,21 +67,18 @@ class ContextosReport(ReplayReport):
 
 
 def new_report(trace_id: str | None, mode: str = AUDIT) -> ContextosReport:
-    return ContextosReport(
-        trace_id=trace_id,
-        format=FORMAT,
-        mode=mode,
-        contextos={
-            "status": None,
-            "rule": None,
-            "rule_detail": None,
-            "chain": None,
-            "record_hash": None,
-            "diverged_at": None,
-            "diff": {},
-            "entries": 0,
-        },
-    )
+    report = ContextosReport(trace_id, FORMAT, mode)  # positional: made once a file
+    report.contextos = {
+        "status": None,
+        "rule": None,
+        "rule_detail": None,
+        "chain": None,
+        "record_hash": None,
+        "diverged_at": None,
+        "diff": {},
+        "entries": 0,
+    }
+    return report
 
 
 def refused_report(exc: ReplayError, mode: str = AUDIT) -> ContextosReport:
@@ -91,107 +98,38 @@ def _describe(trace: ContextosTrace) -> str:
     return text
 
 
-def _tampered(report: Any, check: str, detail: str, chosen: Any) -> bool:
-    """The failed `check` of a chain that does not verify: tamper_detected, the entry named."""
-    report.contextos["status"] = TAMPER_DETECTED
-    report.checks.append(Check(check, False, detail))
-    report.fail(
-        errors.INTEGRITY_FAILURE,
-        detail,
-        broke_at=chosen.broke_at,
-        expected=chosen.expected,
-        observed=chosen.observed,
-    )
-    return False
-
-
-def _chain_checks(
-    report: ContextosReport,
-    trace: ContextosTrace,
-    progress: Callable[[int], None] | None,
-) -> bool:
-    """The chain and record checks; False when the report failed."""
-    unprotected: set[str] = set()
-    ref = verify_chain(trace, REFERENCE, unprotected=unprotected, progress=progress)
-    chosen = ref
-    if not ref.ok and ref.problem is None:
-        alt = verify_chain(trace, ALTERNATIVE)
-        if alt.ok or alt.verified > ref.verified:
-            chosen = alt
-    tools = trace.envelopes.count
-    n = 2 * tools + 2
-    try:
-        rhash: str | None = _parsed_record_hash(trace.head["decision_record"])
-    except CanonicalError:
-        rhash = None
-    report.contextos.update(
-        record_hash=rhash,
-        entries=n,
-        rule=chosen.rule,
-        rule_detail=RULES[chosen.rule],
-        chain=chosen.verdict(),
-    )
-    report.stats["entries"] = n
-    fields = list(NEVER_HASHED)
-    if chosen.rule == REFERENCE:
-        fields += sorted(unprotected)[:MAX_UNPROTECTED]
-        if len(unprotected) >= MAX_UNPROTECTED:
-            fields.append(f"... (more than {MAX_UNPROTECTED})")
-    if trace.ignored:
-        fields += [f"/{k}" for k in trace.ignored]
-    report.unprotected_fields = fields
-    record_entry_ok = chosen.ok
-    if chosen.ok:
-        report.checks.append(
-            Check(
-                "chain",
-                True,
-                f"{n - 1} entries (invoke, {tools} tool calls and results) "
-                f"verify under the {chosen.rule} rule: {RULES[chosen.rule]}",
-            )
-        )
-    elif chosen.problem:
-        # not a broken chain: a value the canonical cannot write (nested too deeply)
-        detail = f"entry {_idx(chosen.broke_at)} ({chosen.kind}) cannot be hashed: {chosen.problem}"
-        report.checks.append(Check("chain", False, detail))
-        report.fail(errors.MALFORMED_TRACE, detail, broke_at=chosen.broke_at)
-        return False
-    elif chosen.kind != "decision_record":
-        detail = (
-            f"the chain breaks at entry {_idx(chosen.broke_at)} ({chosen.kind}) under the "
-            f"{chosen.rule} rule (the other rule verified a shorter prefix or the same): "
-            f"computed {chosen.expected}, recorded {chosen.observed or '(none)'}"
-        )
-        return _tampered(report, "chain", detail, chosen)
-    else:
-        report.checks.append(
-            Check(
-                "chain",
-                True,
-                f"{n - 1} entries before the record verify under the {chosen.rule} rule",
-            )
-        )
-    rule = chosen.rule
-    if not record_entry_ok:
-        report.contextos["status"] = TAMPER_DETECTED
-        detail = (
-            f"the decision_record's chain entry ({_idx(chosen.broke_at)}) does not verify "
-            f"under the {rule} rule: computed {chosen.expected}, recorded "
-            f"audit.chain_prev_hash {chosen.observed or '(none)'}"
-        )
-        return _tampered(report, "record", detail, chosen)
-    report.checks.append(
-        Check(
-            "record",
-            True,
-            f"the decision_record closes the chain (audit.chain_prev_hash); record_hash {rhash}",
-        )
-    )
-    return True
-
-
 def _idx(value: Any) -> str:
     return str(value)
+
+
+@dataclass(slots=True)
+class _Run:
+    """The state one trace's checks share (`pipeline.run` over `_CHECKS`): what the caller
+    gave, and what each check learnt for the ones after it."""
+
+    trace: ContextosTrace
+    report: ContextosReport
+    #: a replay (the inputs' checks, the loop, the diff), or a verify
+    replaying: bool
+    inputs: Inputs | None = None
+    keys: KeyRing | None = None
+    at: Any = None
+    progress: Callable[[int], None] | None = None
+    #: a verify's: whether the pack and the KG snapshot were found (None: not looked for)
+    inputs_present: tuple[bool, bool] | None = None
+    input_checks: Sequence[Check] = ()
+    #: the chain under the rule that matched, or verified the longer prefix
+    chain: ChainResult | None = None
+    record_hash: str | None = None
+    #: the DecisionRecord the loop made (what the loop returned, as it returned it)
+    replayed: Any = None
+
+    def failed(self, check: str, code: str, message: str, **where: Any) -> Refusal:
+        """The failed `check` appended; an integrity failure is ContextOS's tamper_detected."""
+        self.report.checks.append(Check(check, False, message))
+        if code == errors.INTEGRITY_FAILURE:
+            self.report.contextos["status"] = TAMPER_DETECTED
+        return Refusal(code, message, where)
 
 
 def verify(
@@ -207,23 +145,12 @@ def verify(
     ``inputs`` found and the ``keys``, a pinned input signed by a key the registry does not
     have is refused first (``UNKNOWN_KEY``: nothing is stored; its signature, hash and loop are
     the replay's checks)."""
-    report = new_report(trace.trace_id, mode)
-    report.checks.append(Check("format", True, _describe(trace)))
-    if inputs is not None and keys is not None and not _keys_known(report, trace, inputs, keys):
-        return report
-    if inputs_present is not None:
-        report.replayable = all(inputs_present)
-        report.missing = [
-            name
-            for name, there in zip(
-                (f"pack {trace.head['pack_version']}", f"kg {trace.head['kg_snapshot_id']}"),
-                inputs_present,
-                strict=True,
-            )
-            if not there
-        ]
-    _chain_checks(report, trace, progress)
-    return report
+    # positional: the state is made once a file, and keywords cost it twice the time
+    state = _Run(
+        trace, new_report(trace.trace_id, mode), False, inputs, keys, None, progress, inputs_present
+    )
+    done: ContextosReport = pipeline.run(_VERIFY_CHECKS, state)
+    return done
 
 
 def replay(
@@ -238,61 +165,231 @@ def replay(
 ) -> ContextosReport:
     """``replay(trace_id)`` of seed 004: the pinned inputs (refused, naming which), the chain
     (``tamper_detected``), the canonical loop over the recorded transcripts, the differ."""
-    keys = keys if keys is not None else StaticKeyRing()
-    report = new_report(trace.trace_id, mode)
-    report.checks.append(Check("format", True, _describe(trace)))
-    report.checks.extend(input_checks or [])
-    if not _pack_check(report, trace, inputs, keys, at):
-        return report
-    if not _kg_check(report, trace, inputs, keys, at):
-        return report
-    report.replayable = True
-    if not _chain_checks(report, trace, progress):
-        return report
+    state = _Run(
+        trace,
+        new_report(trace.trace_id, mode),
+        True,
+        inputs,
+        keys if keys is not None else StaticKeyRing(),
+        at,
+        progress,
+        None,
+        input_checks or (),
+    )
+    done: ContextosReport = pipeline.run(_CHECKS, state)
+    return done
+
+
+# --- the checks, in order --------------------------------------------------------------------
+
+
+def _format(run: _Run) -> None:
+    run.report.checks.append(Check("format", True, _describe(run.trace)))
+    if run.replaying:
+        run.report.checks.extend(run.input_checks)
+
+
+def _pack(run: _Run) -> Refusal | None:
+    """A replay's pinned pack: pinned (name@MAJOR.MINOR.PATCH), retained, its envelope hash
+    the recorded one, signed; a verify's: not signed by a key the registry does not have."""
+    inputs = run.inputs
+    if not run.replaying:
+        if inputs is None or inputs.pack is None or run.keys is None:
+            return None
+        return _key_known(run, "pack", "pack", inputs.pack)
+    pinned = run.trace.head["pack_version"]
+    return _input_check(
+        run,
+        check="pack",
+        noun="pack",
+        pinned=pinned,
+        pin_rule=None if _PINNED_PACK.match(pinned) else "a pinned pack is name@MAJOR.MINOR.PATCH",
+        held=inputs.pack if inputs is not None else None,
+        hashes=lambda pack: (
+            pack_envelope_hash(pack.document["contextos_pack"]),
+            pack.envelope_hash,
+        ),
+        differs="recorded {recorded}, recomputed {recomputed}",
+        found="pack {pinned} retained, signed, envelope hash {recomputed}",
+    )
+
+
+def _kg_snapshot(run: _Run) -> Refusal | None:
+    """:func:`_pack` for the pinned KG snapshot, pinned by its content address. Both inputs
+    judged, the report says whether the trace is replayable: a replay got past both, a verify
+    says which it found."""
+    inputs = run.inputs
+    report = run.report
+    if not run.replaying:
+        if inputs is not None and inputs.kg is not None and run.keys is not None:
+            refusal = _key_known(run, "kg_snapshot", "KG snapshot", inputs.kg)
+            if refusal is not None:
+                return refusal
+        if run.inputs_present is not None:
+            head = run.trace.head
+            report.replayable = all(run.inputs_present)
+            report.missing = [
+                name
+                for name, there in zip(
+                    (f"pack {head['pack_version']}", f"kg {head['kg_snapshot_id']}"),
+                    run.inputs_present,
+                    strict=True,
+                )
+                if not there
+            ]
+        return None
+    pinned = run.trace.head["kg_snapshot_id"]
+    refusal = _input_check(
+        run,
+        check="kg_snapshot",
+        noun="KG snapshot",
+        pinned=pinned,
+        pin_rule=None
+        if _HASH.match(pinned)
+        else "a pinned snapshot is its content address sha256:<64 hex>",
+        held=inputs.kg if inputs is not None else None,
+        hashes=lambda kg: (kg_snapshot_id(kg.body), pinned),
+        differs="its content hashes to {recomputed}",
+        found="KG snapshot {pinned} retained and signed",
+    )
+    if refusal is None:
+        report.replayable = True
+    return refusal
+
+
+def _chain(run: _Run) -> Refusal | None:
+    """The chain under the reference rule, else the alternative one (the one that verified
+    the longer prefix names the break), up to the record's own entry."""
+    trace, report = run.trace, run.report
+    unprotected: set[str] = set()
+    ref = verify_chain(trace, REFERENCE, unprotected=unprotected, progress=run.progress)
+    chosen = ref
+    if not ref.ok and ref.problem is None:
+        alt = verify_chain(trace, ALTERNATIVE)
+        if alt.ok or alt.verified > ref.verified:
+            chosen = alt
+    run.chain = chosen
+    tools = trace.envelopes.count
+    n = 2 * tools + 2
+    try:
+        run.record_hash = _parsed_record_hash(trace.head["decision_record"])
+    except CanonicalError:
+        run.record_hash = None
+    report.contextos.update(
+        record_hash=run.record_hash,
+        entries=n,
+        rule=chosen.rule,
+        rule_detail=RULES[chosen.rule],
+        chain=chosen.verdict(),
+    )
+    report.stats["entries"] = n
+    fields = list(NEVER_HASHED)
+    if chosen.rule == REFERENCE:
+        fields += sorted(unprotected)[:MAX_UNPROTECTED]
+        if len(unprotected) >= MAX_UNPROTECTED:
+            fields.append(f"... (more than {MAX_UNPROTECTED})")
+    if trace.ignored:
+        fields += [f"/{k}" for k in trace.ignored]
+    report.unprotected_fields = fields
+    if chosen.ok:
+        detail = (
+            f"{n - 1} entries (invoke, {tools} tool calls and results) "
+            f"verify under the {chosen.rule} rule: {RULES[chosen.rule]}"
+        )
+    elif chosen.problem:
+        # not a broken chain: a value the canonical cannot write (nested too deeply)
+        detail = f"entry {_idx(chosen.broke_at)} ({chosen.kind}) cannot be hashed: {chosen.problem}"
+        return run.failed("chain", errors.MALFORMED_TRACE, detail, broke_at=chosen.broke_at)
+    elif chosen.kind != "decision_record":
+        detail = (
+            f"the chain breaks at entry {_idx(chosen.broke_at)} ({chosen.kind}) under the "
+            f"{chosen.rule} rule (the other rule verified a shorter prefix or the same): "
+            f"computed {chosen.expected}, recorded {chosen.observed or '(none)'}"
+        )
+        return _tampered(run, "chain", detail)
+    else:
+        detail = f"{n - 1} entries before the record verify under the {chosen.rule} rule"
+    report.checks.append(Check("chain", True, detail))
+    return None
+
+
+def _record(run: _Run) -> Refusal | None:
+    """The decision_record's own entry closes the chain (``audit.chain_prev_hash``)."""
+    chosen = run.chain
+    assert chosen is not None
+    if not chosen.ok:
+        detail = (
+            f"the decision_record's chain entry ({_idx(chosen.broke_at)}) does not verify "
+            f"under the {chosen.rule} rule: computed {chosen.expected}, recorded "
+            f"audit.chain_prev_hash {chosen.observed or '(none)'}"
+        )
+        return _tampered(run, "record", detail)
+    run.report.checks.append(
+        Check(
+            "record",
+            True,
+            "the decision_record closes the chain (audit.chain_prev_hash); record_hash "
+            f"{run.record_hash}",
+        )
+    )
+    return None
+
+
+def _loop(run: _Run) -> Refusal | None:
+    """The loop the pack names, registered, run offline over the recorded transcripts (a
+    call nobody recorded is a divergence)."""
+    trace, report = run.trace, run.report
+    inputs = run.inputs
+    assert inputs is not None
     assert inputs.pack is not None
     assert inputs.kg is not None
-    if inputs.pack.loop not in LOOPS:
+    pack = inputs.pack
+    if pack.loop not in LOOPS:
         message = (
-            f"pack {trace.head['pack_version']} names the loop {inputs.pack.loop!r}, which is "
+            f"pack {trace.head['pack_version']} names the loop {pack.loop!r}, which is "
             f"not registered; registered: {', '.join(sorted(LOOPS)) or 'none'}"
         )
-        report.checks.append(Check("loop", False, message))
-        return report.fail(errors.CAPABILITY_NOT_FOUND, message, broke_at="loop")
+        return run.failed("loop", errors.CAPABILITY_NOT_FOUND, message, broke_at="loop")
     try:
-        replayed = run_loop(trace, inputs.pack, inputs.kg)
+        run.replayed = run_loop(trace, pack, inputs.kg)
     except MissingCall as exc:
         message = (
             f"replay diverged: no recorded result for {exc.call_id} (the loop "
-            f"{inputs.pack.loop} made a call the trace does not record)"
+            f"{pack.loop} made a call the trace does not record)"
         )
         report.contextos["status"] = DIVERGED
         report.contextos["diverged_at"] = "transcripts"
         report.contextos["missing_call"] = exc.call_id
-        report.checks.append(Check("loop", False, message))
-        return report.fail(errors.REPLAY_DIVERGENCE, message, broke_at=exc.call_id)
+        return run.failed("loop", errors.REPLAY_DIVERGENCE, message, broke_at=exc.call_id)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         message = (
-            f"the loop {inputs.pack.loop} cannot run on pack {trace.head['pack_version']} and "
+            f"the loop {pack.loop} cannot run on pack {trace.head['pack_version']} and "
             f"this trace's request: {type(exc).__name__} {exc}"
         )
-        report.checks.append(Check("loop", False, message))
-        return report.fail(errors.MALFORMED_TRACE, message, broke_at="loop")
+        return run.failed("loop", errors.MALFORMED_TRACE, message, broke_at="loop")
     report.checks.append(
         Check(
             "loop",
             True,
-            f"{inputs.pack.loop} ran offline on pack {trace.head['pack_version']} and KG "
+            f"{pack.loop} ran offline on pack {trace.head['pack_version']} and KG "
             f"snapshot {trace.head['kg_snapshot_id']} over {len(trace.envelopes)} recorded "
             "tool results",
         )
     )
-    persisted = trace.head["decision_record"]
+    return None
+
+
+def _decision_record(run: _Run) -> Refusal | None:
+    """``diffRecords`` of the persisted and the replayed DecisionRecord, ``byte_equal`` or
+    ``diverged`` with every field that differs."""
+    trace, report = run.trace, run.report
     try:
-        verdict = diff_records(persisted, replayed)
+        verdict = diff_records(trace.head["decision_record"], run.replayed)
     except (RecursionError, CanonicalError) as exc:
         message = f"the DecisionRecord cannot be compared: {exc}"
-        report.checks.append(Check("decision_record", False, message))
-        return report.fail(errors.MALFORMED_TRACE, message, broke_at="decision_record")
+        return run.failed(
+            "decision_record", errors.MALFORMED_TRACE, message, broke_at="decision_record"
+        )
     report.contextos["replayed_record_hash"] = verdict.replayed_hash
     report.contextos["unprotected_differences"] = verdict.unprotected_differences
     outside = ""
@@ -316,7 +413,7 @@ def replay(
                 + outside,
             )
         )
-        return report
+        return None
     report.contextos["status"] = DIVERGED
     report.contextos["diverged_at"] = verdict.diverged_at
     report.contextos["diff"] = verdict.diff
@@ -334,85 +431,62 @@ def replay(
         f"replayed {verdict.replayed_hash})"
     )
     report.checks.append(Check("decision_record", False, message + outside))
-    return report.fail(
+    return Refusal(
         errors.RESULT_MISMATCH,
         message,
-        broke_at=verdict.diverged_at,
-        expected=verdict.record_hash,
-        observed=verdict.replayed_hash,
+        {
+            "broke_at": verdict.diverged_at,
+            "expected": verdict.record_hash,
+            "observed": verdict.replayed_hash,
+        },
     )
 
 
-def _refuse(report: ContextosReport, check: str, code: str, message: str, **where: Any) -> bool:
-    report.checks.append(Check(check, False, message))
-    if code == errors.INTEGRITY_FAILURE:
-        report.contextos["status"] = TAMPER_DETECTED
-    report.fail(code, message, broke_at=check, **where)
-    return False
+#: a trace's replay, in the seed's order; the first refusal ends it
+_CHECKS: tuple[pipeline.Check[_Run], ...] = (
+    pipeline.Check("format", _format),
+    pipeline.Check("pack", _pack),
+    pipeline.Check("kg_snapshot", _kg_snapshot),
+    pipeline.Check("chain", _chain),
+    pipeline.Check("record", _record),
+    pipeline.Check("loop", _loop),
+    pipeline.Check("decision_record", _decision_record),
+)
+#: a trace's verify: the same checks up to the record (the loop and the diff are the replay's)
+_VERIFY_CHECKS = _CHECKS[: [c.name for c in _CHECKS].index("record") + 1]
 
 
-def _keys_known(
-    report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing
-) -> bool:
-    """Every pinned input given is signed by a key of the registry (or unsigned: the replay
-    refuses that); the first that is not refuses the report with ``UNKNOWN_KEY``."""
-    for check, noun, pinned, held in (
-        ("pack", "pack", trace.head["pack_version"], inputs.pack),
-        ("kg_snapshot", "KG snapshot", trace.head["kg_snapshot_id"], inputs.kg),
-    ):
-        problem = unknown_key(held, keys) if held is not None else None
-        if problem is not None:
-            return _refuse(report, check, errors.UNKNOWN_KEY, f"the {noun} {pinned} {problem}")
-    return True
+# --- what the checks share -------------------------------------------------------------------
 
 
-def _pack_check(
-    report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
-) -> bool:
-    pinned = trace.head["pack_version"]
-    return _input_check(
-        report,
-        keys,
-        at,
-        check="pack",
-        noun="pack",
-        pinned=pinned,
-        pin_rule=None if _PINNED_PACK.match(pinned) else "a pinned pack is name@MAJOR.MINOR.PATCH",
-        held=inputs.pack,
-        hashes=lambda pack: (
-            pack_envelope_hash(pack.document["contextos_pack"]),
-            pack.envelope_hash,
-        ),
-        differs="recorded {recorded}, recomputed {recomputed}",
-        found="pack {pinned} retained, signed, envelope hash {recomputed}",
+def _tampered(run: _Run, check: str, detail: str) -> Refusal:
+    """The failed `check` of a chain that does not verify: tamper_detected, the entry named."""
+    chosen = run.chain
+    assert chosen is not None
+    return run.failed(
+        check,
+        errors.INTEGRITY_FAILURE,
+        detail,
+        broke_at=chosen.broke_at,
+        expected=chosen.expected,
+        observed=chosen.observed,
     )
 
 
-def _kg_check(
-    report: ContextosReport, trace: ContextosTrace, inputs: Inputs, keys: KeyRing, at: Any
-) -> bool:
-    pinned = trace.head["kg_snapshot_id"]
-    return _input_check(
-        report,
-        keys,
-        at,
-        check="kg_snapshot",
-        noun="KG snapshot",
-        pinned=pinned,
-        pin_rule=None
-        if _HASH.match(pinned)
-        else "a pinned snapshot is its content address sha256:<64 hex>",
-        held=inputs.kg,
-        hashes=lambda kg: (kg_snapshot_id(kg.body), pinned),
-        differs="its content hashes to {recomputed}",
-        found="KG snapshot {pinned} retained and signed",
-    )
+def _key_known(run: _Run, check: str, noun: str, held: Pack | KgSnapshot) -> Refusal | None:
+    """A verify given the inputs and the keys: the pinned input given (named by its pin,
+    ``check``'s head field) is signed by a key of the registry (or unsigned: the replay
+    refuses that), else ``UNKNOWN_KEY``."""
+    assert run.keys is not None
+    problem = unknown_key(held, run.keys)
+    if problem is None:
+        return None
+    pinned = run.trace.head[_PINS[check]]
+    return run.failed(check, errors.UNKNOWN_KEY, f"the {noun} {pinned} {problem}", broke_at=check)
 
 
 def _input_check(
-    report: ContextosReport,
-    keys: KeyRing,
-    at: Any,
+    run: _Run,
     *,
     check: str,
     noun: str,
@@ -422,33 +496,36 @@ def _input_check(
     hashes: Callable[[Any], tuple[str, Any]],
     differs: str,
     found: str,
-) -> bool:
+) -> Refusal | None:
     """A pinned input (the pack, the KG snapshot) is pinned (``pin_rule`` says what a pin is
     when it is not), retained, hashes (``hashes``: recomputed, recorded) to what was recorded,
     and is signed; the first that fails refuses the replay under ``check``."""
     if pin_rule is not None:
-        return _refuse(
-            report,
+        return run.failed(
             check,
             errors.MISSING_SNAPSHOT,
             f"refusing to replay: the {noun} {pinned!r} is unpinned ({pin_rule})",
+            broke_at=check,
         )
     refusal = f"refusing to replay: the {noun} {pinned}"
     if held is None:
-        return _refuse(report, check, errors.MISSING_SNAPSHOT, f"{refusal} was not retained")
+        return run.failed(
+            check, errors.MISSING_SNAPSHOT, f"{refusal} was not retained", broke_at=check
+        )
     recomputed, recorded = hashes(held)
     if recorded != recomputed:
-        return _refuse(
-            report,
+        return run.failed(
             check,
             errors.INTEGRITY_FAILURE,
             f"{refusal}'s envelope hash differs: "
             + differs.format(recorded=recorded, recomputed=recomputed),
+            broke_at=check,
             expected=recomputed,
             observed=str(recorded),
         )
-    problem, code = _signed(held.signature, recomputed.encode(), keys, at)
+    assert run.keys is not None
+    problem, code = _signed(held.signature, recomputed.encode(), run.keys, run.at)
     if problem is not None and code is not None:
-        return _refuse(report, check, code, f"{refusal} {problem}")
-    report.checks.append(Check(check, True, found.format(pinned=pinned, recomputed=recomputed)))
-    return True
+        return run.failed(check, code, f"{refusal} {problem}", broke_at=check)
+    run.report.checks.append(Check(check, True, found.format(pinned=pinned, recomputed=recomputed)))
+    return None

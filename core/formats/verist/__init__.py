@@ -51,8 +51,8 @@ Pure: no Django.
 
 The package by concern: :mod:`.snapshot` (the file, its keys and hashes, the parse),
 :mod:`.options` (``recompute``'s options), :mod:`.steps` (the steps the console re-runs),
-:mod:`.compare` (two snapshots of a step), :mod:`.checks` (verify and replay), :mod:`.adapter`
-(the console's protocol object).
+:mod:`.compare` (two snapshots of a step), :mod:`.checks` (verify and replay, one list of
+named checks run by ``core.replay.pipeline``), :mod:`.adapter` (the console's protocol object).
 """
 
 from core.formats.verist.checks import new_report, refused, verify, verify_bytes

@@ -1,9 +1,12 @@
-"""Verify and replay one Verist file: the checks in order, the first refusal names the code.
-Pure."""
+"""Verify and replay one Verist file: one ordered list of named checks over one state
+(`_CHECKS`, run by :func:`core.replay.pipeline.run`: ``format``, ``input_hash``,
+``artifacts``, ``output``, ``recompute``), the first refusal naming the code, then Verist's own
+word for it (``report.verist["code"]``). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from core import errors
@@ -28,24 +31,34 @@ from core.formats.verist.snapshot import (
     recorded_commands,
 )
 from core.formats.verist.steps import _partial, _violations
+from core.replay import pipeline
 from core.replay.diff import MISSING
+from core.replay.pipeline import Refusal
 from core.replay.report import AUDIT, PRODUCTION, TAMPER_DETECTED, Check, Divergence
 
 # --- verify / replay -------------------------------------------------------------------------
 
 
-def _fail(report: VeristReport, code: str, message: str, **where: Any) -> VeristReport:
-    report.fail(code, message, **where)
+def _in_verists_words(report: VeristReport, own: str | None = None) -> VeristReport:
+    """A failed report as Verist says it: a recorded hash that no longer binds its content
+    is tamper (a verdict reached), and Verist's word for the code (``own``, else
+    :data:`VERIST_CODES`')."""
+    code = report.error_code
+    assert code is not None
     if code in (errors.INPUT_HASH_MISMATCH, errors.HASH_MISMATCH):
-        # a recorded hash no longer binds its content: the verdict is reached, and it is tamper
         report.status = TAMPER_DETECTED
         report.authoritative = True
-    report.verist["code"] = VERIST_CODES.get(code, code.lower())
+    report.verist["code"] = own or VERIST_CODES.get(code, code.lower())
     return report
 
 
+def _fail(report: VeristReport, code: str, message: str, **where: Any) -> VeristReport:
+    report.fail(code, message, **where)
+    return _in_verists_words(report)
+
+
 def new_report(trace_id: str | None, mode: str) -> VeristReport:
-    report = VeristReport(trace_id=trace_id, format=FORMAT, mode=mode)
+    report = VeristReport(trace_id, FORMAT, mode)  # positional: made once a file
     report.unprotected_fields = list(UNPROTECTED_FIELDS)
     report.verist = {"code": None}
     return report
@@ -65,6 +78,37 @@ def refused(exc: ReplayError, mode: str = AUDIT) -> VeristReport:
     )
 
 
+@dataclass(slots=True)
+class _Run:
+    """The state one file's checks share (`pipeline.run` over `_CHECKS`)."""
+
+    parsed: VeristFile
+    report: VeristReport
+    mode: str
+    registry: Any
+    options: RecomputeOptions
+    #: what ``loadOutput`` gave: the step-output's content, or MISSING
+    recorded: Any = MISSING
+    #: Verist's word for the refusal, once a check refused
+    refused: str | None = None
+
+    def failed(
+        self,
+        check: str,
+        code: str,
+        message: str,
+        *,
+        detail: str | None = None,
+        own: str | None = None,
+        **where: Any,
+    ) -> Refusal:
+        """The failed `check` appended (its ``detail``, else the message); ``own``: Verist's
+        word for the refusal when it is not the code's."""
+        self.report.checks.append(Check(check, False, message if detail is None else detail))
+        self.refused = own or VERIST_CODES.get(code, code.lower())
+        return Refusal(code, message, where)
+
+
 def verify(
     parsed: VeristFile,
     *,
@@ -75,16 +119,33 @@ def verify(
     report: VeristReport | None = None,
 ) -> VeristReport:
     """Every check of the module docstring, in order; the first failure names the code."""
-    options = options or RecomputeOptions()
-    s = parsed.snapshot
     report = report or new_report(trace_id, mode)
-    checks = report.checks
+    run = _Run(parsed, report, mode, registry, options or RecomputeOptions())
+    try:
+        pipeline.run(_CHECKS, run)
+    except CanonicalError as exc:  # a value hashValue cannot write (the parse refuses most)
+        message = f"snapshot: not a value hashValue can hash: {exc}"
+        report.checks = [Check("format", False, message)]
+        report.divergences = []
+        return _fail(report, errors.MALFORMED_TRACE, message)
+    if run.refused is not None:
+        _in_verists_words(report, run.refused)
+    return report
+
+
+# --- the checks, in order --------------------------------------------------------------------
+
+
+def _format(run: _Run) -> None:
+    """What the file is (the parse, before the pipeline, refused what is not a file)."""
+    parsed = run.parsed
+    s = parsed.snapshot
     what = (
         f"{BASELINE_FORMAT} envelope ({parsed.envelope['metadata']['inputPath']})"
         if parsed.envelope is not None
         else "bare snapshot"
     )
-    checks.append(
+    run.report.checks.append(
         Check(
             "format",
             True,
@@ -93,41 +154,30 @@ def verify(
         )
     )
 
-    try:
-        return _checked(report, parsed, mode, registry, options)
-    except CanonicalError as exc:  # a value hashValue cannot write (the parse refuses most)
-        message = f"snapshot: not a value hashValue can hash: {exc}"
-        report.checks = [Check("format", False, message)]
-        report.divergences = []
-        return _fail(report, errors.MALFORMED_TRACE, message)
 
-
-def _checked(
-    report: VeristReport,
-    parsed: VeristFile,
-    mode: str,
-    registry: Any,
-    options: RecomputeOptions,
-) -> VeristReport:
-    s = parsed.snapshot
-    checks = report.checks
-
-    # 3. input hash (Verist's recompute checks it before anything runs)
+def _input_hash(run: _Run) -> Refusal | None:
+    """``hashValue(input)`` is the recorded ``inputHash`` (Verist's recompute checks it
+    before anything runs)."""
+    s = run.parsed.snapshot
     same, observed = hash_matches(s["input"], s["inputHash"])
     if not same:
-        message = f"Input hash mismatch: expected {s['inputHash']}, got {observed}"
-        checks.append(Check("input_hash", False, message))
-        return _fail(
-            report,
+        return run.failed(
+            "input_hash",
             errors.INPUT_HASH_MISMATCH,
-            message,
+            f"Input hash mismatch: expected {s['inputHash']}, got {observed}",
             broke_at="inputHash",
             expected=s["inputHash"],
             observed=observed,
         )
-    checks.append(Check("input_hash", True, f"hashValue(input) is the recorded {observed}"))
+    run.report.checks.append(
+        Check("input_hash", True, f"hashValue(input) is the recorded {observed}")
+    )
+    return None
 
-    # 4. artifact hashes
+
+def _artifacts(run: _Run) -> Refusal | None:
+    """Every artifact with content hashes to its ``hash``; a hash-only one is named."""
+    s = run.parsed.snapshot
     hash_only = []
     for i, artifact in enumerate(s["artifacts"]):
         if "content" not in artifact:
@@ -139,9 +189,8 @@ def _checked(
                 f"Artifact hash mismatch at artifacts/{i} ({artifact['kind']}): expected "
                 f"{artifact['hash']}, got {got}"
             )
-            checks.append(Check("artifacts", False, message))
-            return _fail(
-                report,
+            return run.failed(
+                "artifacts",
                 errors.HASH_MISMATCH,
                 message,
                 broke_at=f"artifacts/{i}",
@@ -155,55 +204,56 @@ def _checked(
             f"; hash-only (content not kept, so not re-hashed and not loadable): "
             f"{', '.join(hash_only)}"
         )
-    checks.append(Check("artifacts", True, detail))
+    run.report.checks.append(Check("artifacts", True, detail))
+    return None
 
-    # 5. loadOutput
+
+def _output(run: _Run) -> Refusal | None:
+    """``loadOutput``: the step-output a replay returns; a production replay refuses
+    without it."""
+    s = run.parsed.snapshot
+    report = run.report
     loaded, content, why = load_output(s)
     if not loaded:
         report.missing.append(why)
-        if mode == PRODUCTION:
-            checks.append(Check("output", False, why))
+        if run.mode == PRODUCTION:
             found = _first(s, STEP_OUTPUT)
-            return _fail(
-                report,
+            return run.failed(
+                "output",
                 errors.MISSING_PERSISTED_AGENT_OUTPUT,
                 f"loadOutput fails: {why}; a production replay needs the step's output",
+                detail=why,
                 broke_at=f"artifacts/{found[0]}" if found else "artifacts",
             )
-        checks.append(Check("output", True, f"not loadable: {why}; replay cannot return it"))
+        report.checks.append(Check("output", True, f"not loadable: {why}; replay cannot return it"))
     else:
-        checks.append(
+        report.checks.append(
             Check(
                 "output",
                 True,
                 "loadOutput returns the step-output content (what replay returns, as captured)",
             )
         )
+        run.recorded = content
     report.replayable = loaded
+    return None
 
-    # 6. recompute
-    step = registry.function(parsed.step_key) if registry is not None else None
+
+def _recompute(run: _Run) -> Refusal | None:
+    """The step registered under the file's step key, re-run on the input with Verist's
+    options, its output and commands diffed against the recorded ones."""
+    parsed, report, options = run.parsed, run.report, run.options
+    step = run.registry.function(parsed.step_key) if run.registry is not None else None
     if step is None:
-        checks.append(
+        report.checks.append(
             Check(
                 "recompute",
                 True,
                 f"no step function is registered under {parsed.step_key}: not recomputed",
             )
         )
-        return report
-    return _recompute(report, parsed, step, options, content if loaded else MISSING)
-
-
-def _recompute(
-    report: VeristReport,
-    parsed: VeristFile,
-    step: Any,
-    options: RecomputeOptions,
-    recorded: Any,
-) -> VeristReport:
+        return None
     s = parsed.snapshot
-    checks = report.checks
     validate = options.validate
     input_schema = getattr(step, "input_schema", None)
     output_schema = getattr(step, "output_schema", None)
@@ -211,17 +261,20 @@ def _recompute(
         problems = _violations(input_schema, s["input"])
         if problems:
             message = f"the input fails {parsed.step_key}'s input schema: {'; '.join(problems)}"
-            checks.append(Check("recompute", False, message))
+            refusal = run.failed("recompute", errors.MALFORMED_TRACE, message, broke_at="input")
             report.verist["inputSchemaViolations"] = problems
-            return _fail(report, errors.MALFORMED_TRACE, message, broke_at="input")
+            return refusal
     try:
         result = step(s["input"], None, None)
     except Exception as exc:  # a step's own failure is Verist's EXECUTION_FAILED
         message = f"{parsed.step_key} failed: {type(exc).__name__}: {exc}"
-        checks.append(Check("recompute", False, message))
-        _fail(report, errors.REPLAY_DIVERGENCE, message, broke_at="recompute")
-        report.verist["code"] = "execution_failed"
-        return report
+        return run.failed(
+            "recompute",
+            errors.REPLAY_DIVERGENCE,
+            message,
+            own="execution_failed",
+            broke_at="recompute",
+        )
     new_output = result.get("output", MISSING) if isinstance(result, Mapping) else MISSING
     new_commands = result.get("commands", []) if isinstance(result, Mapping) else []
     notes = []
@@ -242,6 +295,7 @@ def _recompute(
         report.verist["outputArtifact"] = capture_artifact(
             STEP_OUTPUT, captured, hash_only=hash_only
         )
+    recorded = run.recorded
     output_diff = _diff_result(
         _output_of(recorded) if recorded is not MISSING else MISSING, new_output
     )
@@ -269,20 +323,31 @@ def _recompute(
         compared[-1] += f" (from {source})"
     detail = f"{parsed.step_key} re-run on the input; " + "; ".join(compared + notes)
     if report.divergences:
-        checks.append(Check("recompute", False, detail))
         first = report.divergences[0]
-        _fail(
-            report,
+        expected, observed = _short(first.before), _short(first.after)
+        return run.failed(
+            "recompute",
             errors.REPLAY_DIVERGENCE,
             f"the recomputed step differs from the recorded one at {first.path}",
+            detail=detail,
+            own=f"{first.step_id}_diverged",
             broke_at=first.path,
-            expected=_short(first.before),
-            observed=_short(first.after),
+            expected=expected,
+            observed=observed,
         )
-        report.verist["code"] = f"{first.step_id}_diverged"
-        return report
-    checks.append(Check("recompute", True, detail))
-    return report
+    report.checks.append(Check("recompute", True, detail))
+    return None
+
+
+#: one file's verify (and replay: the same checks), in the module docstring's order; the
+#: first refusal ends it
+_CHECKS: tuple[pipeline.Check[_Run], ...] = (
+    pipeline.Check("format", _format),
+    pipeline.Check("input_hash", _input_hash),
+    pipeline.Check("artifacts", _artifacts),
+    pipeline.Check("output", _output),
+    pipeline.Check("recompute", _recompute),
+)
 
 
 def _hash_only_note(recorded: str, result: Mapping[str, Any], commands: Any) -> str:
