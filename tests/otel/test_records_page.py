@@ -51,7 +51,18 @@ def test_the_page_draws_the_window_and_links_each_span_to_its_record(sealed, as_
     assert re.search(r'id="records-summary">4 records \(4 spans\); 1 to 4 are drawn above', body)
     links = re.findall(rf'href="/traces/{trace.blob.sha256}/records/(\d+)/"', body)
     assert links == ["0", "1", "2", "3"]
-    assert 'href="?at=0#records" class="bucket"' in body  # the overview's first bar
+    assert 'class="bucket"' not in body  # one window shows them all: no overview
+
+
+def test_the_overview_links_each_run_of_records_when_one_window_does_not_show_all(
+    sealed, as_persona, monkeypatch
+):
+    trace = sealed("openai-v2-proto.bin")
+    monkeypatch.setattr(trace_views, "RECORDS_WINDOW", 2)
+    body = as_persona("vera").get(f"/traces/{trace.blob.sha256}/").content.decode()
+    bars = re.findall(r'<a href="\?at=(\d+)#records" class="bucket">', body)
+    assert bars == ["0", "1", "2", "3"]
+    assert "<title>record 2: span 1</title>" in body
 
 
 def test_the_record_viewer_shows_one_span_as_stored(sealed, as_persona):
