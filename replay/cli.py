@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 from typing import IO, Any
+
+from core.formats import name_rules, rooted_format
 
 MAX_WORKERS = 64
 
@@ -61,15 +64,27 @@ def add_inputs_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def inputs_beside(path: Path) -> Path | None:
-    """The archive of inputs lying beside an AHD sidecar, if there is one."""
-    name = path.name
-    if not name.lower().endswith(".replay.json"):
+    """The archive of inputs lying beside a file verified against a root on disk (its
+    format's ``rooted``: an AHD sidecar's ``<run>.inputs.tar.gz``), if there is one: the
+    file's name less what its format's companion rule matches (``.replay.json``), then one
+    of :data:`INPUTS_ARCHIVE_SUFFIXES`."""
+    run = _run_name(path.name)
+    if run is None:
         return None
-    run = name[: -len(".replay.json")]
     for suffix in INPUTS_ARCHIVE_SUFFIXES:
         candidate = path.with_name(run + suffix)
         if candidate.is_file():
             return candidate
+    return None
+
+
+def _run_name(name: str) -> str | None:
+    """A rooted file's name less its companion rule's ``trace`` match, or None."""
+    fmt = rooted_format(name)
+    for rule in name_rules(fmt) if fmt is not None else ():
+        found = re.search(rule.trace, name, re.IGNORECASE)
+        if found is not None:
+            return name[: found.start()] + name[found.end() :]
     return None
 
 

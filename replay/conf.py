@@ -12,7 +12,9 @@ spelt once: here, or in the pure module whose limit it is (a format's own settin
 * ``REPLAY_MAX_SECONDS`` (3600), ``REPLAY_MAX_ITERATIONS`` (none; ``0`` in the environment):
   caps on one native trace's verification or replay, past either ``REPLAY_TIMEOUT``.
 * ``REPLAY_AHD_MAX_INPUT_BYTES`` and the ``REPLAY_AHD_*`` archive limits: the AHD format's
-  (:mod:`core.formats.ahd.settings`).
+  (:mod:`core.formats.ahd.settings`); every format's companion limits are read through
+  :func:`input_limits` (its own ``input_limits`` member, else the default) and
+  :func:`largest_input_limits` (before the format is known).
 * ``REPLAY_TASK_RUNNER`` (``eager`` when the settings name none), ``REPLAY_TASK_THREADS`` (2),
   ``REPLAY_PERIODIC_IN_PROCESS`` (on), ``REPLAY_STALE_SECONDS`` (900), ``CELERY_BROKER_URL``
   (none), ``CELERY_BEAT_SCHEDULE`` (empty): where queued work runs (replay/background.py).
@@ -25,7 +27,10 @@ from typing import Any
 from django.conf import settings
 
 from core.formats import archive, native
+from core.formats import input_limits as formats_input_limits
+from core.formats import largest_input_limits as formats_largest_input_limits
 from core.formats.ahd import settings as ahd_settings
+from core.formats.protocol import InputLimits
 from core.replay.limits import ReplayLimits
 
 MAX_UPLOAD_BYTES = 2 * 1024**3
@@ -62,6 +67,20 @@ def replay_limits() -> ReplayLimits:
         max_seconds=setting("REPLAY_MAX_SECONDS", MAX_REPLAY_SECONDS),
         max_iterations=setting("REPLAY_MAX_ITERATIONS", None),
     )
+
+
+def input_limits(fmt: Any) -> InputLimits:
+    """How large a companion file of ``fmt`` (a format object; None: a format without its
+    own) and an archive of them may be: the format's ``input_limits``, else the default
+    (``protocol.DEFAULT_INPUT_LIMITS``, ``archive.DEFAULT_LIMITS``)."""
+    return formats_input_limits(fmt, setting)
+
+
+def largest_input_limits() -> InputLimits:
+    """What a companion is read up to before its format is known (a multipart upload's
+    parts, ``--inputs``, ``--contract``): the largest any registered format allows; its
+    format then refuses what is beyond its own."""
+    return formats_largest_input_limits(setting)
 
 
 def ahd_max_input_bytes() -> int:

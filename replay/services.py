@@ -103,12 +103,13 @@ def _format(name: str) -> TraceFormat:
     return fmt
 
 
-def _expanded(inputs: Mapping[str, bytes] | None) -> dict[str, bytes]:
-    """Uploaded inputs, every archive among them read (bounded) into the files it holds;
-    raises ReplayError naming the entry when an archive is refused."""
+def _expanded(inputs: Mapping[str, bytes] | None, fmt: TraceFormat) -> dict[str, bytes]:
+    """Uploaded inputs of a file of ``fmt``, every archive among them read (bounded by the
+    format's archive limits) into the files it holds; raises ReplayError naming the entry
+    when an archive is refused."""
     from core.formats import archive
 
-    return archive.expand_inputs(dict(inputs or {}), conf.ahd_archive_limits())
+    return archive.expand_inputs(dict(inputs or {}), conf.input_limits(fmt).archive)
 
 
 def _sources(given: Mapping[str, Any] | None = None) -> OptionSources:
@@ -213,7 +214,7 @@ def _checked(
     (the format's refusal naming the entry); ``contract`` is a Paxman artifact's."""
     adapter = _format(fmt)
     try:
-        expanded = _expanded(inputs)
+        expanded = _expanded(inputs, adapter)
     except ReplayError as exc:
         ctx = _context(adapter, mode=mode)
         return adapter.refused(exc, filename, ctx)
@@ -259,7 +260,7 @@ def trace_verify_file(
     The format is detected (`core.formats.detect_format`): a native trace, a Paxman
     artifact, or an AHD sidecar / report. A format that verifies a file where it lies
     (``verify_path``: an AHD sidecar against its checkout on disk, which needs `path` and
-    takes `root`; `ahd.AhdRootNotFound` is a usage error) does so when no ``inputs`` came
+    takes `root`; `protocol.RootNotFound` is a usage error) does so when no ``inputs`` came
     with it. With ``inputs`` (the token and brief, or an archive of them: `--inputs`) an AHD
     sidecar is checked against those instead of a checkout. ``contract``: a Paxman
     artifact's. A file a format reads whole (``unpacks``: an AHD ``run.tar.gz``) is the run
@@ -363,7 +364,7 @@ def _ingest(
     input_root: Path | None = None,
     contract: Contract | None = None,
 ) -> IngestResult:
-    expanded = _expanded(inputs)  # a refused archive stores nothing
+    expanded = _expanded(inputs, fmt)  # a refused archive stores nothing
     limit = conf.max_upload_bytes()
     spooled = spool(source, limit=limit, progress=progress)
     try:
@@ -494,25 +495,30 @@ def trace_upload_batch(
         source.seek(0)
     groups = group_companions(names, detected)
     owner_of = {c: (owner, rule) for owner, group in groups.items() for c, rule in group}
-    limit = conf.ahd_max_input_bytes()
-    max_archive = conf.ahd_archive_limits().max_archive_bytes
+
+    def cap(name: str, owner: str) -> int:
+        """How much of a companion is read: up to the limit of its owner's format."""
+        limits = conf.input_limits(formats().get(detected[owner]))
+        if archive.is_archive(name):
+            return int(limits.archive.max_archive_bytes)
+        return limits.max_input_bytes
+
     read: dict[str, bytes] = {}
     named_inputs: dict[str, bytes] = {}
     companions: list[BatchOutcome] = []
     outcomes: list[BatchOutcome] = []
     naming = set(named.values())
     for name, source in files:
-        cap = max_archive if archive.is_archive(name) else limit
         if name in owner_of:
-            read[name] = source.read(cap + 1)
             owner, rule = owner_of[name]
+            read[name] = source.read(cap(name, owner) + 1)
             companions.append(BatchOutcome(name, input_of=owner, input_as=rule.describes))
         elif (alone := companion_alone(name)) is not None:
             refusal = getattr(formats().get(alone[0]), "companion_alone", None)
             if refusal is not None:
                 outcomes.append(BatchOutcome(name, error=refusal(name)))
         elif name in named and name not in naming:
-            named_inputs[name] = source.read(cap + 1)
+            named_inputs[name] = source.read(cap(name, named[name]) + 1)
             words = named_input_words(detected[named[name]])
             companions.append(BatchOutcome(name, input_of=named[name], input_as=words))
     taken = {o.filename for o in companions + outcomes}
@@ -560,7 +566,7 @@ def inputs_beside(path: Path, *, given: Sequence[Path] = ()) -> dict[str, bytes]
         if not getattr(fmt, "inputs_beside", True):
             return {}
         names = [n for n in _input_names(stream, path.name, fmt_name) if "/" not in n]
-    limit = conf.ahd_max_input_bytes()
+    limit = conf.input_limits(fmt).max_input_bytes
     found: dict[str, bytes] = {}
     rules = [r for r in name_rules(fmt) if r.beside and r.role == "input"]
     if rules:

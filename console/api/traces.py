@@ -70,14 +70,16 @@ def uploaded_file(request: Request) -> tuple[Any, str]:
 def uploaded_inputs(request: Request) -> dict[str, bytes]:
     """The files a multipart request carries besides ``file`` (``inputs``, several): an AHD
     sidecar's token and brief, or a MACE log's snapshot files, by file name, each read up to
-    the input size limit + 1 (the format refuses what is larger)."""
+    the largest input (or archive) size any format allows + 1: which format they belong to
+    is not known yet, and that format refuses what is larger than its own."""
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return {}
     from core.formats import archive
 
-    limit = replay_conf.ahd_max_input_bytes()
-    packed = replay_conf.ahd_archive_limits().max_archive_bytes
+    limits = replay_conf.largest_input_limits()
+    limit = limits.max_input_bytes
+    packed = limits.archive.max_archive_bytes
     inputs = {}
     for f in request.FILES.getlist("inputs"):
         name = os.path.basename(f.name or "input")
@@ -87,14 +89,14 @@ def uploaded_inputs(request: Request) -> dict[str, bytes]:
 
 def uploaded_contract(request: Request) -> tuple[str, bytes] | None:
     """The multipart field ``contract``: the contract a Paxman artifact is checked against
-    (a JSON Dict DSL contract), read up to the input size limit + 1."""
+    (a JSON Dict DSL contract), read up to the largest input size any format allows + 1."""
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         return None
     upload = request.FILES.get("contract")
     if upload is None:
         return None
-    limit = replay_conf.ahd_max_input_bytes()
+    limit = replay_conf.largest_input_limits().max_input_bytes
     return os.path.basename(upload.name or "contract.json"), upload.read(limit + 1)
 
 

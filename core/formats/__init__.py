@@ -20,10 +20,17 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping, Sequence
-from typing import IO
+from dataclasses import fields, replace
+from typing import IO, Any
 
 from core.formats.common import top_level_keys
-from core.formats.protocol import CompanionRule
+from core.formats.protocol import (
+    DEFAULT_INPUT_LIMITS,
+    CompanionRule,
+    InputLimits,
+    Setting,
+    TraceFormat,
+)
 from core.replay import registry as step_functions
 from core.replay import runtime
 
@@ -88,6 +95,46 @@ def failed_snapshot(report: Mapping[str, object]) -> str | None:
     fmt = formats().get(str(report.get("format")))
     find = getattr(fmt, "failed_snapshot", None)
     return find(report) if find is not None else None
+
+
+def input_limits(fmt: object, setting: Setting) -> InputLimits:
+    """A format's companion limits (its ``input_limits(setting)``, else
+    ``protocol.DEFAULT_INPUT_LIMITS``), its archive limits filled in
+    (``archive.DEFAULT_LIMITS`` where it gives none)."""
+    from core.formats import archive
+
+    own = getattr(fmt, "input_limits", None)
+    found = own(setting) if own is not None else DEFAULT_INPUT_LIMITS
+    if found.archive is None:
+        found = replace(found, archive=archive.DEFAULT_LIMITS)
+    return found
+
+
+def largest_input_limits(setting: Setting) -> InputLimits:
+    """The largest companion limits any registered format allows, each limit on its own:
+    what a companion is read up to before the format it belongs to is known (a multipart
+    upload's parts, a command's ``--inputs`` and ``--contract``); that format then refuses
+    what is beyond its own."""
+    every = [input_limits(fmt, setting) for fmt in formats()] or [input_limits(None, setting)]
+    archives = [limits.archive for limits in every]
+    widest = {
+        name: max(getattr(limits, name) for limits in archives)
+        for name in (f.name for f in fields(archives[0]))
+    }
+    return InputLimits(
+        max_input_bytes=max(limits.max_input_bytes for limits in every),
+        archive=replace(archives[0], **widest),
+    )
+
+
+def rooted_format(filename: str) -> TraceFormat[Any] | None:
+    """The registered format that verifies a file of this name against a root on disk its
+    inputs come from (``rooted``: an AHD sidecar and its checkout), or None."""
+    for fmt in formats():
+        rooted = getattr(fmt, "rooted", None)
+        if rooted is not None and rooted(filename):
+            return fmt
+    return None
 
 
 def format_names() -> list[str]:

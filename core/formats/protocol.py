@@ -85,6 +85,22 @@ A format is an object with:
   ``core.formats.default_registry()`` builds (Verist's reference step); the kernel
   (``core.replay``) knows no format, so a format brings its own.
 
+- optionally ``input_limits(setting) -> InputLimits``: how large one of its companion files
+  (an input, a contract) and one archive of them may be, from its settings accessors
+  (AHD's ``REPLAY_AHD_MAX_INPUT_BYTES`` and ``REPLAY_AHD_*`` archive limits); a format
+  without it takes :data:`DEFAULT_INPUT_LIMITS`. A companion is read with the limits of the
+  format it belongs to; where that format is not known yet (a multipart upload's parts, a
+  command's ``--inputs`` and ``--contract``), up to the largest any registered format allows
+  (``core.formats.largest_input_limits``), and the format refuses what is beyond its own;
+- optionally ``verdict_line(report) -> str``: a last line the ``verify`` command prints
+  under the summary of a report of this format (AHD's ``verdict: replay inputs intact``);
+- optionally ``rooted(filename) -> bool`` and ``root_of(path, given_root) -> Path | None``:
+  a file of this name is verified against a root on disk its inputs come from (an AHD
+  sidecar and its checkout): for it alone ``ingest`` reads ``--inputs`` (or the archive
+  beside it), else the root given or found above it (``root_of``: None when there is
+  none); a format that needs a root and finds none raises :class:`RootNotFound` from
+  ``verify_path`` (the commands' usage error, exit 2).
+
 - ``companions``: the rules (:class:`CompanionRule`, data) saying which other files of one
   upload belong with a file of this format, by name or by the fields that name them
   (``named_by``); the upload page receives them as JSON and groups a drop by them, the
@@ -187,6 +203,30 @@ class OptionSources:
     setting: Setting = lambda _name, default: default
     server_dirs: tuple[str, ...] = ()
     given: Mapping[str, Any] = field(default_factory=dict)
+
+
+class RootNotFound(Exception):
+    """A file verified where it lies (``verify_path``) whose root on disk was neither given
+    nor found (an AHD sidecar outside any checkout): a usage error; the message says how to
+    name one."""
+
+
+#: one companion file of a format that declares no ``input_limits``
+DEFAULT_MAX_INPUT_BYTES = 64 * 1024**2
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """How large a format's companion files may be (``input_limits(setting)``):
+    ``max_input_bytes``, one file (an input, a contract); ``archive``, one archive of them
+    (``core.formats.archive.ArchiveLimits``; None: that module's ``DEFAULT_LIMITS``)."""
+
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    archive: Any = None
+
+
+#: the limits of a format without ``input_limits``
+DEFAULT_INPUT_LIMITS = InputLimits()
 
 
 @dataclass

@@ -63,6 +63,7 @@ from core import errors
 from core.canonical import CanonicalError, js_sorted
 from core.errors import ReplayError
 from core.formats.jsonstrict import loads_strict
+from core.formats.protocol import RootNotFound
 from core.formats.yaml12 import YAML12Error, load
 from core.replay import pipeline
 from core.replay.pipeline import Refusal
@@ -121,8 +122,9 @@ _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?
 _WINDOWS_ABS = re.compile(r"(?:[A-Za-z]:[\\/]|\\\\)")
 
 
-class AhdRootNotFound(Exception):
-    """No AHD checkout root: a usage error (the command exits 2 and says to pass --root)."""
+class AhdRootNotFound(RootNotFound):
+    """No AHD checkout root: a usage error (the command exits 2 and says to pass --root);
+    the format's ``protocol.RootNotFound``, which the commands catch."""
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,10 @@ from core.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    InputLimits,
     NativeCode,
     OptionSources,
+    Setting,
     StoredFacts,
     StoredSnapshot,
     VerifyContext,
@@ -227,6 +229,32 @@ class AhdFormat:
         limits = ahd_settings.archive_limits(sources.setting)
         run = archive.read_run(source.read(limits.max_archive_bytes + 1), filename, limits)
         return io.BytesIO(run.sidecar), run.sidecar_name, {**run.inputs, **inputs}
+
+    def input_limits(self, setting: Setting) -> InputLimits:
+        """One token or brief (``REPLAY_AHD_MAX_INPUT_BYTES``) and one archive of them (the
+        ``REPLAY_AHD_*`` archive limits)."""
+        return InputLimits(
+            max_input_bytes=ahd_settings.max_input_bytes(setting),
+            archive=ahd_settings.archive_limits(setting),
+        )
+
+    def verdict_line(self, report: Mapping[str, Any]) -> str:
+        """AHD's own last line under its per-field ok / FAIL list."""
+        return ahd.verdict_line(dict(report))
+
+    def rooted(self, filename: str) -> bool:
+        """A sidecar is verified against the checkout its token and brief come from."""
+        return filename.lower().endswith(ahd.SIDECAR_SUFFIX)
+
+    def root_of(self, path: Path, given_root: str | None) -> Path | None:
+        """Where a sidecar's inputs are read: the root given, else the checkout above the
+        sidecar (as ``verify`` finds it); None for a file that is not a sidecar, or when no
+        checkout is above it."""
+        if not self.rooted(path.name):
+            return None
+        if given_root is not None:
+            return Path(given_root)
+        return ahd.find_root(path.parent)
 
     def _limits(self, ctx: VerifyContext) -> dict[str, Any]:
         return _limits(options_of(ctx))

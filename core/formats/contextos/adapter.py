@@ -29,7 +29,9 @@ from core.formats.protocol import (
     CompanionRule,
     Difference,
     FormatRegistry,
+    InputLimits,
     NativeCode,
+    Setting,
     StoredFacts,
     StoredSnapshot,
     VerifyContext,
@@ -93,6 +95,11 @@ class ContextosFormat:
     #: (the ContextOS status, the chain rule matched, the record hash, where it diverged)
     templates: str | None = str(Path(__file__).with_name("templates"))
     report_template: str | None = "report.html"
+
+    def input_limits(self, setting: Setting) -> InputLimits:
+        """A pinned pack or KG snapshot file: at most what its reader takes
+        (``contextos.MAX_INPUT_BYTES``; no setting)."""
+        return InputLimits(max_input_bytes=cx.MAX_INPUT_BYTES)
 
     def sniff(self, head: bytes, filename: str) -> bool:
         return filename.lower().endswith(SUFFIX)

@@ -18,7 +18,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, transaction
 
-from core.formats import ahd
+from core.formats import formats
+from core.formats.protocol import RootNotFound
 from core.replay.report import AUDIT, MODES, OK
 from governance.selectors import halts_active_map
 from replay import conf as replay_conf
@@ -62,10 +63,13 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: no such file", returncode=2)
         if not file.is_file():
             raise CommandError(f"{path}: not a file", returncode=2)
-        limit = replay_conf.ahd_max_input_bytes()
+        # the file's format is not known yet: read up to what any format allows, and let
+        # the format refuse beyond its own
+        limits = replay_conf.largest_input_limits()
+        limit = limits.max_input_bytes
         try:
             uploaded = (
-                read_inputs(file, inputs, limit, replay_conf.ahd_archive_limits().max_archive_bytes)
+                read_inputs(file, inputs, limit, limits.archive.max_archive_bytes)
                 if inputs or root is None
                 else {}
             )
@@ -89,15 +93,15 @@ class Command(BaseCommand):
                     inputs=uploaded or inputs_beside(file),
                     contract=supplied,
                 )
-            except ahd.AhdRootNotFound as exc:
+            except RootNotFound as exc:
                 raise CommandError(str(exc), returncode=2) from None
             finally:
                 bar.close()
         if as_json:
             self.stdout.write(json.dumps(report, ensure_ascii=False))
-        elif report["format"] == ahd.FORMAT:  # AHD's per-field ok / FAIL list and verdict
-            self.stdout.write(summarise(report) + "\n" + ahd.verdict_line(report))
         else:
-            self.stdout.write(summarise(report))
+            verdict = getattr(formats().get(report["format"]), "verdict_line", None)
+            line = "" if verdict is None else "\n" + verdict(report)
+            self.stdout.write(summarise(report) + line)
         if report["status"] != OK:
             sys.exit(1)

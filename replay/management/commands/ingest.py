@@ -15,7 +15,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ReplayError
-from core.formats import ahd, companion_on_disk
+from core.formats import companion_on_disk, rooted_format
 from core.replay.report import OK
 from replay import conf
 from replay.cli import (
@@ -63,9 +63,8 @@ class Command(BaseCommand):
     def handle(
         self, *args, paths, declared_format, workers, root, inputs, contract, strict, **options
     ):
-        limit = conf.ahd_max_input_bytes()
-        try:
-            supplied = read_contract(contract, limit)
+        try:  # read before any file's format is known: up to what any format allows
+            supplied = read_contract(contract, conf.largest_input_limits().max_input_bytes)
         except OSError as exc:
             raise CommandError(f"{contract}: cannot read: {exc.strerror}", returncode=2) from None
         refused = not_ok = 0
@@ -78,10 +77,11 @@ class Command(BaseCommand):
             if path in given:
                 self.stdout.write(f"{path.name} input of the {companion_of[path]} traces given")
                 continue
+            rooted = rooted_format(path.name)
             try:
                 uploaded = (
-                    read_inputs(path, inputs, limit, conf.ahd_archive_limits().max_archive_bytes)
-                    if _is_sidecar(path) and (inputs or root is None)
+                    _read_inputs(path, inputs, rooted)
+                    if rooted is not None and (inputs or root is None)
                     else {}
                 )
                 if not uploaded:
@@ -96,7 +96,7 @@ class Command(BaseCommand):
                             progress=bar,
                             workers=workers,
                             inputs=uploaded,
-                            input_root=None if uploaded else _ahd_root(path, root),
+                            input_root=None if uploaded else _root(path, root, rooted),
                             contract=supplied,
                         )
                     finally:
@@ -133,15 +133,16 @@ class Command(BaseCommand):
             self.stderr.write(NOT_OK.format(not_ok=not_ok, given=given))
 
 
-def _is_sidecar(path: Path) -> bool:
-    return path.name.lower().endswith(ahd.SIDECAR_SUFFIX)
+def _read_inputs(path: Path, given: list[str], fmt: object) -> dict[str, bytes]:
+    """The --inputs of a file verified against a root (else the archive beside it), read
+    with the limits of its format."""
+    limits = conf.input_limits(fmt)
+    return read_inputs(path, given, limits.max_input_bytes, limits.archive.max_archive_bytes)
 
 
-def _ahd_root(path: Path, root: str | None) -> Path | None:
-    """Where an AHD sidecar's inputs are read: --root, else the checkout above the sidecar
-    (as `verify` finds it); None for any other file (the server's REPLAY_AHD_ROOT then)."""
-    if not path.name.lower().endswith(ahd.SIDECAR_SUFFIX):
-        return None
-    if root is not None:
-        return Path(root)
-    return ahd.find_root(path.parent)
+def _root(path: Path, root: str | None, fmt: object) -> Path | None:
+    """Where a rooted file's inputs are read (its format's ``root_of``: --root, else the root
+    found above it, as `verify` finds it); None for any other file (the server's own root
+    setting then, REPLAY_AHD_ROOT for an AHD sidecar)."""
+    root_of = getattr(fmt, "root_of", None)
+    return None if root_of is None else root_of(path, root)
