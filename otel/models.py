@@ -30,9 +30,26 @@ class OtlpBody(AppendOnlyModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    #: set once when an erasure (``otel.erasure``) deleted the body's bytes from the blob
+    #: store (the row, its digest and the ledger event naming it stay): the one update the
+    #: database lets through (``replay.dbguards.erasure_only_sql``)
+    erased_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"OTLP body {self.sha256[:12]} ({self.span_count} spans)"
+
+
+class ErasedBodyBytes(models.Model):
+    """An erased body whose bytes may still be in the blob store: written with the erasure,
+    removed once the bytes are deleted (after the erasure commits, or by the next sweep when
+    the store refused). Bookkeeping, not evidence: the erasure is ``OtlpBody.erased_at``."""
+
+    body = models.OneToOneField(OtlpBody, on_delete=models.PROTECT, primary_key=True)
+    storage_name = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"bytes of erased body {self.body_id} to delete"
 
 
 class OtlpBodyDone(AppendOnlyModel):
@@ -47,6 +64,12 @@ class OtlpBodyDone(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"read {self.body_id}"
+
+
+#: what an erased span's ``record`` holds (the database refuses any other value there)
+SPAN_TOMBSTONE = {"erased": True}
+#: the same as the JSON text the guard compares the column with
+SPAN_TOMBSTONE_JSON = '{"erased": true}'
 
 
 class OtelSpan(AppendOnlyModel):
@@ -65,6 +88,10 @@ class OtelSpan(AppendOnlyModel):
     record = models.JSONField()
     body = models.ForeignKey(OtlpBody, on_delete=models.PROTECT, related_name="spans")
     received_at = models.DateTimeField(auto_now_add=True)
+    #: set once when an erasure replaced ``record`` by :data:`SPAN_TOMBSTONE` (ids, digest,
+    #: times and name stay): the one update the database lets through
+    #: (``replay.dbguards.erasure_only_sql``)
+    erased_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -27,11 +27,12 @@ def otel_trace(trace_id: str) -> OtelTrace | None:
 
 def otel_span_records(trace_id: str, limit: int = MAX_OPEN_SPANS) -> list[dict[str, Any]]:
     """An open trace's spans as the record holds them (the first copy of each span id), in
-    start order, at most ``limit``."""
+    start order, at most ``limit``; without the spans an erasure tombstoned
+    (:func:`otel_spans_erased` counts them)."""
     seen: set[str] = set()
     records = []
     rows = (
-        OtelSpan.objects.filter(trace_id=trace_id)
+        OtelSpan.objects.filter(trace_id=trace_id, erased_at__isnull=True)
         .order_by("start_ns", "span_id", "pk")
         .values_list("span_id", "record")
     )
@@ -43,6 +44,11 @@ def otel_span_records(trace_id: str, limit: int = MAX_OPEN_SPANS) -> list[dict[s
         if len(records) >= limit:
             break
     return records
+
+
+def otel_spans_erased(trace_id: str) -> int:
+    """How many of a trace's span rows an erasure tombstoned (their records are gone)."""
+    return OtelSpan.objects.filter(trace_id=trace_id, erased_at__isnull=False).count()
 
 
 # --- the stored traces' facts, for the trace list ---------------------------------------------

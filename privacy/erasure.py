@@ -2,13 +2,19 @@
 
 `plan(refs)` says what an erasure would destroy and what stays, naming no personal data;
 `shred(refs)` does it, once: a second call destroys nothing and returns the first outcome.
+
+An app above this one that keeps raw copies of a trace's data outside its stored file (the
+OTLP receiver's bodies and span rows) registers them (:func:`raw_copies_register`, from its
+``AppConfig.ready``): the plan then says what of them an erasure removes, and the erasure
+removes it in its own transaction. This app imports no such app.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.core.cache import caches
@@ -29,6 +35,37 @@ STAYS = (
 )
 
 
+@dataclass(frozen=True)
+class RawCopies:
+    """Copies of stored traces' data an app keeps outside their stored files. Each callable
+    takes the primary keys of the traces (``replay.Trace``) holding the erased subjects'
+    values and returns what it would remove (``planned``) or removed (``erase``, run inside
+    the erasure's transaction, with the erasure's time) as a JSON object naming no personal
+    data, with a ``stays`` list of what it leaves; None when it holds nothing of them."""
+
+    name: str
+    planned: Callable[[list[int]], dict[str, Any] | None]
+    erase: Callable[[list[int], datetime], dict[str, Any] | None]
+
+
+_RAW_COPIES: dict[str, RawCopies] = {}
+
+
+def raw_copies_register(copies: RawCopies) -> None:
+    """Make erasures reach ``copies`` too (registered once by name: registering again
+    replaces it)."""
+    _RAW_COPIES[copies.name] = copies
+
+
+def _raw_copies(trace_pks: list[int], at: datetime | None) -> list[dict[str, Any]]:
+    found = []
+    for copies in _RAW_COPIES.values():
+        done = copies.planned(trace_pks) if at is None else copies.erase(trace_pks, at)
+        if done:
+            found.append({"copies": copies.name, **done})
+    return found
+
+
 @dataclass
 class ErasurePlan:
     subjects: list[str]
@@ -37,6 +74,8 @@ class ErasurePlan:
     traces: list[dict[str, Any]]
     fields: int
     keys: int
+    #: what registered raw copies (:class:`RawCopies`) of these traces the erasure removes
+    raw_copies: list[dict[str, Any]] = field(default_factory=list)
     stays: list[str] = field(default_factory=lambda: list(STAYS))
 
     def as_dict(self) -> dict[str, Any]:
@@ -53,6 +92,8 @@ class ErasureOutcome:
     keys_destroyed: int
     erased_at: str
     first_time: bool = True
+    #: what the registered raw copies removed, and what of them stays
+    raw_copies: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +119,16 @@ def _traces(subject_ids: Sequence[int]) -> list[dict[str, Any]]:
     return list(per.values())
 
 
+def _trace_pks(subject_ids: Sequence[int]) -> list[int]:
+    return sorted(
+        set(
+            PersonalValue.objects.filter(subject_id__in=list(subject_ids)).values_list(
+                "trace_id", flat=True
+            )
+        )
+    )
+
+
 def plan(refs: Sequence[str]) -> ErasurePlan:
     wanted = list(dict.fromkeys(refs))
     rows = {s.ref: s for s in Subject.objects.filter(ref__in=wanted)}
@@ -90,6 +141,7 @@ def plan(refs: Sequence[str]) -> ErasurePlan:
         traces=traces,
         fields=sum(len(t["fields"]) for t in traces),
         keys=len(live),
+        raw_copies=_raw_copies(_trace_pks([s.pk for s in live]), None) if live else [],
     )
 
 
@@ -126,6 +178,7 @@ def shred(refs: Sequence[str]) -> ErasureOutcome:
     Subject.objects.filter(pk__in=ids).update(
         lookup_digest=None, identifier_nonce=None, identifier_ciphertext=None, erased_at=now
     )
+    raw = _raw_copies(_trace_pks(ids), now) if ids else []
     outcome = ErasureOutcome(
         receipt=0,
         subjects=[s.ref for s in live],
@@ -134,6 +187,7 @@ def shred(refs: Sequence[str]) -> ErasureOutcome:
         fields=sum(len(t["fields"]) for t in traces),
         keys_destroyed=len(live),
         erased_at=now.isoformat(),
+        raw_copies=raw,
     )
     receipt = ErasureReceipt.objects.create(refs=outcome.subjects, outcome={})
     outcome.receipt = receipt.pk

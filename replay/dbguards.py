@@ -116,6 +116,75 @@ def expiry_only_operation(table: str, columns: tuple[str, ...], column: str):
     return migrations.RunPython(forwards, backwards)
 
 
+def erasure_only_sql(
+    vendor: str,
+    table: str,
+    columns: tuple[str, ...],
+    column: str,
+    tombstones: dict[str, str] | None = None,
+) -> list[str]:
+    """Narrow `table`'s append-only guard (installed first, :func:`append_only_sql`) to the
+    one update an erasure makes: `column` (a timestamp) set once, from NULL, each column of
+    `tombstones` set in the same update to its tombstone (a JSON text: the column holds that
+    JSON value afterwards, whatever it held), every other column unchanged. Any other update
+    (a second one, a tombstone other than the given one), DELETE and TRUNCATE stay refused.
+
+    `columns` are the unchanged columns (SQLite compares each; PostgreSQL compares the whole
+    row but `column` and the tombstoned ones, so a column added later is covered there too).
+    """
+    tombstones = tombstones or {}
+    if vendor == "sqlite":
+        same = [f"NEW.{c} IS OLD.{c}" for c in columns]
+        became = [f"json(NEW.{c}) IS json('{v}')" for c, v in tombstones.items()]
+    elif vendor == "postgresql":
+        minus = "".join(f" - '{c}'" for c in (column, *tombstones))
+        same = [f"(to_jsonb(NEW){minus}) = (to_jsonb(OLD){minus})"]
+        became = [f"NEW.{c} = '{v}'::jsonb" for c, v in tombstones.items()]
+    else:
+        raise NotImplementedError(f"no append-only triggers for database vendor {vendor!r}")
+    condition = " AND ".join([f"OLD.{column} IS NULL", f"NEW.{column} IS NOT NULL", *same, *became])
+    if vendor == "sqlite":
+        return [
+            f"DROP TRIGGER IF EXISTS {table}_no_update;",
+            f"""CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+                WHEN NOT ({condition})
+                BEGIN SELECT RAISE(ABORT, '{table} is append-only: UPDATE refused'); END;""",
+        ]
+    return [
+        f"""CREATE OR REPLACE FUNCTION {table}_erase_only() RETURNS trigger AS $$
+           BEGIN
+             IF TG_OP = 'UPDATE' AND {condition} THEN
+               RETURN NEW;
+             END IF;
+             RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+               USING ERRCODE = 'insufficient_privilege';
+           END; $$ LANGUAGE plpgsql;""",
+        f"DROP TRIGGER IF EXISTS {table}_no_rewrite ON {table};",
+        f"""CREATE TRIGGER {table}_no_rewrite BEFORE UPDATE OR DELETE ON {table}
+            FOR EACH ROW EXECUTE FUNCTION {table}_erase_only();""",
+    ]
+
+
+def erasure_only_operation(
+    table: str, columns: tuple[str, ...], column: str, tombstones: dict[str, str] | None = None
+):
+    """A RunPython operation narrowing `table`'s guard to an erasure's update
+    (:func:`erasure_only_sql`); backwards, the full guard again."""
+    from django.db import migrations
+
+    def forwards(apps, schema_editor):
+        vendor = schema_editor.connection.vendor
+        for sql in erasure_only_sql(vendor, table, columns, column, tombstones):
+            schema_editor.execute(sql, params=None)
+
+    def backwards(apps, schema_editor):
+        vendor = schema_editor.connection.vendor
+        for sql in [*drop_append_only_sql(vendor, table), *append_only_sql(vendor, table)]:
+            schema_editor.execute(sql, params=None)
+
+    return migrations.RunPython(forwards, backwards)
+
+
 def decision_only_sql(
     vendor: str,
     table: str,

@@ -16,7 +16,7 @@ from console import roles
 from console.views.common import signed_in
 from core.errors import ReplayError
 from core.formats.otel.page import AXIS, conversation, waterfall
-from otel.selectors import otel_span_records, otel_trace, otel_traces_open
+from otel.selectors import otel_span_records, otel_spans_erased, otel_trace, otel_traces_open
 from otel.services import SealError, otel_seal
 
 TRACE_ID = re.compile(r"\A[0-9a-f]{32}\Z")
@@ -51,6 +51,7 @@ def otel_open_detail_view(request: HttpRequest, trace_id: str) -> HttpResponse:
         "state": state,
         "page": page,
         "can_seal": roles.can(request.user, roles.UPLOAD),
+        "spans_erased": otel_spans_erased(trace_id),
     }
     return render(request, "console/otel_open_detail.html", context)
 

@@ -94,6 +94,7 @@ def test_plan_and_shred_destroy_the_key_once(ingest, settings):
         ],
         "fields": 2,
         "keys": 1,
+        "raw_copies": [],
         "stays": list(erasure.STAYS),
     }
     outcome = erasure.shred([ref])

@@ -2,7 +2,8 @@
 
 * ``otel status``: every trace still open (receiving spans), one line each;
 * ``otel sweep``: read the bodies not read yet and seal what is due, now (what the periodic
-  job does);
+  job does), and delete the bytes of erased bodies a blob store refused to delete at the
+  erasure (``otel.erasure``);
 * ``otel seal TRACE_ID`` / ``otel seal --all``: seal a trace's open version at once (every
   open trace with ``--all``), whether or not it has gone quiet;
 * ``otel record TRACE_ID [--version N]``: the sealed record (the newest version unless
@@ -72,8 +73,14 @@ class Command(BaseCommand):
             self.stdout.write("no open OpenTelemetry trace")
 
     def _sweep(self, **_options):
+        from otel.erasure import otlp_erased_content_sweep
+
         done = otel_sweep()
-        self.stdout.write(f"read {done['read']} bodies, sealed {done['sealed']} traces")
+        removed = otlp_erased_content_sweep()
+        self.stdout.write(
+            f"read {done['read']} bodies, sealed {done['sealed']} traces"
+            + (f", deleted the bytes of {removed} erased bodies" if removed else "")
+        )
 
     def _seal(self, *, trace_id=None, all=False, **_options):
         ids = (
