@@ -59,8 +59,8 @@ its state under ``var/<database>-state/``):
 batches, one run, small hostile bodies, no waiting for calm); ``--quick`` (run_all --quick)
 is three runs of 80 requests a phase. Figures are measurements, not tests: they depend on
 the machine and on what else runs on it (2 shared cores here), which is why the 1-minute load
-average is printed beside each phase. The figures are printed as a table: each beside its
-target, per run, and the runs' min / median / max.
+average is printed beside each phase, and before and after each run. The figures are printed
+as a table: each beside its target, per run, and the runs' min / median / max.
 """
 
 from __future__ import annotations
@@ -937,6 +937,9 @@ def table(runs: list[dict[str, Any]], hostile: list[dict[str, Any]], rate: float
             ("  load, 1-min, end", "", [r["load_end"] for r in mine], ".2f", None),
         ]  # fmt: skip
     rows += [
+        ("load, 1-min, before the run", "", [r["load_before"] for r in runs], ".2f", None),
+        ("load, 1-min, after the run (its hostile bodies too)", "",
+         [r["load_after"] for r in runs], ".2f", None),
         ("alone: one request, median of 5 (ms)", p95, [r["alone_ms"] for r in runs], ".0f",
          lambda v: v < TARGET_P95_MS),
         ("alone: 200 -> span visible, median of 5 (s)", visible,
@@ -1076,9 +1079,14 @@ def main() -> int:
         send_all(host, token, warm, time_limit=60.0, watch=Visibility())
         drained(args.time_limit)
         for number in range(1, args.runs + 1):
-            runs.append(one_run(number, host, token, stack, args))
+            load_before = os.getloadavg()[0]
+            log(f"run {number}: 1-minute load before it {load_before:.2f}")
+            run = one_run(number, host, token, stack, args)
             if not args.no_hostile:
                 hostile += hostile_run(number, host, token, stack, args)
+            run["load_before"], run["load_after"] = load_before, os.getloadavg()[0]
+            log(f"run {number}: 1-minute load after it {run['load_after']:.2f}")
+            runs.append(run)
     finally:
         bench_scale.stop(stack)
 

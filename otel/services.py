@@ -1,27 +1,32 @@
 """Writes of the OTLP receiver: a body received and stored with its ledger event, a body's
 spans read into rows, a trace version sealed into a stored ``otel-genai`` trace.
 
-The request path does as little as keeps the promise of the response: it decodes the body
-once (so a body that does not parse is 400 and one with refused spans says how many), then
-stores the body under its digest and appends ``OTLP_RECEIVED`` naming that digest in one
-transaction, and queues the rest. Grouping, mapping and sealing run in the background runner
+The request path does as little as keeps the promise of the response: it checks the body
+once (``otlp.validate``, on the parsed protobuf message, building no span dict: a body that
+does not parse is 400 and one with refused spans says how many), then stores the body under
+its digest and appends ``OTLP_RECEIVED`` naming that digest in one transaction, and queues
+the rest. Decoding, mapping, grouping and sealing run in the background runner
 (``replay.background``), each step idempotent: a body read twice stores no span twice, and a
-seal retried writes the same bytes (its time is decided once, on the trace's row).
+seal retried writes the same bytes (its time is decided once, on the trace's row). On
+PostgreSQL the span rows go in with one COPY.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
+import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.files.base import ContentFile
-from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Min
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, F, Max, Min
 from django.utils import timezone
 
 from core.canonical import jcs
@@ -30,6 +35,7 @@ from core.formats.otel import mapping, otlp, record
 from core.ledger import codes
 from governance import ledger
 from otel import conf
+from otel.erasure import body_refusal, live_spans
 from otel.models import OtelSpan, OtelTrace, OtlpBody, OtlpBodyDone
 from replay.models import Trace
 from replay.services import trace_ingest
@@ -80,17 +86,18 @@ def _put(name: str, data: bytes) -> None:
 
 
 def otlp_receive(*, body: bytes, content_type: str, user: Any, enqueue: bool = True) -> Received:
-    """Decode one export body (``otlp.OtlpError`` when it does not parse: nothing is
-    stored), then store it and its ``OTLP_RECEIVED`` event together and queue reading it
-    (``enqueue=False``: the caller reads it, as the demo does)."""
-    decoded = otlp.decode(body, content_type, limits=limits())
+    """Check one export body (``otlp.OtlpError`` when it does not parse or a limit refuses
+    it: nothing is stored), then store it and its ``OTLP_RECEIVED`` event together and
+    queue reading it (``enqueue=False``: the caller reads it, as the demo does)."""
+    # checked on the parsed protobuf message, building no dict: the reader decodes it
+    checked = otlp.validate(body, content_type, limits=limits())
     sha256 = hashlib.sha256(body).hexdigest()
     received = Received(
-        spans=len(decoded.spans),
-        rejected=len(decoded.rejected),
-        reasons=[rejection.reason for rejection in decoded.rejected],
+        spans=checked.spans,
+        rejected=len(checked.rejected),
+        reasons=[rejection.reason for rejection in checked.rejected],
         sha256=sha256,
-        trace_ids=sorted({s["trace_id"] for s in decoded.spans}),
+        trace_ids=checked.trace_ids,
     )
     if OtlpBody.objects.filter(sha256=sha256).exists():
         return received
@@ -137,13 +144,42 @@ def otlp_receive(*, body: bytes, content_type: str, user: Any, enqueue: bool = T
 
 
 def _spans_of(body: OtlpBody) -> list[dict[str, Any]]:
+    refused = body_refusal(body)  # an erased body's bytes are gone (otel.erasure)
+    if refused is not None:
+        raise refused
     with blob_storage().open(body.storage_name, "rb") as fh:
         data = fh.read()
     return otlp.decode(data, body.content_type, limits=limits()).spans
 
 
+class _Row(NamedTuple):
+    """One span read from a body, as its :class:`OtelSpan` row will hold it (``text``: its
+    record as JSON, for PostgreSQL's COPY)."""
+
+    trace_id: str
+    span_id: str
+    digest: str
+    parent_span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    record: dict[str, Any]
+    text: str
+
+
+def _canonical(value: Any) -> tuple[bytes, str | None]:
+    """``value``'s RFC 8785 bytes, and the same as text when it may also be the record
+    column's JSON (the fast path's: its floats are written as Python reads them back),
+    else None."""
+    data = otlp.jcs_bytes(value)
+    if data is None:
+        return jcs(value), None
+    return data, data.decode()
+
+
 def _digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(jcs(value)).hexdigest()
+    """``sha256:`` over ``value``'s RFC 8785 (JCS) bytes: a span row's digest."""
+    return "sha256:" + hashlib.sha256(_canonical(value)[0]).hexdigest()
 
 
 def _int(text: str) -> int:
@@ -153,80 +189,241 @@ def _int(text: str) -> int:
         return 0
 
 
-def otlp_read(*, body_pk: int) -> OtlpBodyDone | None:
-    """Read one stored body's spans into :class:`OtelSpan` rows and bring each of its
-    traces' rows up to date (a span after a seal opens the next version). Idempotent."""
-    body = OtlpBody.objects.filter(pk=body_pk).first()
-    if body is None:
-        return None
-    done = OtlpBodyDone.objects.filter(body=body).first()
-    if done is not None:
-        return done
-    rows: list[OtelSpan] = []
+@contextmanager
+def _cycles_uncollected() -> Iterator[None]:
+    """The cycle collector held off: reading a 512-span body allocates about half a million
+    dicts, lists and strings, trees that reference counting frees, and each full collection
+    their survivors trigger walks the worker's whole heap (measured: a third of the read's
+    CPU in a worker-sized process). Left as it was found (another thread's reader may hold
+    it off too)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _rows_of(body: OtlpBody) -> list[_Row]:
+    """The body's spans mapped to their records, each with its digest."""
+    rows = []
     for plain in _spans_of(body):
         rec = mapping.span_record(plain)
+        data, text = _canonical(rec)
         rows.append(
-            OtelSpan(
+            _Row(
                 trace_id=plain["trace_id"],
                 span_id=rec["span_id"],
-                digest=_digest(rec),
+                digest="sha256:" + hashlib.sha256(data).hexdigest(),
                 parent_span_id=rec.get("parent_span_id") or "",
                 name=str(rec.get("name", ""))[:255],
                 start_ns=_int(rec.get("start_time_unix_nano", "0")),
                 end_ns=_int(rec.get("end_time_unix_nano", "0")),
                 record=rec,
-                body=body,
+                # the canonical text when it is json's, else json's own (a float such as
+                # 1.0 stays 1.0 in the column, as the ORM writes it)
+                text=text if text is not None else json.dumps(rec),
             )
         )
+    return rows
+
+
+def otlp_read(*, body_pk: int, wait: bool = True) -> OtlpBodyDone | None:
+    """Read one stored body's spans into :class:`OtelSpan` rows and bring each of its
+    traces' rows up to date (a span after a seal opens the next version). Idempotent.
+
+    A span id seen before with the same digest (in the database or earlier in the body) is
+    skipped, with another digest it is stored beside the first and counted as a conflict.
+    One transaction: the body's row claimed, its spans mapped, the traces' rows locked in
+    trace id order, the spans written (COPY on PostgreSQL), the traces advanced and the body
+    marked read (:class:`OtlpBodyDone`). None for an unknown body, or (``wait=False``: the
+    queued task and the sweep) for one another runner is reading, which that runner
+    finishes (or, should it fail, the next sweep reads)."""
+    done = OtlpBodyDone.objects.filter(body_id=body_pk).first()
+    if done is not None:
+        return done
+    with _cycles_uncollected():  # and the body's records freed before it collects again
+        return _read(body_pk, wait=wait)
+
+
+def _read(body_pk: int, *, wait: bool) -> OtlpBodyDone | None:
     with transaction.atomic():
-        # one reader a body: the sweep and a queued task may both pick it up; the second
-        # waits here for the first and finds it read
-        OtlpBody.objects.select_for_update().only("pk").get(pk=body.pk)
+        # one reader a body, and its work done once: the reader claims the body's row before
+        # decoding it, and (wait=False) passes over one another runner has claimed
+        body = OtlpBody.objects.select_for_update(skip_locked=not wait).filter(pk=body_pk).first()
+        if body is None:
+            return None
         done = OtlpBodyDone.objects.filter(body=body).first()
         if done is not None:
             return done
-        new = dup = conflicting = 0
-        by_trace: dict[str, list[OtelSpan]] = {}
+        rows = _rows_of(body)
+        by_trace: dict[str, list[_Row]] = {}
         for row in rows:
             by_trace.setdefault(row.trace_id, []).append(row)
+        states = _states_for_update(sorted(by_trace))
+        known = _known(by_trace)
+        dup = conflicting = 0
+        fresh: dict[str, list[_Row]] = {}
         for trace_id in sorted(by_trace):
-            state = _state_for_update(trace_id)
-            known = dict(
-                OtelSpan.objects.filter(
-                    trace_id=trace_id, span_id__in=[s.span_id for s in by_trace[trace_id]]
-                ).values_list("span_id", "digest")
-            )
-            fresh: list[OtelSpan] = []
+            present = known.get(trace_id, set())
+            ids = {span_id for span_id, _digest in present}
             for row in by_trace[trace_id]:
-                seen = known.get(row.span_id)
-                if seen == row.digest:
+                if (row.span_id, row.digest) in present:
                     dup += 1
                     continue
-                if seen is not None:
+                if row.span_id in ids:
                     conflicting += 1
-                known.setdefault(row.span_id, row.digest)
-                fresh.append(row)
-            if not fresh:
-                continue
-            OtelSpan.objects.bulk_create(fresh, ignore_conflicts=True)
-            new += len(fresh)
-            _advance(state, fresh)
+                present.add((row.span_id, row.digest))
+                ids.add(row.span_id)
+                fresh.setdefault(trace_id, []).append(row)
+        written = [row for trace_id in sorted(fresh) for row in fresh[trace_id]]
+        _spans_write(written, body)
+        counts = _span_counts(sorted(fresh))
+        for trace_id in sorted(fresh):
+            _advance(states[trace_id], fresh[trace_id], span_count=counts[trace_id])
         return OtlpBodyDone.objects.create(
-            body=body, new_spans=new, duplicate_spans=dup, conflicting_spans=conflicting
+            body=body, new_spans=len(written), duplicate_spans=dup, conflicting_spans=conflicting
         )
 
 
-def _state_for_update(trace_id: str) -> OtelTrace:
+def _states_for_update(trace_ids: list[str]) -> dict[str, OtelTrace]:
+    """The rows of these traces (made for those new), locked, in trace id order (as every
+    reader takes them: no two readers wait on each other in a cycle)."""
     now = timezone.now()
-    state, _ = OtelTrace.objects.get_or_create(
-        trace_id=trace_id, defaults={"first_span_at": now, "last_span_at": now}
+    existing = set(
+        OtelTrace.objects.filter(trace_id__in=trace_ids).values_list("trace_id", flat=True)
     )
-    return OtelTrace.objects.select_for_update().get(pk=state.pk)
+    OtelTrace.objects.bulk_create(
+        [
+            OtelTrace(trace_id=trace_id, first_span_at=now, last_span_at=now)
+            for trace_id in trace_ids
+            if trace_id not in existing
+        ],
+        ignore_conflicts=True,  # made meanwhile by another reader
+    )
+    return {
+        state.trace_id: state
+        for state in OtelTrace.objects.select_for_update()
+        .filter(trace_id__in=trace_ids)
+        .order_by("trace_id")
+    }
 
 
-def _advance(state: OtelTrace, fresh: Iterable[OtelSpan]) -> None:
-    """A trace's row after new spans: open again (the next version) if it was sealed, its
-    root seen, its counts and times."""
+#: span ids asked about in one query (SQLite's bound on a statement's variables is 32,766)
+_KNOWN_CHUNK = 2000
+
+
+def _known(by_trace: dict[str, list[_Row]]) -> dict[str, set[tuple[str, str]]]:
+    """The (span id, digest) pairs already stored of these traces' span ids."""
+    known: dict[str, set[tuple[str, str]]] = {}
+    pairs = sorted({(row.trace_id, row.span_id) for rows in by_trace.values() for row in rows})
+    for start in range(0, len(pairs), _KNOWN_CHUNK):
+        chunk = pairs[start : start + _KNOWN_CHUNK]
+        found = OtelSpan.objects.filter(
+            trace_id__in={trace_id for trace_id, _ in chunk},
+            span_id__in={span_id for _, span_id in chunk},
+        ).values_list("trace_id", "span_id", "digest")
+        for trace_id, span_id, digest in found:
+            known.setdefault(trace_id, set()).add((span_id, digest))
+    return known
+
+
+def _span_counts(trace_ids: list[str]) -> dict[str, int]:
+    counts = dict.fromkeys(trace_ids, 0)
+    if trace_ids:
+        counts.update(
+            OtelSpan.objects.filter(trace_id__in=trace_ids)
+            .values("trace_id")
+            .annotate(n=Count("pk"))
+            .values_list("trace_id", "n")
+        )
+    return counts
+
+
+def _spans_write(rows: list[_Row], body: OtlpBody) -> None:
+    """Insert the rows, in order (a trace's first copy of a span id has the lowest pk).
+    PostgreSQL: one COPY (the ORM's insert has psycopg quote every JSON record into an
+    array literal, ten times the cost); a row already stored (none is: the traces are
+    locked and their spans read) makes it fall back to the ORM's insert, which skips it.
+    Elsewhere (SQLite): the ORM's insert, skipping a row already stored."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        try:
+            with transaction.atomic():  # a savepoint: a refused COPY leaves nothing
+                _spans_copy(rows, body)
+            return
+        except IntegrityError:
+            logger.warning("OTLP body %s: a span row was already stored; inserting again", body.pk)
+    OtelSpan.objects.bulk_create(
+        [
+            OtelSpan(
+                trace_id=row.trace_id,
+                span_id=row.span_id,
+                digest=row.digest,
+                parent_span_id=row.parent_span_id,
+                name=row.name,
+                start_ns=row.start_ns,
+                end_ns=row.end_ns,
+                record=row.record,
+                body=body,
+            )
+            for row in rows
+        ],
+        ignore_conflicts=True,
+    )
+
+
+_COPY_FIELDS = (
+    "trace_id",
+    "span_id",
+    "digest",
+    "parent_span_id",
+    "name",
+    "start_ns",
+    "end_ns",
+    "record",
+    "body",
+    "received_at",
+)
+
+
+def _spans_copy(rows: list[_Row], body: OtlpBody) -> None:
+    """The rows through ``COPY ... FROM STDIN`` (psycopg 3), in this transaction: the same
+    columns the ORM writes, the record as its JSON text (PostgreSQL parses it into jsonb
+    once), one time of receipt for the body's spans."""
+    meta = OtelSpan._meta
+    column = {f.name: f.column for f in meta.concrete_fields}
+    columns = ", ".join(connection.ops.quote_name(column[name]) for name in _COPY_FIELDS)
+    now = timezone.now()
+    statement = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(statement) as copy,
+    ):
+        for row in rows:
+            copy.write_row(
+                (
+                    row.trace_id,
+                    row.span_id,
+                    row.digest,
+                    row.parent_span_id,
+                    row.name,
+                    row.start_ns,
+                    row.end_ns,
+                    row.text,
+                    body.pk,
+                    now,
+                )
+            )
+
+
+def _advance(state: OtelTrace, fresh: Iterable[Any], *, span_count: int | None = None) -> None:
+    """A trace's row after new spans (rows of :class:`OtelSpan`, or as read): open again
+    (the next version) if it was sealed, its root seen, its counts and times
+    (``span_count``: its stored spans, counted now when not given)."""
     fresh = list(fresh)
     if not state.open:
         state.open = True
@@ -240,22 +437,27 @@ def _advance(state: OtelTrace, fresh: Iterable[OtelSpan]) -> None:
             state.service = str(span.record.get("service") or "")[:255]
         elif not state.service:
             state.service = str(span.record.get("service") or "")[:255]
-    state.span_count = OtelSpan.objects.filter(trace_id=state.trace_id).count()
+    if span_count is None:
+        span_count = OtelSpan.objects.filter(trace_id=state.trace_id).count()
+    state.span_count = span_count
     state.last_span_at = timezone.now()
     state.save()
 
 
 def otlp_read_pending(*, limit: int = 100) -> int:
     """Read the bodies no runner has read yet (a worker killed mid-way, a queue lost with a
-    process): the sweep's first half. Returns how many were read."""
+    process), passing over those another runner is reading: the sweep's first half. Returns
+    how many were read (or found read meanwhile)."""
     pending = list(
         OtlpBody.objects.filter(otlpbodydone__isnull=True)
         .order_by("pk")
         .values_list("pk", flat=True)[:limit]
     )
+    read = 0
     for pk in pending:
-        otlp_read(body_pk=pk)
-    return len(pending)
+        # a body another runner is reading (its queued task, say) is left to it
+        read += otlp_read(body_pk=pk, wait=False) is not None
+    return read
 
 
 class SealError(Exception):
@@ -290,7 +492,8 @@ def otel_seal(*, trace_id: str, reason: str = SEAL_MANUAL) -> Trace:
     conflicts = []
     first_digest: dict[str, str] = {}
     for span_id, digest, rec in (
-        OtelSpan.objects.filter(trace_id=trace_id, pk__lte=cutoff)
+        live_spans(trace_id)  # an erased span's tombstone cannot be sealed (otel.erasure)
+        .filter(pk__lte=cutoff)
         .order_by("pk")
         .values_list("span_id", "digest", "record")
         .iterator()

@@ -18,7 +18,10 @@ def otlp_read_body(body_pk: int) -> int:
     """Read one stored export body's spans into rows (``otel.services.otlp_read``)."""
     from otel.services import otlp_read
 
-    done = otlp_read(body_pk=body_pk)
+    # a body another runner is reading (the sweep) is left to it: waiting would hold this
+    # process idle meanwhile, and the queued reads behind it would then follow the sweep
+    # body by body, one process working for two
+    done = otlp_read(body_pk=body_pk, wait=False)
     return done.new_spans if done is not None else 0
 
 

@@ -258,11 +258,6 @@ def test_an_open_trace_page_leaves_out_the_erased_spans_and_says_so(
     assert b"4 spans received before a personal-data erasure are not shown" in page.content
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="otel.services.otel_seal must read otel.erasure.live_spans (the lead adds the call): "
-    "until then a version after an erasure is refused (MALFORMED_TRACE, the tombstones)",
-)
 def test_a_span_after_the_erasure_opens_a_version_without_the_erased_spans(
     sealed, django_capture_on_commit_callbacks
 ):

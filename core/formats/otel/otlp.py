@@ -20,6 +20,12 @@ body's objects, arrays and keys are counted and its nesting measured before it i
 (:mod:`core.formats.jsonstrict`). gzip is undone by the caller, with
 :func:`gunzip_bounded`.
 
+:func:`validate` is the request path's check: the same refusals as :func:`decode`, in the
+same words, and the same rejections, found on the parsed protobuf message without building
+a dict (the reader decodes the body later); a body at the limits then costs what the
+protobuf runtime holds, a few MiB, not the dict tree's hundreds. :func:`jcs_bytes` writes a
+span record's RFC 8785 bytes with orjson where those are exactly the canonical bytes.
+
 The JSON path is a strict walker over OTLP's JSON mapping (protobuf's own ``json_format``
 would read ids as base64): field names in lowerCamelCase, or the proto names in
 snake_case as protobuf's JSON parser accepts, unknown fields ignored as OTLP asks; ids in
@@ -39,12 +45,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
+from core.canonical import es_number_to_string
 from core.errors import ReplayError
 from core.formats import jsonstrict
 
@@ -190,14 +198,51 @@ def decode(body: bytes, content_type: str, *, limits: Limits = DEFAULT_LIMITS) -
     :attr:`Decoded.rejected`.
     """
     kind = media_type(content_type)
+    _check_size(body, limits)
+    if kind == PROTOBUF:
+        return _decode_protobuf(body, limits)
+    return _decode_json(body, limits)
+
+
+@dataclass
+class Checked:
+    """What :func:`validate` gives: how many spans :func:`decode` would accept, the spans
+    it would reject (the same :class:`Rejection` values) and the accepted spans' trace ids
+    (lower-case hex, sorted, each once)."""
+
+    spans: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+    trace_ids: list[str] = field(default_factory=list)
+
+
+def validate(body: bytes, content_type: str, *, limits: Limits = DEFAULT_LIMITS) -> Checked:
+    """Check one body as :func:`decode` does, without building its spans' dicts: the same
+    :class:`OtlpError` (code and message) for a body refused whole, else the count of spans
+    accepted, the rejections and the trace ids. What the request path needs to answer; the
+    reader decodes the body later.
+
+    A protobuf body is parsed by the protobuf runtime (a few bytes of memory a message,
+    where a dict tree costs hundreds) and its limits and ids are checked on the parsed
+    message, in decode's order, so the first refusal is decode's. A JSON body is decoded
+    (its parser builds the tree anyway)."""
+    kind = media_type(content_type)
+    _check_size(body, limits)
+    if kind == PROTOBUF:
+        return _validate_protobuf(body, limits)
+    decoded = _decode_json(body, limits)
+    return Checked(
+        spans=len(decoded.spans),
+        rejected=decoded.rejected,
+        trace_ids=sorted({span["trace_id"] for span in decoded.spans}),
+    )
+
+
+def _check_size(body: bytes, limits: Limits) -> None:
     if len(body) > limits.max_body_bytes:
         raise OtlpError(
             BODY_TOO_LARGE,
             f"the body is {len(body)} bytes, more than the limit of {limits.max_body_bytes}",
         )
-    if kind == PROTOBUF:
-        return _decode_protobuf(body, limits)
-    return _decode_json(body, limits)
 
 
 # ---------------------------------------------------------------------------------------
@@ -512,7 +557,8 @@ def _prescan(body: bytes, limits: Limits) -> None:
         ) from None
 
 
-def _decode_protobuf(body: bytes, limits: Limits) -> Decoded:
+def _parse_protobuf(body: bytes, limits: Limits) -> Any:
+    """The parsed ``ExportTraceServiceRequest``, its span count within the limit."""
     # A body of n bytes holds at most n / 2 messages (an empty one is a tag and a length)
     # and no string longer than n: a short body is parsed straight away (its spans,
     # attributes and nesting are checked as it is read), a longer one is walked first.
@@ -532,6 +578,11 @@ def _decode_protobuf(body: bytes, limits: Limits) -> Decoded:
         limits.max_spans
     ):
         raise _too_many(TOO_MANY_SPANS, "spans", "the request", limits.max_spans)
+    return request
+
+
+def _decode_protobuf(body: bytes, limits: Limits) -> Decoded:
+    request = _parse_protobuf(body, limits)
     out = Decoded()
     index = 0
     for r, rs in enumerate(request.resource_spans):
@@ -615,10 +666,32 @@ def _pb_attributes(pairs: Any, where: str, limits: Limits) -> list[dict[str, Any
     # attributes concatenate), so the total is checked again here
     if len(pairs) > limits.max_attributes:
         raise _too_many(TOO_MANY_ATTRIBUTES, "attributes", where, limits.max_attributes)
-    return [
-        {"key": kv.key, "value": _pb_value(kv.value, f"{where}/attributes/{a}/value", 1, limits)}
-        for a, kv in enumerate(pairs)
-    ]
+    if limits.max_depth < 1:  # every value is too deep: _pb_value says where
+        return [
+            {
+                "key": kv.key,
+                "value": _pb_value(kv.value, f"{where}/attributes/{a}/value", 1, limits),
+            }
+            for a, kv in enumerate(pairs)
+        ]
+    out = []
+    for a, kv in enumerate(pairs):
+        # _pb_value inlined for the scalars (most values), its pointer written only for the
+        # values that nest
+        value = kv.value
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            plain: dict[str, Any] = {"stringValue": value.string_value}
+        elif which == "int_value":
+            plain = {"intValue": str(value.int_value)}
+        elif which == "bool_value":
+            plain = {"boolValue": value.bool_value}
+        elif which == "double_value":
+            plain = {"doubleValue": _double(value.double_value)}
+        else:
+            plain = _pb_value(value, f"{where}/attributes/{a}/value", 1, limits)
+        out.append({"key": kv.key, "value": plain})
+    return out
 
 
 def _pb_value(value: Any, where: str, depth: int, limits: Limits) -> dict[str, Any]:
@@ -661,6 +734,140 @@ def _pb_value(value: Any, where: str, depth: int, limits: Limits) -> dict[str, A
     # unset, or string_value_strindex: a reference into the Profiles signal's string table,
     # which OTLP asks other signals' receivers to read as absent
     return {}
+
+
+# ---------------------------------------------------------------------------------------
+# Protobuf: checked on the parsed message, nothing built (validate)
+#
+# The same checks as _decode_protobuf and _finish_span, in the same order (a resource's
+# attributes, then each scope's, then each span's event and link counts, its attributes,
+# its events' and its links' attributes, then its ids): the first refusal is the one decode
+# gives, in its words. Pointers are written only for a refusal.
+
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
+
+
+def _validate_protobuf(body: bytes, limits: Limits) -> Checked:
+    request = _parse_protobuf(body, limits)
+    out = Checked()
+    trace_ids: set[bytes] = set()
+    max_events, max_links = limits.max_events, limits.max_links
+    index = 0
+    for r, rs in enumerate(request.resource_spans):
+        _pb_check_attributes(rs.resource.attributes, limits, "/resourceSpans/{}/resource", r)
+        for s, ss in enumerate(rs.scope_spans):
+            _pb_check_attributes(
+                ss.scope.attributes, limits, "/resourceSpans/{}/scopeSpans/{}/scope", r, s
+            )
+            for i, span in enumerate(ss.spans):
+                events, links = span.events, span.links
+                if len(events) > max_events or len(links) > max_links:
+                    where = f"/resourceSpans/{r}/scopeSpans/{s}/spans/{i}"
+                    if len(events) > max_events:
+                        raise _too_many(TOO_MANY_EVENTS, "events", where, max_events)
+                    raise _too_many(TOO_MANY_LINKS, "links", where, max_links)
+                _pb_check_attributes(
+                    span.attributes, limits, "/resourceSpans/{}/scopeSpans/{}/spans/{}", r, s, i
+                )
+                for e, event in enumerate(events):
+                    _pb_check_attributes(
+                        event.attributes,
+                        limits,
+                        "/resourceSpans/{}/scopeSpans/{}/spans/{}/events/{}",
+                        r,
+                        s,
+                        i,
+                        e,
+                    )
+                for k, link in enumerate(links):
+                    _pb_check_attributes(
+                        link.attributes,
+                        limits,
+                        "/resourceSpans/{}/scopeSpans/{}/spans/{}/links/{}",
+                        r,
+                        s,
+                        i,
+                        k,
+                    )
+                problem = _pb_span_problem(span, links)
+                if problem is None:
+                    out.spans += 1
+                    trace_ids.add(span.trace_id)
+                else:
+                    out.rejected.append(Rejection(index, span.span_id[:64].hex(), problem))
+                index += 1
+    out.trace_ids = sorted(trace_id.hex() for trace_id in trace_ids)
+    return out
+
+
+def _pb_check_attributes(pairs: Any, limits: Limits, where: str, *at: int) -> None:
+    """_pb_attributes' checks: the count, then each value's nesting (`where`, a format of
+    the indexes `at`, is the pointer of the attributes' owner)."""
+    if len(pairs) > limits.max_attributes:
+        raise _too_many(TOO_MANY_ATTRIBUTES, "attributes", where.format(*at), limits.max_attributes)
+    if limits.max_depth < 1:  # every value is too deep: the first one says where
+        if len(pairs):
+            raise _deep(f"{where.format(*at)}/attributes/0/value", limits)
+        return
+    for a, kv in enumerate(pairs):
+        value = kv.value
+        which = value.WhichOneof("value")
+        if which in ("array_value", "kvlist_value"):
+            _pb_check_nested(value, f"{where.format(*at)}/attributes/{a}/value", 1, limits)
+
+
+def _pb_check_nested(value: Any, where: str, depth: int, limits: Limits) -> None:
+    """_pb_value's depth check over an arrayValue or kvlistValue at `depth` (in range)."""
+    if value.WhichOneof("value") == "array_value":
+        for n, item in enumerate(value.array_value.values):
+            at = f"{where}/arrayValue/values/{n}"
+            if depth + 1 > limits.max_depth:
+                raise _deep(at, limits)
+            if item.WhichOneof("value") in ("array_value", "kvlist_value"):
+                _pb_check_nested(item, at, depth + 1, limits)
+        return
+    for n, kv in enumerate(value.kvlist_value.values):
+        at = f"{where}/kvlistValue/values/{n}/value"
+        if depth + 1 > limits.max_depth:
+            raise _deep(at, limits)
+        item = kv.value
+        if item.WhichOneof("value") in ("array_value", "kvlist_value"):
+            _pb_check_nested(item, at, depth + 1, limits)
+
+
+def _pb_id_problem(name: str, value: bytes, zero: bytes, *, empty_ok: bool = False) -> str | None:
+    """_id_problem, the all-zero id compared whole."""
+    if not value and empty_ok:
+        return None
+    if len(value) != len(zero):
+        return f"{name} is {len(value)} bytes, not {len(zero)}"
+    if value == zero:
+        return f"{name} is all zero, which is not a valid id"
+    return None
+
+
+def _pb_span_problem(span: Any, links: Any) -> str | None:
+    """Why _finish_span would reject a parsed span, or None."""
+    problem = (
+        _pb_id_problem("trace_id", span.trace_id, _ZERO_TRACE_ID)
+        or _pb_id_problem("span_id", span.span_id, _ZERO_SPAN_ID)
+        or _pb_id_problem("parent_span_id", span.parent_span_id, _ZERO_SPAN_ID, empty_ok=True)
+    )
+    if problem is not None:
+        return problem
+    if not 0 <= span.kind < len(SPAN_KINDS):
+        return f"kind {span.kind} is not a SpanKind"
+    code = span.status.code
+    if not 0 <= code < len(STATUS_CODES):
+        return f"status code {code} is not a StatusCode"
+    for i, link in enumerate(links):
+        problem = _pb_id_problem(
+            f"links[{i}].trace_id", link.trace_id, _ZERO_TRACE_ID
+        ) or _pb_id_problem(f"links[{i}].span_id", link.span_id, _ZERO_SPAN_ID)
+        if problem:
+            return problem
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -1077,6 +1284,76 @@ def _json_value(obj: Any, where: str, depth: int, limits: Limits) -> dict[str, A
             ]
         }
     }
+
+
+# ---------------------------------------------------------------------------------------
+# A span record's RFC 8785 (JCS) bytes, fast where orjson writes them exactly
+
+#: keys are sorted by UTF-16 code units in JCS, by code points (UTF-8 bytes) in orjson: the
+#: two orders differ only between a character of U+E000..U+FFFF (UTF-8 lead byte EE or EF)
+#: and one past U+FFFF (lead byte F0 to F4), so a text holding both goes to the exact path
+_HIGH_BMP = re.compile(rb"[\xee\xef]")
+_ASTRAL = re.compile(rb"[\xf0-\xf4]")
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+
+
+def jcs_bytes(value: Any) -> bytes | None:
+    """The RFC 8785 (JCS) bytes of a JSON value as ``json.loads`` and
+    ``mapping.span_record`` give them (dicts with str keys, lists, tuples, str, int, float,
+    bool, None), or None when the fast path cannot vouch for them: then call
+    ``core.canonical.jcs``, which writes (or refuses) them exactly.
+
+    orjson, keys sorted, writes JCS's bytes (no whitespace, raw UTF-8, the same escapes,
+    lower-case ``\\u00xx``) but for three things, each sent to the exact path: a float
+    orjson writes otherwise than ECMAScript (1.0 and 1e+16 where ECMAScript writes 1 and
+    10000000000000000: every float is compared with ``es_number_to_string``), a NaN or an
+    infinity (orjson writes null), and keys that may sort otherwise by UTF-16 code units
+    than by code points. What orjson refuses (a lone surrogate, a non-str key, an integer
+    past 2**53 - 1, a type JSON has not) goes there too. About twice as fast as the
+    pure-Python canonicaliser on GenAI spans; tests/otel/test_span_digest.py holds the two
+    to the same bytes."""
+    try:
+        data: bytes = orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except (TypeError, ValueError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        return None
+    if not data.isascii() and _HIGH_BMP.search(data) and _ASTRAL.search(data):
+        return None
+    if not _floats_as_written(value):
+        return None
+    return data
+
+
+def _floats_as_written(value: Any) -> bool:
+    """Every float in ``value`` is finite and orjson writes it as ECMAScript does."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is dict:
+            stack.extend(node.values())
+        elif kind is list or kind is tuple:
+            stack.extend(node)
+        elif kind is float:
+            if not _float_as_written(node):
+                return False
+        elif kind is not str and isinstance(node, dict | list | tuple | float):  # a subclass
+            return _floats_as_written(_plain(node)) and _floats_as_written(stack)
+    return True
+
+
+def _float_as_written(number: float) -> bool:
+    if not math.isfinite(number):
+        return False
+    return orjson.dumps(number) == es_number_to_string(number).encode()
+
+
+def _plain(node: Any) -> Any:
+    """A subclass of dict, list, tuple or float as its base type's value."""
+    if isinstance(node, dict):
+        return list(node.values())
+    if isinstance(node, list | tuple):
+        return list(node)
+    return float(node)
 
 
 # ---------------------------------------------------------------------------------------
