@@ -21,12 +21,16 @@ class ConsoleConfig(AppConfig):
 
 
 def _index_at_ingest(sender: object, trace: object, **kwargs: object) -> None:
-    """A stored trace's index (a native trace's, or any format's records) is built in the
-    background once its upload commits, so no page request builds it (a large trace's takes
-    seconds)."""
+    """A stored native trace's index, and a large file's index of records (any other
+    format's, past REPLAY_INDEX_INLINE_RECORDS), is built in the background once its upload
+    commits, so no page request builds it (a large trace's takes seconds). A small file's
+    records are indexed by the first page that shows them: building it at every upload
+    would parse each stored file once more in the process that took it."""
     from console.selectors import trace_index_queue
-    from console.selectors.opened import records_format
+    from console.selectors.opened import _builds_inline, records_format
     from core.formats import native
 
-    if getattr(trace, "format", None) == native.FORMAT or records_format(trace) is not None:  # type: ignore[arg-type]
+    native_trace = getattr(trace, "format", None) == native.FORMAT
+    large_records = records_format(trace) is not None and not _builds_inline(trace)  # type: ignore[arg-type]
+    if native_trace or large_records:
         trace_index_queue(trace)  # type: ignore[arg-type]
